@@ -1,0 +1,1 @@
+"""Agent-to-agent messaging: envelope, peers, reach, the tree, hand-back rules."""

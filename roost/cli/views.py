@@ -1,0 +1,217 @@
+"""Terminal views of jobs: the table (grouped by directory or state, as a tree), details,
+transcripts and mailboxes. Pure functions of JobRows plus files; no daemon calls here."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from roost.mailbox import Mailbox
+from roost.transcript import read_entries, render
+
+STATE_STYLE = {
+    "running": "bold green",
+    "starting": "cyan",
+    "done": "dim",
+    "needs_input": "bold yellow",
+    "failed": "bold red",
+    "stopped": "magenta",
+    "reaped": "dim",
+}
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _children(rows: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
+    sessions = {row["session"] for row in rows if row.get("session")}
+    by_parent: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = row.get("parentSession")
+        key = parent if parent in sessions else None
+        by_parent.setdefault(key, []).append(row)
+    return by_parent
+
+
+def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows ordered parent first, each child right under its parent, with `depth`."""
+    by_parent = _children(rows)
+    out: list[dict[str, Any]] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for row in by_parent.get(parent, []):
+            out.append({**row, "depth": depth})
+            if row.get("session"):
+                walk(row["session"], depth + 1)
+
+    walk(None, 0)
+    return out
+
+
+def _meta(row: dict[str, Any], names: dict[str, str]) -> str:
+    parts = []
+    pending = row.get("pending") or {}
+    if pending.get("replies") or pending.get("agent"):
+        parts.append(f"✉{pending.get('replies', 0) + pending.get('agent', 0)}")
+    return " ".join(parts)
+
+
+def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False) -> None:
+    out = console()
+    if not rows:
+        out.print("no jobs (start one with: roost run TASK)")
+        return
+    names = {row["session"]: row["name"] for row in rows if row.get("session")}
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for column in ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META"):
+        table.add_column(column, overflow="fold" if column.startswith("SUMMARY") else "ellipsis")
+    if group == "state":
+        ordered = sorted(rows, key=lambda r: (r["state"], r["created"]))
+        groups: Iterable[tuple[str, list[dict[str, Any]]]] = _grouped(ordered, "state")
+    else:
+        ordered = tree_order(rows) if tree or any(r.get("parentSession") for r in rows) else rows
+        groups = _grouped(ordered, "cwd")
+    for heading, members in groups:
+        table.add_row(Text(heading, style="bold blue"), "", "", "", "", "")
+        for row in members:
+            name = row["name"]
+            meta = _meta(row, names)
+            if group == "dir" and row.get("depth"):
+                name = "  " * (row["depth"] - 1) + "↳ " + name
+            elif group == "state" and row.get("parentSession") in names:
+                meta = f"↳ {names[row['parentSession']]} {meta}".strip()
+            summary = Text(row.get("summary") or "")
+            if row.get("question"):
+                summary = Text(f"? {row['question']}", style="yellow")
+            table.add_row(row["id"], name, Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
+                          row.get("status") or "", summary, meta)
+    out.print(table)
+
+
+def _grouped(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        heading = row[key]
+        if key == "cwd":
+            home = str(Path.home())
+            heading = "~" + heading[len(home):] if heading.startswith(home) else heading
+        groups.setdefault(heading, []).append(row)
+    return list(groups.items())
+
+
+def print_detail(row: dict[str, Any]) -> None:
+    out = console()
+    fields = [
+        ("id", row["id"]), ("name", row["name"]), ("kind", row["kind"]),
+        ("state", row["state"]), ("status", row.get("status")), ("summary", row.get("summary")),
+        ("question", row.get("question")), ("error", row.get("error")),
+        ("cwd", row["cwd"]), ("task", row.get("task")),
+        ("command", " ".join(row["command"]) if row.get("command") else None),
+        ("model", row.get("model")), ("session", row.get("session")),
+        ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
+        ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
+        ("worker", f"pid {row['worker']['pid']} ({row['worker']['state']}, "
+                   f"{row['worker']['crashes']} recent crashes)"),
+        ("dir", row.get("dir")), ("created", row["created"]), ("updated", row["updated"]),
+    ]
+    for key, value in fields:
+        if value not in (None, ""):
+            out.print(f"[bold]{key:>13}[/bold]  {value}")
+
+
+def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False) -> None:
+    if row["kind"] == "shell":
+        _print_file(Path(row["dir"]) / "output.log", follow)
+        return
+    session = row.get("session")
+    if not session:
+        return
+    seen = 0
+    while True:
+        entries = read_entries(session)
+        for line in render(entries[seen:], verbose=verbose):
+            print(line, flush=True)
+        seen = len(entries)
+        if not follow:
+            return
+        _wait_for_growth(Path(session))
+
+
+def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:
+    """Block until the file changes (watchdog), or `timeout` passes."""
+    import threading
+
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    changed = threading.Event()
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: Any) -> None:
+            if str(event.src_path) == str(path) or str(getattr(event, "dest_path", "")) == str(path):
+                changed.set()
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    observer = Observer()
+    observer.schedule(Handler(), str(path.parent))
+    observer.start()
+    try:
+        changed.wait(timeout)
+    finally:
+        observer.stop()
+        observer.join()
+
+
+def _print_file(path: Path, follow: bool) -> None:
+    position = 0
+    while True:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(position)
+                data = handle.read()
+                position += len(data)
+                os.write(1, data)
+        except FileNotFoundError:
+            pass
+        if not follow:
+            return
+        _wait_for_growth(path)
+        time.sleep(0)
+
+
+def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path: bool) -> None:
+    path = Path(row["mailbox"])
+    if show_path:
+        print(path)
+        return
+    box = Mailbox(path)
+    items = [("pending", item) for item in box.pending()]
+    if show_all:
+        items = [("acked", item) for item in box.acked()] + items
+    if as_json:
+        print(json.dumps([{"state": state, **item.to_dict()} for state, item in items],
+                         indent=2, ensure_ascii=False))
+        return
+    out = console()
+    if not items:
+        out.print("mailbox empty" if show_all else "no pending items")
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("STATE", "SEQ", "KIND", "FROM", "CREATED", "TEXT"):
+        table.add_column(column)
+    for state, item in items:
+        sender = item.sender or {}
+        who = f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})" if sender else "user"
+        text = " ".join(item.text.split())
+        table.add_row(state, str(item.seq), item.kind, who, item.created,
+                      text[:60] + ("…" if len(text) > 60 else ""))
+    out.print(table)

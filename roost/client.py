@@ -1,0 +1,144 @@
+"""A blocking client of roostd's socket, used by the CLI, tests and benchmarks.
+
+`connect()` starts roostd in the background when it is not answering (every CLI command
+does that) and waits for its socket.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from roost import paths, protocol
+from roost.errors import RoostError
+from roost.protocol import RequestError
+
+START_TIMEOUT = 15.0
+
+
+class DaemonUnavailable(RoostError):
+    """roostd is not running and could not be started."""
+
+
+class Client:
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._file = sock.makefile("rb")
+        self._ids = itertools.count(1)
+        self.greeting = self._read()
+        protocol.check_greeting(self.greeting)
+
+    def _read(self) -> dict[str, Any]:
+        line = self._file.readline(protocol.MAX_FRAME + 1)
+        if not line:
+            raise DaemonUnavailable("roostd closed the connection")
+        return protocol.decode(line)
+
+    def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        """Send one request and return its result; RequestError when it failed."""
+        request_id = next(self._ids)
+        self._sock.sendall(protocol.encode({"id": request_id, "op": op, **args}))
+        self._sock.settimeout(timeout)
+        try:
+            while True:
+                frame = self._read()
+                if frame.get("type") == "response" and frame.get("id") in (request_id, None):
+                    break
+        finally:
+            self._sock.settimeout(None)
+        if not frame.get("ok"):
+            error = frame.get("error") or {}
+            raise RequestError(str(error.get("code")), str(error.get("message")))
+        result = frame.get("result") or {}
+        assert isinstance(result, dict)
+        return result
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Pushed events, after a `subscribe` request."""
+        while True:
+            frame = self._read()
+            if frame.get("type") == "event":
+                yield frame
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+            self._sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _try_connect(path: Path) -> Client | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+        return Client(sock)
+    except (FileNotFoundError, ConnectionRefusedError, DaemonUnavailable):
+        sock.close()
+        return None
+
+
+def start_daemon_background() -> None:
+    """Start `roost daemon run` detached, logging to $ROOST_HOME/roostd.log."""
+    home = paths.ensure_dir(paths.roost_home())
+    with open(home / "roostd.log", "ab") as log_file:
+        subprocess.Popen(
+            [sys.executable, "-m", "roost.cli.main", "daemon", "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            cwd=home,
+        )
+
+
+def connect(autostart: bool = True, timeout: float = START_TIMEOUT) -> Client:
+    path = paths.socket_path()
+    client = _try_connect(path)
+    if client is not None:
+        return client
+    if not autostart:
+        raise DaemonUnavailable(f"roostd is not running (no answer on {path})")
+    start_daemon_background()
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while time.monotonic() < deadline:
+        client = _try_connect(path)
+        if client is not None:
+            return client
+        time.sleep(delay)  # start-up wait only: the socket appears once
+        delay = min(delay * 2, 0.2)
+    log = paths.roost_home() / "roostd.log"
+    raise DaemonUnavailable(f"roostd did not start within {timeout:.0f}s; see {log}")
+
+
+def daemon_running() -> bool:
+    client = _try_connect(paths.socket_path())
+    if client is None:
+        return False
+    client.close()
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

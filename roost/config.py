@@ -1,0 +1,101 @@
+"""roost's settings: one object, every field with a documented default.
+
+Read from the user-level `<pi agent dir>/roost.json` only. A project-level
+`<cwd>/.pi/roost.json` is deliberately never read for anything here: a repository must
+not be able to widen an agent's reach or raise its limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roost import paths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    agentTools: bool = True
+    """Register roost_agents / roost_send / roost_spawn in pi sessions."""
+    agentExternalMessages: bool = False
+    """Allow messages to peers outside the sender's session tree (by exact id)."""
+    agentMaxDepth: int = 3
+    """Deepest spawn chain: root (0) -> 1 -> 2 -> 3."""
+    agentMaxChildren: int = 8
+    """Live children per parent."""
+    agentMaxTreeSessions: int = 16
+    """Live sessions per tree."""
+    agentMaxSpawned: int = 32
+    """Live spawned sessions overall."""
+    agentSpawnsPerMinute: int = 10
+    """Spawns per tree per minute."""
+    agentMessagesPerMinute: int = 30
+    """roost_send calls per sender per minute."""
+    agentMessageMaxChars: int = 8000
+    """Longest agent message."""
+    reapAfterSeconds: float = 600.0
+    """A done job with an empty mailbox and no run this long has its worker stopped."""
+    restartBackoffSeconds: float = 0.5
+    """First delay before restarting a crashed worker; doubles per crash (cap 30 s)."""
+    restartMaxCrashes: int = 5
+    """Crashes within restartWindowSeconds after which roostd gives up (job failed)."""
+    restartWindowSeconds: float = 120.0
+    stopTimeoutSeconds: float = 10.0
+    """How long a stopping worker may take before it is killed."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            spec = fields.get(key)
+            if spec is None:
+                continue  # keys of other tools, or future ones
+            default = spec.default
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, int):
+                ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            else:
+                ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+            if not ok:
+                log.warning("roost.json: ignoring %s=%r (expected %s)", key, value,
+                            type(default).__name__)
+                continue
+            values[key] = float(value) if isinstance(default, float) else value
+        return cls(**values)
+
+
+def user_config_path() -> Path:
+    return paths.agent_dir() / "roost.json"
+
+
+_cache: tuple[Path, float, Settings] | None = None
+
+
+def load_settings() -> Settings:
+    """The user-level settings, re-read only when roost.json changed (mtime)."""
+    global _cache
+    path = user_config_path()
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return Settings()
+    if _cache is not None and _cache[0] == path and _cache[1] == mtime:
+        return _cache[2]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        settings = Settings.from_dict(data)
+    except (OSError, ValueError) as exc:
+        log.error("ignoring unreadable %s: %s", path, exc)
+        settings = Settings()
+    _cache = (path, mtime, settings)
+    return settings

@@ -1,0 +1,319 @@
+/**
+ * The roost pi extension. Thin on purpose: logic that can live in Python lives in Python.
+ *
+ * - Takes the session's writer lock (one pi process per session file; pi has none).
+ * - In a roost job (ROOST_EXT_SOCK set by the worker): reads PI_JOB_TOKEN once, deletes it
+ *   from process.env at once (tools and their subprocesses never see it), connects to the
+ *   worker's socket, injects the agent items the worker hands it, forwards tool calls.
+ * - In a foreground pi: connects lazily to roostd on the first roost_* tool call, registers
+ *   as a peer (re-registering on every session_start), and shows what is delivered to it.
+ * - Registers roost_agents, roost_send, roost_spawn (unless agentTools is false in the
+ *   user-level roost.json) and the renderer of agent messages.
+ */
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as crypto from "node:crypto";
+import { Type } from "typebox";
+import { Text } from "@mariozechner/pi-tui";
+import { SessionLock } from "./session_lock.ts";
+
+const CUSTOM_TYPE = "pi-roost-agent-message";
+const PROTOCOL = 1;
+const EXIT_FATAL = 3;
+
+// Read the job's secret once and remove it before any tool can run.
+const JOB_TOKEN = process.env.PI_JOB_TOKEN;
+delete process.env.PI_JOB_TOKEN;
+const EXT_SOCK = process.env.ROOST_EXT_SOCK;
+delete process.env.ROOST_EXT_SOCK;
+const JOB_ID = process.env.ROOST_JOB_ID;
+
+function roostHome(): string {
+	if (process.env.ROOST_HOME) return path.resolve(process.env.ROOST_HOME);
+	const state = process.env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state");
+	return path.join(path.resolve(state), "roost");
+}
+
+function agentDir(): string {
+	if (process.env.PI_CODING_AGENT_DIR) return path.resolve(process.env.PI_CODING_AGENT_DIR);
+	return path.join(os.homedir(), ".pi", "agent");
+}
+
+/** User-level settings only: a project's .pi/roost.json never changes roost's behaviour. */
+function userSettings(): Record<string, unknown> {
+	try {
+		const data = JSON.parse(fs.readFileSync(path.join(agentDir(), "roost.json"), "utf8"));
+		return data && typeof data === "object" ? data : {};
+	} catch {
+		return {};
+	}
+}
+
+/** One JSON-lines connection (split on "\n" only), with request ids and pushed events. */
+class Channel {
+	private sock: net.Socket;
+	private buffer = "";
+	private nextId = 1;
+	private waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+	private greeted: Promise<void>;
+	private onGreeting!: () => void;
+	private onGreetingError!: (e: Error) => void;
+	closed = false;
+
+	constructor(socketPath: string, private onEvent: (frame: any) => void, private onClose: () => void) {
+		this.greeted = new Promise((resolve, reject) => {
+			this.onGreeting = resolve;
+			this.onGreetingError = reject;
+		});
+		this.sock = net.createConnection(socketPath);
+		this.sock.setEncoding("utf8");
+		this.sock.on("data", (chunk: string) => this.receive(chunk));
+		this.sock.on("error", (err) => this.close(err));
+		this.sock.on("close", () => this.close(new Error("connection closed")));
+	}
+
+	ready(): Promise<void> {
+		return this.greeted;
+	}
+
+	private receive(chunk: string): void {
+		this.buffer += chunk;
+		let index: number;
+		while ((index = this.buffer.indexOf("\n")) >= 0) {
+			const line = this.buffer.slice(0, index).replace(/\r$/, "");
+			this.buffer = this.buffer.slice(index + 1);
+			if (!line.trim()) continue;
+			let frame: any;
+			try {
+				frame = JSON.parse(line);
+			} catch {
+				continue;
+			}
+			if (frame.type === "hello") {
+				if (frame.protocol !== PROTOCOL) {
+					this.onGreetingError(new Error(`roost speaks protocol ${frame.protocol}, this extension ${PROTOCOL}`));
+				} else this.onGreeting();
+			} else if (frame.type === "response") {
+				const waiter = this.waiting.get(frame.id);
+				if (!waiter) continue;
+				this.waiting.delete(frame.id);
+				if (frame.ok) waiter.resolve(frame.result ?? {});
+				else waiter.reject(new Error(frame.error?.message ?? "request failed"));
+			} else if (frame.type === "event") {
+				this.onEvent(frame);
+			}
+		}
+	}
+
+	request(op: string, args: Record<string, unknown> = {}): Promise<any> {
+		if (this.closed) return Promise.reject(new Error("not connected to roost"));
+		const id = this.nextId++;
+		return new Promise((resolve, reject) => {
+			this.waiting.set(id, { resolve, reject });
+			this.sock.write(JSON.stringify({ id, op, ...args }) + "\n");
+		});
+	}
+
+	close(err?: Error): void {
+		if (this.closed) return;
+		this.closed = true;
+		this.onGreetingError(err ?? new Error("closed"));
+		for (const waiter of this.waiting.values()) waiter.reject(err ?? new Error("connection closed"));
+		this.waiting.clear();
+		this.sock.destroy();
+		this.onClose();
+	}
+}
+
+function textResult(text: string, details: unknown = {}) {
+	return { content: [{ type: "text" as const, text }], details };
+}
+
+export default function roost(pi: any) {
+	// Installed globally and passed with -e by a worker: load once.
+	const marker = Symbol.for("roost.extension.loaded");
+	if ((globalThis as any)[marker]) return;
+	(globalThis as any)[marker] = true;
+
+	const settings = userSettings();
+	const jobMode = Boolean(EXT_SOCK && JOB_TOKEN);
+	let lock: SessionLock | null = null;
+	let channel: Channel | null = null; // worker socket (job) or roostd (foreground)
+	let connecting: Promise<Channel> | null = null;
+	let registeredSession: string | null | undefined;
+	let foregroundPeer: string | null = null;
+	let lastCtx: any = null;
+
+	const inject = (frame: any) => {
+		const details = { seq: frame.seq ?? null, from: frame.sender ?? frame.from ?? null, relation: frame.relation, kind: frame.kind };
+		Promise.resolve(
+			pi.sendMessage(
+				{ customType: CUSTOM_TYPE, content: frame.content, display: true, details },
+				{ deliverAs: "steer", triggerTurn: true },
+			),
+		).catch((err: Error) => console.error(`roost: could not inject an agent item: ${err.message}`));
+	};
+
+	const onEvent = (frame: any) => {
+		if (frame.event === "inject" || frame.event === "deliver") inject(frame);
+	};
+
+	function takeLock(sessionFile: string | undefined | null): void {
+		if (!sessionFile) return;
+		if (lock && (lock as any).sessionPath === path.resolve(sessionFile)) return;
+		lock?.release();
+		const candidate = new SessionLock(sessionFile, path.join(roostHome(), "locks"), JOB_ID ?? foregroundPeer);
+		if (!candidate.acquire()) {
+			const holder = candidate.holder();
+			const who = holder ? `pid ${holder.pid}${holder.peer ? ` (roost ${holder.peer})` : ""}` : "another process";
+			console.error(`roost: session ${sessionFile} is being written by ${who}; refusing to open it twice`);
+			process.exit(EXIT_FATAL);
+		}
+		lock = candidate;
+	}
+	process.on("exit", () => lock?.release());
+
+	async function connectJob(): Promise<Channel> {
+		const ch = new Channel(EXT_SOCK!, onEvent, () => {
+			if (channel === ch) channel = null;
+		});
+		await ch.ready();
+		await ch.request("ext_hello", { token: JOB_TOKEN, pid: process.pid });
+		channel = ch;
+		return ch;
+	}
+
+	function peerIdFor(ctx: any): string {
+		const sessionId: string | undefined = ctx?.sessionManager?.getSessionId?.();
+		const file = ctx?.sessionManager?.getSessionFile?.();
+		if (file && sessionId) return "f" + crypto.createHash("sha256").update(sessionId).digest("hex").slice(0, 7);
+		return "f" + crypto.randomBytes(4).toString("hex").slice(0, 7);
+	}
+
+	async function registerForeground(ch: Channel, ctx: any): Promise<void> {
+		const file = ctx?.sessionManager?.getSessionFile?.() ?? null;
+		foregroundPeer = peerIdFor(ctx);
+		const result = await ch.request("peer_register", {
+			session: file,
+			peer: foregroundPeer,
+			name: ctx?.sessionManager?.getSessionName?.() || path.basename(ctx?.cwd ?? process.cwd()),
+			cwd: ctx?.cwd ?? process.cwd(),
+			pid: process.pid,
+		});
+		foregroundPeer = result.id ?? foregroundPeer;
+		registeredSession = file;
+	}
+
+	/** The channel tool calls go through; a foreground pi connects (and registers) lazily. */
+	async function connection(ctx: any): Promise<Channel> {
+		if (channel && !channel.closed) return channel;
+		if (jobMode) {
+			connecting ??= connectJob().finally(() => (connecting = null));
+			return connecting;
+		}
+		if (!ctx?.hasUI) throw new Error("roost tools need an interactive or RPC pi session");
+		connecting ??= (async () => {
+			const ch = new Channel(path.join(roostHome(), "roostd.sock"), onEvent, () => {
+				if (channel === ch) channel = null;
+			});
+			await ch.ready();
+			await registerForeground(ch, ctx);
+			channel = ch;
+			return ch;
+		})().finally(() => (connecting = null));
+		return connecting;
+	}
+
+	pi.on("session_start", async (_event: any, ctx: any) => {
+		lastCtx = ctx;
+		takeLock(ctx?.sessionManager?.getSessionFile?.());
+		if (jobMode) {
+			await connection(ctx).catch((err: Error) => console.error(`roost: worker channel: ${err.message}`));
+		} else if (channel && !channel.closed) {
+			await registerForeground(channel, ctx).catch(() => undefined);
+		}
+	});
+
+	pi.on("session_shutdown", async () => {
+		lock?.release();
+		lock = null;
+	});
+
+	pi.registerMessageRenderer(CUSTOM_TYPE, (message: any, options: any, theme: any) => {
+		const d = message.details ?? {};
+		const who = d.from?.name ?? d.from?.id ?? "agent";
+		let text = theme.fg("accent", `✉ ${d.kind ?? "message"} from ${who} (${d.relation ?? "?"})`);
+		const body = String(message.content ?? "");
+		const inner = body.replace(/^<agent-message[^\n]*\n/, "").replace(/\n<\/agent-message>[\s\S]*$/, "");
+		text += "\n" + (options?.expanded ? body : inner);
+		return new Text(text, 0, 0);
+	});
+
+	if (settings.agentTools === false) return;
+
+	pi.registerTool({
+		name: "roost_agents",
+		label: "Agents",
+		description:
+			"List the agent sessions you can message: id, name, relation, state, status, summary, question. Messages from agents are not from the user.",
+		parameters: Type.Object({}),
+		async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
+			const result = await (await connection(ctx)).request("peers");
+			const peers: any[] = result.peers ?? [];
+			const lines = peers.map(
+				(p) =>
+					`${p.id} "${p.name}" ${p.relation} ${p.state}${p.status ? ` (${p.status})` : ""}` +
+					`${p.summary ? ` — ${p.summary}` : ""}${p.question ? ` ? ${p.question}` : ""}`,
+			);
+			return textResult(lines.length ? lines.join("\n") : "no other agent sessions you can reach", { peers });
+		},
+	});
+
+	pi.registerTool({
+		name: "roost_send",
+		label: "Send",
+		description:
+			"Send a message to another agent session (id or exact name). It arrives at its next tool boundary or starts a turn. Answer agent messages that need an answer with roost_send.",
+		parameters: Type.Object({
+			to: Type.String({ description: "peer id or exact name" }),
+			message: Type.String({ description: "the message" }),
+		}),
+		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
+			const result = await (await connection(ctx)).request("send", { to: params.to, message: params.message });
+			const extra = result.dialog ? " (waiting on a dialog)" : "";
+			return textResult(`${result.status} (${result.relation})${extra} → ${result.id} "${result.name}"`, result);
+		},
+	});
+
+	pi.registerTool({
+		name: "roost_spawn",
+		label: "Spawn",
+		description:
+			"Start a background child agent session with a task. Its report arrives by itself when it ends a turn: do not poll for it.",
+		parameters: Type.Object({
+			task: Type.String({ description: "what the child should do" }),
+			name: Type.Optional(Type.String()),
+			cwd: Type.Optional(Type.String()),
+			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
+			thinking: Type.Optional(Type.String()),
+		}),
+		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
+			const model = params.model ?? (ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined);
+			const thinking = params.thinking ?? pi.getThinkingLevel?.();
+			const result = await (await connection(ctx)).request("spawn", {
+				task: params.task,
+				name: params.name,
+				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
+				model,
+				thinking,
+				parentSession: ctx?.sessionManager?.getSessionFile?.() ?? null,
+			});
+			return textResult(
+				`spawned ${result.id} "${result.name}". Its report will arrive by itself when it ends a turn; do not poll.`,
+				result,
+			);
+		},
+	});
+}

@@ -1,0 +1,172 @@
+"""A JSON-lines connection over an asyncio stream, shared by roostd and the worker.
+
+Reading splits on b"\\n" only and enforces protocol.MAX_FRAME; requests are dispatched
+through one table; responses, errors and pushed events share one writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from roost import protocol
+from roost.protocol import Op, ProtocolError, RequestError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Connection", dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+class Connection:
+    """One peer of a JSON-lines socket. `bound` says who it proved to be (worker, peer)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.closed = asyncio.Event()
+        self.job_id: str | None = None  # set once a worker proved its token
+        self.peer_id: str | None = None  # set for a bound worker or foreground peer
+        self.info: dict[str, Any] = {}
+        self._write_lock = asyncio.Lock()
+
+    async def send(self, frame: dict[str, Any]) -> bool:
+        """Write one frame; False when the peer is gone (never raises for that)."""
+        if self.closed.is_set():
+            return False
+        try:
+            data = protocol.encode(frame)
+        except ProtocolError as exc:
+            log.error("dropping an oversize frame: %s", exc)
+            return False
+        try:
+            async with self._write_lock:
+                self.writer.write(data)
+                await self.writer.drain()
+            return True
+        except (ConnectionError, RuntimeError, OSError):
+            self.close()
+            return False
+
+    def close(self) -> None:
+        if not self.closed.is_set():
+            self.closed.set()
+            try:
+                self.writer.close()
+            except (OSError, RuntimeError):
+                pass
+
+    async def read_frame(self) -> dict[str, Any] | None:
+        """Next frame, None at end of stream. Raises ProtocolError for bad input.
+
+        An oversize line is consumed up to its newline before raising, so the
+        stream stays aligned on frame boundaries.
+        """
+        try:
+            line = await self.reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial.strip():
+                return None
+            line = exc.partial
+        except asyncio.LimitOverrunError:
+            await self._skip_line()
+            raise ProtocolError(
+                f"frame exceeds the limit of {protocol.MAX_FRAME} bytes"
+            ) from None
+        if not line.strip():
+            return {}
+        return protocol.decode(line)
+
+    async def _skip_line(self) -> None:
+        while True:
+            try:
+                await self.reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self.reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+
+async def serve_connection(
+    conn: Connection,
+    handlers: dict[str, Handler],
+    ops: dict[str, Op],
+    authorize: Callable[[Connection, Op], str | None],
+) -> None:
+    """Read requests until EOF; answer each through `handlers`. Never raises.
+
+    Requests are handled concurrently (a `wait` must not block the next request), each
+    in its own task; `authorize` returns an error text when the caller may not use an op.
+    """
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while not conn.closed.is_set():
+            try:
+                frame = await conn.read_frame()
+            except ProtocolError as exc:
+                code = (
+                    protocol.FRAME_TOO_LARGE if "exceeds" in str(exc) else protocol.BAD_FRAME
+                )
+                await conn.send(protocol.fail(None, code, str(exc)))
+                continue
+            except (ConnectionError, OSError):
+                break
+            if frame is None:
+                break
+            if not frame:
+                continue
+            task = asyncio.create_task(_answer(conn, frame, handlers, ops, authorize))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    finally:
+        conn.close()
+        for task in list(tasks):
+            task.cancel()
+
+
+async def _answer(
+    conn: Connection,
+    frame: dict[str, Any],
+    handlers: dict[str, Handler],
+    ops: dict[str, Op],
+    authorize: Callable[[Connection, Op], str | None],
+) -> None:
+    request_id = frame.get("id")
+    name = frame.get("op")
+    if frame.get("type") == "response" or frame.get("type") == "event":
+        return  # a client's answer to something we pushed; nothing to dispatch
+    if not isinstance(name, str):
+        await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST, "missing field 'op'"))
+        return
+    op = ops.get(name)
+    handler = handlers.get(name)
+    if op is None or handler is None:
+        await conn.send(
+            protocol.fail(request_id, protocol.UNKNOWN_OP, f"unknown op {name!r}")
+        )
+        return
+    denied = authorize(conn, op)
+    if denied:
+        await conn.send(protocol.fail(request_id, protocol.UNAUTHORIZED, denied))
+        return
+    missing = protocol.missing_arguments(op, frame)
+    if missing:
+        await conn.send(
+            protocol.fail(
+                request_id, protocol.BAD_REQUEST, f"{name}: missing {', '.join(missing)}"
+            )
+        )
+        return
+    try:
+        result = await handler(conn, frame)
+    except RequestError as exc:
+        await conn.send(protocol.fail(request_id, exc.code, exc.message))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a handler bug must not take the daemon down
+        log.exception("op %s failed", name)
+        await conn.send(protocol.fail(request_id, protocol.INTERNAL, f"{name}: {exc}"))
+    else:
+        await conn.send(protocol.ok(request_id, result))

@@ -1,0 +1,90 @@
+"""Every path roost uses, computed in one place from the environment.
+
+Nothing here creates files except `ensure_dir`; callers decide when state is made.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_DIR = PACKAGE_DIR.parent
+PI_PACKAGE = "@mariozechner/pi-coding-agent"
+PI_VERSION = "0.73.1"
+
+
+def roost_home() -> Path:
+    """`ROOST_HOME`, else `${XDG_STATE_HOME:-~/.local/state}/roost`."""
+    explicit = os.environ.get("ROOST_HOME")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state).expanduser().absolute() / "roost"
+
+
+def ensure_dir(path: Path, mode: int = 0o700) -> Path:
+    """Create `path` (and parents) and force its mode; returns it."""
+    path.mkdir(parents=True, exist_ok=True, mode=mode)
+    os.chmod(path, mode)
+    return path
+
+
+def socket_path() -> Path:
+    return roost_home() / "roostd.sock"
+
+
+def pid_file() -> Path:
+    return roost_home() / "roostd.pid"
+
+
+def jobs_dir() -> Path:
+    return roost_home() / "jobs"
+
+
+def job_dir(job_id: str) -> Path:
+    return jobs_dir() / job_id
+
+
+def locks_dir() -> Path:
+    return roost_home() / "locks"
+
+
+def agent_dir() -> Path:
+    """pi's agent dir: `PI_CODING_AGENT_DIR`, default `~/.pi/agent`."""
+    explicit = os.environ.get("PI_CODING_AGENT_DIR")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    return Path.home() / ".pi" / "agent"
+
+
+def pi_prefix() -> Path:
+    """Where the project's setup installs the pinned pi (ignored by git)."""
+    explicit = os.environ.get("ROOST_PI_PREFIX")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    return REPO_DIR / ".runtime" / "pi"
+
+
+def pi_command() -> list[str]:
+    """The command that starts pi: `ROOST_PI`, then the pinned local install, then PATH."""
+    explicit = os.environ.get("ROOST_PI")
+    if explicit:
+        return shlex.split(explicit)
+    local = pi_prefix() / "node_modules" / ".bin" / "pi"
+    if local.exists():
+        return [str(local)]
+    found = shutil.which("pi")
+    if found:
+        return [found]
+    raise FileNotFoundError(
+        f"pi not found: set ROOST_PI, run scripts/setup (installs {PI_PACKAGE}@{PI_VERSION} "
+        f"into {pi_prefix()}), or put pi on PATH"
+    )
+
+
+def extension_path() -> Path:
+    """The roost pi extension shipped as package data."""
+    return PACKAGE_DIR / "extension" / "roost.ts"

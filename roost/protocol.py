@@ -1,0 +1,166 @@
+"""Every wire message roost speaks, in one place.
+
+Two channels use the same framing (one JSON object per line, split on b"\\n" only,
+at most MAX_FRAME bytes a line):
+
+* roostd's socket `$ROOST_HOME/roostd.sock`, spoken by the CLI, workers and
+  foreground pi sessions (the extension);
+* a worker's extension socket `$ROOST_HOME/jobs/<id>/ext.sock`, spoken by the roost
+  extension inside that worker's pi.
+
+Shapes:
+
+    server greeting   {"type": "hello", "server": "roostd", "version": V, "protocol": P}
+    request           {"id": ID, "op": OP, ...arguments}
+    response          {"type": "response", "id": ID, "ok": true, "result": {...}}
+                      {"type": "response", "id": ID, "ok": false,
+                       "error": {"code": CODE, "message": TEXT}}
+    event (pushed)    {"type": "event", "event": NAME, ...fields}
+
+The first thing a server sends is its greeting; a client whose PROTOCOL_VERSION differs
+must stop (`check_greeting`). "Could not decode" (`bad_frame`), "too large"
+(`frame_too_large`) and "valid but unknown op" (`unknown_op`) are distinct errors, and
+none of them closes the connection except an oversize frame (the rest of that line cannot
+be trusted as a frame boundary, so the server answers and drops the connection).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from roost import PROTOCOL_VERSION, __version__
+from roost.errors import RoostError
+
+MAX_FRAME = 4 * 1024 * 1024
+"""Largest accepted line, in bytes (a transcript-sized `handback` fits easily)."""
+
+# Error codes (the `code` of a failed response).
+BAD_FRAME = "bad_frame"
+FRAME_TOO_LARGE = "frame_too_large"
+UNKNOWN_OP = "unknown_op"
+BAD_REQUEST = "bad_request"
+NOT_FOUND = "not_found"
+REFUSED = "refused"
+UNAUTHORIZED = "unauthorized"
+INTERNAL = "internal"
+
+
+class ProtocolError(RoostError):
+    """A frame that cannot be decoded or a peer that speaks another protocol version."""
+
+
+class RequestError(RoostError):
+    """A request that failed; `code` is one of the error codes above."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """One frame: compact JSON plus the newline. Raises ProtocolError when too large."""
+    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
+    return data
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """Parse one frame (with or without its newline). Raises ProtocolError."""
+    if len(line) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(line)} bytes exceeds the limit of {MAX_FRAME}")
+    try:
+        obj = json.loads(line.rstrip(b"\r\n").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"could not decode frame: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("could not decode frame: expected a JSON object")
+    return obj
+
+
+def greeting(server: str = "roostd") -> dict[str, Any]:
+    return {"type": "hello", "server": server, "version": __version__, "protocol": PROTOCOL_VERSION}
+
+
+def check_greeting(frame: dict[str, Any]) -> None:
+    if frame.get("type") != "hello":
+        raise ProtocolError(f"expected a hello greeting, got {frame.get('type')!r}")
+    if frame.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"{frame.get('server', 'server')} speaks protocol {frame.get('protocol')} "
+            f"(version {frame.get('version')}); this client speaks {PROTOCOL_VERSION} "
+            f"(version {__version__}): restart the daemon (roost daemon stop)"
+        )
+
+
+def ok(request_id: Any, result: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "response", "id": request_id, "ok": True, "result": result or {}}
+
+
+def fail(request_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "response",
+        "id": request_id,
+        "ok": False,
+        "error": {"code": code, "message": message},
+    }
+
+
+def event(name: str, **fields: Any) -> dict[str, Any]:
+    return {"type": "event", "event": name, **fields}
+
+
+@dataclass(frozen=True)
+class Op:
+    """A documented operation: its name, who may call it, and its required arguments."""
+
+    name: str
+    caller: str  # "any", "worker" (bound worker connection), "peer" (worker or foreground)
+    required: tuple[str, ...] = ()
+    doc: str = ""
+
+
+# The daemon's operations. The dispatch table in roost.supervise.server maps each name to
+# exactly one handler; a name missing there is a bug caught by a unit test.
+DAEMON_OPS: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op("status", "any", (), "daemon health: pid, version, job count"),
+        Op("shutdown", "any", (), "stop the daemon (workers keep running)"),
+        Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`)"),
+        Op("list", "any", (), "all job rows"),
+        Op("show", "any", ("job",), "one job row with details"),
+        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox"),
+        Op("wait", "any", ("job",), "resolve when the job's current run has settled"),
+        Op("stop", "any", ("job",), "stop a job; never woken by messages"),
+        Op("start", "any", ("job",), "start a stopped/ended job again"),
+        Op("rm", "any", ("job",), "stop and remove a job"),
+        Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
+        Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
+        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
+        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
+        Op("peer_register", "any", ("session", "pid"), "bind this connection to a fg peer"),
+        Op("peers", "peer", (), "peers the caller may reach"),
+        Op("send", "peer", ("to", "message"), "an agent message to a peer"),
+        Op("spawn", "peer", ("task",), "a background child session"),
+        Op("handback", "worker", ("state",), "a report for the job's parent"),
+    )
+}
+
+# The worker's extension socket operations (extension -> worker).
+EXTENSION_OPS: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op("ext_hello", "any", ("token", "pid"), "bind the extension of this worker's pi"),
+        Op("peers", "peer", ()),
+        Op("send", "peer", ("to", "message")),
+        Op("spawn", "peer", ("task",)),
+    )
+}
+
+
+def missing_arguments(op: Op, request: dict[str, Any]) -> list[str]:
+    return [name for name in op.required if request.get(name) in (None, "")]

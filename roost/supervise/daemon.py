@@ -1,0 +1,364 @@
+"""roostd: the per-user daemon. Owns the job table, the socket and the workers.
+
+Start-up order matters: the daemon lock (one daemon per ROOST_HOME) is taken before the
+pid file is written and before the socket is bound, so a second daemon can never unlink
+a live daemon's socket. Workers survive the daemon: on start it re-adopts the live ones
+(they reconnect with their token) and restarts those that died meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import portalocker
+
+from roost import __version__, paths, protocol
+from roost.config import Settings, load_settings
+from roost.jsonlines import Connection, serve_connection
+from roost.mailbox import Mailbox
+from roost.protocol import DAEMON_OPS, Op
+from roost.states import (
+    JOB_TRANSITIONS,
+    JobState,
+    ProcState,
+    check_transition,
+)
+from roost.supervise import jobs as jobstore
+from roost.supervise.jobs import JobRecord
+from roost.supervise.workers import WorkerProcess
+
+log = logging.getLogger("roostd")
+
+MAX_REPLIES = 50
+MAX_AGENT_ITEMS = 20
+
+
+class AlreadyRunning(Exception):
+    """Another roostd holds this ROOST_HOME."""
+
+
+class Daemon:
+    def __init__(self) -> None:
+        self.home = paths.roost_home()
+        self.jobs: dict[str, JobRecord] = {}
+        self.procs: dict[str, WorkerProcess] = {}
+        self.connections: set[Connection] = set()
+        self.subscribers: set[Connection] = set()
+        self._changed: dict[str, asyncio.Event] = {}
+        self._reap_timers: dict[str, asyncio.TimerHandle] = {}
+        self._stopping = asyncio.Event()
+        self._lock_file: Any = None
+        self._server: asyncio.AbstractServer | None = None
+        self.handlers = self._build_handlers()
+
+    # -- settings, mailboxes ------------------------------------------------------------
+    @staticmethod
+    def settings() -> Settings:
+        return load_settings()
+
+    def mailbox(self, record: JobRecord) -> Mailbox:
+        return Mailbox(record.mailbox_dir, max_replies=MAX_REPLIES, max_agent=MAX_AGENT_ITEMS)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _take_daemon_lock(self) -> None:
+        paths.ensure_dir(self.home)
+        lock_path = self.home / "roostd.lock"
+        handle = open(lock_path, "a+")  # noqa: SIM115 - held for the daemon's whole life
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.LockException:
+            handle.close()
+            pid = read_pid_file()
+            raise AlreadyRunning(
+                f"roostd is already running for {self.home} (pid {pid})"
+            ) from None
+        self._lock_file = handle
+        tmp = paths.pid_file().with_suffix(".pid.tmp")
+        tmp.write_text(f"{os.getpid()}\n")
+        os.replace(tmp, paths.pid_file())
+
+    async def run(self) -> None:
+        self._take_daemon_lock()
+        paths.ensure_dir(paths.jobs_dir())
+        paths.ensure_dir(paths.locks_dir())
+        sock = paths.socket_path()
+        with contextlib.suppress(FileNotFoundError):
+            sock.unlink()  # stale: we hold the daemon lock, so no live daemon owns it
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._on_connection, path=str(sock), limit=protocol.MAX_FRAME + 1
+            )
+        finally:
+            os.umask(old_umask)
+        os.chmod(sock, 0o600)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        self._load_jobs()
+        log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
+                 os.getpid(), len(self.jobs))
+        try:
+            await self._stopping.wait()
+        finally:
+            await self._shutdown()
+
+    def request_shutdown(self) -> None:
+        self._stopping.set()
+
+    async def _shutdown(self) -> None:
+        log.info("roostd shutting down; workers keep running")
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for proc in self.procs.values():
+            proc.forget()
+        for timer in self._reap_timers.values():
+            timer.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            paths.socket_path().unlink()
+        with contextlib.suppress(FileNotFoundError):
+            paths.pid_file().unlink()
+
+    def _load_jobs(self) -> None:
+        self.jobs = jobstore.load_all()
+        for record in self.jobs.values():
+            proc = self._proc(record)
+            if record.worker_pid and proc.adopt():
+                log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
+                continue
+            record.worker_pid = None
+            if record.state in (JobState.STOPPED, JobState.FAILED):
+                continue
+            if record.state == JobState.REAPED:
+                if self.mailbox(record).pending():
+                    self.start_worker(record, "an item is waiting")
+                continue
+            if record.kind == "shell" and record.state in (JobState.DONE,):
+                continue
+            # It was live when the last roostd went away and its worker is gone: restart it.
+            self.start_worker(record, "worker died while roostd was down")
+
+    # -- connections ---------------------------------------------------------------------
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        conn = Connection(reader, writer)
+        self.connections.add(conn)
+        try:
+            if await conn.send(protocol.greeting()):
+                await serve_connection(conn, self.handlers, DAEMON_OPS, self._authorize)
+        except asyncio.CancelledError:
+            pass  # shutting down
+        finally:
+            self.connections.discard(conn)
+            self.subscribers.discard(conn)
+            self._connection_closed(conn)
+
+    def _authorize(self, conn: Connection, op: Op) -> str | None:
+        if op.caller == "worker" and conn.job_id is None:
+            return f"{op.name}: only a worker connection (after worker_hello) may call it"
+        if op.caller == "peer" and conn.peer_id is None:
+            return f"{op.name}: register first (peer_register), or call it from a job"
+        return None
+
+    def _connection_closed(self, conn: Connection) -> None:
+        if conn.job_id is not None:
+            proc = self.procs.get(conn.job_id)
+            if proc is not None and proc.conn is conn:
+                proc.conn = None
+        hook = getattr(self, "peer_disconnected", None)
+        if hook is not None and conn.peer_id is not None and conn.job_id is None:
+            hook(conn)
+
+    def _build_handlers(self) -> dict[str, Any]:
+        from roost.supervise import ops_jobs, ops_worker
+
+        handlers: dict[str, Any] = {}
+        for module in (ops_jobs, ops_worker):
+            handlers.update(module.handlers(self))
+        with contextlib.suppress(ImportError):
+            from roost.agents import ops as agent_ops
+
+            handlers.update(agent_ops.handlers(self))
+        return handlers
+
+    # -- jobs ------------------------------------------------------------------------------
+    def _proc(self, record: JobRecord) -> WorkerProcess:
+        proc = self.procs.get(record.id)
+        if proc is None:
+            proc = WorkerProcess(record, self.settings, self._worker_event)
+            self.procs[record.id] = proc
+        return proc
+
+    def find_job(self, ref: str) -> JobRecord:
+        """A job by id or exact unique name; RequestError otherwise."""
+        from roost.protocol import NOT_FOUND, RequestError
+
+        record = self.jobs.get(ref)
+        if record is not None:
+            return record
+        named = [r for r in self.jobs.values() if r.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if not named:
+            raise RequestError(NOT_FOUND, f"no job with id or name {ref!r}")
+        ids = ", ".join(sorted(r.id for r in named))
+        raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
+
+    def set_state(self, record: JobRecord, target: JobState, **fields: Any) -> None:
+        """The one function that changes a job's state: checks, persists, announces."""
+        check_transition(JOB_TRANSITIONS, record.state, target, f"job {record.id}")
+        if record.state != target:
+            log.info("job %s: %s -> %s", record.id, record.state.value, target.value)
+        record.state = target
+        for key, value in fields.items():
+            setattr(record, key, value)
+        self.job_changed(record)
+
+    def job_changed(self, record: JobRecord, persist: bool = True) -> None:
+        if persist and record.id in self.jobs:
+            record.save()
+        self._schedule_reap(record)
+        event = self._changed.pop(record.id, None)
+        if event is not None:
+            event.set()
+        if self.subscribers:
+            row = self.row(record)
+            for conn in list(self.subscribers):
+                asyncio.ensure_future(conn.send(protocol.event("job", row=row)))
+
+    async def wait_change(self, record: JobRecord, timeout: float | None) -> bool:
+        event = self._changed.setdefault(record.id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def start_worker(self, record: JobRecord, why: str) -> None:
+        proc = self._proc(record)
+        if proc.alive:
+            return
+        log.info("job %s: starting worker (%s)", record.id, why)
+        record.exit_code = None
+        if record.state != JobState.STARTING:
+            self.set_state(record, JobState.STARTING, status="starting", error=None)
+        proc.spawn()
+        record.save()
+
+    def _worker_event(self, proc: WorkerProcess, outcome: str, detail: str) -> None:
+        record = proc.record
+        if record.id not in self.jobs:
+            return  # removed
+        if outcome == "restarted":
+            record.save()
+            return
+        log.info("job %s worker exit: %s %s", record.id, outcome, detail)
+        if outcome == "expected":
+            if detail == "reaped":
+                self.set_state(record, JobState.REAPED, busy=False, status="")
+            elif detail == "attach":
+                self.job_changed(record)
+            elif record.state != JobState.STOPPED:
+                self.set_state(record, JobState.STOPPED, busy=False, status="")
+            else:
+                self.job_changed(record)
+        elif outcome == "shell":
+            code = int(detail) if detail.lstrip("-").isdigit() else None
+            if code == 0:
+                self.set_state(record, JobState.DONE, exit_code=0, busy=False, status="exit 0")
+            else:
+                self.set_state(record, JobState.FAILED, exit_code=code, busy=False,
+                               status=f"exit {detail}", error=f"command exited with {detail}")
+        elif outcome == "fatal":
+            self.set_state(record, JobState.FAILED, busy=False, status="", error=detail)
+            hook = getattr(self, "job_ended", None)
+            if hook is not None:
+                hook(record, "crashed repeatedly" if "gave up" in detail else detail)
+        else:  # crash: backoff then restart
+            self.set_state(record, JobState.STARTING, busy=False, status=detail,
+                           dialog=False)
+
+    # -- reaper -----------------------------------------------------------------------------
+    def _schedule_reap(self, record: JobRecord) -> None:
+        timer = self._reap_timers.pop(record.id, None)
+        if timer is not None:
+            timer.cancel()
+        if self._reapable(record):
+            delay = self.settings().reapAfterSeconds
+            self._reap_timers[record.id] = asyncio.get_running_loop().call_later(
+                delay, lambda: asyncio.ensure_future(self._reap(record))
+            )
+
+    def _reapable(self, record: JobRecord) -> bool:
+        proc = self.procs.get(record.id)
+        return (
+            record.kind == "pi"
+            and record.state == JobState.DONE
+            and not record.busy
+            and proc is not None
+            and proc.state == ProcState.RUNNING
+            and not self.mailbox(record).pending()
+        )
+
+    async def _reap(self, record: JobRecord) -> None:
+        self._reap_timers.pop(record.id, None)
+        if record.id in self.jobs and self._reapable(record):
+            log.info("job %s: idle for %gs, reaping its worker", record.id,
+                     self.settings().reapAfterSeconds)
+            await self.procs[record.id].stop("reaped", self.settings().stopTimeoutSeconds)
+
+    # -- rows ---------------------------------------------------------------------------------
+    def row(self, record: JobRecord) -> dict[str, Any]:
+        """The JobRow contract (README: JSON output)."""
+        try:
+            pending = self.mailbox(record).counts()
+        except OSError:
+            pending = {"replies": 0, "agent": 0}
+        parent_of = getattr(self, "live_peer_for_session", None)
+        parent = parent_of(record.parent_session) if parent_of and record.parent_session else None
+        return {
+            "id": record.id,
+            "name": record.name,
+            "kind": record.kind,
+            "state": record.state.value,
+            "status": record.status,
+            "summary": record.summary,
+            "question": record.question,
+            "cwd": record.cwd,
+            "session": record.session,
+            "parent": parent,
+            "parentSession": record.parent_session,
+            "rootSession": record.root_session,
+            "pending": pending,
+            "created": record.created,
+            "updated": record.updated,
+        }
+
+
+def read_pid_file() -> int | None:
+    try:
+        return int(Path(paths.pid_file()).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
+        format="%(asctime)s roostd[%(process)d] %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(Daemon().run())
+    except AlreadyRunning as exc:
+        log.error("%s", exc)
+        return 1
+    return 0

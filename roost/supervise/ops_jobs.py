@@ -1,0 +1,278 @@
+"""roostd's job operations (what the CLI calls): run, list, show, reply, wait, stop, ..."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost import __version__, paths
+from roost.jsonlines import Connection
+from roost.mailbox import MailboxFull
+from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.states import JobState, ProcState
+from roost.supervise.jobs import JobRecord, new_job_id
+
+if TYPE_CHECKING:
+    from roost.supervise.daemon import Daemon
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+NAME_MAX = 80
+
+
+def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
+    value = request.get(key)
+    if value is None or value == "":
+        if required:
+            raise RequestError(BAD_REQUEST, f"missing {key}")
+        return None
+    if not isinstance(value, str):
+        raise RequestError(BAD_REQUEST, f"{key} must be a string")
+    return value
+
+
+def default_name(text: str) -> str:
+    first = " ".join(text.split())
+    return first[:40].rstrip() or "job"
+
+
+def create_job(daemon: Daemon, request: dict[str, Any], **links: Any) -> JobRecord:
+    """Validate a run/spawn request and create (but not start) its job record."""
+    shell = bool(request.get("shell"))
+    cwd = _text_arg(request, "cwd") or os.getcwd()
+    if not os.path.isabs(cwd):
+        raise RequestError(BAD_REQUEST, f"cwd must be an absolute path, got {cwd!r}")
+    if not os.path.isdir(cwd):
+        raise RequestError(BAD_REQUEST, f"cwd {cwd!r} is not a directory")
+    name = _text_arg(request, "name")
+    if name is not None and (len(name) > NAME_MAX or "\n" in name):
+        raise RequestError(BAD_REQUEST, f"name must be one line of at most {NAME_MAX} chars")
+    job_id = new_job_id(set(daemon.jobs))
+    if shell:
+        command = request.get("command")
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(part, str) for part in command)
+        ):
+            raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
+        record = JobRecord(
+            id=job_id, name=name or default_name(" ".join(command)), kind="shell", cwd=cwd,
+            command=command, summary=" ".join(command)[:120],
+        )
+    else:
+        task = _text_arg(request, "task", required=True)
+        assert task is not None
+        model = _text_arg(request, "model")
+        thinking = _text_arg(request, "thinking")
+        if thinking is not None and thinking not in THINKING_LEVELS:
+            raise RequestError(
+                BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
+            )
+        record = JobRecord(
+            id=job_id, name=name or default_name(task), kind="pi", cwd=cwd, task=task,
+            model=model, thinking=thinking, summary=default_name(task),
+            session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
+        )
+    paths.ensure_dir(record.dir)
+    return record
+
+
+def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None = None) -> None:
+    """Register the record, queue its task as the first item, start its worker."""
+    daemon.jobs[record.id] = record
+    record.save()
+    if record.kind == "pi":
+        assert record.task is not None
+        daemon.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
+                                    cause="task")
+    daemon.start_worker(record, "new job")
+
+
+def post_item(
+    daemon: Daemon,
+    record: JobRecord,
+    kind: str,
+    text: str,
+    sender: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
+    """Queue an item for a job and wake it; the outcome word for the sender.
+
+    `started` when the item starts a run (the job was idle or ended), `delivered` when a
+    live run takes it at its next boundary (or it answers an open dialog), `queued` when
+    it waits (worker starting or restarting, a dialog open for agent items, a failed job
+    until `roost start`), `stopped` when the user stopped the job (nothing is queued).
+    """
+    if record.kind == "shell":
+        raise RequestError(
+            REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
+        )
+    if record.state == JobState.STOPPED:
+        return "stopped"
+    try:
+        daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
+    except MailboxFull as exc:
+        raise RequestError(REFUSED, str(exc)) from None
+    proc = daemon.procs.get(record.id)
+    if proc is None or not proc.alive:
+        if proc is not None and proc.state == ProcState.BACKOFF:
+            return "queued"
+        if record.state == JobState.FAILED:
+            return "queued"
+        daemon.start_worker(record, f"a {kind} arrived")
+        daemon.job_changed(record)
+        return "started"
+    daemon.job_changed(record, persist=False)  # pending counts changed
+    if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
+        return "queued"
+    if record.dialog:
+        return "delivered" if kind == "reply" else "queued"
+    return "delivered" if record.busy else "started"
+
+
+def is_settled(daemon: Daemon, record: JobRecord) -> bool:
+    """No pending item and no run starting or in progress (or nothing ever will run)."""
+    proc = daemon.procs.get(record.id)
+    if record.state == JobState.STOPPED:
+        return True
+    if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
+        return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
+    if record.kind == "shell":
+        return record.state in (JobState.DONE, JobState.FAILED)
+    if record.state == JobState.STARTING or record.busy:
+        return False
+    if proc is None or proc.state != ProcState.RUNNING:
+        return False
+    if record.dialog:
+        return True  # blocked on the user: nothing more happens until a reply
+    return not daemon.mailbox(record).pending()
+
+
+def handlers(daemon: Daemon) -> dict[str, Any]:
+    async def status(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "running": True,
+            "pid": os.getpid(),
+            "socket": str(paths.socket_path()),
+            "version": __version__,
+            "jobs": len(daemon.jobs),
+        }
+
+    async def shutdown(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        stopped = []
+        if request.get("jobs"):
+            for record in list(daemon.jobs.values()):
+                if daemon.procs.get(record.id) and daemon.procs[record.id].alive:
+                    await _stop(record)
+                    stopped.append(record.id)
+        asyncio.get_running_loop().call_soon(daemon.request_shutdown)
+        return {"stopped": stopped}
+
+    async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = create_job(daemon, request)
+        launch(daemon, record)
+        return {"id": record.id, "name": record.name}
+
+    async def list_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        rows = [daemon.row(r) for r in sorted(daemon.jobs.values(), key=lambda r: r.created)]
+        return {"jobs": rows}
+
+    async def show(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        proc = daemon.procs.get(record.id)
+        row = daemon.row(record)
+        row.update(
+            task=record.task, command=record.command, model=record.model,
+            thinking=record.thinking, error=record.error, exitCode=record.exit_code,
+            worker={"pid": record.worker_pid, "state": proc.state.value if proc else "stopped",
+                    "crashes": len(record.crashes)},
+            dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.depth,
+        )
+        return {"job": row}
+
+    async def reply(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        text = request["text"]
+        if not isinstance(text, str) or not text.strip():
+            raise RequestError(BAD_REQUEST, "the reply text is empty")
+        outcome = post_item(daemon, record, "reply", text, cause=request.get("cause", "reply"))
+        return {"status": outcome, "id": record.id}
+
+    async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        timeout = request.get("timeout")
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while not is_settled(daemon, record):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return {"settled": False, "row": daemon.row(record)}
+            if record.id not in daemon.jobs:
+                raise RequestError(REFUSED, f"job {record.id} was removed")
+            await daemon.wait_change(record, left)
+        return {"settled": True, "row": daemon.row(record)}
+
+    async def _stop(record: JobRecord, reason: str = "stopped") -> None:
+        proc = daemon.procs.get(record.id)
+        if record.state != JobState.STOPPED:
+            daemon.set_state(record, JobState.STOPPED, busy=False, dialog=False, status="")
+        if proc is not None:
+            await proc.stop(reason, daemon.settings().stopTimeoutSeconds)
+        hook = getattr(daemon, "job_ended", None)
+        if hook is not None:
+            hook(record, reason)
+
+    async def stop(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        was = record.state.value
+        await _stop(record)
+        return {"id": record.id, "was": was, "state": record.state.value}
+
+    async def start(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        proc = daemon.procs.get(record.id)
+        if proc is not None and proc.alive:
+            raise RequestError(REFUSED, f"job {record.id} is already running ({record.state.value})")
+        if record.kind == "shell":
+            for stale in ("exit.json",):
+                Path(record.dir, stale).unlink(missing_ok=True)
+        record.crashes = []
+        daemon.start_worker(record, "roost start")
+        return {"id": record.id, "state": record.state.value}
+
+    async def rm(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        proc = daemon.procs.get(record.id)
+        if proc is not None:
+            await proc.stop("removed", daemon.settings().stopTimeoutSeconds)
+            proc.forget()
+        hook = getattr(daemon, "job_ended", None)
+        if hook is not None and record.state != JobState.STOPPED:
+            hook(record, "removed")
+        daemon.jobs.pop(record.id, None)
+        daemon.procs.pop(record.id, None)
+        shutil.rmtree(record.dir, ignore_errors=True)
+        daemon.job_changed(record, persist=False)
+        return {"id": record.id, "removed": True}
+
+    async def subscribe(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        daemon.subscribers.add(conn)
+        rows = [daemon.row(r) for r in sorted(daemon.jobs.values(), key=lambda r: r.created)]
+        return {"jobs": rows}
+
+    return {
+        "status": status,
+        "shutdown": shutdown,
+        "run": run,
+        "list": list_jobs,
+        "show": show,
+        "reply": reply,
+        "wait": wait,
+        "stop": stop,
+        "start": start,
+        "rm": rm,
+        "subscribe": subscribe,
+    }

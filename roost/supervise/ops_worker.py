@@ -1,0 +1,81 @@
+"""roostd's worker operations: a worker proves its token, then reports its job's state."""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Any
+
+from roost.jsonlines import Connection
+from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
+from roost.states import JobState
+from roost.supervise.workers import process_start_time
+
+if TYPE_CHECKING:
+    from roost.supervise.daemon import Daemon
+
+# What a worker may report, and the job states it may move its job to.
+WORKER_FIELDS = ("status", "summary", "question", "dialog", "busy")
+WORKER_STATES = {JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED}
+
+
+def handlers(daemon: Daemon) -> dict[str, Any]:
+    async def worker_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.jobs.get(str(request["job"]))
+        if record is None:
+            raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
+        if not hmac.compare_digest(str(request["token"]), record.token):
+            raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
+        pid = int(request["pid"])
+        proc = daemon._proc(record)
+        if record.worker_pid != pid:
+            if proc.alive:
+                raise RequestError(
+                    REFUSED, f"job {record.id} already has worker pid {record.worker_pid}"
+                )
+            record.worker_pid, record.worker_start = pid, process_start_time(pid)
+            if not proc.adopt():
+                raise RequestError(REFUSED, f"worker pid {pid} is not alive")
+        conn.job_id = record.id
+        conn.peer_id = record.id
+        proc.connected_as_worker(conn)
+        record.save()
+        return {"job": record.id}
+
+    async def worker_update(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        assert conn.job_id is not None
+        record = daemon.jobs.get(conn.job_id)
+        if record is None:
+            raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
+        fields = {key: request[key] for key in WORKER_FIELDS if key in request}
+        if record.state in (JobState.STOPPED, JobState.REAPED):
+            return {}  # the worker is on its way out; its last words change nothing
+        state = request.get("state")
+        if state is not None:
+            target = JobState(state)
+            if target not in WORKER_STATES:
+                raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
+            if target != record.state:
+                daemon.set_state(record, target, **fields)
+                return {}
+        changed = any(getattr(record, key) != value for key, value in fields.items())
+        for key, value in fields.items():
+            setattr(record, key, value)
+        if changed:
+            daemon.job_changed(record)
+        return {}
+
+    async def worker_exiting(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        assert conn.job_id is not None
+        proc = daemon.procs.get(conn.job_id)
+        if proc is not None:
+            if request.get("fatal"):
+                proc.fatal_reason = str(request["reason"])
+            elif proc.expected_exit is None:
+                proc.expected_exit = str(request["reason"])
+        return {}
+
+    return {
+        "worker_hello": worker_hello,
+        "worker_update": worker_update,
+        "worker_exiting": worker_exiting,
+    }

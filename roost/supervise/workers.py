@@ -1,0 +1,251 @@
+"""Worker processes as roostd supervises them: spawn, adopt, exit, backoff, give up.
+
+Each job with a process has one WorkerProcess. Its lifecycle is `roost.states.ProcState`;
+every move goes through `_set_state`. Exits are noticed through a pidfd (event-driven, no
+polling), which works for our own children and for workers adopted from a previous roostd
+alike. Workers run in their own process session (`start_new_session`), so a roostd killed
+with SIGKILL takes no worker (and no pi) with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import psutil
+
+from roost.states import PROC_TRANSITIONS, ProcState, check_transition
+
+if TYPE_CHECKING:
+    from roost.jsonlines import Connection
+    from roost.supervise.jobs import JobRecord
+
+log = logging.getLogger(__name__)
+
+EXIT_FATAL = 3
+"""A worker's exit code for "do not restart me" (its reason came in worker_exiting)."""
+BACKOFF_CAP_SECONDS = 30.0
+
+
+def process_start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def same_process(pid: int | None, start: float | None) -> bool:
+    if not pid or start is None:
+        return False
+    actual = process_start_time(pid)
+    return actual is not None and abs(actual - start) < 0.05
+
+
+class WorkerProcess:
+    """The process side of one job. `on_exit(proc, outcome)` reports every exit."""
+
+    def __init__(
+        self,
+        record: JobRecord,
+        settings_source: Callable[[], object],
+        on_exit: Callable[[WorkerProcess, str, str], None],
+    ) -> None:
+        self.record = record
+        self.state = ProcState.STOPPED
+        self.conn: Connection | None = None
+        self._settings = settings_source
+        self._on_exit = on_exit
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._pidfd: int | None = None
+        self._restart: asyncio.TimerHandle | None = None
+        self._exited = asyncio.Event()
+        self.expected_exit: str | None = None  # why we asked it to go (stop, reap, rm)
+        self.fatal_reason: str | None = None  # from the worker's worker_exiting
+
+    # -- state -----------------------------------------------------------------------
+    def _set_state(self, target: ProcState) -> None:
+        check_transition(PROC_TRANSITIONS, self.state, target, f"worker {self.record.id}")
+        if target != self.state:
+            log.info("job %s worker: %s -> %s", self.record.id, self.state.value, target.value)
+        self.state = target
+
+    @property
+    def alive(self) -> bool:
+        return self._pidfd is not None
+
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None and not self.conn.closed.is_set()
+
+    # -- starting ----------------------------------------------------------------------
+    def command(self) -> list[str]:
+        module = "roost.worker.shell" if self.record.kind == "shell" else "roost.worker"
+        return [sys.executable, "-m", module, self.record.id]
+
+    def spawn(self) -> None:
+        """Start a fresh worker process for the job."""
+        if self._restart is not None:
+            self._restart.cancel()
+            self._restart = None
+        self.expected_exit = None
+        self.fatal_reason = None
+        self._exited = asyncio.Event()
+        log_path = self.record.dir / "worker.log"
+        cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
+        with open(log_path, "ab") as log_file:
+            self._popen = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        pid = self._popen.pid
+        self.record.worker_pid = pid
+        self.record.worker_start = process_start_time(pid)
+        self._watch(pid)
+        self._set_state(ProcState.STARTING)
+
+    def adopt(self) -> bool:
+        """Take over a worker left running by a previous roostd; False if it is gone."""
+        pid, start = self.record.worker_pid, self.record.worker_start
+        if not same_process(pid, start):
+            return False
+        assert pid is not None
+        self._popen = None
+        self._exited = asyncio.Event()
+        try:
+            self._watch(pid)
+        except ProcessLookupError:
+            return False
+        self._set_state(ProcState.STARTING)  # RUNNING once it reconnects with its token
+        return True
+
+    def _watch(self, pid: int) -> None:
+        self._pidfd = os.pidfd_open(pid)
+        asyncio.get_running_loop().add_reader(self._pidfd, self._handle_exit)
+
+    def connected_as_worker(self, conn: Connection) -> None:
+        self.conn = conn
+        if self.state == ProcState.STARTING:
+            self._set_state(ProcState.RUNNING)
+
+    # -- exits ---------------------------------------------------------------------------
+    def _handle_exit(self) -> None:
+        assert self._pidfd is not None
+        asyncio.get_running_loop().remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = None
+        code: int | None = None
+        if self._popen is not None:
+            code = self._popen.wait()
+            self._popen = None
+        self.record.worker_pid = None
+        self.record.worker_start = None
+        self.conn = None
+        self._exited.set()
+        outcome, detail = self._classify(code)
+        self._on_exit(self, outcome, detail)
+
+    def _classify(self, code: int | None) -> tuple[str, str]:
+        """('expected', reason) | ('fatal', reason) | ('shell', result) | ('crash', reason)."""
+        if self.record.kind == "shell" and self.expected_exit is None:
+            code = self._shell_exit_code(code)
+            self._set_state(ProcState.EXITED)
+            return "shell", str(code) if code is not None else "unknown"
+        if self.expected_exit is not None:
+            self._set_state(ProcState.EXITED)
+            return "expected", self.expected_exit
+        if code == EXIT_FATAL or self.fatal_reason:
+            self._set_state(ProcState.FATAL)
+            return "fatal", self.fatal_reason or "worker refused to start"
+        now = time.time()
+        settings = self._settings()
+        window = float(getattr(settings, "restartWindowSeconds", 120.0))
+        limit = int(getattr(settings, "restartMaxCrashes", 5))
+        self.record.crashes = [t for t in self.record.crashes if now - t < window] + [now]
+        how = f"exit code {code}" if code is not None and code >= 0 else (
+            f"signal {-code}" if code is not None else "exited"
+        )
+        if len(self.record.crashes) >= limit:
+            self._set_state(ProcState.FATAL)
+            return "fatal", (
+                f"worker crashed {len(self.record.crashes)} times within {window:g}s "
+                f"(last: {how}); roostd gave up"
+            )
+        base = float(getattr(settings, "restartBackoffSeconds", 0.5))
+        delay = min(base * 2 ** (len(self.record.crashes) - 1), BACKOFF_CAP_SECONDS)
+        self._set_state(ProcState.BACKOFF)
+        self._restart = asyncio.get_running_loop().call_later(delay, self._restart_now)
+        return "crash", f"worker {how}; restarting in {delay:.1f}s"
+
+    def _shell_exit_code(self, code: int | None) -> int | None:
+        if code is not None:
+            return code
+        try:  # an adopted shell job: its wrapper wrote the status beside the log
+            data = json.loads((self.record.dir / "exit.json").read_text())
+            return int(data["code"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _restart_now(self) -> None:
+        self._restart = None
+        if self.state == ProcState.BACKOFF:
+            self.spawn()
+            self._on_exit(self, "restarted", "")
+
+    # -- stopping ------------------------------------------------------------------------
+    async def stop(self, reason: str, timeout: float) -> None:
+        """Make the worker exit on purpose and wait for it (SIGKILL after `timeout`)."""
+        self.expected_exit = reason
+        if self._restart is not None:
+            self._restart.cancel()
+            self._restart = None
+            if self.state == ProcState.BACKOFF:
+                self._set_state(ProcState.EXITED)
+        pid = self.record.worker_pid
+        if self._pidfd is None or pid is None:
+            return
+        sent = False
+        if self.connected:
+            from roost import protocol
+
+            assert self.conn is not None
+            sent = await self.conn.send(protocol.event("stop", reason=reason))
+        if not sent:
+            self._signal(pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._exited.wait(), timeout)
+        except TimeoutError:
+            log.warning("job %s worker did not stop in %.0fs: killing it", self.record.id, timeout)
+            self._signal(pid, signal.SIGKILL)
+            await self._exited.wait()
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pid, sig)  # the worker leads its own process group (and so its pi)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(pid, sig)
+
+    def forget(self) -> None:
+        """Stop watching (daemon shutdown): the process keeps running for the next roostd."""
+        if self._restart is not None:
+            self._restart.cancel()
+            self._restart = None
+        if self._pidfd is not None:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None

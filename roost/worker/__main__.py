@@ -1,0 +1,5 @@
+import sys
+
+from roost.worker.main import main
+
+sys.exit(main())

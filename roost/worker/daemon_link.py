@@ -1,0 +1,163 @@
+"""The worker's connection to roostd, kept up across roostd restarts.
+
+roostd may be killed at any moment; the worker keeps pi running and reconnects (with a
+growing delay, only while roostd is away), proves itself with the job token and sends its
+full snapshot, so the new roostd knows everything the old one did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from roost import paths, protocol
+from roost.jsonlines import Connection
+from roost.protocol import ProtocolError, RequestError
+from roost.supervise.jobs import JobRecord
+
+log = logging.getLogger(__name__)
+
+RECONNECT_MAX_DELAY = 1.0
+
+
+class DaemonLink:
+    def __init__(
+        self,
+        record: JobRecord,
+        on_event: Callable[[dict[str, Any]], None],
+        snapshot: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.record = record
+        self._on_event = on_event
+        self._snapshot = snapshot
+        self._conn: Connection | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._last_sent: dict[str, Any] | None = None
+        self._bound = asyncio.Event()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and self._bound.is_set()
+
+    async def _open(self) -> Connection:
+        reader, writer = await asyncio.open_unix_connection(
+            str(paths.socket_path()), limit=protocol.MAX_FRAME + 1
+        )
+        conn = Connection(reader, writer)
+        greeting = await conn.read_frame()
+        if greeting is None:
+            raise ConnectionError("roostd closed the connection")
+        protocol.check_greeting(greeting)
+        return conn
+
+    async def run(self) -> None:
+        delay = 0.02
+        while True:
+            try:
+                conn = await self._open()
+            except (OSError, ProtocolError) as exc:
+                log.debug("roostd not reachable: %s", exc)
+                await asyncio.sleep(delay)  # only while roostd is away
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+                continue
+            delay = 0.02
+            self._conn = conn
+            reader = asyncio.create_task(self._read(conn))
+            try:
+                await self._call(conn, "worker_hello", job=self.record.id,
+                                 token=self.record.token, pid=os.getpid())
+                self._bound.set()
+                self._last_sent = None
+                self.update(self._snapshot())
+                await reader
+            except RequestError as exc:
+                log.error("roostd refused this worker: %s", exc.message)
+                reader.cancel()
+                await asyncio.sleep(RECONNECT_MAX_DELAY)
+            except (OSError, ProtocolError):
+                pass
+            finally:
+                self._bound.clear()
+                self._conn = None
+                conn.close()
+                for future in self._pending.values():
+                    if not future.done():
+                        future.set_exception(ConnectionError("roostd went away"))
+                self._pending.clear()
+
+    async def _read(self, conn: Connection) -> None:
+        while True:
+            frame = await conn.read_frame()
+            if frame is None:
+                return
+            if frame.get("type") == "response":
+                future = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
+                if future is not None and not future.done():
+                    future.set_result(frame)
+            elif frame.get("type") == "event":
+                self._on_event(frame)
+
+    async def _call(self, conn: Connection, op: str, **args: Any) -> dict[str, Any]:
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        if not await conn.send({"id": request_id, "op": op, **args}):
+            self._pending.pop(request_id, None)
+            raise ConnectionError("roostd went away")
+        frame = await future
+        if not frame.get("ok"):
+            error = frame.get("error") or {}
+            raise RequestError(str(error.get("code")), str(error.get("message")))
+        return frame.get("result") or {}
+
+    async def request(self, op: str, **args: Any) -> dict[str, Any]:
+        """A request on the bound connection (tool calls forwarded by the worker)."""
+        if self._conn is None or not self._bound.is_set():
+            raise RequestError(protocol.REFUSED, "roostd is not reachable right now")
+        try:
+            return await self._call(self._conn, op, **args)
+        except ConnectionError as exc:
+            raise RequestError(protocol.REFUSED, f"roostd went away: {exc}") from None
+
+    def update(self, snapshot: dict[str, Any]) -> None:
+        """Send the snapshot if it changed; a disconnected link sends it on reconnect."""
+        if snapshot == self._last_sent or self._conn is None or not self._bound.is_set():
+            return
+        self._last_sent = dict(snapshot)
+        conn = self._conn
+        request_id = next(self._ids)
+        asyncio.ensure_future(conn.send({"id": request_id, "op": "worker_update", **snapshot}))
+
+    async def exiting(self, reason: str, fatal: bool = False) -> None:
+        if self._conn is None or not self._bound.is_set():
+            return
+        try:
+            await asyncio.wait_for(
+                self._call(self._conn, "worker_exiting", reason=reason, fatal=fatal), 5
+            )
+        except (RequestError, ConnectionError, TimeoutError):
+            pass
+
+    async def tell_fatal(self, reason: str) -> None:
+        """Say why this worker gives up, on a fresh connection (the loop never ran)."""
+        try:
+            conn = await asyncio.wait_for(self._open(), 5)
+        except (OSError, ProtocolError, TimeoutError):
+            return
+        reader = asyncio.create_task(self._read(conn))
+        try:
+            await asyncio.wait_for(self._call(conn, "worker_hello", job=self.record.id,
+                                              token=self.record.token, pid=os.getpid()), 5)
+            await asyncio.wait_for(
+                self._call(conn, "worker_exiting", reason=reason, fatal=True), 5
+            )
+        except (RequestError, ConnectionError, TimeoutError, OSError):
+            pass
+        finally:
+            reader.cancel()
+            conn.close()

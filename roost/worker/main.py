@@ -1,0 +1,343 @@
+"""The worker: one per live pi job. pi's RPC client, the mailbox's consumer, roostd's agent.
+
+    python -m roost.worker JOB_ID
+
+Lifecycle: check the session's writer lock -> open the extension socket -> start pi ->
+wait until pi answers and the extension said hello -> drop resends -> deliver items as
+they arrive (watchdog wakes it; no polling) -> report state to roostd (reconnecting
+whenever roostd restarts) -> exit 0 when told to stop, 1 if pi died (roostd restarts us),
+EXIT_FATAL when restarting cannot help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import sys
+from typing import Any
+
+from roost import paths, protocol
+from roost.jsonlines import Connection, serve_connection
+from roost.locks import SessionLock
+from roost.mailbox import Item, Mailbox
+from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
+from roost.states import JobState, RunCause
+from roost.supervise.jobs import JobRecord, load_record
+from roost.supervise.workers import EXIT_FATAL
+from roost.transcript import content_text, delivered
+from roost.worker.daemon_link import DaemonLink
+from roost.worker.delivery import Delivery
+from roost.worker.pi_process import PiError, PiProcess
+from roost.worker.runs import RunTracker, dialog_answer
+
+log = logging.getLogger("roost.worker")
+
+READY_TIMEOUT = 60.0
+
+
+class Fatal(Exception):
+    """Restarting the worker cannot help (session locked elsewhere, pi missing, ...)."""
+
+
+class Worker:
+    def __init__(self, job_id: str) -> None:
+        self.record: JobRecord = load_record(paths.job_dir(job_id) / "job.json")
+        self.box = Mailbox(self.record.mailbox_dir, max_replies=50, max_agent=20)
+        self.delivery = Delivery(self.box)
+        self.runs = RunTracker(summary=self.record.summary)
+        self.pi = PiProcess(self._on_pi_event)
+        self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
+        self.ext: Connection | None = None
+        self.ext_token = secrets.token_hex(16)
+        self.ext_ready = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.stop_reason: str | None = None
+        self.stopping = asyncio.Event()
+        self._settle_task: asyncio.Task[None] | None = None
+
+    # -- state reporting ---------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        snap = self.runs.snapshot()
+        snap["busy"] = self.busy
+        return snap
+
+    @property
+    def busy(self) -> bool:
+        return self.runs.streaming or bool(self.delivery.inflight)
+
+    def report(self) -> None:
+        self.link.update(self.snapshot())
+
+    # -- start-up ------------------------------------------------------------------------
+    def check_lock(self) -> None:
+        assert self.record.session is not None
+        holder = SessionLock(self.record.session).holder()
+        if holder is None:
+            return
+        if holder.peer == self.record.id:
+            # Our own previous pi outlived its worker: it must go before a new one writes.
+            log.warning("stopping pid %d, a previous pi of this job", holder.pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(holder.pid, signal.SIGTERM)
+            return
+        raise Fatal(
+            f"session {self.record.session} is held by another live process "
+            f"(pid {holder.pid}, peer {holder.peer or 'none'}): refusing to start a second writer"
+        )
+
+    def pi_argv(self) -> list[str]:
+        try:
+            argv = paths.pi_command()
+        except FileNotFoundError as exc:
+            raise Fatal(str(exc)) from None
+        assert self.record.session is not None
+        argv += ["--mode", "rpc", "--session", self.record.session,
+                 "-e", str(paths.extension_path())]
+        if self.record.model:
+            argv += ["--model", self.record.model]
+        if self.record.thinking:
+            argv += ["--thinking", self.record.thinking]
+        return argv
+
+    def pi_env(self, ext_sock: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            PI_JOB_TOKEN=self.ext_token,
+            ROOST_EXT_SOCK=ext_sock,
+            ROOST_JOB_ID=self.record.id,
+            ROOST_HOME=str(paths.roost_home()),
+        )
+        return env
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, "stopped")
+        if not os.path.isdir(self.record.cwd):
+            raise Fatal(f"the job's directory {self.record.cwd} does not exist")
+        self.check_lock()
+        ext_sock = self.record.dir / "ext.sock"
+        with contextlib.suppress(FileNotFoundError):
+            ext_sock.unlink()
+        old_umask = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(
+                self._on_ext_connection, path=str(ext_sock), limit=protocol.MAX_FRAME + 1
+            )
+        finally:
+            os.umask(old_umask)
+        link_task = asyncio.create_task(self.link.run())
+        await self.pi.start(self.pi_argv(), self.record.cwd, self.pi_env(str(ext_sock)))
+        try:
+            await self.pi.command("get_state", timeout=READY_TIMEOUT)
+            await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
+        except (PiError, TimeoutError) as exc:
+            code = self.pi.returncode
+            if self.pi.exited.is_set() and code == EXIT_FATAL:
+                raise Fatal(f"pi refused the session (see {self.record.dir}/worker.log)") from None
+            raise PiError(f"pi did not come up: {exc}") from None
+        assert self.record.session is not None
+        dropped = self.delivery.drop_resends(delivered(self.record.session))
+        if dropped:
+            log.info("dropped %d resend(s) already in the session", dropped)
+        if not self.box.pending():
+            self.runs.state, self.runs.status = JobState.DONE, ""  # restored, idle: no run
+        self.report()
+        watcher = self.box.watch(on_change=lambda: loop.call_soon_threadsafe(self.wake.set))
+        self.wake.set()
+        pump = asyncio.create_task(self._pump_loop())
+        done, _ = await asyncio.wait(
+            [asyncio.create_task(self.pi.exited.wait()), asyncio.create_task(self.stopping.wait())],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        pump.cancel()
+        watcher.close()
+        server.close()
+        if self.stop_reason is not None:
+            await self._shutdown_pi()
+            await self.link.exiting(self.stop_reason)
+            link_task.cancel()
+            return 0
+        link_task.cancel()
+        log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
+        return 1
+
+    async def _shutdown_pi(self) -> None:
+        if self.runs.streaming and self.stop_reason == "stopped":
+            with contextlib.suppress(PiError, TimeoutError):
+                await self.pi.command("abort", timeout=10)
+        await self.pi.shutdown()
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stopping.set()
+
+    # -- delivery ---------------------------------------------------------------------------
+    async def _pump_loop(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.runs.compacting or self.stopping.is_set():
+                continue
+            try:
+                await self.delivery.pump(
+                    dialog_open=self.runs.dialog is not None,
+                    ext_ready=self.ext_ready.is_set(),
+                    send_reply=self._send_reply,
+                    send_agent=self._send_agent,
+                    answer_dialog=self._answer_dialog,
+                )
+            except (PiError, ConnectionError) as exc:
+                log.warning("delivery paused: %s", exc)
+            self.report()
+
+    def _cause_of(self, item: Item) -> RunCause:
+        if item.kind == "reply":
+            return RunCause(item.extra.get("cause", "reply")) if item.extra.get(
+                "cause") in ("task", "reply", "cli") else RunCause.REPLY
+        relation = (item.sender or {}).get("relation")
+        return RunCause.PARENT_MESSAGE if relation == "parent" else RunCause.AGENT_MESSAGE
+
+    def _note_cause(self, item: Item) -> None:
+        cause = self._cause_of(item)
+        if self.runs.run is not None:
+            self.runs.run.sources.add(cause.value)
+        elif self.runs.next_cause is None:
+            self.runs.next_cause = cause
+
+    async def _send_reply(self, item: Item) -> None:
+        self._note_cause(item)
+        await self.pi.command("prompt", message=item.text, streamingBehavior="steer")
+
+    async def _send_agent(self, item: Item) -> None:
+        from roost.agents.envelope import item_envelope
+
+        assert self.ext is not None
+        self._note_cause(item)
+        data = item.to_dict()
+        sent = await self.ext.send(protocol.event(
+            "inject", seq=item.seq, kind=item.kind, sender=item.sender,
+            relation=(item.sender or {}).get("relation", "external"),
+            content=item_envelope(data),
+        ))
+        if not sent:
+            raise ConnectionError("the extension is not connected")
+
+    async def _answer_dialog(self, item: Item) -> None:
+        dialog = self.runs.dialog
+        assert dialog is not None
+        self._note_cause(item)
+        await self.pi.send_raw(dialog_answer(dialog, item.text))
+        self.runs.dialog_answered()
+
+    # -- pi events ----------------------------------------------------------------------------
+    def _on_pi_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        due = self.runs.on_event(event)
+        if kind == "message_end":
+            message = event.get("message") or {}
+            taken = self.delivery.taken(message, content_text(message.get("content")))
+            if taken is not None:
+                self.wake.set()
+        if due == "ended":
+            if self._settle_task is None or self._settle_task.done():
+                self._settle_task = asyncio.create_task(self._confirm_settled())
+        if kind in ("agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
+                    "extension_ui_request", "auto_retry_start", "compaction_end"):
+            self.report()
+        if kind in ("compaction_end", "agent_end"):
+            self.wake.set()
+
+    async def _confirm_settled(self) -> None:
+        # A retry or compaction decided at agent_end shows up before this answer.
+        try:
+            state = await self.pi.command("get_state", timeout=30)
+        except (PiError, TimeoutError):
+            return
+        if not self.runs.ended or self.runs.compacting or (state or {}).get("isCompacting"):
+            return
+        run = self.runs.settle()
+        self.report()
+        self.wake.set()
+        if run is not None:
+            self.on_settled(run)
+
+    def on_settled(self, run: Any) -> None:
+        """Hook for the hand-back (reports to the parent)."""
+
+    # -- roostd ---------------------------------------------------------------------------------
+    def _on_daemon_event(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "stop":
+            self.request_stop(str(event.get("reason") or "stopped"))
+
+    # -- the extension's socket -----------------------------------------------------------------
+    async def _on_ext_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        conn = Connection(reader, writer)
+        if not await conn.send(protocol.greeting("roost-worker")):
+            return
+        try:
+            await serve_connection(conn, self._ext_handlers(), EXTENSION_OPS, self._ext_authorize)
+        finally:
+            if self.ext is conn:
+                self.ext = None
+                self.ext_ready.clear()
+                self.delivery.requeue_inflight()
+
+    def _ext_authorize(self, conn: Connection, op: Op) -> str | None:
+        if op.caller == "peer" and conn.peer_id is None:
+            return f"{op.name}: say ext_hello first"
+        return None
+
+    def _ext_handlers(self) -> dict[str, Any]:
+        async def ext_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+            if not secrets.compare_digest(str(request["token"]), self.ext_token):
+                raise RequestError(UNAUTHORIZED, "wrong job token")
+            if request.get("pid") != self.pi.pid:
+                raise RequestError(UNAUTHORIZED, "only this worker's pi may connect")
+            conn.peer_id = self.record.id
+            self.ext = conn
+            self.ext_ready.set()
+            self.wake.set()
+            return {"job": self.record.id, "name": self.record.name}
+
+        async def forward(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+            args = {k: v for k, v in request.items() if k not in ("id", "op")}
+            if not self.link.connected:
+                raise RequestError(REFUSED, "roostd is not reachable right now; try again")
+            return await self.link.request(str(request["op"]), **args)
+
+        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(
+        level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
+        format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s",
+    )
+    if len(argv) != 1:
+        print("usage: python -m roost.worker JOB_ID", file=sys.stderr)
+        return 2
+    worker = Worker(argv[0])
+    try:
+        return asyncio.run(_run(worker))
+    except Fatal as exc:
+        log.error("%s", exc)
+        asyncio.run(worker.link.tell_fatal(str(exc)))
+        return EXIT_FATAL
+
+
+async def _run(worker: Worker) -> int:
+    try:
+        return await worker.run()
+    except PiError as exc:
+        log.error("%s", exc)
+        await worker.pi.shutdown(timeout=2)
+        return 1

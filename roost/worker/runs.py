@@ -1,0 +1,181 @@
+"""What the worker knows about pi's runs: state, status, summary, question, dialog.
+
+Fed with pi's RPC events; decides when a run has *settled*. pi has no such event: after
+`agent_end` an automatic retry or a compaction may follow. pi decides both synchronously
+while handling the end of the run, so their start events are written before the response
+to any command sent after `agent_end` is seen; the worker therefore confirms a settle with
+a `get_state` round trip (see `RunTracker.confirm_settled`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from roost.states import JobState, RunCause
+from roost.transcript import content_text
+
+SUMMARY_MAX = 120
+QUESTION_MAX = 400
+DIALOG_METHODS = frozenset({"select", "confirm", "input", "editor"})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def first_line(text: str, limit: int = SUMMARY_MAX) -> str:
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def question_in(text: str) -> str | None:
+    """The question a final answer asks the user, if its last paragraph is one."""
+    paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
+    if not paragraphs or not paragraphs[-1].rstrip("*_` ").endswith("?"):
+        return None
+    last = " ".join(paragraphs[-1].split())
+    sentences = _SENTENCE_END.split(last)
+    question = sentences[-1] if len(last) > QUESTION_MAX else last
+    return question[:QUESTION_MAX]
+
+
+def dialog_question(request: dict[str, Any]) -> str:
+    title = str(request.get("title") or request.get("message") or "").strip()
+    method = request.get("method")
+    if method == "select":
+        options = [str(o) for o in request.get("options") or []]
+        listing = " | ".join(f"{i}. {o}" for i, o in enumerate(options, 1))
+        return f"{title} [{listing}]" if listing else title
+    if method == "confirm":
+        message = str(request.get("message") or "")
+        text = f"{title}: {message}" if message and message != title else title
+        return f"{text} [yes/no]"
+    return title or f"({method})"
+
+
+def dialog_answer(request: dict[str, Any], reply: str) -> dict[str, Any]:
+    """The extension_ui_response that answers `request` with a user's reply text."""
+    method = request.get("method")
+    answer: dict[str, Any] = {"type": "extension_ui_response", "id": request.get("id")}
+    text = reply.strip()
+    if method == "confirm":
+        answer["confirmed"] = text.lower() in {"y", "yes", "true", "ok", "confirm", "1"}
+    elif method == "select":
+        options = [str(o) for o in request.get("options") or []]
+        chosen = next((o for o in options if o.strip().lower() == text.lower()), None)
+        if chosen is None and text.isdigit() and 1 <= int(text) <= len(options):
+            chosen = options[int(text) - 1]
+        answer["value"] = chosen if chosen is not None else text
+    else:
+        answer["value"] = reply
+    return answer
+
+
+@dataclass
+class Run:
+    cause: RunCause
+    sources: set[str] = field(default_factory=set)  # causes of every item the run took
+    final_text: str = ""
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunTracker:
+    state: JobState = JobState.STARTING
+    status: str = "starting"
+    summary: str = ""
+    question: str | None = None
+    dialog: dict[str, Any] | None = None
+    streaming: bool = False  # between agent_start and a settled agent_end
+    compacting: bool = False
+    ended: bool = False  # agent_end seen, settle not yet confirmed
+    run: Run | None = None
+    next_cause: RunCause | None = None  # what the next agent_start was caused by
+    last_assistant: str = ""
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "status": self.status,
+            "summary": self.summary,
+            "question": self.question,
+            "dialog": self.dialog is not None,
+        }
+
+    # -- events ------------------------------------------------------------------------
+    def on_event(self, event: dict[str, Any]) -> str | None:
+        """Apply one pi event; returns 'ended' when a settle check is due."""
+        kind = event.get("type")
+        if kind == "agent_start":
+            self.streaming, self.ended = True, False
+            if self.run is None:  # a retry continues the same run
+                self.run = Run(self.next_cause or RunCause.RESTORE)
+                self.next_cause = None
+            self.state, self.status, self.question = JobState.RUNNING, "thinking", None
+        elif kind == "message_update":
+            if self.status not in ("writing",) and not self.status.startswith("running "):
+                self.status = "writing"
+        elif kind == "tool_execution_start":
+            self.status = f"running {event.get('toolName', 'a tool')}"
+        elif kind == "tool_execution_end":
+            self.status = "thinking"
+        elif kind == "message_end":
+            message = event.get("message") or {}
+            if message.get("role") == "assistant":
+                text = content_text(message.get("content")).strip()
+                if self.run is not None:
+                    self.run.final_text = text or self.run.final_text
+                    self.run.stop_reason = message.get("stopReason")
+                    self.run.error = message.get("errorMessage")
+                if text:
+                    self.last_assistant = text
+        elif kind == "agent_end":
+            self.ended = True
+            return "ended"
+        elif kind == "auto_retry_start":
+            self.ended = False
+            self.status = f"retrying (attempt {event.get('attempt', '?')})"
+        elif kind == "compaction_start":
+            self.compacting = True
+            self.status = "compacting"
+        elif kind == "compaction_end":
+            self.compacting = False
+            if self.ended:
+                return "ended"
+        elif kind == "extension_ui_request" and event.get("method") in DIALOG_METHODS:
+            self.dialog = event
+            self.state, self.question = JobState.NEEDS_INPUT, dialog_question(event)
+            self.status = "waiting on a dialog"
+        return None
+
+    def dialog_answered(self) -> None:
+        self.dialog = None
+        self.question = None
+        if self.streaming:
+            self.state, self.status = JobState.RUNNING, "thinking"
+
+    def settle(self) -> Run | None:
+        """Close the current run: derive state, summary and question from its end."""
+        run, self.run = self.run, None
+        self.streaming = self.ended = False
+        self.dialog = None
+        if run is None:
+            return None
+        if run.stop_reason == "error":
+            self.state = JobState.FAILED
+            self.status = "model error"
+            self.question = None
+            if run.error:
+                self.summary = first_line(f"error: {run.error}")
+        elif run.stop_reason == "aborted":
+            self.state, self.status, self.question = JobState.DONE, "aborted", None
+        else:
+            self.question = question_in(run.final_text)
+            self.state = JobState.NEEDS_INPUT if self.question else JobState.DONE
+            self.status = ""
+            if run.final_text:
+                self.summary = first_line(run.final_text)
+        return run
