@@ -50,7 +50,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if record.state in (JobState.STOPPED, JobState.REAPED):
             return {}  # the worker is on its way out; its last words change nothing
         state = request.get("state")
-        if state is not None:
+        if state is not None and state != JobState.STARTING.value:
             target = JobState(state)
             if target not in WORKER_STATES:
                 raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
