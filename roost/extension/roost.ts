@@ -226,6 +226,15 @@ export default function roost(pi: any) {
 		return connecting;
 	}
 
+	/** A roost request as a tool call: a refusal becomes a tool error starting with "error:". */
+	async function call(ctx: any, op: string, args: Record<string, unknown> = {}): Promise<any> {
+		try {
+			return await (await connection(ctx)).request(op, args);
+		} catch (err: any) {
+			throw new Error(`error: ${err?.message ?? err}`);
+		}
+	}
+
 	pi.on("session_start", async (_event: any, ctx: any) => {
 		lastCtx = ctx;
 		takeLock(ctx?.sessionManager?.getSessionFile?.());
@@ -260,7 +269,7 @@ export default function roost(pi: any) {
 			"List the agent sessions you can message: id, name, relation, state, status, summary, question. Messages from agents are not from the user.",
 		parameters: Type.Object({}),
 		async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
-			const result = await (await connection(ctx)).request("peers");
+			const result = await call(ctx, "peers");
 			const peers: any[] = result.peers ?? [];
 			const lines = peers.map(
 				(p) =>
@@ -281,9 +290,9 @@ export default function roost(pi: any) {
 			message: Type.String({ description: "the message" }),
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
-			const result = await (await connection(ctx)).request("send", { to: params.to, message: params.message });
-			const extra = result.dialog ? " (waiting on a dialog)" : "";
-			return textResult(`${result.status} (${result.relation})${extra} → ${result.id} "${result.name}"`, result);
+			const result = await call(ctx, "send", { to: params.to, message: params.message });
+			const word = result.dialog ? "waiting on a dialog" : result.status;
+			return textResult(`${word} (${result.relation}) → ${result.id} "${result.name}"`, result);
 		},
 	});
 
@@ -302,7 +311,7 @@ export default function roost(pi: any) {
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			const model = params.model ?? (ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined);
 			const thinking = params.thinking ?? pi.getThinkingLevel?.();
-			const result = await (await connection(ctx)).request("spawn", {
+			const result = await call(ctx, "spawn", {
 				task: params.task,
 				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),

@@ -19,6 +19,7 @@ from typing import Any
 import portalocker
 
 from roost import __version__, paths, protocol
+from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
 from roost.jsonlines import Connection, serve_connection
 from roost.mailbox import Mailbox
@@ -55,6 +56,7 @@ class Daemon:
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._server: asyncio.AbstractServer | None = None
+        self.agents = AgentRouter(self)
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -174,20 +176,18 @@ class Daemon:
             proc = self.procs.get(conn.job_id)
             if proc is not None and proc.conn is conn:
                 proc.conn = None
-        hook = getattr(self, "peer_disconnected", None)
-        if hook is not None and conn.peer_id is not None and conn.job_id is None:
-            hook(conn)
+        if conn.peer_id is not None and conn.job_id is None:
+            self.agents.peer_disconnected(conn)
 
     def _build_handlers(self) -> dict[str, Any]:
+        from roost.agents import ops as agent_ops
         from roost.supervise import ops_jobs, ops_worker
 
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker):
+        for module in (ops_jobs, ops_worker, agent_ops):
             handlers.update(module.handlers(self))
-        with contextlib.suppress(ImportError):
-            from roost.agents import ops as agent_ops
-
-            handlers.update(agent_ops.handlers(self))
+        missing = set(DAEMON_OPS) ^ set(handlers)
+        assert not missing, f"ops without a handler (or handlers without an op): {missing}"
         return handlers
 
     # -- jobs ------------------------------------------------------------------------------
@@ -280,9 +280,7 @@ class Daemon:
                                status=f"exit {detail}", error=f"command exited with {detail}")
         elif outcome == "fatal":
             self.set_state(record, JobState.FAILED, busy=False, status="", error=detail)
-            hook = getattr(self, "job_ended", None)
-            if hook is not None:
-                hook(record, "crashed repeatedly" if "gave up" in detail else detail)
+            self.agents.job_ended(record, "crashed repeatedly" if "gave up" in detail else detail)
         else:  # crash: backoff then restart
             self.set_state(record, JobState.STARTING, busy=False, status=detail,
                            dialog=False)
@@ -323,8 +321,7 @@ class Daemon:
             pending = self.mailbox(record).counts()
         except OSError:
             pending = {"replies": 0, "agent": 0}
-        parent_of = getattr(self, "live_peer_for_session", None)
-        parent = parent_of(record.parent_session) if parent_of and record.parent_session else None
+        parent = self.agents.live_peer_for_session(record.parent_session)
         return {
             "id": record.id,
             "name": record.name,

@@ -221,9 +221,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon.set_state(record, JobState.STOPPED, busy=False, dialog=False, status="")
         if proc is not None:
             await proc.stop(reason, daemon.settings().stopTimeoutSeconds)
-        hook = getattr(daemon, "job_ended", None)
-        if hook is not None:
-            hook(record, reason)
+        daemon.agents.job_ended(record, reason)
 
     async def stop(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
@@ -249,9 +247,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if proc is not None:
             await proc.stop("removed", daemon.settings().stopTimeoutSeconds)
             proc.forget()
-        hook = getattr(daemon, "job_ended", None)
-        if hook is not None and record.state != JobState.STOPPED:
-            hook(record, "removed")
+        if record.state != JobState.STOPPED:
+            daemon.agents.job_ended(record, "removed")
         daemon.jobs.pop(record.id, None)
         daemon.procs.pop(record.id, None)
         shutil.rmtree(record.dir, ignore_errors=True)

@@ -39,6 +39,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         conn.peer_id = record.id
         proc.connected_as_worker(conn)
         record.save()
+        daemon.agents.retry_undelivered(record.session)
         return {"job": record.id}
 
     async def worker_update(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

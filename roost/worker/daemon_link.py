@@ -39,6 +39,8 @@ class DaemonLink:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._last_sent: dict[str, Any] | None = None
         self._bound = asyncio.Event()
+        self._outbox: list[tuple[str, dict[str, Any]]] = []
+        self._flushing = False
 
     @property
     def connected(self) -> bool:
@@ -74,6 +76,7 @@ class DaemonLink:
                 self._bound.set()
                 self._last_sent = None
                 self.update(self._snapshot())
+                self._flush()
                 await reader
             except RequestError as exc:
                 log.error("roostd refused this worker: %s", exc.message)
@@ -123,6 +126,32 @@ class DaemonLink:
             return await self._call(self._conn, op, **args)
         except ConnectionError as exc:
             raise RequestError(protocol.REFUSED, f"roostd went away: {exc}") from None
+
+    def send_reliably(self, op: str, **args: Any) -> None:
+        """A request that must reach roostd (a hand-back): retried after reconnects."""
+        self._outbox.append((op, args))
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._flushing or not self._outbox or not self.connected:
+            return
+        self._flushing = True
+
+        async def run() -> None:
+            try:
+                while self._outbox and self._conn is not None:
+                    op, args = self._outbox[0]
+                    try:
+                        await self._call(self._conn, op, **args)
+                    except RequestError as exc:
+                        log.error("roostd refused %s: %s", op, exc.message)
+                    self._outbox.pop(0)
+            except (ConnectionError, OSError):
+                pass  # sent again after the next hello
+            finally:
+                self._flushing = False
+
+        asyncio.ensure_future(run())
 
     def update(self, snapshot: dict[str, Any]) -> None:
         """Send the snapshot if it changed; a disconnected link sends it on reconnect."""

@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from roost import paths, protocol
+from roost.agents.handback import should_report
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
@@ -32,11 +33,12 @@ from roost.transcript import content_text, delivered
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.pi_process import PiError, PiProcess
-from roost.worker.runs import RunTracker, dialog_answer
+from roost.worker.runs import Run, RunTracker, dialog_answer
 
 log = logging.getLogger("roost.worker")
 
 READY_TIMEOUT = 60.0
+RESULT_MAX = 6000
 
 
 class Fatal(Exception):
@@ -58,6 +60,7 @@ class Worker:
         self.stop_reason: str | None = None
         self.stopping = asyncio.Event()
         self._settle_task: asyncio.Task[None] | None = None
+        self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -147,7 +150,10 @@ class Worker:
         if not self.box.pending():
             self.runs.state, self.runs.status = JobState.DONE, ""  # restored, idle: no run
         self.report()
-        watcher = self.box.watch(on_change=lambda: loop.call_soon_threadsafe(self.wake.set))
+        def changed() -> None:  # from the watchdog thread
+            loop.call_soon_threadsafe(self.wake.set)
+
+        watcher = self.box.watch(on_change=changed)
         self.wake.set()
         pump = asyncio.create_task(self._pump_loop())
         done, _ = await asyncio.wait(
@@ -244,9 +250,8 @@ class Worker:
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 self.wake.set()
-        if due == "ended":
-            if self._settle_task is None or self._settle_task.done():
-                self._settle_task = asyncio.create_task(self._confirm_settled())
+        if due == "ended" and (self._settle_task is None or self._settle_task.done()):
+            self._settle_task = asyncio.create_task(self._confirm_settled())
         if kind in ("agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
                     "extension_ui_request", "auto_retry_start", "compaction_end"):
             self.report()
@@ -267,8 +272,22 @@ class Worker:
         if run is not None:
             self.on_settled(run)
 
-    def on_settled(self, run: Any) -> None:
-        """Hook for the hand-back (reports to the parent)."""
+    def on_settled(self, run: Run) -> None:
+        """Hand the run's result back to the parent when the run is report-worthy."""
+        if not self.record.spawned:
+            return
+        report, self.parent_chain = should_report(
+            run.cause, run.sources, run.stop_reason, self.parent_chain
+        )
+        if not report:
+            return
+        self.link.send_reliably(
+            "handback",
+            result=run.final_text[:RESULT_MAX],
+            state=self.runs.state.value,
+            question=self.runs.question,
+            error=run.error,
+        )
 
     # -- roostd ---------------------------------------------------------------------------------
     def _on_daemon_event(self, event: dict[str, Any]) -> None:

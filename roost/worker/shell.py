@@ -8,7 +8,6 @@ a roostd that adopted this process (and so cannot wait() for it) still learns th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -1,0 +1,66 @@
+"""Sliding-window rate limits and the spawn limits of the tree (pure logic)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+
+class RateLimiter:
+    """At most `limit` events per `window` seconds per key."""
+
+    def __init__(self, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.clock = clock
+        self._events: dict[str, deque[float]] = {}
+
+    def hit(self, key: str, limit: int) -> bool:
+        """Count one event for `key`; False when that exceeds the limit (still counted)."""
+        now = self.clock()
+        events = self._events.setdefault(key, deque())
+        while events and now - events[0] >= self.window:
+            events.popleft()
+        events.append(now)
+        return len(events) <= limit
+
+    def allowed(self, key: str, limit: int) -> bool:
+        """Would one more event for `key` stay within the limit? (Does not count.)"""
+        now = self.clock()
+        events = self._events.get(key, deque())
+        return sum(1 for t in events if now - t < self.window) < limit
+
+
+@dataclass(frozen=True)
+class SpawnCounts:
+    parent_depth: int
+    live_children: int
+    live_in_tree: int
+    live_spawned: int
+
+
+def spawn_refusal(counts: SpawnCounts, settings: object, tree_rate_ok: bool) -> str | None:
+    """The limit a spawn would break, as the tool error text; None when allowed."""
+    max_depth = int(getattr(settings, "agentMaxDepth", 3))
+    max_children = int(getattr(settings, "agentMaxChildren", 8))
+    max_tree = int(getattr(settings, "agentMaxTreeSessions", 16))
+    max_spawned = int(getattr(settings, "agentMaxSpawned", 32))
+    per_minute = int(getattr(settings, "agentSpawnsPerMinute", 10))
+    if counts.parent_depth + 1 > max_depth:
+        return (f"depth limit: a child here would be at depth {counts.parent_depth + 1}, "
+                f"agentMaxDepth is {max_depth}")
+    if counts.live_children >= max_children:
+        return (f"children limit: this session already has {counts.live_children} live children "
+                f"(max {max_children})")
+    if counts.live_in_tree >= max_tree:
+        return f"tree limit: this tree already has {counts.live_in_tree} live sessions (max {max_tree})"
+    if counts.live_spawned >= max_spawned:
+        return f"global limit: {counts.live_spawned} live spawned sessions (max {max_spawned})"
+    if not tree_rate_ok:
+        return f"rate limit: at most {per_minute} spawns per tree per minute"
+    return None
+
+
+def count_where(items: Iterable[object], predicate: Callable[[object], bool]) -> int:
+    return sum(1 for item in items if predicate(item))

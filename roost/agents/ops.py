@@ -1,0 +1,170 @@
+"""roostd's agent operations: peer_register, peers, send, spawn, handback (seed M9).
+
+Guards and limits answer with a `refused` error whose text says which rule; outcomes
+(`delivered`, `queued`, `started`, `not running`, `stopped`) are results, not errors.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
+from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
+from roost.agents.router import RESULT_MAX, AgentRouter, ForegroundPeer
+from roost.jsonlines import Connection
+from roost.locks import holder_is_alive, read_holder
+from roost.protocol import BAD_REQUEST, REFUSED, UNAUTHORIZED, RequestError
+
+if TYPE_CHECKING:
+    from roost.supervise.daemon import Daemon
+
+REPORT_STATES = {"done", "needs_input", "failed"}
+
+
+def refuse(message: str) -> RequestError:
+    return RequestError(REFUSED, message)
+
+
+def handlers(daemon: Daemon) -> dict[str, Any]:
+    router: AgentRouter = daemon.agents
+    send_rate = RateLimiter()
+    spawn_rate = RateLimiter()
+
+    async def peer_register(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        if conn.job_id is not None:
+            raise RequestError(BAD_REQUEST, "a job's worker is already its peer")
+        session = request.get("session")
+        pid = request.get("pid")
+        if not isinstance(pid, int) or pid <= 0:
+            raise RequestError(BAD_REQUEST, "pid must be a positive integer")
+        if session is not None:
+            if not isinstance(session, str) or not os.path.isabs(session):
+                raise RequestError(BAD_REQUEST, "session must be an absolute path or null")
+            holder = read_holder(session)
+            if holder is None:
+                raise RequestError(UNAUTHORIZED, f"no writer lock is held for {session}")
+            if holder.pid != pid:
+                raise RequestError(
+                    UNAUTHORIZED,
+                    f"the writer lock of {session} names pid {holder.pid}, not {pid}",
+                )
+            if not holder_is_alive(holder):
+                raise RequestError(UNAUTHORIZED, f"the lock holder pid {pid} is not alive")
+        else:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise RequestError(UNAUTHORIZED, f"pid {pid} is not alive") from None
+        peer_id = request.get("peer")
+        if not isinstance(peer_id, str) or not PEER_ID.match(peer_id) or (
+            session is None and peer_id in router.foreground
+            and router.foreground[peer_id].conn is not conn
+        ):
+            peer_id = "f" + secrets.token_hex(4)[:7]
+        name = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
+        fg = ForegroundPeer(
+            id=peer_id, session=session, name=name[:80],
+            cwd=str(request.get("cwd") or ""), pid=pid, conn=conn,
+        )
+        router.register(fg)
+        return {"id": peer_id, "name": fg.name}
+
+    def caller(conn: Connection) -> Peer:
+        return router.caller(conn)
+
+    async def peers(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = caller(conn)
+        external = daemon.settings().agentExternalMessages
+        rows = [peer.row(rel) for peer, rel in reachable(me, router.all_peers(), external)]
+        return {"peers": rows, "self": me.id}
+
+    async def send(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = caller(conn)
+        settings = daemon.settings()
+        if not send_rate.hit(me.id, settings.agentMessagesPerMinute):
+            raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
+        message = request["message"]
+        if not isinstance(message, str) or not message.strip():
+            raise RequestError(BAD_REQUEST, "the message is empty")
+        if len(message) > settings.agentMessageMaxChars:
+            raise refuse(f"message too long: {len(message)} characters "
+                         f"(max {settings.agentMessageMaxChars})")
+        try:
+            target, rel = resolve(me, str(request["to"]), router.all_peers(),
+                                  settings.agentExternalMessages)
+        except ResolveError as exc:
+            raise refuse(str(exc)) from None
+        if target.extra.get("shell"):
+            raise refuse(f"{target.id} is a shell job: it takes no messages")
+        # The envelope says what the sender is to the receiver.
+        from roost.agents.peers import relation
+
+        outcome = await router.deliver(target, "message", me, relation(target, me), message)
+        record = daemon.jobs.get(target.id)
+        dialog = bool(record and record.dialog and outcome in ("queued", "delivered"))
+        return {"status": outcome, "relation": rel, "id": target.id, "name": target.name,
+                "dialog": dialog}
+
+    async def spawn(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        from roost.supervise.ops_jobs import create_job, launch
+
+        me = caller(conn)
+        settings = daemon.settings()
+        parent_session = me.session
+        if me.kind == "job":
+            parent_record = daemon.jobs[me.id]
+            depth = parent_record.depth
+        else:
+            links = router.job_for_session(me.session)
+            depth = links.depth if links else 0
+        root = me.root_session or parent_session
+        live = router.live_jobs()
+        tree_key = root or me.id
+        counts = SpawnCounts(
+            parent_depth=depth,
+            live_children=sum(1 for r in live if (parent_session and r.parent_session == parent_session)
+                              or (not parent_session and r.parent_peer == me.id)),
+            live_in_tree=sum(1 for r in live if (r.root_session or r.session) == root) if root else 0,
+            live_spawned=sum(1 for r in live if r.spawned),
+        )
+        refusal = spawn_refusal(counts, settings,
+                                spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
+        if refusal:
+            raise refuse(refusal)
+        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)
+        record = create_job(
+            daemon, request, parent_session=parent_session, parent_peer=me.id,
+            root_session=root, depth=depth + 1, spawned=True,
+        )
+        launch(daemon, record)
+        return {"id": record.id, "name": record.name}
+
+    async def handback(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        assert conn.job_id is not None
+        record = daemon.jobs[conn.job_id]
+        state = str(request["state"])
+        if state not in REPORT_STATES:
+            raise RequestError(BAD_REQUEST, f"handback state must be one of {sorted(REPORT_STATES)}")
+        if not record.spawned:
+            return {"routed": False}
+        report = {
+            "result": str(request.get("result") or "")[:RESULT_MAX],
+            "state": state,
+            "question": request.get("question"),
+            "error": request.get("error"),
+            "at": time.time(),
+        }
+        router.report_for(record, report)
+        return {"routed": True}
+
+    return {
+        "peer_register": peer_register,
+        "peers": peers,
+        "send": send,
+        "spawn": spawn,
+        "handback": handback,
+    }
+

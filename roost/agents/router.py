@@ -1,0 +1,211 @@
+"""roostd's agent side: foreground peers, the peer list, message and report routing.
+
+The session file is the routing key at delivery time. The sender is always the
+authenticated connection (a worker bound by its token, a foreground peer bound by
+`peer_register`), never an argument.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from roost import protocol
+from roost.agents.envelope import item_envelope
+from roost.agents.peers import Peer, collapse, relation
+from roost.jsonlines import Connection
+from roost.states import ENDED_JOB_STATES, JobState
+from roost.supervise.jobs import JobRecord
+
+if TYPE_CHECKING:
+    from roost.supervise.daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+RESULT_MAX = 6000
+
+
+@dataclass
+class ForegroundPeer:
+    id: str
+    session: str | None
+    name: str
+    cwd: str
+    pid: int
+    conn: Connection
+
+
+class AgentRouter:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.foreground: dict[str, ForegroundPeer] = {}
+
+    # -- peers ---------------------------------------------------------------------------
+    def job_peer(self, record: JobRecord) -> Peer:
+        proc = self.daemon.procs.get(record.id)
+        return Peer(
+            id=record.id, name=record.name, kind="job", session=record.session,
+            state=record.state.value, cwd=record.cwd,
+            live=proc is not None and proc.alive,
+            status=record.status, summary=record.summary, question=record.question,
+            parent_session=record.parent_session, parent_peer=record.parent_peer,
+            root_session=record.root_session, extra={"shell": record.kind == "shell"},
+        )
+
+    def foreground_peer(self, fg: ForegroundPeer) -> Peer:
+        links = self.job_for_session(fg.session)
+        return Peer(
+            id=fg.id, name=fg.name, kind="foreground", session=fg.session, state="connected",
+            cwd=fg.cwd, live=True,
+            parent_session=links.parent_session if links else None,
+            parent_peer=links.parent_peer if links else None,
+            root_session=links.root_session if links else None,
+        )
+
+    def all_peers(self) -> list[Peer]:
+        peers = [self.job_peer(r) for r in self.daemon.jobs.values() if r.kind == "pi"]
+        peers += [self.foreground_peer(fg) for fg in self.foreground.values()]
+        return peers
+
+    def caller(self, conn: Connection) -> Peer:
+        if conn.job_id is not None:
+            return self.job_peer(self.daemon.jobs[conn.job_id])
+        fg = self.foreground.get(conn.peer_id or "")
+        if fg is None:
+            raise protocol.RequestError(protocol.UNAUTHORIZED, "register first (peer_register)")
+        return self.foreground_peer(fg)
+
+    def job_for_session(self, session: str | None) -> JobRecord | None:
+        """The job record of a session file, preferring a live one."""
+        if not session:
+            return None
+        found = [r for r in self.daemon.jobs.values() if r.session == session]
+        found.sort(key=lambda r: (not self._alive(r), r.created))
+        return found[0] if found else None
+
+    def _alive(self, record: JobRecord) -> bool:
+        proc = self.daemon.procs.get(record.id)
+        return proc is not None and proc.alive
+
+    def live_peer_for_session(self, session: str | None) -> str | None:
+        """The id of the live holder of `session` (JobRow.parent)."""
+        if not session:
+            return None
+        for fg in self.foreground.values():
+            if fg.session == session:
+                return fg.id
+        record = self.job_for_session(session)
+        return record.id if record is not None and self._alive(record) else None
+
+    def peer_disconnected(self, conn: Connection) -> None:
+        fg = self.foreground.get(conn.peer_id or "")
+        if fg is not None and fg.conn is conn:
+            del self.foreground[fg.id]
+            log.info("foreground peer %s disconnected", fg.id)
+
+    def register(self, fg: ForegroundPeer) -> None:
+        old = self.foreground.get(fg.id)
+        if old is not None and old.conn is not fg.conn:
+            old.conn.peer_id = None
+        self.foreground[fg.id] = fg
+        fg.conn.peer_id = fg.id
+        self.retry_undelivered(fg.session)
+
+    # -- delivery --------------------------------------------------------------------------
+    async def deliver(
+        self, target: Peer, kind: str, sender: Peer, rel: str, text: str, **extra: Any
+    ) -> str:
+        """Hand one agent item to `target`; the outcome word.
+
+        `rel` is what the sender is to the receiver (the envelope's relation).
+        """
+        sender_info = {"id": sender.id, "name": sender.name, "relation": rel}
+        if target.kind == "foreground":
+            fg = self.foreground.get(target.id)
+            if fg is None:
+                return "not running"
+            item = {"kind": kind, "from": sender_info, "text": text, **extra}
+            sent = await fg.conn.send(protocol.event(
+                "deliver", kind=kind, sender=sender_info, relation=rel, seq=None,
+                content=item_envelope(item),
+            ))
+            return "delivered" if sent else "not running"
+        record = self.daemon.jobs.get(target.id)
+        if record is None:
+            return "not running"
+        from roost.supervise.ops_jobs import post_item
+
+        return post_item(self.daemon, record, kind, text, sender=sender_info, **extra)
+
+    # -- reports -----------------------------------------------------------------------------
+    def report_for(self, child: JobRecord, report: dict[str, Any]) -> None:
+        """Route a child's report (or synthetic `ended`) to its parent, or keep it."""
+        asyncio.ensure_future(self._route_report(child, report))
+
+    async def _route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
+        sender = self.job_peer(child)
+        text = str(report.get("result") or report.get("text") or "")[:RESULT_MAX]
+        fields = {k: report.get(k) for k in ("state", "question", "error") if report.get(k)}
+        if report.get("ended"):
+            fields["ended"] = True
+        target: Peer | None = None
+        for fg in self.foreground.values():
+            if (child.parent_session and fg.session == child.parent_session) or (
+                child.parent_peer and fg.id == child.parent_peer and fg.session is None
+            ):
+                target = self.foreground_peer(fg)
+                break
+        parent_job = self.job_for_session(child.parent_session) if target is None else None
+        if target is None and parent_job is not None:
+            target = self.job_peer(parent_job)
+        if target is None:
+            if child.parent_session:  # nobody holds the parent's session now: keep it
+                child.undelivered_report = {**report, "text": text}
+                child.save()
+                log.info("job %s: report kept until its parent's session is back", child.id)
+            return
+        rel = relation(target, sender)
+        try:
+            if parent_job is not None and parent_job.state == JobState.STOPPED:
+                # Queued without waking: the user stopped the parent.
+                self.daemon.mailbox(parent_job).post(
+                    kind="report", text=text,
+                    sender={"id": sender.id, "name": sender.name, "relation": rel}, **fields)
+                outcome = "queued"
+            else:
+                outcome = await self.deliver(target, "report", sender, rel, text, **fields)
+        except protocol.RequestError as exc:
+            log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
+            outcome = "not running"
+        if outcome == "not running" and child.parent_session:
+            child.undelivered_report = {**report, "text": text}
+        else:
+            child.undelivered_report = None
+        if child.id in self.daemon.jobs:
+            child.save()
+        log.info("job %s: report to %s -> %s", child.id, target.id, outcome)
+
+    def retry_undelivered(self, session: str | None) -> None:
+        """A peer or job for `session` appeared: deliver the reports kept for it."""
+        if not session:
+            return
+        for child in list(self.daemon.jobs.values()):
+            if child.parent_session == session and child.undelivered_report:
+                report, child.undelivered_report = child.undelivered_report, None
+                self.report_for(child, report)
+
+    def job_ended(self, record: JobRecord, reason: str) -> None:
+        """A spawned child stopped, removed or given up on: its parent gets `ended`."""
+        if not record.spawned:
+            return
+        self.report_for(record, {"ended": True, "text": reason, "state": record.state.value})
+
+    def live_jobs(self) -> list[JobRecord]:
+        return [r for r in self.daemon.jobs.values()
+                if r.kind == "pi" and r.state not in ENDED_JOB_STATES]
+
+    def collapsed_peers(self) -> list[Peer]:
+        return collapse(self.all_peers())
+
