@@ -71,17 +71,22 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
         out.print("no jobs (start one with: roost run TASK)")
         return
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for column in ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META"):
-        table.add_column(column, overflow="fold" if column.startswith("SUMMARY") else "ellipsis")
     if group == "state":
         ordered = sorted(rows, key=lambda r: (r["state"], r["created"]))
         groups: Iterable[tuple[str, list[dict[str, Any]]]] = _grouped(ordered, "state")
     else:
         ordered = tree_order(rows) if tree or any(r.get("parentSession") for r in rows) else rows
         groups = _grouped(ordered, "cwd")
+    name_width = min(24, max(len(r["name"]) + 2 * r.get("depth", 0) + 2 for r in ordered))
     for heading, members in groups:
-        table.add_row(Text(heading, style="bold blue"), "", "", "", "", "")
+        out.print(Text(heading, style="bold blue"))
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        table.add_column("ID", width=8, no_wrap=True)
+        table.add_column("NAME", width=name_width, no_wrap=True, overflow="ellipsis")
+        table.add_column("STATE", width=11, no_wrap=True)
+        table.add_column("STATUS", max_width=18, no_wrap=True, overflow="ellipsis")
+        table.add_column("SUMMARY / QUESTION", ratio=1, overflow="fold")
+        table.add_column("META", max_width=16, no_wrap=True)
         for row in members:
             name = row["name"]
             meta = _meta(row, names)
@@ -92,9 +97,9 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
             summary = Text(row.get("summary") or "")
             if row.get("question"):
                 summary = Text(f"? {row['question']}", style="yellow")
-            table.add_row(row["id"], name, Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
-                          row.get("status") or "", summary, meta)
-    out.print(table)
+            state = Text(row["state"], style=STATE_STYLE.get(row["state"], ""))
+            table.add_row(row["id"], name, state, row.get("status") or "", summary, meta)
+        out.print(table)
 
 
 def _grouped(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -210,7 +215,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         table.add_column(column)
     for state, item in items:
         sender = item.sender or {}
-        who = f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})" if sender else "user"
+        who = "user"
+        if sender:
+            who = f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})"
         text = " ".join(item.text.split())
         table.add_row(state, str(item.seq), item.kind, who, item.created,
                       text[:60] + ("…" if len(text) > 60 else ""))

@@ -158,6 +158,15 @@ export default function roost(pi: any) {
 
 	const onEvent = (frame: any) => {
 		if (frame.event === "inject" || frame.event === "deliver") inject(frame);
+		else if (frame.event === "kick") {
+			// A queued steer was stranded when a run ended: a hidden message starts the run it waits for.
+			Promise.resolve(
+				pi.sendMessage(
+					{ customType: "pi-roost-kick", content: "(queued input follows)", display: false, details: {} },
+					{ triggerTurn: true },
+				),
+			).catch(() => undefined);
+		}
 	};
 
 	function takeLock(sessionFile: string | undefined | null): void {

@@ -29,7 +29,7 @@ from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestErro
 from roost.states import JobState, RunCause
 from roost.supervise.jobs import JobRecord, load_record
 from roost.supervise.workers import EXIT_FATAL
-from roost.transcript import content_text, delivered
+from roost.transcript import content_text, delivered, read_entries
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.pi_process import PiError, PiProcess
@@ -145,6 +145,10 @@ class Worker:
             raise PiError(f"pi did not come up: {exc}") from None
         assert self.record.session is not None
         dropped = self.delivery.drop_resends(delivered(self.record.session))
+        self.delivery.durable = any(
+            (e.get("message") or {}).get("role") == "assistant"
+            for e in read_entries(self.record.session)
+        )
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
         if not self.box.pending():
@@ -247,6 +251,9 @@ class Worker:
         due = self.runs.on_event(event)
         if kind == "message_end":
             message = event.get("message") or {}
+            if message.get("role") == "assistant" and not self.delivery.durable:
+                self.delivery.durable = True  # pi writes the session file now
+                self.delivery.ack_finished()
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 self.wake.set()
@@ -264,7 +271,14 @@ class Worker:
             state = await self.pi.command("get_state", timeout=30)
         except (PiError, TimeoutError):
             return
-        if not self.runs.ended or self.runs.compacting or (state or {}).get("isCompacting"):
+        state = state or {}
+        if not self.runs.ended or self.runs.compacting or state.get("isCompacting"):
+            return
+        if state.get("pendingMessageCount") and not state.get("isStreaming") and self.ext:
+            # A steer that reached pi just as the run ended waits for the next prompt
+            # (docs/pi-notes.md b, d): start that run so the reply is not stranded.
+            log.info("a steer was stranded at the end of the run; starting a run for it")
+            await self.ext.send(protocol.event("kick"))
             return
         run = self.runs.settle()
         self.report()

@@ -1,0 +1,222 @@
+"""`roost demo`: the whole story on the real pi and roost's scripted local model.
+
+Everything runs in a temporary ROOST_HOME and pi agent dir (no API key, no network but
+127.0.0.1): a job answers and asks the user, a reply round trip, a message between two
+jobs arriving mid-turn, and a parent that spawns two children — one asks the parent a
+question and gets its answer by roost_send, both report back — with the tree shown as it
+changes. The demo's own roost.json allows external reach (so two unrelated jobs can talk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from roost import paths
+from roost.client import Client, connect
+from roost.fakellm import (
+    FakeLLM,
+    all_of,
+    first_user_contains,
+    last_is_tool_result,
+    last_user_contains,
+    text,
+    tool_call,
+    tool_calls,
+)
+from roost.pitest import make_agent_dir
+
+DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def step(title: str) -> None:
+    say()
+    say(f"━━ {title}")
+
+
+def script(llm: FakeLLM) -> None:
+    """The scripted model: every job's task carries a marker its rules key on."""
+    def job(marker: str, *rules: tuple[Any, Any]) -> None:
+        for match, reply in rules:
+            llm.add(all_of(first_user_contains(marker), match) if match else
+                    first_user_contains(marker), reply)
+
+    # 1. A job that looks around, answers, and asks the user something.
+    job("[greeter]",
+        (last_user_contains("yes"), text("Done: I wrote NOTES.md with a two-line summary.")),
+        (last_is_tool_result("bash"), text("The directory holds a README and a src/ folder.\n\n"
+                                           "Shall I write a short NOTES.md summary?")),
+        (last_user_contains("[greeter]"), tool_call("bash", {"command": "ls -a"})))
+    # 2. A builder busy in a long tool call, and a reviewer that messages it meanwhile.
+    job("[builder]",
+        (last_user_contains("<agent-message"),
+         text("Noted the reviewer's request: I will run the tests after the build.")),
+        (last_is_tool_result("bash"), text("Build finished.")),
+        (last_user_contains("[builder]"), tool_call("bash", {"command": "sleep 3; echo built"})))
+    job("[reviewer]",
+        (last_is_tool_result("roost_send"), text("Asked the builder to run the tests.")),
+        (None, lambda req: tool_call("roost_send", {
+            "to": _job_id_in(req), "message": "Please run the unit tests before you finish."})))
+    # 3. A lead that spawns two children; kid-b asks the lead a question.
+    job("[lead]",
+        (last_is_tool_result("roost_send"), text("Answered kid-b: JSON.")),
+        (last_user_contains('kind="message"'),
+         tool_call("roost_send", {"to": "kid-b", "message": "JSON, please."})),
+        (last_user_contains('kind="report"'), lambda req: text(
+            "Report received from " + _between(_last_user(req), 'from="', '"') + ".")),
+        (last_is_tool_result("roost_spawn"), text("Two children are on it; their reports will come.")),
+        (last_user_contains("[lead]"), tool_calls(
+            ("roost_spawn", {"task": "[kid-a] Count the TODOs in the project.", "name": "kid-a"}),
+            ("roost_spawn", {"task": "[kid-b] Export the findings.", "name": "kid-b"}))))
+    job("[kid-a]", (None, text("Found 3 TODOs: two in src/, one in README.")))
+    job("[kid-b]",
+        (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
+        (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
+        (last_user_contains("[kid-b]"), tool_call(
+            "roost_send", {"to": "lead", "message": "Which format do you want: JSON or YAML?"})))
+
+
+def _last_user(req: Any) -> str:
+    from roost.fakellm import last_user_text
+
+    return last_user_text(req) or ""
+
+
+def _between(value: str, start: str, end: str) -> str:
+    head = value.find(start)
+    if head < 0:
+        return "?"
+    head += len(start)
+    return value[head:value.find(end, head)]
+
+
+_builder_id: dict[str, str] = {}
+
+
+def _job_id_in(req: Any) -> str:
+    return _builder_id.get("id", "builder")
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def table(client: Client, tree: bool = False) -> None:
+    from roost.cli import views
+
+    views.print_table(client.request("list")["jobs"], tree=tree)
+
+
+def run_demo(keep: bool = False) -> int:
+    try:
+        paths.pi_command()
+    except FileNotFoundError as exc:
+        say(f"roost demo: {exc}")
+        return 1
+    root = Path(tempfile.mkdtemp(prefix="roost-demo-"))
+    work = root / "project"
+    (work / "src").mkdir(parents=True)
+    (work / "README").write_text("A demo project.\n")
+    with FakeLLM() as llm:
+        script(llm)
+        agent_dir = make_agent_dir(root / "agent", llm.base_url)
+        (agent_dir / "roost.json").write_text(json.dumps(DEMO_SETTINGS, indent=2) + "\n")
+        os.environ.update(ROOST_HOME=str(root / "home"), PI_CODING_AGENT_DIR=str(agent_dir),
+                          PI_OFFLINE="1")
+        say(f"roost demo: state in {root} (ROOST_HOME, pi agent dir); model: scripted, "
+            f"local ({llm.base_url})")
+        say("this demo's roost.json allows external reach (agentExternalMessages: true) so two "
+            "unrelated jobs can talk")
+        client = connect()
+        try:
+            return _story(client, work, llm)
+        finally:
+            if not keep:
+                client.request("shutdown", jobs=True)
+                client.close()
+                shutil.rmtree(root, ignore_errors=True)
+            else:
+                client.close()
+                say(f"left running: ROOST_HOME={root / 'home'}")
+
+
+def _story(client: Client, work: Path, llm: FakeLLM) -> int:
+    cwd = str(work)
+    step("1. a background job: it looks around, answers, and asks you something")
+    greeter = client.request("run", task="[greeter] Look at this project.", name="greeter", cwd=cwd)
+    say(f"$ roost run --name greeter '…'   → {greeter['id']}")
+    client.request("wait", job=greeter["id"], timeout=90)
+    table(client)
+    step("2. a reply round trip")
+    outcome = client.request("reply", job=greeter["id"], text="yes, please")["status"]
+    say(f"$ roost reply greeter 'yes, please'   → {outcome}")
+    client.request("wait", job=greeter["id"], timeout=90)
+    _transcript(client, greeter["id"])
+
+    step("3. a message between two jobs, arriving mid-turn at the next tool boundary")
+    builder = client.request("run", task="[builder] Build the project.", name="builder", cwd=cwd)
+    _builder_id["id"] = builder["id"]
+    wait_until(lambda: "running bash" in _row(client, builder["id"])["status"], 90)
+    say(f"builder {builder['id']} is {_row(client, builder['id'])['status']!r}; "
+        "now the reviewer sends it a message")
+    reviewer = client.request("run", task="[reviewer] Review the build.", name="reviewer", cwd=cwd)
+    client.request("wait", job=reviewer["id"], timeout=90)
+    client.request("wait", job=builder["id"], timeout=90)
+    _transcript(client, builder["id"])
+
+    step("4. a parent spawns two children; one asks it a question; both report back")
+    lead = client.request("run", task="[lead] Audit the project with two helpers.", name="lead",
+                          cwd=cwd)
+    shown = ""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rows = client.request("list")["jobs"]
+        snapshot = json.dumps([(r["name"], r["state"], r["summary"]) for r in rows])
+        if snapshot != shown:
+            shown = snapshot
+            say()
+            from roost.cli import views
+
+            views.print_table(rows, tree=True)
+        settled = all(r["state"] in ("done", "needs_input") and not r["status"]
+                      and not (r["pending"]["replies"] or r["pending"]["agent"]) for r in rows)
+        children = [r for r in rows if r.get("parentSession")]
+        reported = {_between(_last_user(r), 'from="', '"') for r in llm.requests
+                    if first_user_contains("[lead]")(r) and 'kind="report"' in _last_user(r)}
+        if settled and len(children) == 2 and {"kid-a", "kid-b"} <= reported:
+            break
+        time.sleep(0.3)
+    _transcript(client, lead["id"])
+    step("done")
+    say("every job above was a real pi process supervised by roostd; try `roost view`, "
+        "`roost ls --tree` and `roost logs JOB` on your own jobs.")
+    return 0
+
+
+def _row(client: Client, job_id: str) -> dict[str, Any]:
+    row: dict[str, Any] = client.request("show", job=job_id)["job"]
+    return row
+
+
+def _transcript(client: Client, job_id: str) -> None:
+    from roost.transcript import read_entries, render
+
+    row = _row(client, job_id)
+    say(f"$ roost logs {row['name']}")
+    for line in render(read_entries(row["session"])):
+        say("  " + line)
