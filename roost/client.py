@@ -42,7 +42,16 @@ class Client:
         return protocol.decode(line)
 
     def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        """Send one request and return its result; RequestError when it failed."""
+        """Send one request and return its result; RequestError when it failed.
+
+        `timeout` bounds this client's wait for the answer (socket timeout); it is not
+        sent. Use `call` to send arguments named like it (the `wait` op's `timeout`)."""
+        return self.call(op, args, timeout)
+
+    def call(
+        self, op: str, args: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """`request` with the arguments as a dict (any names, `timeout` included)."""
         request_id = next(self._ids)
         self._sock.sendall(protocol.encode({"id": request_id, "op": op, **args}))
         self._sock.settimeout(timeout)
@@ -137,8 +146,17 @@ def daemon_running() -> bool:
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True
+    # An exited child not yet reaped (a roostd that this process started, e.g. `roost
+    # view`) is a zombie: not alive.
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
         return True

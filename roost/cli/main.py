@@ -16,9 +16,9 @@ from typing import Any, NoReturn
 import click
 
 from roost import __version__, paths
+from roost.cli import views
 from roost.client import Client, DaemonUnavailable, connect, pid_alive
 from roost.protocol import ProtocolError, RequestError
-from roost.cli import views
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -183,7 +183,9 @@ def reply(job: str, text: tuple[str, ...]) -> None:
 def wait(job: str, timeout: float | None) -> None:
     """Block until the job's current run has settled."""
     with daemon() as client:
-        result = client.request("wait", job=job, timeout=timeout)
+        # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
+        result = client.call("wait", {"job": job, "timeout": timeout},
+                             None if timeout is None else timeout + 30)
     row = result["row"]
     if not result["settled"]:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
@@ -247,6 +249,33 @@ def view() -> None:
     from roost.cli.live import run_view
 
     run_view()
+
+
+@cli.command()
+@click.option("--uninstall", "remove", is_flag=True, help="Remove the installed extension.")
+@click.option("--print-path", is_flag=True, help="Print the install directory only.")
+def install(remove: bool, print_path: bool) -> None:
+    """Install the roost pi extension where pi loads it (<agent dir>/extensions/roost/)."""
+    from roost.cli import install as installer
+
+    directory = installer.install_dir()
+    if print_path:
+        click.echo(directory)
+        return
+    try:
+        if remove:
+            removed = installer.uninstall(directory)
+            click.echo(f"removed {directory}" if removed else f"not installed ({directory})")
+            return
+        outcome = installer.install(directory)
+    except (installer.InstallError, OSError) as exc:
+        fail(str(exc))
+    if not outcome.written:
+        click.echo(f"up to date: {directory}")
+    else:
+        verb = "installed" if outcome.created else "updated"
+        click.echo(f"{verb} the roost pi extension in {directory} ({', '.join(outcome.written)})")
+        click.echo("pi loads it at start-up (in a running pi: /reload)")
 
 
 @cli.command()

@@ -46,14 +46,19 @@ def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows ordered parent first, each child right under its parent, with `depth`."""
     by_parent = _children(rows)
     out: list[dict[str, Any]] = []
+    seen: set[int] = set()  # each row once, even when parent links form a cycle
 
-    def walk(parent: str | None, depth: int) -> None:
-        for row in by_parent.get(parent, []):
+    def walk(members: list[dict[str, Any]], depth: int) -> None:
+        for row in members:
+            if id(row) in seen:
+                continue
+            seen.add(id(row))
             out.append({**row, "depth": depth})
             if row.get("session"):
-                walk(row["session"], depth + 1)
+                walk(by_parent.get(row["session"], []), depth + 1)
 
-    walk(None, 0)
+    walk(by_parent.get(None, []), 0)
+    walk([row for row in rows if id(row) not in seen], 0)  # unreachable (a cycle): top level
     return out
 
 
