@@ -142,7 +142,8 @@ DAEMON_OPS: dict[str, Op] = {
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
         Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
         Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
-        Op("peer_register", "any", ("session", "pid"), "bind this connection to a fg peer"),
+        # `session` may be null (a --no-session pi): the handler checks it, so not required.
+        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer"),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
         Op("spawn", "peer", ("task",), "a background child session"),

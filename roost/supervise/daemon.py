@@ -252,6 +252,8 @@ class Daemon:
         if record.state != JobState.STARTING:
             self.set_state(record, JobState.STARTING, status="starting", error=None)
         proc.spawn()
+        if record.kind == "shell":  # a shell worker sends no hello: it runs once spawned
+            self.set_state(record, JobState.RUNNING, status="running")
         record.save()
 
     def _worker_event(self, proc: WorkerProcess, outcome: str, detail: str) -> None:

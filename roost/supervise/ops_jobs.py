@@ -130,7 +130,14 @@ def post_item(
     if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
         return "queued"
     if record.dialog:
-        return "delivered" if kind == "reply" else "queued"
+        if kind != "reply":
+            return "queued"
+        # The worker answers an open dialog with the first pending reply: mark it answered
+        # now, so a `wait` right after this reply waits for the run instead of seeing the
+        # dialog still open (the worker's own update follows and agrees).
+        daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
+                         status="thinking")
+        return "delivered"
     return "delivered" if record.busy else "started"
 
 
@@ -143,12 +150,12 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
         return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
     if record.kind == "shell":
         return record.state in (JobState.DONE, JobState.FAILED)
+    if record.dialog and record.state == JobState.NEEDS_INPUT:
+        return True  # blocked on the user (its run is still busy): nothing happens until a reply
     if record.state == JobState.STARTING or record.busy:
         return False
     if proc is None or proc.state != ProcState.RUNNING:
         return False
-    if record.dialog:
-        return True  # blocked on the user: nothing more happens until a reply
     return not daemon.mailbox(record).pending()
 
 
@@ -217,11 +224,13 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def _stop(record: JobRecord, reason: str = "stopped") -> None:
         proc = daemon.procs.get(record.id)
-        if record.state != JobState.STOPPED:
+        was_stopped = record.state == JobState.STOPPED
+        if not was_stopped:
             daemon.set_state(record, JobState.STOPPED, busy=False, dialog=False, status="")
         if proc is not None:
             await proc.stop(reason, daemon.settings().stopTimeoutSeconds)
-        daemon.agents.job_ended(record, reason)
+        if not was_stopped:  # one `ended` report per stop, not one per `roost stop` call
+            daemon.agents.job_ended(record, reason)
 
     async def stop(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
@@ -244,10 +253,12 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
     async def rm(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
         proc = daemon.procs.get(record.id)
+        # Decided before the worker stops: its exit moves the record to `stopped`.
+        was_stopped = record.state == JobState.STOPPED
         if proc is not None:
             await proc.stop("removed", daemon.settings().stopTimeoutSeconds)
             proc.forget()
-        if record.state != JobState.STOPPED:
+        if not was_stopped:
             daemon.agents.job_ended(record, "removed")
         daemon.jobs.pop(record.id, None)
         daemon.procs.pop(record.id, None)

@@ -39,6 +39,9 @@ class Delivery:
         self.box = box
         self.inflight: list[InFlight] = []
         self.finished: set[int] = set()
+        # pi writes a new session file only at its first assistant message: until then what
+        # it took lives in its memory only, so acks wait (a killed pi gets the items again).
+        self.durable = True
 
     # -- start-up ------------------------------------------------------------------------------
     def drop_resends(self, session: Delivered) -> int:
@@ -68,6 +71,8 @@ class Delivery:
 
     # -- acknowledgement ----------------------------------------------------------------------
     def ack_finished(self) -> int:
+        if not self.durable:
+            return 0
         upto = None
         for item in self.box.pending():
             if item.seq not in self.finished:

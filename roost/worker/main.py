@@ -20,6 +20,8 @@ import signal
 import sys
 from typing import Any
 
+import psutil
+
 from roost import paths, protocol
 from roost.agents.handback import should_report
 from roost.jsonlines import Connection, serve_connection
@@ -38,6 +40,7 @@ from roost.worker.runs import Run, RunTracker, dialog_answer
 log = logging.getLogger("roost.worker")
 
 READY_TIMEOUT = 60.0
+OLD_PI_GRACE = 10.0  # seconds a previous pi of this job gets to exit before SIGKILL
 RESULT_MAX = 6000
 
 
@@ -84,8 +87,18 @@ class Worker:
         if holder.peer == self.record.id:
             # Our own previous pi outlived its worker: it must go before a new one writes.
             log.warning("stopping pid %d, a previous pi of this job", holder.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(holder.pid, signal.SIGTERM)
+            # Wait until it is gone: while it lives it holds the lock, and our pi would
+            # refuse the session (exit 3), which fails the job for good.
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    old_pi = psutil.Process(holder.pid)
+                    old_pi.send_signal(sig)
+                    old_pi.wait(timeout=OLD_PI_GRACE)
+                    return
+                except psutil.NoSuchProcess:
+                    return
+                except psutil.TimeoutExpired:
+                    log.warning("pid %d ignored SIG%s", holder.pid, sig.name[3:])
             return
         raise Fatal(
             f"session {self.record.session} is held by another live process "
@@ -135,10 +148,18 @@ class Worker:
             os.umask(old_umask)
         link_task = asyncio.create_task(self.link.run())
         await self.pi.start(self.pi_argv(), self.record.cwd, self.pi_env(str(ext_sock)))
+
+        def changed() -> None:  # from the watchdog thread
+            loop.call_soon_threadsafe(self.wake.set)
+
+        # Started while pi boots (a second or more), so the observer's own start-up (tens of
+        # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
+        watcher = self.box.watch(on_change=changed)
         try:
             await self.pi.command("get_state", timeout=READY_TIMEOUT)
             await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
         except (PiError, TimeoutError) as exc:
+            watcher.close()
             code = self.pi.returncode
             if self.pi.exited.is_set() and code == EXIT_FATAL:
                 raise Fatal(f"pi refused the session (see {self.record.dir}/worker.log)") from None
@@ -154,10 +175,6 @@ class Worker:
         if not self.box.pending():
             self.runs.state, self.runs.status = JobState.DONE, ""  # restored, idle: no run
         self.report()
-        def changed() -> None:  # from the watchdog thread
-            loop.call_soon_threadsafe(self.wake.set)
-
-        watcher = self.box.watch(on_change=changed)
         self.wake.set()
         pump = asyncio.create_task(self._pump_loop())
         done, _ = await asyncio.wait(

@@ -1,0 +1,375 @@
+"""End to end: the real `roost` CLI, roostd, workers and the real pi against a FakeLLM.
+
+Each test gets its own ROOST_HOME, HOME and pi agent dir (see tests/e2e_support.py); the
+scripted model runs in this process, so the tests can look at every request pi made and
+hold a response back to keep a run in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_support import (
+    RoostLab,
+    is_pi,
+    kill,
+    pid_alive,
+    processes_of_home,
+    request_user_texts,
+    user_texts,
+    wait_until,
+)
+
+from roost.fakellm import (
+    FakeLLM,
+    first_user_contains,
+    last_is_tool_result,
+    last_tool_result_contains,
+    last_user_contains,
+    text,
+    tool_call,
+)
+from roost.pitest import SETUP_HINT, require_pi
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pi_installed() -> None:
+    try:
+        require_pi()
+    except FileNotFoundError as e:
+        pytest.fail(f"these tests need the real pi; {SETUP_HINT}: {e}", pytrace=False)
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+def make_lab(tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest, **kw: object) -> RoostLab:
+    lab = RoostLab(tmp_path, llm, **kw)  # type: ignore[arg-type]
+    request.addfinalizer(lab.close)
+    return lab
+
+
+@pytest.fixture
+def lab(tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest) -> RoostLab:
+    return make_lab(tmp_path, llm, request)
+
+
+def worker_pid(lab: RoostLab, job: str) -> int:
+    pid = lab.show(job)["worker"]["pid"]
+    assert pid, lab.show(job)
+    return int(pid)
+
+
+# ---- run, logs, reply ----------------------------------------------------------------
+
+
+def test_run_done_and_logs(lab: RoostLab, llm: FakeLLM) -> None:
+    llm.add(last_user_contains("TASK-RUN"), text("ANSWER-RUN: all fine."))
+    job = lab.run_job("--name", "runner", "TASK-RUN please")
+
+    assert lab.wait(job) == "done"
+    row = lab.row(job)
+    assert row["state"] == "done"
+    assert row["name"] == "runner"
+    assert row["kind"] == "pi"
+    assert row["summary"] == "ANSWER-RUN: all fine."
+    assert row["pending"] == {"replies": 0, "agent": 0}
+    assert row["cwd"] == str(lab.work)
+    assert row["parentSession"] is None and row["rootSession"] is None
+
+    logs = lab.cli("logs", "runner").stdout  # by name
+    assert "TASK-RUN please" in logs
+    assert "ANSWER-RUN: all fine." in logs
+
+    assert len(llm.requests) == 1
+    assert request_user_texts(llm.requests[0]) == ["TASK-RUN please"]
+    assert user_texts(lab.session(job)) == ["TASK-RUN please"]
+    assert lab.cli("mailbox", job, "--json").returncode == 0
+
+
+def test_reply_round_trip(lab: RoostLab, llm: FakeLLM) -> None:
+    llm.add(last_user_contains("TASK-RT"), text("What colour should it be?"))
+    llm.add(last_user_contains("REPLY-RT"), text("ANSWER-RT: blue it is."))
+    job = lab.run_job("TASK-RT")
+
+    assert lab.wait(job) == "needs_input"  # a final answer ending in a question
+    assert lab.row(job)["question"] == "What colour should it be?"
+
+    reply = lab.cli("reply", job, "REPLY-RT: blue")
+    assert reply.stdout.strip() == "started"
+    assert lab.wait(job) == "done"
+
+    second = llm.wait_for_request(last_user_contains("REPLY-RT"), timeout=5)
+    assert request_user_texts(second) == ["TASK-RT", "REPLY-RT: blue"]
+    assistant = [m for m in second["messages"] if m["role"] == "assistant"]
+    assert "What colour should it be?" in json.dumps(assistant)
+    assert len(llm.requests) == 2
+
+    row = lab.row(job)
+    assert row["summary"] == "ANSWER-RT: blue it is."
+    assert row["question"] is None
+    assert user_texts(lab.session(job)) == ["TASK-RT", "REPLY-RT: blue"]
+    assert "ANSWER-RT: blue it is." in lab.cli("logs", job).stdout
+
+
+def test_reply_to_reaped_job_starts_it(
+    tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest
+) -> None:
+    lab = make_lab(tmp_path, llm, request, roost_settings={"reapAfterSeconds": 1})
+    llm.add(last_user_contains("TASK-REAP"), text("ANSWER-REAP-1"))
+    llm.add(last_user_contains("REPLY-REAP"), text("ANSWER-REAP-2"))
+    job = lab.run_job("TASK-REAP")
+    first_worker = worker_pid(lab, job)
+
+    lab.wait_state(job, "reaped", timeout=60)
+    assert lab.row(job)["state"] == "reaped"
+    wait_until(lambda: not pid_alive(first_worker), 10, "the reaped worker to exit")
+    assert lab.show(job)["worker"]["pid"] is None
+
+    reply = lab.cli("reply", job, "REPLY-REAP now")
+    assert reply.stdout.strip() == "started"
+    assert lab.wait(job) in ("done", "reaped")
+
+    second = llm.wait_for_request(last_user_contains("REPLY-REAP"), timeout=5)
+    # The new worker resumed the session: the model sees the whole history.
+    assert request_user_texts(second) == ["TASK-REAP", "REPLY-REAP now"]
+    assert "ANSWER-REAP-1" in json.dumps(second["messages"])
+    assert user_texts(lab.session(job)) == ["TASK-REAP", "REPLY-REAP now"]
+    assert lab.row(job)["summary"] == "ANSWER-REAP-2"
+
+
+def test_stop_then_reply_is_refused(lab: RoostLab, llm: FakeLLM) -> None:
+    hold = threading.Event()
+    llm.add(last_user_contains("TASK-STOP"), text("never seen", hold=hold))
+    try:
+        job = lab.run_job("TASK-STOP")
+        llm.wait_for_request(last_user_contains("TASK-STOP"), timeout=60)
+        lab.wait_state(job, "running")
+        pid = worker_pid(lab, job)
+
+        stop = lab.cli("stop", job)
+        assert stop.stdout.strip() == f"{job} stopped"
+        assert not pid_alive(pid)
+        assert lab.row(job)["state"] == "stopped"
+
+        reply = lab.cli("reply", job, "are you there?", check=False)
+        assert reply.returncode == 2
+        assert reply.stdout.strip() == "stopped"
+        assert "stopped" in reply.stderr
+        row = lab.row(job)
+        assert row["state"] == "stopped"
+        assert row["pending"] == {"replies": 0, "agent": 0}  # nothing was queued
+        assert lab.show(job)["worker"]["pid"] is None
+        assert len(llm.requests) == 1
+    finally:
+        hold.set()
+
+
+# ---- dialogs ---------------------------------------------------------------------------
+
+ASK_EXTENSION = textwrap.dedent(
+    """\
+    import { Type } from "typebox";
+
+    export default function (pi: any) {
+        pi.registerTool({
+            name: "ask_colour",
+            label: "Ask colour",
+            description: "Ask the user to pick a colour.",
+            parameters: Type.Object({}),
+            async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
+                const choice = await ctx.ui.select("Pick a colour", ["red", "green", "blue"]);
+                return { content: [{ type: "text", text: `picked: ${choice}` }], details: {} };
+            },
+        });
+    }
+    """
+)
+
+
+def test_dialog_needs_input_then_reply_answers_it(lab: RoostLab, llm: FakeLLM) -> None:
+    # pi loads every extension in <agent dir>/extensions/ by itself (the worker passes
+    # only roost's own with -e).
+    (lab.agent_dir / "extensions").mkdir()
+    (lab.agent_dir / "extensions" / "ask.ts").write_text(ASK_EXTENSION)
+    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(),
+            tool_call("ask_colour", {}), times=1)
+    llm.add(last_tool_result_contains("picked:"), text("ANSWER-DIALOG: done."))
+    job = lab.run_job("TASK-DIALOG")
+
+    assert "ask_colour" in json.dumps(llm.wait_for_request(timeout=60).get("tools"))
+    lab.wait_state(job, "needs_input")
+    row = lab.row(job)
+    assert row["state"] == "needs_input"
+    assert "Pick a colour" in (row["question"] or "")
+    assert "green" in row["question"]
+    assert lab.wait(job) == "needs_input"  # blocked on the user counts as settled
+
+    reply = lab.cli("reply", job, "green")
+    assert reply.stdout.strip() == "delivered"
+    assert lab.wait(job) == "done"
+
+    answered = llm.wait_for_request(last_tool_result_contains("picked:"), timeout=5)
+    tool_messages = [m for m in answered["messages"] if m["role"] == "tool"]
+    assert "picked: green" in json.dumps(tool_messages)
+    row = lab.row(job)
+    assert row["question"] is None
+    assert row["summary"] == "ANSWER-DIALOG: done."
+    # The reply answered the dialog: it is not a user message of the session.
+    assert user_texts(lab.session(job)) == ["TASK-DIALOG"]
+
+
+# ---- crashes ---------------------------------------------------------------------------
+
+
+def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: FakeLLM) -> None:
+    hold_task, hold_reply = threading.Event(), threading.Event()
+    # First attempt at the task is held (and then killed); the redelivered task answers.
+    llm.add(last_user_contains("TASK-KILL"), text("lost", hold=hold_task), times=1)
+    llm.add(last_user_contains("TASK-KILL"), text("ANSWER-KILL-1"))
+    llm.add(last_user_contains("REPLY-KILL-A"), text("lost too", hold=hold_reply), times=1)
+    llm.add(last_user_contains("REPLY-KILL-B"), text("ANSWER-KILL-B"))
+    try:
+        job = lab.run_job("TASK-KILL")
+        llm.wait_for_request(last_user_contains("TASK-KILL"), timeout=60)
+        first = worker_pid(lab, job)
+        kill(first)  # the first run is in flight: pi has the task, the model has not answered
+
+        assert lab.wait(job) == "done"
+        second = worker_pid(lab, job)
+        assert second != first
+        assert lab.show(job)["worker"]["crashes"] >= 1
+        # The task was not yet in the session file when pi died: it was delivered again.
+        assert user_texts(lab.session(job)) == ["TASK-KILL"]
+        assert lab.row(job)["summary"] == "ANSWER-KILL-1"
+
+        # A reply in flight when the worker dies: in the session once, never twice.
+        assert lab.cli("reply", job, "REPLY-KILL-A").stdout.strip() == "started"
+        held = llm.wait_for_request(last_user_contains("REPLY-KILL-A"), timeout=30)
+        assert request_user_texts(held) == ["TASK-KILL", "REPLY-KILL-A"]
+        wait_until(lambda: "REPLY-KILL-A" in user_texts(lab.session(job)), 10,
+                   "the reply to reach the session file")
+        kill(second)
+        wait_until(lambda: lab.show(job)["worker"]["pid"] not in (None, second), 30,
+                   "a new worker")
+        assert lab.wait(job) == "done"
+        third = worker_pid(lab, job)
+        assert third not in (first, second)
+
+        assert lab.cli("reply", job, "REPLY-KILL-B").stdout.strip() == "started"
+        assert lab.wait(job) == "done"
+        last = llm.wait_for_request(last_user_contains("REPLY-KILL-B"), timeout=5)
+        assert request_user_texts(last) == ["TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
+        assert user_texts(lab.session(job)) == ["TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
+        assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
+        # One pi per worker: the killed workers' pi processes are gone.
+        pis = [p for p in processes_of_home(lab.roost_home) if is_pi(p)]
+        assert len(pis) == 1, [p.cmdline() for p in pis]
+    finally:
+        hold_task.set()
+        hold_reply.set()
+
+
+def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: FakeLLM) -> None:
+    hold = threading.Event()
+    llm.add(last_user_contains("TASK-ADOPT"), text("ANSWER-ADOPT-1", hold=hold))
+    llm.add(last_user_contains("REPLY-ADOPT"), text("ANSWER-ADOPT-2"))
+    try:
+        job = lab.run_job("TASK-ADOPT")
+        llm.wait_for_request(last_user_contains("TASK-ADOPT"), timeout=60)
+        lab.wait_state(job, "running")
+        status = lab.daemon_status()
+        assert status["running"] is True
+        daemon_pid = status["pid"]
+        worker = worker_pid(lab, job)
+        pis = lab.pi_of(worker)
+        assert pis, "the worker has no pi child"
+
+        kill(daemon_pid)
+        assert lab.daemon_status()["running"] is False
+        assert pid_alive(worker)
+        assert all(p.is_running() for p in pis)
+
+        # The next CLI call starts a new roostd, which adopts the running worker.
+        row = lab.row(job)
+        assert row["state"] == "running"
+        new_status = lab.daemon_status()
+        assert new_status["running"] and new_status["pid"] != daemon_pid
+        wait_until(lambda: lab.show(job)["worker"]["state"] == "running", 15,
+                   "the worker to reconnect to the new roostd")
+        assert worker_pid(lab, job) == worker
+
+        hold.set()  # the run in flight finishes under the new roostd
+        assert lab.wait(job) == "done"
+        assert lab.row(job)["summary"] == "ANSWER-ADOPT-1"
+
+        assert lab.cli("reply", job, "REPLY-ADOPT").stdout.strip() == "started"
+        assert lab.wait(job) == "done"
+        last = llm.wait_for_request(last_user_contains("REPLY-ADOPT"), timeout=5)
+        assert request_user_texts(last) == ["TASK-ADOPT", "REPLY-ADOPT"]
+        assert worker_pid(lab, job) == worker  # never restarted
+        assert all(p.is_running() for p in pis)
+        assert lab.row(job)["summary"] == "ANSWER-ADOPT-2"
+    finally:
+        hold.set()
+
+
+def test_crash_loop_gives_up_with_the_reason(
+    tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest
+) -> None:
+    broken_pi = tmp_path / "broken-pi"
+    broken_pi.write_text("#!/bin/sh\necho 'broken pi: cannot start' >&2\nexit 1\n")
+    broken_pi.chmod(0o755)
+    lab = make_lab(
+        tmp_path, llm, request,
+        roost_settings={"restartBackoffSeconds": 0.05, "restartMaxCrashes": 3},
+        extra_env={"ROOST_PI": str(broken_pi)},
+    )
+    project = lab.work / "project"
+    project.mkdir()
+    job = lab.run_job("--cwd", str(project), "TASK-CRASH")
+
+    assert lab.wait(job) == "failed"
+    row = lab.row(job)
+    assert row["state"] == "failed"
+    detail = lab.show(job)
+    assert "crashed 3 times" in detail["error"], detail
+    assert "gave up" in detail["error"]
+    assert detail["worker"]["pid"] is None
+    assert "crashed 3 times" in lab.cli("show", job).stdout
+    assert (lab.job_dir(job) / "worker.log").read_text().count("broken pi: cannot start") == 3
+    assert llm.requests == []
+    # The task was never taken: it is still pending, and a reply queues behind it.
+    assert row["pending"]["replies"] == 1
+    assert lab.cli("reply", job, "hello?").stdout.strip() == "queued"
+
+    # A job whose directory is gone fails at once, with that reason (no restarts).
+    work = Path(row["cwd"])
+    assert work == project
+    project.rmdir()
+    assert lab.cli("start", job).returncode == 0
+    assert lab.wait(job) == "failed"
+    detail = lab.show(job)
+    assert "does not exist" in detail["error"], detail
+    assert str(work) in detail["error"]
+    assert detail["worker"]["crashes"] == 0
+
+
+def test_teardown_leaves_no_process(tmp_path: Path, llm: FakeLLM) -> None:
+    lab = RoostLab(tmp_path, llm)
+    try:
+        job = lab.run_job("--shell", "--", "sleep", "60")
+        wait_until(lambda: lab.show(job)["worker"]["pid"], 10, "a worker pid")
+    finally:
+        lab.close()
+    assert processes_of_home(lab.roost_home) == []
