@@ -122,7 +122,11 @@ def connect(autostart: bool = True, timeout: float = START_TIMEOUT) -> Client:
         return client
     if not autostart:
         raise DaemonUnavailable(f"roostd is not running (no answer on {path})")
-    start_daemon_background()
+    if os.environ.get("ROOST_NO_AUTOSTART"):
+        # roostd is managed elsewhere (supervisord, systemd): wait for it, never race it.
+        pass
+    else:
+        start_daemon_background()
     deadline = time.monotonic() + timeout
     delay = 0.01
     while time.monotonic() < deadline:
@@ -131,6 +135,11 @@ def connect(autostart: bool = True, timeout: float = START_TIMEOUT) -> Client:
             return client
         time.sleep(delay)  # start-up wait only: the socket appears once
         delay = min(delay * 2, 0.2)
+    if os.environ.get("ROOST_NO_AUTOSTART"):
+        raise DaemonUnavailable(
+            f"roostd is not answering on {path} (ROOST_NO_AUTOSTART is set: start it with "
+            "your service manager, or unset ROOST_NO_AUTOSTART)"
+        )
     log = paths.roost_home() / "roostd.log"
     raise DaemonUnavailable(f"roostd did not start within {timeout:.0f}s; see {log}")
 

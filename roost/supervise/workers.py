@@ -115,6 +115,8 @@ class WorkerProcess:
         self.record.worker_start = process_start_time(pid)
         self._watch(pid)
         self._set_state(ProcState.STARTING)
+        if self.record.kind == "shell":  # a shell worker never says hello: it runs once spawned
+            self._set_state(ProcState.RUNNING)
 
     def adopt(self) -> bool:
         """Take over a worker left running by a previous roostd; False if it is gone."""
@@ -129,6 +131,8 @@ class WorkerProcess:
         except ProcessLookupError:
             return False
         self._set_state(ProcState.STARTING)  # RUNNING once it reconnects with its token
+        if self.record.kind == "shell":
+            self._set_state(ProcState.RUNNING)
         return True
 
     def _watch(self, pid: int) -> None:
