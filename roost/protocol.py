@@ -20,8 +20,8 @@ Shapes:
 The first thing a server sends is its greeting; a client whose PROTOCOL_VERSION differs
 must stop (`check_greeting`). "Could not decode" (`bad_frame`), "too large"
 (`frame_too_large`) and "valid but unknown op" (`unknown_op`) are distinct errors, and
-none of them closes the connection except an oversize frame (the rest of that line cannot
-be trusted as a frame boundary, so the server answers and drops the connection).
+none of them closes the connection: the rest of an oversize line is read and discarded up
+to its newline, so the next frame starts on a frame boundary (jsonlines.read_frame).
 """
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ DAEMON_OPS: dict[str, Op] = {
         Op("start", "any", ("job",), "start a stopped/ended job again"),
         Op("rm", "any", ("job",), "stop and remove a job"),
         Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
+        Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
+        Op("detach", "any", ("job",), "the attached foreground pi quit: back to the background"),
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
         Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
         Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
@@ -148,6 +150,7 @@ DAEMON_OPS: dict[str, Op] = {
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
         Op("spawn", "peer", ("task",), "a background child session"),
         Op("handback", "worker", ("state",), "a report for the job's parent"),
+        Op("handoff", "peer", (), "a foreground pi moves its session into a background job"),
     )
 }
 

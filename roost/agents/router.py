@@ -41,6 +41,9 @@ class AgentRouter:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.foreground: dict[str, ForegroundPeer] = {}
+        # Connections of foreground pis holding the session of an attached job: when one
+        # closes (the person quit pi, or a hand-off finished) the job goes to the background.
+        self.holders: dict[Connection, str] = {}
 
     # -- peers ---------------------------------------------------------------------------
     def job_peer(self, record: JobRecord) -> Peer:
@@ -104,6 +107,12 @@ class AgentRouter:
         if fg is not None and fg.conn is conn:
             del self.foreground[fg.id]
             log.info("foreground peer %s disconnected", fg.id)
+        job_id = self.holders.pop(conn, None)
+        record = self.daemon.jobs.get(job_id or "")
+        if record is not None and record.attached:
+            from roost.supervise.ops_attach import detach_job
+
+            detach_job(self.daemon, record, "its foreground pi quit")
 
     def register(self, fg: ForegroundPeer) -> None:
         old = self.foreground.get(fg.id)
@@ -111,6 +120,9 @@ class AgentRouter:
             old.conn.peer_id = None
         self.foreground[fg.id] = fg
         fg.conn.peer_id = fg.id
+        attached = self.job_for_session(fg.session)
+        if attached is not None and attached.attached:
+            self.holders[fg.conn] = attached.id
         self.retry_undelivered(fg.session)
 
     # -- delivery --------------------------------------------------------------------------

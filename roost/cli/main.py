@@ -244,6 +244,46 @@ def mailbox(job: str, as_json: bool, show_all: bool, show_path: bool) -> None:
 
 
 @cli.command()
+@click.argument("job")
+def attach(job: str) -> None:
+    """Open the job's session in the interactive pi; back to the background on quit."""
+    import signal
+    import subprocess
+
+    with daemon() as client:
+        row = client.request("show", job=job)["job"]
+        if row["kind"] != "pi":
+            fail(f"job {row['id']} is a shell job: nothing to attach to", 2)
+        if row["status"] not in ("", "attached") or row["state"] in ("running", "starting"):
+            click.echo(f"waiting for the current run of {row['id']} ({row['name']}) to settle…",
+                       err=True)
+        attached = client.request("attach", job=row["id"])
+    try:
+        argv = paths.pi_command() + ["--session", attached["session"],
+                                     "-e", str(paths.extension_path())]
+    except FileNotFoundError as exc:
+        _detach(row["id"])
+        fail(str(exc))
+    env = dict(os.environ, ROOST_ATTACH_JOB=row["id"])
+    cwd = attached["cwd"] if os.path.isdir(attached["cwd"]) else None
+    # Ctrl+C belongs to pi while it runs: the job must not go back to the background
+    # under a pi that still holds the session (a no-op handler, unlike SIG_IGN, is not
+    # inherited by pi).
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        code = subprocess.call(argv, env=env, cwd=cwd)
+    finally:
+        outcome = _detach(row["id"])
+    click.echo(f"{row['id']} is back in the background ({outcome})", err=True)
+    sys.exit(code)
+
+
+def _detach(job_id: str) -> str:
+    with daemon() as client:
+        return str(client.request("detach", job=job_id)["outcome"])
+
+
+@cli.command()
 def view() -> None:
     """The live agent view: the tree of sessions, states, status and questions."""
     from roost.cli.live import run_view

@@ -29,6 +29,10 @@ delete process.env.PI_JOB_TOKEN;
 const EXT_SOCK = process.env.ROOST_EXT_SOCK;
 delete process.env.ROOST_EXT_SOCK;
 const JOB_ID = process.env.ROOST_JOB_ID;
+// Set by `roost attach`: this foreground pi holds a job's session; register at once so
+// messages and reports for the session reach it live.
+const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
+delete process.env.ROOST_ATTACH_JOB;
 
 function roostHome(): string {
 	if (process.env.ROOST_HOME) return path.resolve(process.env.ROOST_HOME);
@@ -171,7 +175,7 @@ export default function roost(pi: any) {
 
 	function takeLock(sessionFile: string | undefined | null): void {
 		if (!sessionFile) return;
-		if (lock && (lock as any).sessionPath === path.resolve(sessionFile)) return;
+		if (lock && lock.session === path.resolve(sessionFile)) return;
 		lock?.release();
 		const candidate = new SessionLock(sessionFile, path.join(roostHome(), "locks"), JOB_ID ?? foregroundPeer);
 		if (!candidate.acquire()) {
@@ -246,12 +250,43 @@ export default function roost(pi: any) {
 
 	pi.on("session_start", async (_event: any, ctx: any) => {
 		lastCtx = ctx;
+		if (!jobMode) foregroundPeer = peerIdFor(ctx);
 		takeLock(ctx?.sessionManager?.getSessionFile?.());
 		if (jobMode) {
 			await connection(ctx).catch((err: Error) => console.error(`roost: worker channel: ${err.message}`));
 		} else if (channel && !channel.closed) {
 			await registerForeground(channel, ctx).catch(() => undefined);
+		} else if (ATTACHED_JOB) {
+			await connection(ctx).catch((err: Error) => ctx?.ui?.notify?.(`roost: ${err.message}`, "error"));
 		}
+	});
+
+	pi.registerCommand("roost-bg", {
+		description: "Move this session into the background as a roost job: /roost-bg [task]",
+		handler: async (args: string, ctx: any) => {
+			const notify = (text: string, level = "info") => ctx?.ui?.notify?.(text, level);
+			if (jobMode) return notify("this session already runs as a roost job", "error");
+			if (!ctx?.sessionManager?.getSessionFile?.()) {
+				return notify("roost: only a session with a file can move to the background", "error");
+			}
+			if (ctx.isIdle && !ctx.isIdle()) return notify("roost: wait until the agent is idle", "error");
+			try {
+				const ch = await connection(ctx);
+				const result = await ch.request("handoff", {
+					task: args?.trim() || null,
+					cwd: ctx.cwd ?? process.cwd(),
+					model: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
+					thinking: pi.getThinkingLevel?.(),
+				});
+				// Let go of the session: the job's pi takes it once this process has exited.
+				lock?.release();
+				lock = null;
+				notify(`moved to the background as roost job ${result.id} "${result.name}"`);
+				ctx.shutdown();
+			} catch (err: any) {
+				notify(`roost: ${err?.message ?? err}`, "error");
+			}
+		},
 	});
 
 	pi.on("session_shutdown", async () => {

@@ -176,15 +176,15 @@ class Daemon:
             proc = self.procs.get(conn.job_id)
             if proc is not None and proc.conn is conn:
                 proc.conn = None
-        if conn.peer_id is not None and conn.job_id is None:
+        if conn.job_id is None:
             self.agents.peer_disconnected(conn)
 
     def _build_handlers(self) -> dict[str, Any]:
         from roost.agents import ops as agent_ops
-        from roost.supervise import ops_jobs, ops_worker
+        from roost.supervise import ops_attach, ops_jobs, ops_worker
 
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker, agent_ops):
+        for module in (ops_jobs, ops_worker, agent_ops, ops_attach):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"

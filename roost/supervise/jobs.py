@@ -66,6 +66,7 @@ class JobRecord:
     error: str | None = None
     crashes: list[float] = field(default_factory=list)
     undelivered_report: dict[str, Any] | None = None
+    attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
     schema: int = SCHEMA_VERSION
 
     @property

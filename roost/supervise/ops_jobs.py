@@ -117,6 +117,9 @@ def post_item(
         daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
     except MailboxFull as exc:
         raise RequestError(REFUSED, str(exc)) from None
+    if record.attached:  # a foreground pi holds the session: delivered when it lets go
+        daemon.job_changed(record, persist=False)
+        return "queued"
     proc = daemon.procs.get(record.id)
     if proc is None or not proc.alive:
         if proc is not None and proc.state == ProcState.BACKOFF:

@@ -82,6 +82,11 @@ class WorkerProcess:
         return self._pidfd is not None
 
     @property
+    def exited(self) -> asyncio.Event:
+        """Set once the current process has exited."""
+        return self._exited
+
+    @property
     def connected(self) -> bool:
         return self.conn is not None and not self.conn.closed.is_set()
 

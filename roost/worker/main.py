@@ -18,6 +18,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from typing import Any
 
 import psutil
@@ -41,6 +42,7 @@ log = logging.getLogger("roost.worker")
 
 READY_TIMEOUT = 60.0
 OLD_PI_GRACE = 10.0  # seconds a previous pi of this job gets to exit before SIGKILL
+HOLDER_GRACE = 5.0  # seconds a foreign holder of the session gets to let go at start-up
 RESULT_MAX = 6000
 
 
@@ -64,6 +66,7 @@ class Worker:
         self.stopping = asyncio.Event()
         self._settle_task: asyncio.Task[None] | None = None
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
+        self.releasing = False  # `roost attach`: exit at the next safe point
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -99,6 +102,14 @@ class Worker:
                     return
                 except psutil.TimeoutExpired:
                     log.warning("pid %d ignored SIG%s", holder.pid, sig.name[3:])
+            return
+        # A foreground pi that just handed its session off exits a moment after letting go;
+        # give a holder a short while before refusing.
+        deadline = time.monotonic() + HOLDER_GRACE
+        while holder is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # start-up only: the worker has nothing else to do yet
+            holder = SessionLock(self.record.session).holder()
+        if holder is None:
             return
         raise Fatal(
             f"session {self.record.session} is held by another live process "
@@ -155,9 +166,21 @@ class Worker:
         # Started while pi boots (a second or more), so the observer's own start-up (tens of
         # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
         watcher = self.box.watch(on_change=changed)
+        ready = asyncio.ensure_future(self._until_ready())
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({ready, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not ready.done():  # told to stop while pi was still coming up
+            ready.cancel()
+            watcher.close()
+            server.close()
+            await self.pi.shutdown()
+            await self.link.exiting(self.stop_reason or "stopped")
+            link_task.cancel()
+            ext_sock.unlink(missing_ok=True)
+            return 0
         try:
-            await self.pi.command("get_state", timeout=READY_TIMEOUT)
-            await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
+            ready.result()
         except (PiError, TimeoutError) as exc:
             watcher.close()
             code = self.pi.returncode
@@ -184,6 +207,7 @@ class Worker:
         pump.cancel()
         watcher.close()
         server.close()
+        ext_sock.unlink(missing_ok=True)
         if self.stop_reason is not None:
             await self._shutdown_pi()
             await self.link.exiting(self.stop_reason)
@@ -193,11 +217,21 @@ class Worker:
         log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
         return 1
 
+    async def _until_ready(self) -> None:
+        """pi answers, and its roost extension said hello on the extension socket."""
+        await self.pi.command("get_state", timeout=READY_TIMEOUT)
+        await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
+
     async def _shutdown_pi(self) -> None:
         if self.runs.streaming and self.stop_reason == "stopped":
             with contextlib.suppress(PiError, TimeoutError):
                 await self.pi.command("abort", timeout=10)
         await self.pi.shutdown()
+
+    def _release_if_idle(self) -> None:
+        """Attach: stop once no run is in progress and nothing is in flight."""
+        if self.releasing and not self.busy and not self.runs.ended and self.runs.dialog is None:
+            self.request_stop("attach")
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -209,7 +243,8 @@ class Worker:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            if self.runs.compacting or self.stopping.is_set():
+            if self.runs.compacting or self.stopping.is_set() or self.releasing:
+                self._release_if_idle()
                 continue
             try:
                 await self.delivery.pump(
@@ -324,6 +359,9 @@ class Worker:
     def _on_daemon_event(self, event: dict[str, Any]) -> None:
         if event.get("event") == "stop":
             self.request_stop(str(event.get("reason") or "stopped"))
+        elif event.get("event") == "release":
+            self.releasing = True  # let go of the session once nothing is in progress
+            self._release_if_idle()
 
     # -- the extension's socket -----------------------------------------------------------------
     async def _on_ext_connection(
