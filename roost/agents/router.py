@@ -159,9 +159,11 @@ class AgentRouter:
     async def _route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
         sender = self.job_peer(child)
         text = str(report.get("result") or report.get("text") or "")[:RESULT_MAX]
-        fields = {k: report.get(k) for k in ("state", "question", "error") if report.get(k)}
+        fields: dict[str, Any] = {k: report.get(k) for k in ("state", "question", "error")}
         if report.get("ended"):
             fields["ended"] = True
+        else:
+            fields["result"] = text
         target: Peer | None = None
         for fg in self.foreground.values():
             if (child.parent_session and fg.session == child.parent_session) or (
