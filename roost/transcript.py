@@ -87,6 +87,19 @@ def delivered(path: str | Path) -> Delivered:
     return Delivered(frozenset(seqs), tuple(users))
 
 
+def interrupted(entries: list[dict[str, Any]]) -> bool:
+    """Did the session's last run end without an answer (input or a tool result last)?"""
+    for entry in reversed(entries):
+        if entry.get("type") == "custom_message":
+            return entry.get("customType") == CUSTOM_TYPE
+        if entry.get("type") == "message":
+            role = (entry.get("message") or {}).get("role")
+            if role == "assistant":
+                return (entry.get("message") or {}).get("stopReason") == "toolUse"
+            return role in ("user", "toolResult")
+    return False
+
+
 def _clip(text: str, limit: int) -> str:
     text = text.rstrip()
     return text if len(text) <= limit else text[: limit - 1] + "…"

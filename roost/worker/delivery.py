@@ -14,18 +14,21 @@ not sent on one while an item sent on the other is still unacknowledged.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from roost.mailbox import Item, Mailbox
-from roost.transcript import Delivered, parse_millis
+from roost.transcript import Delivered
 
 log = logging.getLogger(__name__)
 
-DEDUPE_SKEW_MS = 5_000  # clocks of one machine; a user message older than the item by more
-# than this cannot be that item's delivery
+CLOCK_SLACK_MS = 5  # pi stamps a message after it received it; both use this machine's clock
 
 
 @dataclass
@@ -35,8 +38,9 @@ class InFlight:
 
 
 class Delivery:
-    def __init__(self, box: Mailbox) -> None:
+    def __init__(self, box: Mailbox, journal: Path | None = None) -> None:
         self.box = box
+        self.journal = journal
         self.inflight: list[InFlight] = []
         self.finished: set[int] = set()
         # pi writes a new session file only at its first assistant message: until then what
@@ -45,29 +49,77 @@ class Delivery:
 
     # -- start-up ------------------------------------------------------------------------------
     def drop_resends(self, session: Delivered) -> int:
-        """Mark pending items already in the session as finished; returns how many."""
+        """Mark pending items already in the session as finished; returns how many.
+
+        Agent items carry their seq into the session. A user reply is a plain user
+        message there, so the journal says when each reply was handed to pi: a reply never
+        sent cannot be in the session, and a sent one is matched only by a user message
+        with its text that pi took after that moment (two equal replies stay apart).
+        """
+        sent = self._read_journal()
         unused = list(session.user_messages)
         dropped = 0
-        for item in self.box.pending():
+        pending = self.box.pending()
+        for item in pending:
             if item.kind != "reply":
                 if item.seq in session.agent_seqs:
                     self.finished.add(item.seq)
                     dropped += 1
                 continue
-            created = parse_millis(item.created)
+            sent_at = sent.get(item.seq)
+            if sent_at is None:
+                continue
             for index, message in enumerate(unused):
                 if message.text != item.text:
                     continue
-                if created is not None and message.millis is not None and (
-                    message.millis < created - DEDUPE_SKEW_MS
-                ):
+                if message.millis is not None and message.millis < sent_at - CLOCK_SLACK_MS:
                     continue
                 del unused[index]
                 self.finished.add(item.seq)
                 dropped += 1
                 break
+        self._rewrite_journal({seq: at for seq, at in sent.items()
+                               if any(item.seq == seq for item in pending)})
         self.ack_finished()
         return dropped
+
+    # -- the journal of replies handed to pi -------------------------------------------------
+    def note_sent(self, item: Item) -> None:
+        """Record, durably, that a reply goes to pi now (before it is written to pi)."""
+        if self.journal is None:
+            return
+        line = json.dumps({"seq": item.seq, "at": time.time() * 1000}) + "\n"
+        with open(self.journal, "a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _read_journal(self) -> dict[int, float]:
+        sent: dict[int, float] = {}
+        if self.journal is None:
+            return sent
+        try:
+            with open(self.journal, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                        sent[int(entry["seq"])] = float(entry["at"])
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut short by a crash
+        except FileNotFoundError:
+            pass
+        return sent
+
+    def _rewrite_journal(self, sent: dict[int, float]) -> None:
+        if self.journal is None:
+            return
+        tmp = self.journal.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            for seq, at in sorted(sent.items()):
+                handle.write(json.dumps({"seq": seq, "at": at}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.journal)
 
     # -- acknowledgement ----------------------------------------------------------------------
     def ack_finished(self) -> int:
@@ -99,8 +151,10 @@ class Delivery:
             else:
                 continue
             del self.inflight[index]
+            # pi prints message_end just before it appends the entry to the session file;
+            # the ack waits for pi's next line (`ack_finished` from the worker), by which
+            # time the entry is on disk.
             self.finished.add(item.seq)
-            self.ack_finished()
             return item
         return None
 
@@ -134,6 +188,8 @@ class Delivery:
                 return
             if any(f.channel != channel for f in self.inflight):
                 return  # keep seq order across the two channels
+            if channel == "rpc":
+                self.note_sent(item)
             self.inflight.append(InFlight(item, channel))
             try:
                 await (send_reply(item) if channel == "rpc" else send_agent(item))

@@ -32,7 +32,7 @@ from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestErro
 from roost.states import JobState, RunCause
 from roost.supervise.jobs import JobRecord, load_record
 from roost.supervise.workers import EXIT_FATAL
-from roost.transcript import content_text, delivered, read_entries
+from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.pi_process import PiError, PiProcess
@@ -54,7 +54,7 @@ class Worker:
     def __init__(self, job_id: str) -> None:
         self.record: JobRecord = load_record(paths.job_dir(job_id) / "job.json")
         self.box = Mailbox(self.record.mailbox_dir, max_replies=50, max_agent=20)
-        self.delivery = Delivery(self.box)
+        self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
         self.runs = RunTracker(summary=self.record.summary)
         self.pi = PiProcess(self._on_pi_event)
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
@@ -188,15 +188,23 @@ class Worker:
                 raise Fatal(f"pi refused the session (see {self.record.dir}/worker.log)") from None
             raise PiError(f"pi did not come up: {exc}") from None
         assert self.record.session is not None
+        entries = read_entries(self.record.session)
         dropped = self.delivery.drop_resends(delivered(self.record.session))
         self.delivery.durable = any(
-            (e.get("message") or {}).get("role") == "assistant"
-            for e in read_entries(self.record.session)
+            (e.get("message") or {}).get("role") == "assistant" for e in entries
         )
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
         if not self.box.pending():
-            self.runs.state, self.runs.status = JobState.DONE, ""  # restored, idle: no run
+            # Restored, idle: no run (seed: no report for a restore). A run that the
+            # restart cut short is not continued by itself: the person decides.
+            self.runs.state, self.runs.status = JobState.DONE, ""
+            if interrupted(entries):
+                self.runs.state = JobState.NEEDS_INPUT
+                self.runs.status = "interrupted"
+                self.runs.question = (
+                    "The last run was interrupted when its worker restarted; reply to continue."
+                )
         self.report()
         self.wake.set()
         pump = asyncio.create_task(self._pump_loop())
@@ -300,12 +308,14 @@ class Worker:
     # -- pi events ----------------------------------------------------------------------------
     def _on_pi_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
+        if self.delivery.finished:
+            # Every line pi prints comes after it saved the entries of earlier events.
+            self.delivery.ack_finished()
         due = self.runs.on_event(event)
         if kind == "message_end":
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
-                self.delivery.durable = True  # pi writes the session file now
-                self.delivery.ack_finished()
+                self.delivery.durable = True  # pi writes the session file with this message
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 self.wake.set()
