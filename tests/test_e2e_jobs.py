@@ -262,7 +262,9 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: F
         kill(second)
         wait_until(lambda: lab.show(job)["worker"]["pid"] not in (None, second), 30,
                    "a new worker")
-        assert lab.wait(job) == "done"
+        # The reply is in the session but its run was cut short: the job asks to go on.
+        assert lab.wait(job) == "needs_input"
+        assert "interrupted" in (lab.row(job)["question"] or "")
         third = worker_pid(lab, job)
         assert third not in (first, second)
 
