@@ -113,6 +113,8 @@ class Delivery:
     def _rewrite_journal(self, sent: dict[int, float]) -> None:
         if self.journal is None:
             return
+        if not sent and not self.journal.exists():
+            return  # nothing to prune or repair: spare a fresh job's start an fsync
         tmp = self.journal.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
             for seq, at in sorted(sent.items()):

@@ -1,0 +1,883 @@
+#!/usr/bin/env python3
+"""What roost adds to pi: start-up (start -> first model request) and reply latency.
+
+    .venv/bin/python benchmarks/overhead_bench.py [--trials 5] [--replies 3] [--pifirst] [--cli]
+
+Everything runs against a FakeLLM in this process (the model request's arrival time is
+the finish line), with an isolated ROOST_HOME / HOME / pi agent dir. The variants are
+measured *interleaved* (trial i runs each once, in a rotating order), so a machine loaded
+by other work slows all of them alike; compare medians.
+
+Start-up, from t0 to the FakeLLM's receipt of the first model request:
+  bare      `pi --mode rpc --session FILE` driven directly: t0 = spawn; get_state; prompt.
+  bare_ext  the same with `-e roost/extension/roost.ts` (the extension's load cost).
+  roost     roostd already running; t0 = just before the `run` request (roost.client).
+  roost_pifirst (--pifirst) EXPERIMENT: a worker that starts pi before its heavy imports.
+  cli       (--cli) informational: t0 = spawn of a `roost run TASK` process (adds the CLI's
+            own Python start-up).
+Reply, from t0 to the next model request, on an idle pi (its previous run ended):
+  bare      t0 = just before writing an RPC `prompt` to the idle bare pi.
+  roost     t0 = just before the `reply` request (roost.client); the job is done/idle.
+  cli       t0 = spawn of a `roost reply JOB TEXT` process.
+
+roostd runs through a thin probe (this file, `--daemon-probe`) that starts every pi
+worker as `python -c "import overhead_bench" --worker-probe JOB` instead of
+`python -m roost.worker JOB`: the same Worker code, with timestamps (and CPU readings) at
+each step written to the job's worker.log, and the daemon's own marks (requests, mailbox
+posts, job.json saves) to roostd.log. That is where `phases` come from. `--stock` runs the
+unmodified `roost daemon run` instead (no phases).
+
+Output: one JSON object (see benchmarks/README.md for every field).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+_T_INTERP = time.monotonic()  # the worker probe's "Python is up" mark: before any import
+
+PHASE_TAG = "BENCHPHASE"
+
+
+def _mark(name: str, t: float | None = None) -> None:
+    """One phase line on stderr (the worker's stderr is its worker.log; line-buffered)."""
+    sys.stderr.write(f"{PHASE_TAG} {name} {time.monotonic() if t is None else t:.6f}\n")
+
+
+CPU_TAG = "BENCHCPU"
+
+
+def proc_cpu_ms(pid: int | None = None) -> float | None:
+    """user+system CPU a process has used so far (ms; /proc tick resolution, 10 ms)."""
+    import os
+
+    try:
+        with open(f"/proc/{pid or 'self'}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu(name: str, pid: int | None = None) -> None:
+    value = proc_cpu_ms(pid)
+    if value is not None:
+        sys.stderr.write(f"{CPU_TAG} {name} {value:.1f}\n")
+
+
+def _marked(name, handler):  # type: ignore[no-untyped-def]
+    async def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+        _mark(name)
+        return await handler(*a, **k)
+
+    return wrapper
+
+
+def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
+    """`python -m roost.worker JOB`, with a timestamp at every start-up step."""
+    if not already:
+        _mark("spawn", t_spawn)
+        _mark("interp", _T_INTERP)
+    import roost.worker.main as wm
+
+    _mark("imported")
+    from roost.mailbox import Mailbox
+    from roost.worker.daemon_link import DaemonLink
+    from roost.worker.delivery import Delivery
+    from roost.worker.pi_process import PiProcess
+
+    def wrap_sync(cls: type, name: str, before: str | None, after: str | None) -> None:
+        orig = getattr(cls, name)
+
+        def wrapper(self, *a, **k):  # type: ignore[no-untyped-def]
+            if before:
+                _mark(before)
+            out = orig(self, *a, **k)
+            if after:
+                _mark(after)
+            return out
+
+        setattr(cls, name, wrapper)
+
+    def wrap_async(cls: type, name: str, before: str | None, after: str | None) -> None:
+        orig = getattr(cls, name)
+
+        async def wrapper(self, *a, **k):  # type: ignore[no-untyped-def]
+            if before:
+                _mark(before)
+            out = await orig(self, *a, **k)
+            if after:
+                _mark(after)
+            return out
+
+        setattr(cls, name, wrapper)
+
+    wrap_sync(wm.Worker, "__init__", None, "init_done")
+    if not already:
+        wrap_sync(wm.Worker, "check_lock", None, "lock_checked")
+        wrap_async(PiProcess, "start", "pi_spawn", "pi_spawned")
+    orig_start = PiProcess.start
+
+    async def start(self, *a, **k):  # type: ignore[no-untyped-def]
+        _cpu("worker_pre_spawn")  # the worker's CPU from exec to spawning pi
+        return await orig_start(self, *a, **k)
+
+    PiProcess.start = start  # type: ignore[method-assign]
+    wrap_async(DaemonLink, "_open", "daemon_connect", "daemon_connected")
+    wrap_async(Delivery, "pump", "pump", None)
+    wrap_sync(Delivery, "drop_resends", "drop_resends", "resends_dropped")
+
+    orig_command = PiProcess.command
+
+    async def command(self, kind, timeout=60.0, **fields):  # type: ignore[no-untyped-def]
+        _mark(f"{kind}_sent")
+        out = await orig_command(self, kind, timeout, **fields)
+        _mark(f"{kind}_ok")
+        if kind == "get_state" and not getattr(self, "_bench_cpu", False):
+            self._bench_cpu = True
+            _cpu("pi_ready", self.pid)  # pi's CPU from exec to its first answer
+        return out
+
+    PiProcess.command = command  # type: ignore[method-assign]
+
+    orig_call = DaemonLink._call
+
+    async def call(self, conn, op, **args):  # type: ignore[no-untyped-def]
+        out = await orig_call(self, conn, op, **args)
+        if op == "worker_hello":
+            _mark("daemon_bound")
+        return out
+
+    DaemonLink._call = call  # type: ignore[method-assign]
+
+    orig_on_ext = wm.Worker._on_ext_connection
+
+    async def on_ext(self, reader, writer):  # type: ignore[no-untyped-def]
+        _mark("ext_connect")
+        return await orig_on_ext(self, reader, writer)
+
+    wm.Worker._on_ext_connection = on_ext  # type: ignore[method-assign]
+
+    orig_handlers = wm.Worker._ext_handlers
+
+    def ext_handlers(self):  # type: ignore[no-untyped-def]
+        handlers = orig_handlers(self)
+        hello = handlers["ext_hello"]
+
+        async def ext_hello(conn, request):  # type: ignore[no-untyped-def]
+            _mark("ext_hello")
+            return await hello(conn, request)
+
+        handlers["ext_hello"] = ext_hello
+        for op in ("send", "spawn"):
+            handlers[op] = _marked(f"ext_{op}", handlers[op])
+        return handlers
+
+    wm.Worker._ext_handlers = ext_handlers  # type: ignore[method-assign]
+    wrap_async(wm.Worker, "_send_agent", "inject", "inject_sent")
+    wrap_sync(DaemonLink, "send_reliably", "handback", None)
+
+    orig_event = wm.Worker._on_pi_event
+
+    def on_pi_event(self, event):  # type: ignore[no-untyped-def]
+        kind = event.get("type")
+        if kind == "agent_end":
+            _mark("pi_agent_end")
+        elif kind == "message_end":
+            role = (event.get("message") or {}).get("role")
+            if role in ("custom", "user"):
+                _mark(f"pi_{role}_end")
+        return orig_event(self, event)
+
+    wm.Worker._on_pi_event = on_pi_event  # type: ignore[method-assign]
+
+    orig_watch = Mailbox.watch
+
+    def watch(self, on_change=None):  # type: ignore[no-untyped-def]
+        def changed() -> None:
+            _mark("inotify")
+            if on_change is not None:
+                on_change()
+
+        _mark("watch_begin")
+        out = orig_watch(self, changed)
+        _mark("watch_started")
+        return out
+
+    Mailbox.watch = watch  # type: ignore[method-assign]
+    return wm.main([job_id])
+
+
+class _Adopted:
+    """What PiProcess needs of an asyncio Process, for a pi started before asyncio ran."""
+
+    def __init__(self, popen, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = reader
+        self.stdin = writer
+        self.returncode = None
+
+    async def wait(self) -> int:
+        import asyncio
+        import os
+
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        fd = os.pidfd_open(self.pid)
+        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+        self.returncode = self._popen.wait()
+        return self.returncode
+
+
+def _worker_probe_pifirst(job_id: str, t_spawn: float) -> int:
+    """EXPERIMENT: the worker with pi started *before* its heavy imports.
+
+    Only what starting pi needs runs first (read job.json, the writer-lock check, bind the
+    extension socket, Popen); then roost.worker.main is imported while pi boots, and the
+    Worker adopts that pi (pipes wrapped into asyncio streams, exit seen by a pidfd).
+    Measures what restructuring roost/worker this way would save.
+    """
+    _mark("spawn", t_spawn)
+    _mark("interp", _T_INTERP)
+    import ctypes
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+
+    from roost import paths
+
+    job_dir = paths.job_dir(job_id)
+    with open(job_dir / "job.json", encoding="utf-8") as handle:
+        rec = json.load(handle)
+    from roost.locks import SessionLock
+
+    if SessionLock(rec["session"]).holder() is not None:  # the stock path handles this
+        return _worker_probe(job_id, t_spawn)
+    _mark("lock_checked")
+    token = os.urandom(16).hex()
+    sock_path = job_dir / "ext-early.sock"
+    if sock_path.exists():
+        sock_path.unlink()
+    old_umask = os.umask(0o177)
+    try:
+        early_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        early_sock.bind(str(sock_path))
+        early_sock.listen(16)  # pi's extension may connect before asyncio accepts
+    finally:
+        os.umask(old_umask)
+    argv = paths.pi_command() + ["--mode", "rpc", "--session", rec["session"],
+                                 "-e", str(paths.extension_path())]
+    if rec.get("model"):
+        argv += ["--model", rec["model"]]
+    if rec.get("thinking"):
+        argv += ["--thinking", rec["thinking"]]
+    env = dict(os.environ, PI_JOB_TOKEN=token, ROOST_EXT_SOCK=str(sock_path),
+               ROOST_JOB_ID=job_id, ROOST_HOME=str(paths.roost_home()))
+
+    def die_with_parent() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+    _cpu("worker_pre_spawn")
+    _mark("pi_spawn")
+    popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=rec["cwd"],
+                             env=env, preexec_fn=die_with_parent)
+    _mark("pi_spawned")
+
+    import asyncio
+
+    import roost.worker.main as wm
+    from roost.worker.pi_process import STREAM_LIMIT, PiProcess
+
+    orig_init = wm.Worker.__init__
+
+    def init(self, *a, **k):  # type: ignore[no-untyped-def]
+        orig_init(self, *a, **k)
+        self.ext_token = token
+
+    wm.Worker.__init__ = init  # type: ignore[method-assign]
+    wm.Worker.check_lock = lambda self: None  # type: ignore[method-assign]  # done above
+    orig_server = asyncio.start_unix_server
+
+    async def start_unix_server(cb, path=None, **k):  # type: ignore[no-untyped-def]
+        if path is not None and str(path).endswith("/ext.sock"):
+            return await orig_server(cb, sock=early_sock, **k)
+        return await orig_server(cb, path=path, **k)
+
+    asyncio.start_unix_server = start_unix_server  # type: ignore[assignment]
+
+    async def adopt(self, argv, cwd, env):  # type: ignore[no-untyped-def]
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+                                     popen.stdout)
+        transport, proto = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop), popen.stdin)
+        writer = asyncio.StreamWriter(transport, proto, None, loop)
+        self._proc = _Adopted(popen, reader, writer)
+        self._reader = asyncio.create_task(self._read_loop())
+
+    PiProcess.start = adopt  # type: ignore[method-assign]
+    return _worker_probe(job_id, t_spawn, already=True)
+
+
+def _daemon_probe() -> int:
+    """`roost daemon run`, starting pi workers through the probes above."""
+    import os
+
+    from roost.supervise import workers
+    from roost.supervise.daemon import main
+
+    orig = workers.WorkerProcess.command
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Imported as a module (not run as a script) so its bytecode is cached like roost's.
+    boot = f"import sys; sys.path.insert(0, {here!r}); import overhead_bench"
+
+    def command(self):  # type: ignore[no-untyped-def]
+        if self.record.kind != "pi":
+            return orig(self)
+        mode = "--worker-probe-pifirst" if "PIFIRST" in self.record.name else "--worker-probe"
+        return [sys.executable, "-c", boot, mode, self.record.id, f"{time.monotonic():.6f}"]
+
+    workers.WorkerProcess.command = command  # type: ignore[method-assign]
+
+    # Daemon-side marks (in roostd.log): requests handled, durable writes around them.
+    from roost.agents import ops as agent_ops
+    from roost.mailbox import Mailbox
+    from roost.supervise import ops_jobs, ops_worker
+    from roost.supervise.jobs import JobRecord
+
+    def marked_handlers(module):  # type: ignore[no-untyped-def]
+        orig_handlers = module.handlers
+
+        def handlers(daemon):  # type: ignore[no-untyped-def]
+            table = orig_handlers(daemon)
+            for op in ("run", "reply", "send", "spawn", "handback", "worker_update"):
+                if op in table:
+                    table[op] = _marked(f"d_{op}", table[op])
+            return table
+
+        module.handlers = handlers
+
+    for module in (agent_ops, ops_jobs, ops_worker):
+        marked_handlers(module)
+
+    def timed(cls, name, label):  # type: ignore[no-untyped-def]
+        orig_fn = getattr(cls, name)
+
+        def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+            _mark(f"{label}_begin")
+            try:
+                return orig_fn(*a, **k)
+            finally:
+                _mark(f"{label}_end")
+
+        setattr(cls, name, wrapper)
+
+    timed(Mailbox, "post", "d_post")
+    timed(JobRecord, "save", "d_save")
+    return main()
+
+
+# Dispatch at import time, before anything heavy is imported (the probe worker imports this
+# module with `python -c`, the daemon probe runs it as a script).
+if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
+    sys.exit(_worker_probe(sys.argv[2], float(sys.argv[3])))
+if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe-pifirst":
+    sys.exit(_worker_probe_pifirst(sys.argv[2], float(sys.argv[3])))
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--daemon-probe":
+    sys.exit(_daemon_probe())
+
+# ---- the benchmark proper (nothing below runs in a probe) ---------------------------------
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Callable, Iterable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from roost import paths  # noqa: E402
+from roost.client import Client, DaemonUnavailable, connect  # noqa: E402
+from roost.fakellm import FakeLLM, last_user_contains  # noqa: E402
+from roost.pitest import PiRpc, make_agent_dir, pi_env, require_pi  # noqa: E402
+
+TIMEOUT = 90.0
+
+
+# ---- numbers --------------------------------------------------------------------------------
+def ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 2)
+
+
+def summary(values: Iterable[float]) -> dict[str, Any]:
+    """median, p90 (nearest rank), min, max and n of a list of milliseconds."""
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return {"n": 0}
+    p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
+    return {"median": round(statistics.median(xs), 2), "p90": round(p90, 2),
+            "min": round(xs[0], 2), "max": round(xs[-1], 2), "n": len(xs)}
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    xs = sorted(values)
+    if not xs:
+        return None
+    return round(xs[min(len(xs) - 1, max(0, int(round(q * len(xs) + 0.5)) - 1))], 3)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ---- an isolated roost + pi installation ------------------------------------------------------
+class Lab:
+    """A FakeLLM, a pi agent dir, HOME, work dir and ROOST_HOME under a temp root, and a
+    roostd (the probe, or the stock daemon) running in it."""
+
+    def __init__(self, *, probe: bool = True, roost_settings: dict[str, Any] | None = None,
+                 keep: bool = False, bytecode_cache: bool = True) -> None:
+        require_pi()
+        self.root = Path(tempfile.mkdtemp(prefix="roost-bench-"))
+        self.keep = keep
+        self.llm = FakeLLM().start()
+        self.agent_dir = make_agent_dir(self.root / "agent", self.llm.base_url)
+        settings = {"reapAfterSeconds": 3600}
+        settings.update(roost_settings or {})
+        (self.agent_dir / "roost.json").write_text(json.dumps(settings))
+        self.home = self.root / "home"
+        self.work = self.root / "work"
+        self.roost_home = self.root / "roost"
+        for d in (self.home, self.work):
+            d.mkdir(parents=True, exist_ok=True)
+        self.env = pi_env(self.agent_dir, self.home,
+                          extra={"ROOST_HOME": str(self.roost_home), "ROOST_LOG_LEVEL": "INFO"})
+        self.bytecode_cache = bytecode_cache
+        if bytecode_cache:
+            # Like an installed package: roost's modules compiled once, not at every worker
+            # start (this sandbox sets PYTHONDONTWRITEBYTECODE=1 and roost/ has no pyc).
+            self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+            self.env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "roost-bench-pycache")
+        # roost.client and roost.paths in this process resolve the same ROOST_HOME.
+        for key in [k for k in os.environ if k.startswith(("PI_", "ROOST_"))]:
+            del os.environ[key]
+        os.environ.update(self.env)
+        paths.ensure_dir(self.roost_home)
+        argv = ([sys.executable, os.path.abspath(__file__), "--daemon-probe"] if probe
+                else [sys.executable, "-m", "roost.cli.main", "daemon", "run"])
+        self.probe = probe
+        with open(self.roost_home / "roostd.log", "ab") as log:
+            self.daemon = subprocess.Popen(argv, env=self.env, cwd=self.roost_home,
+                                           stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                connect(autostart=False).close()
+                break
+            except DaemonUnavailable:
+                if time.monotonic() > deadline or self.daemon.poll() is not None:
+                    raise
+                time.sleep(0.02)  # start-up wait only
+
+    def client(self) -> Client:
+        return connect(autostart=False)
+
+    def job_dir(self, job: str) -> Path:
+        return self.roost_home / "jobs" / job
+
+    def phases(self, job: str) -> list[tuple[str, float]]:
+        """The probe's phase marks of a job's worker(s), in order."""
+        out = []
+        with contextlib.suppress(OSError):
+            for line in (self.job_dir(job) / "worker.log").read_text(errors="replace").splitlines():
+                if line.startswith(PHASE_TAG + " "):
+                    _, name, t = line.split()
+                    out.append((name, float(t)))
+        return out
+
+    def cpu_marks(self, job: str) -> dict[str, float]:
+        """The probe's CPU readings of a job's worker (first of each name), in ms."""
+        out: dict[str, float] = {}
+        with contextlib.suppress(OSError):
+            for line in (self.job_dir(job) / "worker.log").read_text(errors="replace").splitlines():
+                if line.startswith(CPU_TAG + " "):
+                    _, name, value = line.split()
+                    out.setdefault(name, float(value))
+        return out
+
+    def daemon_phases(self) -> list[tuple[str, float]]:
+        """The daemon probe's marks (requests handled, mailbox posts, job.json saves)."""
+        out = []
+        with contextlib.suppress(OSError):
+            for line in (self.roost_home / "roostd.log").read_text(errors="replace").splitlines():
+                if line.startswith(PHASE_TAG + " "):
+                    _, name, t = line.split()
+                    out.append((name, float(t)))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception), self.client() as c:
+            c.request("shutdown", timeout=60, jobs=True)
+        try:
+            self.daemon.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.daemon.pid, 9)
+            self.daemon.wait()
+        self.llm.stop()
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def roost_added(p: dict[str, float]) -> float | None:
+    """roost's own time on the way to the first model request, from one trial's phases (ms
+    after t0): until pi is spawned, plus from pi being ready (get_state answered and the
+    extension's ext_hello) to the prompt written. What pi does in between is the same work
+    as a bare pi's start-up, so this is robust against the load that swamps start_ms."""
+    if not all(k in p for k in ("pi_spawned", "get_state_ok", "ext_hello", "prompt_sent")):
+        return None
+    return round(p["pi_spawned"] + p["prompt_sent"] - max(p["get_state_ok"], p["ext_hello"]), 2)
+
+
+def first_after(marks: list[tuple[str, float]], name: str, t0: float) -> float | None:
+    for n, t in marks:
+        if n == name and t >= t0:
+            return t
+    return None
+
+
+def wait_settled(c: Client, job: str) -> dict[str, Any]:
+    out = c.call("wait", {"job": job, "timeout": TIMEOUT}, TIMEOUT + 30)
+    if not out.get("settled"):
+        raise TimeoutError(f"job {job} did not settle: {out}")
+    return out
+
+
+# ---- the variants ------------------------------------------------------------------------------
+START_PHASES = ("spawn", "interp", "imported", "init_done", "lock_checked", "pi_spawn",
+                "pi_spawned", "daemon_connected", "daemon_bound", "get_state_ok",
+                "ext_connect", "ext_hello", "drop_resends", "resends_dropped", "watch_begin",
+                "watch_started", "prompt_sent")
+
+
+def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
+    """Start a bare pi (optionally with the roost extension), prompt it, then reply."""
+    session = lab.root / "bare" / f"{token}.jsonl"
+    session.parent.mkdir(exist_ok=True)
+    since = len(lab.llm.requests)
+    pi = PiRpc(cwd=lab.work, env=lab.env, session=session,
+               extensions=[paths.extension_path()] if ext else [])
+    try:
+        t0 = pi.spawned_at
+        resp = pi.send({"type": "get_state"}, timeout=TIMEOUT)
+        t_state = pi.times[pi.index_of(resp)]
+        cpu_ready = proc_cpu_ms(pi.proc.pid)
+        t_prompt = time.monotonic()
+        pi.prompt(f"{token} start", timeout=TIMEOUT)
+        req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
+        pi.wait_event("agent_end", timeout=TIMEOUT)
+        out: dict[str, Any] = {
+            "start_ms": ms(req.t - t0),
+            "phases": {"get_state_ok": ms(t_state - t0), "prompt_sent": ms(t_prompt - t0),
+                       "model_request": ms(req.t - t0)},
+            "reply_ms": [],
+            "boot_ms": ms(t_state - t0),  # spawn -> get_state answered
+            "cpu": {"pi_ready": cpu_ready},
+            "prompt_to_request_ms": ms(req.t - t_prompt),
+        }
+        for j in range(replies):
+            tok = f"{token}-reply{j}"
+            since = len(lab.llm.requests)
+            mark = pi.mark()
+            t = time.monotonic()
+            pi.prompt(tok, timeout=TIMEOUT)
+            req = lab.llm.wait_for_request(last_user_contains(tok), TIMEOUT, since=since)
+            out["reply_ms"].append(ms(req.t - t))
+            pi.wait_event("agent_end", timeout=TIMEOUT, since=mark)
+        return out
+    finally:
+        pi.close()
+
+
+def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
+    """`run` through roost.client with roostd up, then `reply` to the idle job."""
+    with lab.client() as c:
+        since = len(lab.llm.requests)
+        t0 = time.monotonic()
+        res = c.request("run", task=f"{token} start", cwd=str(lab.work), name=token)
+        t_resp = time.monotonic()
+        job = res["id"]
+        req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
+        out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
+                               "run_response_ms": ms(t_resp - t0)}
+        marks = lab.phases(job)
+        phases = {"run_response": ms(t_resp - t0)}
+        for name in START_PHASES:
+            t = first_after(marks, name, 0.0)
+            if t is not None:
+                phases[name] = ms(t - t0)
+        phases["model_request"] = ms(req.t - t0)
+        out["phases"] = phases
+        out["added_ms"] = roost_added(phases)
+        out["cpu"] = lab.cpu_marks(job)
+        if "prompt_sent" in phases:
+            out["prompt_to_request_ms"] = round(phases["model_request"] - phases["prompt_sent"], 2)
+        wait_settled(c, job)
+        out["reply_ms"], out["reply_phases"], out["reply_status"] = [], [], []
+        for j in range(replies):
+            tok = f"{token}-reply{j}"
+            since = len(lab.llm.requests)
+            t = time.monotonic()
+            r = c.request("reply", job=job, text=tok)
+            t_ack = time.monotonic()
+            req = lab.llm.wait_for_request(last_user_contains(tok), TIMEOUT, since=since)
+            out["reply_ms"].append(ms(req.t - t))
+            out["reply_status"].append(r.get("status"))
+            wait_settled(c, job)  # then every mark of this reply is in the logs
+            marks = lab.phases(job)
+            rp = {"reply_response": ms(t_ack - t)}
+            for name in ("inotify", "pump", "prompt_sent"):
+                tm = first_after(marks, name, t)
+                if tm is not None:
+                    rp[name] = ms(tm - t)
+            rp["model_request"] = ms(req.t - t)
+            dm = lab.daemon_phases()
+            for name in ("d_reply", "d_post_begin", "d_post_end"):
+                tm = first_after(dm, name, t)
+                if tm is not None:
+                    rp[name] = ms(tm - t)
+            out["reply_phases"].append(rp)
+        c.request("rm", job=job)
+    return out
+
+
+def cli(lab: Lab, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "roost.cli.main", *args], env=lab.env,
+                          cwd=lab.work, capture_output=True, text=True, timeout=TIMEOUT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"roost {' '.join(args)}: {proc.returncode} {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def cli_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
+    """The same through `roost run` / `roost reply` processes (their Python start-up too)."""
+    since = len(lab.llm.requests)
+    t0 = time.monotonic()
+    job = cli(lab, "run", "--name", token, f"{token} start")
+    t_exit = time.monotonic()
+    req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
+    out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
+                           "cli_exit_ms": ms(t_exit - t0), "reply_ms": []}
+    with lab.client() as c:
+        wait_settled(c, job)
+        for j in range(replies):
+            tok = f"{token}-reply{j}"
+            since = len(lab.llm.requests)
+            t = time.monotonic()
+            cli(lab, "reply", job, tok)
+            req = lab.llm.wait_for_request(last_user_contains(tok), TIMEOUT, since=since)
+            out["reply_ms"].append(ms(req.t - t))
+            wait_settled(c, job)
+        c.request("rm", job=job)
+    return out
+
+
+# ---- the run ---------------------------------------------------------------------------------------
+def phase_medians(rows: list[dict[str, Any]], key: str = "phases") -> dict[str, float]:
+    names: list[str] = []
+    for r in rows:
+        for n in r[key]:
+            if n not in names:
+                names.append(n)
+    table = {n: [r[key][n] for r in rows if n in r[key]] for n in names}
+    medians = {n: round(statistics.median(v), 2) for n, v in table.items() if v}
+    return dict(sorted(medians.items(), key=lambda kv: kv[1]))
+
+
+def segments(p: dict[str, float], bare_ext: dict[str, float]) -> dict[str, float | None]:
+    """Where roost's start-up goes, from the phase medians (ms, each a difference)."""
+
+    def d(a: str, b: str) -> float | None:
+        return round(p[b] - p[a], 2) if a in p and b in p else None
+
+    ready = max(p.get("get_state_ok", 0), p.get("ext_hello", 0))
+    out: dict[str, float | None] = {
+        "daemon: run request -> worker Popen": p.get("spawn"),
+        "run response back at the client": p.get("run_response"),
+        "python interpreter start (Popen -> first line)": d("spawn", "interp"),
+        "worker imports (roost.worker.main)": d("interp", "imported"),
+        "Worker() + lock check + ext socket (-> pi spawn)": d("imported", "pi_spawn"),
+        "pi spawn call (create_subprocess_exec)": d("pi_spawn", "pi_spawned"),
+        "pi start-up to get_state answer (with extension)": d("pi_spawned", "get_state_ok"),
+        "pi start-up to ext_hello": d("pi_spawned", "ext_hello"),
+        "ready (get_state + ext_hello) -> prompt written":
+            round(p["prompt_sent"] - ready, 2) if "prompt_sent" in p else None,
+        "prompt written -> model request": d("prompt_sent", "model_request"),
+        "worker start before pi spawn (run request -> pi spawn)": p.get("pi_spawn"),
+    }
+    if "get_state_ok" in bare_ext and "pi_spawned" in p and "get_state_ok" in p:
+        out["pi start-up vs bare_ext (same work, contention)"] = round(
+            (p["get_state_ok"] - p["pi_spawned"]) - bare_ext["get_state_ok"], 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--replies", type=int, default=3, help="replies per started pi")
+    ap.add_argument("--cli", action="store_true",
+                    help="also time `roost run` / `roost reply` as processes (informational)")
+    ap.add_argument("--pifirst", action="store_true",
+                    help="also time the EXPERIMENT worker that starts pi before its imports")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE from the environment for roost's processes")
+    ap.add_argument("--stock", action="store_true",
+                    help="run the unmodified roostd/worker (no phase marks)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = ap.parse_args(argv)
+
+    variants: dict[str, Callable[[Lab, str], dict[str, Any]]] = {
+        "bare": lambda lab, tok: bare_trial(lab, tok, False, args.replies),
+        "bare_ext": lambda lab, tok: bare_trial(lab, tok, True, args.replies),
+        "roost": lambda lab, tok: roost_trial(lab, tok, args.replies),
+    }
+    if args.pifirst:
+        variants["roost_pifirst"] = lambda lab, tok: roost_trial(lab, tok + "-PIFIRST", args.replies)
+    if args.cli:
+        variants["cli"] = lambda lab, tok: cli_trial(lab, tok, 1)
+    names = list(variants)
+    results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    started = time.monotonic()
+    load_before = load_average()
+    with Lab(probe=not args.stock, keep=args.keep,
+             bytecode_cache=not args.no_bytecode_cache) as lab:
+        # Warm-up (untimed): disk caches, pi's modules + the extension, roost's bytecode.
+        variants["roost"](lab, "WARM-roost")
+        for i in range(args.trials):
+            order = names[i % len(names):] + names[: i % len(names)]
+            for name in order:
+                results[name].append(variants[name](lab, f"T{i}-{name}"))
+    elapsed = time.monotonic() - started
+
+    start = {n: summary(r["start_ms"] for r in results[n]) for n in names}
+    reply = {n: summary(x for r in results[n] for x in r["reply_ms"]) for n in names}
+
+    def paired(a: str, b: str, key: str) -> float | None:
+        if key == "start_ms":
+            diffs = [rb[key] - ra[key] for ra, rb in zip(results[a], results[b], strict=True)]
+        else:
+            diffs = [y - x for ra, rb in zip(results[a], results[b], strict=True)
+                     for x, y in zip(ra[key], rb[key], strict=False)]
+        return round(statistics.median(diffs), 2) if diffs else None
+
+    def diff(table: dict[str, Any], a: str, b: str) -> float | None:
+        if table[a].get("n") and table[b].get("n"):
+            return round(table[b]["median"] - table[a]["median"], 2)
+        return None
+
+    out: dict[str, Any] = {
+        "bench": "overhead",
+        "trials": args.trials,
+        "replies_per_trial": args.replies,
+        "probe": not args.stock,
+        "elapsed_s": round(elapsed, 1),
+        "loadavg_before": load_before,
+        "loadavg_after": load_average(),
+        "cpus": os.cpu_count(),
+        "start_ms": start,
+        "reply_ms": reply,
+        "overhead_ms": {
+            "start roost - bare (medians)": diff(start, "bare", "roost"),
+            "start roost - bare (median of paired trials)": paired("bare", "roost", "start_ms"),
+            "start bare_ext - bare (extension load)": diff(start, "bare", "bare_ext"),
+            "start roost - bare_ext (roost plumbing)": diff(start, "bare_ext", "roost"),
+            "reply roost - bare (medians)": diff(reply, "bare", "roost"),
+            "reply roost - bare (median of paired)": paired("bare", "roost", "reply_ms"),
+        },
+        "bytecode_cache": not args.no_bytecode_cache,
+        "targets_ms": {"start": 150, "reply": 10},
+    }
+    if not args.stock:
+        # The load-robust view of start-up (see roost_added): roost's own critical path, and
+        # pi's boot (spawn -> get_state answered) in each variant, run in the same trials.
+        boot = {n: summary(r["boot_ms"] for r in results[n]) for n in ("bare", "bare_ext")}
+        for n in names:
+            if n.startswith("roost"):
+                boot[n] = summary(r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"]
+                                  for r in results[n] if "pi_spawned" in r["phases"])
+        out["start_critical_path_ms"] = {
+            **{f"{n}: added by roost (before pi spawn + ready -> prompt)":
+               summary(r["added_ms"] for r in results[n] if r.get("added_ms") is not None)
+               for n in names if n.startswith("roost")},
+            "pi boot (spawn -> get_state answered)": boot,
+            "prompt written -> model request": {
+                n: summary(r["prompt_to_request_ms"] for r in results[n]
+                           if r.get("prompt_to_request_ms") is not None) for n in names
+                if n != "cli"},
+        }
+    if "roost_pifirst" in names:
+        out["overhead_ms"]["start roost_pifirst - bare (EXPERIMENT)"] = diff(
+            start, "bare", "roost_pifirst")
+        out["overhead_ms"]["start roost_pifirst - bare (paired, EXPERIMENT)"] = paired(
+            "bare", "roost_pifirst", "start_ms")
+        out["overhead_ms"]["start roost - roost_pifirst (saved, paired)"] = paired(
+            "roost_pifirst", "roost", "start_ms")
+    if "cli" in names:
+        out["overhead_ms"]["start cli - bare (informational)"] = diff(start, "bare", "cli")
+        out["overhead_ms"]["reply cli - bare (informational)"] = diff(reply, "bare", "cli")
+        out["cli_exit_ms"] = summary(r["cli_exit_ms"] for r in results["cli"])
+    if not args.stock:
+        roost_p = phase_medians(results["roost"])
+        bare_ext_p = phase_medians(results["bare_ext"])
+        out["phases_median_ms"] = {
+            "bare": phase_medians(results["bare"]),
+            "bare_ext": bare_ext_p,
+            "roost": roost_p,
+            **({"roost_pifirst": phase_medians(results["roost_pifirst"])}
+               if "roost_pifirst" in names else {}),
+            "roost_reply": phase_medians(
+                [{"p": p} for r in results["roost"] for p in r["reply_phases"]], "p"),
+        }
+        out["roost_start_segments_ms"] = segments(roost_p, bare_ext_p)
+    out["cpu_ms"] = {  # CPU time, unlike wall time, hardly moves with the machine's load
+        "pi from exec to its first answer (get_state)": {
+            n: summary(r["cpu"]["pi_ready"] for r in results[n]
+                       if (r.get("cpu") or {}).get("pi_ready") is not None)
+            for n in names if n != "cli"},
+        "roost worker from exec to spawning pi": {
+            n: summary(r["cpu"]["worker_pre_spawn"] for r in results[n]
+                       if (r.get("cpu") or {}).get("worker_pre_spawn") is not None)
+            for n in names if n.startswith("roost")},
+    }
+    out["reply_status"] = sorted({st for r in results["roost"] for st in r["reply_status"]})
+    out["raw"] = {n: [{k: v for k, v in r.items() if k not in ("phases", "reply_phases", "cpu")}
+                      for r in results[n]] for n in names}
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
