@@ -34,6 +34,10 @@ const JOB_ID = process.env.ROOST_JOB_ID;
 const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
 delete process.env.ROOST_ATTACH_JOB;
 
+// `pi --mode rpc` (pi accepts only this spelling).
+const MODE_ARG = process.argv.indexOf("--mode");
+const RPC_MODE = MODE_ARG >= 0 && process.argv[MODE_ARG + 1] === "rpc";
+
 function roostHome(): string {
 	if (process.env.ROOST_HOME) return path.resolve(process.env.ROOST_HOME);
 	const state = process.env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state");
@@ -283,6 +287,11 @@ export default function roost(pi: any) {
 				lock = null;
 				notify(`moved to the background as roost job ${result.id} "${result.name}"`);
 				ctx.shutdown();
+				// pi's RPC mode honours ctx.shutdown() only after its next RPC command (it looks
+				// right after dispatching the prompt, before this async handler got here), so the
+				// pi would linger until its client sends something. SIGTERM is RPC mode's own
+				// graceful shutdown (session_shutdown, dispose, exit). The TUI exits by itself.
+				if (RPC_MODE) setImmediate(() => process.kill(process.pid, "SIGTERM"));
 			} catch (err: any) {
 				notify(`roost: ${err?.message ?? err}`, "error");
 			}

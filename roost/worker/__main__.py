@@ -1,5 +1,14 @@
+"""`python -m roost.worker JOB_ID`: start pi first, then load the worker (see launch.py)."""
+
 import sys
 
-from roost.worker.main import main
+from roost.worker import launch
 
-sys.exit(main())
+if len(sys.argv) != 2:
+    print("usage: python -m roost.worker JOB_ID", file=sys.stderr)
+    sys.exit(2)
+early = launch.start(sys.argv[1])
+
+from roost.worker.main import main  # noqa: E402 - heavy: imported while pi boots
+
+sys.exit(main(early))

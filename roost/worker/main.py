@@ -2,8 +2,9 @@
 
     python -m roost.worker JOB_ID
 
-Lifecycle: check the session's writer lock -> open the extension socket -> start pi ->
-wait until pi answers and the extension said hello -> drop resends -> deliver items as
+Lifecycle: (roost.worker.launch, before the heavy imports: open the extension socket and
+start pi when the session is free) -> otherwise check the session's writer lock and start
+pi -> wait until pi answers and the extension said hello -> drop resends -> deliver items as
 they arrive (watchdog wakes it; no polling) -> report state to roostd (reconnecting
 whenever roostd restarts) -> exit 0 when told to stop, 1 if pi died (roostd restarts us),
 EXIT_FATAL when restarting cannot help.
@@ -17,24 +18,25 @@ import logging
 import os
 import secrets
 import signal
-import sys
 import time
 from typing import Any
 
 import psutil
 
-from roost import paths, protocol
+from roost import protocol
 from roost.agents.handback import should_report
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
 from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
 from roost.states import JobState, RunCause
-from roost.supervise.jobs import JobRecord, load_record
+from roost.supervise.jobs import JobRecord
 from roost.supervise.workers import EXIT_FATAL
 from roost.transcript import content_text, delivered, interrupted, read_entries
+from roost.worker import launch
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
+from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.runs import Run, RunTracker, dialog_answer
 
@@ -51,15 +53,16 @@ class Fatal(Exception):
 
 
 class Worker:
-    def __init__(self, job_id: str) -> None:
-        self.record: JobRecord = load_record(paths.job_dir(job_id) / "job.json")
+    def __init__(self, early: Early) -> None:
+        self.early = early
+        self.record: JobRecord = JobRecord.from_json(early.job)
         self.box = Mailbox(self.record.mailbox_dir, max_replies=50, max_agent=20)
         self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
         self.runs = RunTracker(summary=self.record.summary)
         self.pi = PiProcess(self._on_pi_event)
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
         self.ext: Connection | None = None
-        self.ext_token = secrets.token_hex(16)
+        self.ext_token = early.token
         self.ext_ready = asyncio.Event()
         self.wake = asyncio.Event()
         self.stop_reason: str | None = None
@@ -116,49 +119,25 @@ class Worker:
             f"(pid {holder.pid}, peer {holder.peer or 'none'}): refusing to start a second writer"
         )
 
-    def pi_argv(self) -> list[str]:
-        try:
-            argv = paths.pi_command()
-        except FileNotFoundError as exc:
-            raise Fatal(str(exc)) from None
-        assert self.record.session is not None
-        argv += ["--mode", "rpc", "--session", self.record.session,
-                 "-e", str(paths.extension_path())]
-        if self.record.model:
-            argv += ["--model", self.record.model]
-        if self.record.thinking:
-            argv += ["--thinking", self.record.thinking]
-        return argv
-
-    def pi_env(self, ext_sock: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            PI_JOB_TOKEN=self.ext_token,
-            ROOST_EXT_SOCK=ext_sock,
-            ROOST_JOB_ID=self.record.id,
-            ROOST_HOME=str(paths.roost_home()),
-        )
-        return env
-
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, "stopped")
-        if not os.path.isdir(self.record.cwd):
-            raise Fatal(f"the job's directory {self.record.cwd} does not exist")
-        self.check_lock()
-        ext_sock = self.record.dir / "ext.sock"
-        with contextlib.suppress(FileNotFoundError):
-            ext_sock.unlink()
-        old_umask = os.umask(0o177)
-        try:
-            server = await asyncio.start_unix_server(
-                self._on_ext_connection, path=str(ext_sock), limit=protocol.MAX_FRAME + 1
-            )
-        finally:
-            os.umask(old_umask)
+        early = self.early
+        ext_sock = early.ext_path
+        if early.error is not None:
+            raise Fatal(early.error)
+        if early.pi is None:  # the session's lock file exists: see who holds it first
+            self.check_lock()
+            try:
+                early.pi = launch.spawn_pi(early.job, early.token, ext_sock)
+            except launch.LaunchError as exc:
+                raise Fatal(str(exc)) from None
+        server = await asyncio.start_unix_server(
+            self._on_ext_connection, sock=early.ext_socket, limit=protocol.MAX_FRAME + 1
+        )
         link_task = asyncio.create_task(self.link.run())
-        await self.pi.start(self.pi_argv(), self.record.cwd, self.pi_env(str(ext_sock)))
+        await self.pi.attach(early.pi)
 
         def changed() -> None:  # from the watchdog thread
             loop.call_soon_threadsafe(self.wake.set)
@@ -414,16 +393,13 @@ class Worker:
         return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def main(early: Early) -> int:
+    """Run the worker for a job whose launch (roost.worker.launch.start) is done."""
     logging.basicConfig(
         level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
         format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s",
     )
-    if len(argv) != 1:
-        print("usage: python -m roost.worker JOB_ID", file=sys.stderr)
-        return 2
-    worker = Worker(argv[0])
+    worker = Worker(early)
     try:
         return asyncio.run(_run(worker))
     except Fatal as exc:

@@ -1,5 +1,7 @@
-"""pi in RPC mode as an asyncio child: commands with ids, events to a callback.
+"""pi in RPC mode as seen from the worker's event loop: commands with ids, events out.
 
+pi is spawned early by roost.worker.launch (a plain subprocess.Popen, before the worker's
+heavy imports); `attach` wires its pipes into asyncio and watches its exit with a pidfd.
 Framing per pi's rpc.md: split stdout on b"\\n" only (a line may contain U+2028), strip a
 trailing \\r. stdin stays open for pi's whole life (closing it makes pi exit).
 """
@@ -7,36 +9,29 @@ trailing \\r. stdin stays open for pi's whole life (closing it makes pi exit).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import json
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 STREAM_LIMIT = 256 * 1024 * 1024  # agent_end carries every message of the run
-PR_SET_PDEATHSIG = 1
 
 
 class PiError(Exception):
     """pi answered a command with success: false, or went away."""
 
 
-def _die_with_parent() -> None:
-    # If the worker is killed (even with SIGKILL) pi gets SIGTERM instead of writing on
-    # as an orphan: the restarted worker must be the only writer of the session file.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 class PiProcess:
     def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
         self._on_event = on_event
-        self._proc: asyncio.subprocess.Process | None = None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -45,24 +40,32 @@ class PiProcess:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._popen.pid if self._popen else None
 
-    async def start(self, argv: list[str], cwd: str, env: dict[str, str]) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=None,  # pi's stderr goes to the worker log
-            cwd=cwd,
-            env=env,
-            limit=STREAM_LIMIT,
-            preexec_fn=_die_with_parent,
+    async def attach(self, popen: subprocess.Popen[bytes]) -> None:
+        """Take over a pi spawned with stdin and stdout pipes."""
+        assert popen.stdin is not None and popen.stdout is not None
+        loop = asyncio.get_running_loop()
+        self._popen = popen
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, popen.stdin
         )
-        self._reader = asyncio.create_task(self._read_loop())
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        exit_fd = os.pidfd_open(popen.pid)
+        process_gone = asyncio.Event()
 
-    async def _read_loop(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        stdout = self._proc.stdout
+        def on_exit() -> None:
+            loop.remove_reader(exit_fd)
+            os.close(exit_fd)
+            process_gone.set()
+
+        loop.add_reader(exit_fd, on_exit)
+        self._reader = asyncio.create_task(self._read_loop(reader, process_gone))
+
+    async def _read_loop(self, stdout: asyncio.StreamReader, process_gone: asyncio.Event) -> None:
+        assert self._popen is not None
         try:
             while True:
                 line = await stdout.readline()
@@ -83,23 +86,33 @@ class PiProcess:
                 except Exception:
                     log.exception("handling pi event %s failed", frame.get("type"))
         finally:
-            self.returncode = await self._proc.wait()
+            await process_gone.wait()
+            self.returncode = self._popen.wait()  # reaps it: the pidfd said it exited
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(PiError(f"pi exited ({self.returncode})"))
             self._pending.clear()
             self.exited.set()
 
+    async def _write(self, frame: dict[str, Any]) -> None:
+        if self._writer is None or self.exited.is_set():
+            raise PiError("pi is not running")
+        self._writer.write(json.dumps(frame, ensure_ascii=False).encode("utf-8") + b"\n")
+        try:
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            raise PiError(f"pi went away: {exc}") from None
+
     async def command(self, kind: str, timeout: float | None = 60.0, **fields: Any) -> Any:
         """Send a command; its `data` on success, PiError on failure."""
-        if self._proc is None or self._proc.stdin is None or self.exited.is_set():
-            raise PiError("pi is not running")
         request_id = f"r{next(self._ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        data = json.dumps({"id": request_id, "type": kind, **fields}, ensure_ascii=False)
-        self._proc.stdin.write(data.encode("utf-8") + b"\n")
-        await self._proc.stdin.drain()
+        try:
+            await self._write({"id": request_id, "type": kind, **fields})
+        except PiError:
+            self._pending.pop(request_id, None)
+            raise
         response = await asyncio.wait_for(future, timeout)
         if not response.get("success"):
             raise PiError(f"{kind}: {response.get('error') or 'failed'}")
@@ -107,18 +120,15 @@ class PiProcess:
 
     async def send_raw(self, frame: dict[str, Any]) -> None:
         """A frame that gets no response (extension_ui_response)."""
-        if self._proc is None or self._proc.stdin is None or self.exited.is_set():
-            raise PiError("pi is not running")
-        self._proc.stdin.write(json.dumps(frame, ensure_ascii=False).encode("utf-8") + b"\n")
-        await self._proc.stdin.drain()
+        await self._write(frame)
 
     async def shutdown(self, timeout: float = 10.0) -> int | None:
         """Close stdin (pi exits 0 by itself), then SIGTERM, then SIGKILL."""
-        if self._proc is None or self.exited.is_set():
+        if self._popen is None or self.exited.is_set():
             return self.returncode
-        if self._proc.stdin is not None:
+        if self._writer is not None:
             try:
-                self._proc.stdin.close()
+                self._writer.close()
             except (OSError, RuntimeError):
                 pass
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -127,7 +137,7 @@ class PiProcess:
                 return self.returncode
             except TimeoutError:
                 try:
-                    os.kill(self._proc.pid, sig)
+                    os.kill(self._popen.pid, sig)
                 except ProcessLookupError:
                     pass
         await self.exited.wait()

@@ -1,0 +1,119 @@
+"""A worker's first steps, before its heavy imports: start pi as early as possible.
+
+pi needs a second or more to boot; the worker's own imports (asyncio, watchdog,
+portalocker, ...) take a few hundred milliseconds. Starting pi first makes them overlap,
+so a job's first model request comes about as soon as a bare pi's would. Only the
+standard library and roost's light modules are imported here.
+
+The fast path needs the session to be free (no lock file): then pi, whose roost extension
+takes the lock, is the session's only writer. Otherwise the worker first finds out who
+holds it (roost.worker.main.Worker.check_lock) and starts pi itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roost import paths
+from roost.locks.session_lock import lock_path_for
+
+PR_SET_PDEATHSIG = 1
+
+
+class LaunchError(Exception):
+    """pi cannot be started for this job (restarting the worker cannot help)."""
+
+
+def _die_with_parent() -> None:
+    # If the worker is killed (even with SIGKILL) pi gets SIGTERM instead of writing on
+    # as an orphan: the restarted worker must be the only writer of the session file.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+@dataclass
+class Early:
+    """What the launcher made: the extension socket (listening), its token, maybe pi."""
+
+    job: dict[str, Any]
+    ext_socket: socket.socket
+    ext_path: Path
+    token: str
+    pi: subprocess.Popen[bytes] | None
+    error: str | None = None  # why pi could not be started (a LaunchError)
+
+
+def pi_argv(job: dict[str, Any]) -> list[str]:
+    try:
+        argv = paths.pi_command()
+    except FileNotFoundError as exc:
+        raise LaunchError(str(exc)) from None
+    argv += ["--mode", "rpc", "--session", job["session"], "-e", str(paths.extension_path())]
+    if job.get("model"):
+        argv += ["--model", job["model"]]
+    if job.get("thinking"):
+        argv += ["--thinking", job["thinking"]]
+    return argv
+
+
+def pi_env(job: dict[str, Any], token: str, ext_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PI_JOB_TOKEN=token,
+        ROOST_EXT_SOCK=str(ext_path),
+        ROOST_JOB_ID=job["id"],
+        ROOST_HOME=str(paths.roost_home()),
+    )
+    return env
+
+
+def spawn_pi(job: dict[str, Any], token: str, ext_path: Path) -> subprocess.Popen[bytes]:
+    if not os.path.isdir(job["cwd"]):
+        raise LaunchError(f"the job's directory {job['cwd']} does not exist")
+    return subprocess.Popen(
+        pi_argv(job),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,  # pi's stderr goes to the worker log
+        cwd=job["cwd"],
+        env=pi_env(job, token, ext_path),
+        preexec_fn=_die_with_parent,
+    )
+
+
+def listen(path: Path) -> socket.socket:
+    """The extension socket, listening before pi starts (connections wait in the backlog)."""
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    sock.listen(8)
+    return sock
+
+
+def start(job_id: str) -> Early:
+    job_dir = paths.job_dir(job_id)
+    with open(job_dir / "job.json", encoding="utf-8") as handle:
+        job = json.load(handle)
+    ext_path = job_dir / "ext.sock"
+    token = secrets.token_hex(16)
+    ext_socket = listen(ext_path)
+    early = Early(job, ext_socket, ext_path, token, None)
+    if not lock_path_for(job["session"]).exists():
+        try:
+            early.pi = spawn_pi(job, token, ext_path)
+        except LaunchError as exc:
+            early.error = str(exc)
+    return early
