@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 # What a worker may report, and the job states it may move its job to.
 WORKER_FIELDS = ("status", "summary", "question", "dialog", "busy")
+EPHEMERAL_FIELDS = {"status", "busy"}  # re-sent by the worker after every reconnect
 WORKER_STATES = {JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED}
 
 
@@ -58,11 +59,13 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             if target != record.state:
                 daemon.set_state(record, target, **fields)
                 return {}
-        changed = any(getattr(record, key) != value for key, value in fields.items())
+        changed = {key for key, value in fields.items() if getattr(record, key) != value}
         for key, value in fields.items():
             setattr(record, key, value)
         if changed:
-            daemon.job_changed(record)
+            # What the agent is doing right now is not worth an fsync on the daemon's loop
+            # (it would delay every message behind it); the rest of the record is.
+            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS))
         return {}
 
     async def worker_exiting(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
