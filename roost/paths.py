@@ -5,9 +5,8 @@ Nothing here creates files except `ensure_dir`; callers decide when state is mad
 
 from __future__ import annotations
 
+import hashlib
 import os
-import shlex
-import shutil
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -52,6 +51,19 @@ def locks_dir() -> Path:
     return roost_home() / "locks"
 
 
+def normalise_session(session_path: str | os.PathLike[str]) -> str:
+    """The absolute, lexically normalised path (symlinks kept), as Node's path.resolve."""
+    p = os.path.abspath(os.fspath(session_path))
+    # POSIX lets normpath keep exactly two leading slashes; path.resolve does not.
+    return "/" + p.lstrip("/") if p.startswith("//") else p
+
+
+def session_lock_path(session_path: str | os.PathLike[str], locks: Path | None = None) -> Path:
+    """A session's writer lock file: `<locks dir>/<sha256 hex of the normalised path>.json`."""
+    digest = hashlib.sha256(normalise_session(session_path).encode("utf-8", "surrogateescape"))
+    return (locks or locks_dir()) / f"{digest.hexdigest()}.json"
+
+
 def agent_dir() -> Path:
     """pi's agent dir: `PI_CODING_AGENT_DIR`, default `~/.pi/agent`."""
     explicit = os.environ.get("PI_CODING_AGENT_DIR")
@@ -70,6 +82,9 @@ def pi_prefix() -> Path:
 
 def pi_command() -> list[str]:
     """The command that starts pi: `ROOST_PI`, then the pinned local install, then PATH."""
+    import shlex  # here, not at the top: a worker reads this module before pi starts
+    import shutil
+
     explicit = os.environ.get("ROOST_PI")
     if explicit:
         return shlex.split(explicit)

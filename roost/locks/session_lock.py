@@ -169,17 +169,8 @@ def holder_is_alive(holder: LockHolder) -> bool:
 # --- lock files --------------------------------------------------------------------------
 
 
-def normalise_session(session_path: str | os.PathLike[str]) -> str:
-    """The absolute, lexically normalised path (symlinks kept), as Node's path.resolve."""
-    p = os.path.abspath(os.fspath(session_path))
-    # POSIX lets normpath keep exactly two leading slashes; path.resolve does not.
-    return "/" + p.lstrip("/") if p.startswith("//") else p
-
-
-def lock_path_for(session_path: str | os.PathLike[str], locks_dir: Path | None = None) -> Path:
-    """`<locks dir>/<sha256 hex of the normalised path>.json`."""
-    digest = hashlib.sha256(normalise_session(session_path).encode("utf-8", "surrogateescape"))
-    return (locks_dir or paths.locks_dir()) / f"{digest.hexdigest()}.json"
+normalise_session = paths.normalise_session
+lock_path_for = paths.session_lock_path
 
 
 def _parse(raw: bytes) -> LockHolder | None:
