@@ -108,7 +108,9 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         status = wait_until(lambda: (s := lab.daemon_status())["running"] and s, 30,
                             "roostd under supervisord to answer")
         first_pid = status["pid"]
-        assert sv.roostd_pid() == first_pid, sv.ctl("status").stdout
+        # supervisord calls it RUNNING only after `startsecs` (1 s) of life.
+        wait_until(lambda: sv.roostd_pid() == first_pid, 15,
+                   f"supervisord to report roostd pid {first_pid} RUNNING")
         assert status["socket"] == str(lab.roost_home / "roostd.sock")
 
         pi_job = lab.run_job("TASK-SV")
