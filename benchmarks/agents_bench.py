@@ -55,6 +55,7 @@ from overhead_bench import (  # noqa: E402
     roost_added,
     summary,
     wait_settled,
+    worker_overlap,
 )
 
 from roost.client import Client  # noqa: E402
@@ -258,12 +259,14 @@ def fg_spawn_trial(b: Bench, i: int) -> dict[str, Any]:
     t_resp = time.monotonic()
     req = b.llm.wait_for_request(first_user_contains(token), TIMEOUT, since=since)
     marks = b.lab.phases(job)
-    out = {"start_ms": ms(req.t - t0), "spawn_response": ms(t_resp - t0)}
-    for name in ("pi_spawn", "pi_spawned", "get_state_ok", "ext_hello", "prompt_sent"):
+    out: dict[str, Any] = {"start_ms": ms(req.t - t0), "spawn_response": ms(t_resp - t0)}
+    for name in ("pi_spawn", "pi_spawned", "launched", "imported", "ext_serving",
+                 "get_state_sent", "ext_connect", "ext_hello", "get_state_ok", "prompt_sent"):
         t = first_after(marks, name, t0)
         if t is not None:
             out[name] = ms(t - t0)
     out["added_ms"] = roost_added(out)
+    out.update({f"overlap_{k}": v for k, v in worker_overlap(out).items()})
     b.settled(job)
     b.c.request("rm", job=job)
     return out
@@ -387,8 +390,14 @@ def main(argv: list[str] | None = None) -> int:
             "parent's tool-call model request -> child's first model request":
                 summary(col(spawn_rows["tool_spawn"], "model_tool_call_to_child_request")),
             "fg spawn: request -> child's pi spawned": summary(col(spawn_rows["fg_spawn"], "pi_spawned")),
-            "fg spawn: added by roost (before pi spawn + ready -> prompt)":
+            "fg spawn: added by roost, serial (before pi spawn + ready -> prompt)":
                 summary(col(spawn_rows["fg_spawn"], "added_ms")),
+            "fg spawn: worker set-up while pi boots (pi spawned -> get_state sent)":
+                summary(col(spawn_rows["fg_spawn"], "overlap_setup")),
+            "fg spawn: worker waits for pi (get_state sent -> answered)":
+                summary(col(spawn_rows["fg_spawn"], "overlap_pi_wait")),
+            "fg spawn: ext server up -> extension connected":
+                summary(col(spawn_rows["fg_spawn"], "overlap_ext_wait")),
         },
     })
     fl = out["mailbox_floor_ms"]["post_to_wake (open mailbox)"].get("median")

@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 IN_MOVED_TO = 0x00000080
 SENDER = {"id": "a1b2c3d4", "name": "bench", "relation": "child"}
@@ -269,7 +270,8 @@ def persist_queue_round_trip(root: Path, items: int) -> float:
     from persistqueue import SQLiteAckQueue
 
     queue = SQLiteAckQueue(str(root / "pq"), multithreading=True, auto_commit=True)
-    for conn in {id(queue._putter): queue._putter, id(queue._getter): queue._getter}.values():
+    q: Any = queue  # its connections are private attributes (typed None in the class)
+    for conn in {id(q._putter): q._putter, id(q._getter): q._getter}.values():
         conn.execute("PRAGMA synchronous=FULL")
     payload = {"kind": "message", "from": SENDER, "text": TEXT}
     finished: list[float] = []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What roost adds to pi: start-up (start -> first model request) and reply latency.
 
-    .venv/bin/python benchmarks/overhead_bench.py [--trials 5] [--replies 3] [--pifirst] [--cli]
+    .venv/bin/python benchmarks/overhead_bench.py [--trials 5] [--replies 3] [--cli]
 
 Everything runs against a FakeLLM in this process (the model request's arrival time is
 the finish line), with an isolated ROOST_HOME / HOME / pi agent dir. The variants are
@@ -12,7 +12,6 @@ Start-up, from t0 to the FakeLLM's receipt of the first model request:
   bare      `pi --mode rpc --session FILE` driven directly: t0 = spawn; get_state; prompt.
   bare_ext  the same with `-e roost/extension/roost.ts` (the extension's load cost).
   roost     roostd already running; t0 = just before the `run` request (roost.client).
-  roost_pifirst (--pifirst) EXPERIMENT: a worker that starts pi before its heavy imports.
   cli       (--cli) informational: t0 = spawn of a `roost run TASK` process (adds the CLI's
             own Python start-up).
 Reply, from t0 to the next model request, on an idle pi (its previous run ended):
@@ -22,7 +21,8 @@ Reply, from t0 to the next model request, on an idle pi (its previous run ended)
 
 roostd runs through a thin probe (this file, `--daemon-probe`) that starts every pi
 worker as `python -c "import overhead_bench" --worker-probe JOB` instead of
-`python -m roost.worker JOB`: the same Worker code, with timestamps (and CPU readings) at
+`python -m roost.worker JOB`: the same roost/worker/__main__.py (launch.start spawns pi,
+then roost.worker.main is imported while pi boots), with timestamps (and CPU readings) at
 each step written to the job's worker.log, and the daemon's own marks (requests, mailbox
 posts, job.json saves) to roostd.log. That is where `phases` come from. `--stock` runs the
 unmodified `roost daemon run` instead (no phases).
@@ -66,75 +66,143 @@ def _cpu(name: str, pid: int | None = None) -> None:
         sys.stderr.write(f"{CPU_TAG} {name} {value:.1f}\n")
 
 
-def _marked(name, handler):  # type: ignore[no-untyped-def]
-    async def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+def _marked(name, handler):
+    async def wrapper(*a, **k):
         _mark(name)
         return await handler(*a, **k)
 
     return wrapper
 
 
-def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
-    """`python -m roost.worker JOB`, with a timestamp at every start-up step."""
-    if not already:
-        _mark("spawn", t_spawn)
-        _mark("interp", _T_INTERP)
-    import roost.worker.main as wm
+def _wrap_sync(owner: object, name: str, before: str | None, after: str | None) -> None:
+    """Replace owner.name (a function or method) with one that marks before/after it."""
+    orig = getattr(owner, name)
 
-    _mark("imported")
+    def wrapper(*a, **k):
+        if before:
+            _mark(before)
+        out = orig(*a, **k)
+        if after:
+            _mark(after)
+        return out
+
+    setattr(owner, name, wrapper)
+
+
+def _wrap_async(owner: object, name: str, before: str | None, after: str | None) -> None:
+    orig = getattr(owner, name)
+
+    async def wrapper(*a, **k):
+        if before:
+            _mark(before)
+        out = await orig(*a, **k)
+        if after:
+            _mark(after)
+        return out
+
+    setattr(owner, name, wrapper)
+
+
+class _AfterImport:
+    """A one-shot import hook: `then(module)` runs right after module `name` has executed.
+
+    Lets the probe instrument roost.worker.main at the moment roost/worker/__main__.py
+    imports it (after launch.start, i.e. after pi is spawned), without importing it sooner.
+    """
+
+    def __init__(self, name: str, then) -> None:
+        self.name = name
+        self.then = then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        orig_exec = loader.exec_module
+        then = self.then
+
+        def exec_module(module):
+            orig_exec(module)
+            then(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _worker_probe(job_id: str, t_spawn: float) -> int:
+    """`python -m roost.worker JOB`, with a timestamp at every start-up step.
+
+    Runs the real roost/worker/__main__.py (through runpy, as `python -m` does), so the
+    steps keep their order: launch.start (extension socket, pi spawned) first, then the
+    heavy `import roost.worker.main` while pi boots, then main(early). The light launch
+    module is imported (and wrapped) here just before; roost.worker.main is wrapped by a
+    one-shot import hook the moment __main__.py has imported it.
+    """
+    _mark("spawn", t_spawn)
+    _mark("interp", _T_INTERP)
+    import runpy
+
+    from roost.worker import launch
+
+    _mark("launch_imported")
+    _wrap_sync(launch, "listen", None, "ext_listening")
+    orig_spawn = launch.spawn_pi
+
+    def spawn_pi(*a, **k):
+        _cpu("worker_pre_spawn")  # the worker's CPU from exec to spawning pi
+        _mark("pi_spawn")
+        out = orig_spawn(*a, **k)
+        _mark("pi_spawned")
+        return out
+
+    # Module attribute: launch.start's call and the slow path in Worker.run (the session's
+    # lock file exists) both look it up there.
+    launch.spawn_pi = spawn_pi
+    _wrap_sync(launch, "start", None, "launched")
+
+    def instrument(wm) -> None:
+        _mark("imported")
+        _instrument_worker(wm)
+
+    sys.meta_path.insert(0, _AfterImport("roost.worker.main", instrument))
+    sys.argv = [sys.argv[0], job_id]
+    runpy.run_module("roost.worker", run_name="__main__", alter_sys=True)
+    return 0  # __main__.py exits through sys.exit(main(early))
+
+
+def _instrument_worker(wm) -> None:
+    """Marks in roost.worker.main (and what it uses), installed before main(early) runs."""
     from roost.mailbox import Mailbox
     from roost.worker.daemon_link import DaemonLink
     from roost.worker.delivery import Delivery
     from roost.worker.pi_process import PiProcess
 
-    def wrap_sync(cls: type, name: str, before: str | None, after: str | None) -> None:
-        orig = getattr(cls, name)
-
-        def wrapper(self, *a, **k):  # type: ignore[no-untyped-def]
-            if before:
-                _mark(before)
-            out = orig(self, *a, **k)
-            if after:
-                _mark(after)
-            return out
-
-        setattr(cls, name, wrapper)
-
-    def wrap_async(cls: type, name: str, before: str | None, after: str | None) -> None:
-        orig = getattr(cls, name)
-
-        async def wrapper(self, *a, **k):  # type: ignore[no-untyped-def]
-            if before:
-                _mark(before)
-            out = await orig(self, *a, **k)
-            if after:
-                _mark(after)
-            return out
-
-        setattr(cls, name, wrapper)
-
-    wrap_sync(wm.Worker, "__init__", None, "init_done")
-    if not already:
-        wrap_sync(wm.Worker, "check_lock", None, "lock_checked")
-        wrap_async(PiProcess, "start", "pi_spawn", "pi_spawned")
-    orig_start = PiProcess.start
-
-    async def start(self, *a, **k):  # type: ignore[no-untyped-def]
-        _cpu("worker_pre_spawn")  # the worker's CPU from exec to spawning pi
-        return await orig_start(self, *a, **k)
-
-    PiProcess.start = start  # type: ignore[method-assign]
-    wrap_async(DaemonLink, "_open", "daemon_connect", "daemon_connected")
-    wrap_async(Delivery, "pump", "pump", None)
-    wrap_sync(Delivery, "drop_resends", "drop_resends", "resends_dropped")
+    _wrap_sync(wm.Worker, "__init__", None, "init_done")
+    _wrap_sync(wm.Worker, "check_lock", None, "lock_checked")  # only if the lock file exists
+    _wrap_async(wm.asyncio, "start_unix_server", None, "ext_serving")  # the worker's only server
+    _wrap_async(PiProcess, "attach", "pi_attach", "pi_attached")
+    _wrap_async(DaemonLink, "_open", "daemon_connect", "daemon_connected")
+    _wrap_async(Delivery, "pump", "pump", None)
+    _wrap_sync(Delivery, "drop_resends", "drop_resends", "resends_dropped")
 
     orig_command = PiProcess.command
 
-    async def command(self, kind, timeout=60.0, **fields):  # type: ignore[no-untyped-def]
+    async def command(self, kind, timeout=60.0, **fields):
+        first_state = kind == "get_state" and not getattr(self, "_bench_cpu", False)
+        if first_state:
+            _cpu("worker_ready")  # the worker's CPU from exec to asking pi (its set-up done)
         _mark(f"{kind}_sent")
         out = await orig_command(self, kind, timeout, **fields)
         _mark(f"{kind}_ok")
-        if kind == "get_state" and not getattr(self, "_bench_cpu", False):
+        if first_state:
             self._bench_cpu = True
             _cpu("pi_ready", self.pid)  # pi's CPU from exec to its first answer
         return out
@@ -143,7 +211,7 @@ def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
 
     orig_call = DaemonLink._call
 
-    async def call(self, conn, op, **args):  # type: ignore[no-untyped-def]
+    async def call(self, conn, op, **args):
         out = await orig_call(self, conn, op, **args)
         if op == "worker_hello":
             _mark("daemon_bound")
@@ -153,19 +221,19 @@ def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
 
     orig_on_ext = wm.Worker._on_ext_connection
 
-    async def on_ext(self, reader, writer):  # type: ignore[no-untyped-def]
+    async def on_ext(self, reader, writer):
         _mark("ext_connect")
         return await orig_on_ext(self, reader, writer)
 
-    wm.Worker._on_ext_connection = on_ext  # type: ignore[method-assign]
+    wm.Worker._on_ext_connection = on_ext
 
     orig_handlers = wm.Worker._ext_handlers
 
-    def ext_handlers(self):  # type: ignore[no-untyped-def]
+    def ext_handlers(self):
         handlers = orig_handlers(self)
         hello = handlers["ext_hello"]
 
-        async def ext_hello(conn, request):  # type: ignore[no-untyped-def]
+        async def ext_hello(conn, request):
             _mark("ext_hello")
             return await hello(conn, request)
 
@@ -174,13 +242,13 @@ def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
             handlers[op] = _marked(f"ext_{op}", handlers[op])
         return handlers
 
-    wm.Worker._ext_handlers = ext_handlers  # type: ignore[method-assign]
-    wrap_async(wm.Worker, "_send_agent", "inject", "inject_sent")
-    wrap_sync(DaemonLink, "send_reliably", "handback", None)
+    wm.Worker._ext_handlers = ext_handlers
+    _wrap_async(wm.Worker, "_send_agent", "inject", "inject_sent")
+    _wrap_sync(DaemonLink, "send_reliably", "handback", None)
 
     orig_event = wm.Worker._on_pi_event
 
-    def on_pi_event(self, event):  # type: ignore[no-untyped-def]
+    def on_pi_event(self, event):
         kind = event.get("type")
         if kind == "agent_end":
             _mark("pi_agent_end")
@@ -190,11 +258,11 @@ def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
                 _mark(f"pi_{role}_end")
         return orig_event(self, event)
 
-    wm.Worker._on_pi_event = on_pi_event  # type: ignore[method-assign]
+    wm.Worker._on_pi_event = on_pi_event
 
     orig_watch = Mailbox.watch
 
-    def watch(self, on_change=None):  # type: ignore[no-untyped-def]
+    def watch(self, on_change=None):
         def changed() -> None:
             _mark("inotify")
             if on_change is not None:
@@ -206,127 +274,6 @@ def _worker_probe(job_id: str, t_spawn: float, already: bool = False) -> int:
         return out
 
     Mailbox.watch = watch  # type: ignore[method-assign]
-    return wm.main([job_id])
-
-
-class _Adopted:
-    """What PiProcess needs of an asyncio Process, for a pi started before asyncio ran."""
-
-    def __init__(self, popen, reader, writer) -> None:  # type: ignore[no-untyped-def]
-        self._popen = popen
-        self.pid = popen.pid
-        self.stdout = reader
-        self.stdin = writer
-        self.returncode = None
-
-    async def wait(self) -> int:
-        import asyncio
-        import os
-
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        fd = os.pidfd_open(self.pid)
-        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
-        try:
-            await done
-        finally:
-            loop.remove_reader(fd)
-            os.close(fd)
-        self.returncode = self._popen.wait()
-        return self.returncode
-
-
-def _worker_probe_pifirst(job_id: str, t_spawn: float) -> int:
-    """EXPERIMENT: the worker with pi started *before* its heavy imports.
-
-    Only what starting pi needs runs first (read job.json, the writer-lock check, bind the
-    extension socket, Popen); then roost.worker.main is imported while pi boots, and the
-    Worker adopts that pi (pipes wrapped into asyncio streams, exit seen by a pidfd).
-    Measures what restructuring roost/worker this way would save.
-    """
-    _mark("spawn", t_spawn)
-    _mark("interp", _T_INTERP)
-    import ctypes
-    import json
-    import os
-    import signal
-    import socket
-    import subprocess
-
-    from roost import paths
-
-    job_dir = paths.job_dir(job_id)
-    with open(job_dir / "job.json", encoding="utf-8") as handle:
-        rec = json.load(handle)
-    from roost.locks import SessionLock
-
-    if SessionLock(rec["session"]).holder() is not None:  # the stock path handles this
-        return _worker_probe(job_id, t_spawn)
-    _mark("lock_checked")
-    token = os.urandom(16).hex()
-    sock_path = job_dir / "ext-early.sock"
-    if sock_path.exists():
-        sock_path.unlink()
-    old_umask = os.umask(0o177)
-    try:
-        early_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        early_sock.bind(str(sock_path))
-        early_sock.listen(16)  # pi's extension may connect before asyncio accepts
-    finally:
-        os.umask(old_umask)
-    argv = paths.pi_command() + ["--mode", "rpc", "--session", rec["session"],
-                                 "-e", str(paths.extension_path())]
-    if rec.get("model"):
-        argv += ["--model", rec["model"]]
-    if rec.get("thinking"):
-        argv += ["--thinking", rec["thinking"]]
-    env = dict(os.environ, PI_JOB_TOKEN=token, ROOST_EXT_SOCK=str(sock_path),
-               ROOST_JOB_ID=job_id, ROOST_HOME=str(paths.roost_home()))
-
-    def die_with_parent() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
-
-    _cpu("worker_pre_spawn")
-    _mark("pi_spawn")
-    popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=rec["cwd"],
-                             env=env, preexec_fn=die_with_parent)
-    _mark("pi_spawned")
-
-    import asyncio
-
-    import roost.worker.main as wm
-    from roost.worker.pi_process import STREAM_LIMIT, PiProcess
-
-    orig_init = wm.Worker.__init__
-
-    def init(self, *a, **k):  # type: ignore[no-untyped-def]
-        orig_init(self, *a, **k)
-        self.ext_token = token
-
-    wm.Worker.__init__ = init  # type: ignore[method-assign]
-    wm.Worker.check_lock = lambda self: None  # type: ignore[method-assign]  # done above
-    orig_server = asyncio.start_unix_server
-
-    async def start_unix_server(cb, path=None, **k):  # type: ignore[no-untyped-def]
-        if path is not None and str(path).endswith("/ext.sock"):
-            return await orig_server(cb, sock=early_sock, **k)
-        return await orig_server(cb, path=path, **k)
-
-    asyncio.start_unix_server = start_unix_server  # type: ignore[assignment]
-
-    async def adopt(self, argv, cwd, env):  # type: ignore[no-untyped-def]
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-                                     popen.stdout)
-        transport, proto = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop), popen.stdin)
-        writer = asyncio.StreamWriter(transport, proto, None, loop)
-        self._proc = _Adopted(popen, reader, writer)
-        self._reader = asyncio.create_task(self._read_loop())
-
-    PiProcess.start = adopt  # type: ignore[method-assign]
-    return _worker_probe(job_id, t_spawn, already=True)
 
 
 def _daemon_probe() -> int:
@@ -341,11 +288,11 @@ def _daemon_probe() -> int:
     # Imported as a module (not run as a script) so its bytecode is cached like roost's.
     boot = f"import sys; sys.path.insert(0, {here!r}); import overhead_bench"
 
-    def command(self):  # type: ignore[no-untyped-def]
+    def command(self):
         if self.record.kind != "pi":
             return orig(self)
-        mode = "--worker-probe-pifirst" if "PIFIRST" in self.record.name else "--worker-probe"
-        return [sys.executable, "-c", boot, mode, self.record.id, f"{time.monotonic():.6f}"]
+        return [sys.executable, "-c", boot, "--worker-probe", self.record.id,
+                f"{time.monotonic():.6f}"]
 
     workers.WorkerProcess.command = command  # type: ignore[method-assign]
 
@@ -355,10 +302,10 @@ def _daemon_probe() -> int:
     from roost.supervise import ops_jobs, ops_worker
     from roost.supervise.jobs import JobRecord
 
-    def marked_handlers(module):  # type: ignore[no-untyped-def]
+    def marked_handlers(module):
         orig_handlers = module.handlers
 
-        def handlers(daemon):  # type: ignore[no-untyped-def]
+        def handlers(daemon):
             table = orig_handlers(daemon)
             for op in ("run", "reply", "send", "spawn", "handback", "worker_update"):
                 if op in table:
@@ -370,10 +317,10 @@ def _daemon_probe() -> int:
     for module in (agent_ops, ops_jobs, ops_worker):
         marked_handlers(module)
 
-    def timed(cls, name, label):  # type: ignore[no-untyped-def]
+    def timed(cls, name, label):
         orig_fn = getattr(cls, name)
 
-        def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+        def wrapper(*a, **k):
             _mark(f"{label}_begin")
             try:
                 return orig_fn(*a, **k)
@@ -391,8 +338,6 @@ def _daemon_probe() -> int:
 # module with `python -c`, the daemon probe runs it as a script).
 if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
     sys.exit(_worker_probe(sys.argv[2], float(sys.argv[3])))
-if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe-pifirst":
-    sys.exit(_worker_probe_pifirst(sys.argv[2], float(sys.argv[3])))
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--daemon-probe":
     sys.exit(_daemon_probe())
 
@@ -553,13 +498,54 @@ class Lab:
 
 
 def roost_added(p: dict[str, float]) -> float | None:
-    """roost's own time on the way to the first model request, from one trial's phases (ms
-    after t0): until pi is spawned, plus from pi being ready (get_state answered and the
+    """roost's serial time on the way to the first model request, from one trial's phases
+    (ms after t0): until pi is spawned, plus from pi being ready (get_state answered and the
     extension's ext_hello) to the prompt written. What pi does in between is the same work
-    as a bare pi's start-up, so this is robust against the load that swamps start_ms."""
+    as a bare pi's start-up, so this is robust against the load that swamps start_ms.
+
+    The worker's own set-up after spawning pi (its heavy imports, Worker(), the event
+    loop, the extension server, attaching pi's pipes, the mailbox watcher) runs while pi
+    boots and is left out: `worker_overlap` says whether it stayed hidden."""
     if not all(k in p for k in ("pi_spawned", "get_state_ok", "ext_hello", "prompt_sent")):
         return None
     return round(p["pi_spawned"] + p["prompt_sent"] - max(p["get_state_ok"], p["ext_hello"]), 2)
+
+
+def worker_overlap(p: dict[str, float]) -> dict[str, float]:
+    """Whether the worker's set-up after pi's spawn stayed off the critical path (ms).
+
+    setup: pi spawned -> the worker asks pi its first get_state (everything the worker
+      does meanwhile: `import roost.worker.main`, Worker(), asyncio, attach, the watcher).
+    pi_wait: that get_state sent -> answered. A pi already up answers in about the idle
+      round trip (`idle_get_state_rtt`); more means pi was still booting: the set-up hidden.
+    ext_wait: the worker's extension server up -> the extension's connection accepted. About
+      0 means the connection had waited in the listen backlog for the worker (pi's
+      extension awaits its hello at session_start, so that wait can delay pi).
+    """
+    out: dict[str, float] = {}
+
+    def d(key: str, a: str, b: str) -> None:
+        if a in p and b in p:
+            out[key] = round(p[b] - p[a], 2)
+
+    d("setup", "pi_spawned", "get_state_sent")
+    d("imports", "launched", "imported")
+    d("pi_wait", "get_state_sent", "get_state_ok")
+    d("ext_wait", "ext_serving", "ext_connect")
+    return out
+
+
+def idle_get_state_rtt(marks: list[tuple[str, float]]) -> float | None:
+    """Median get_state round trip of a pi that is up (the worker's later get_state calls)."""
+    sent: float | None = None
+    rtts: list[float] = []
+    for name, t in marks:
+        if name == "get_state_sent":
+            sent = t
+        elif name == "get_state_ok" and sent is not None:
+            rtts.append(t - sent)
+            sent = None
+    return ms(statistics.median(rtts[1:])) if len(rtts) > 1 else None
 
 
 def first_after(marks: list[tuple[str, float]], name: str, t0: float) -> float | None:
@@ -577,10 +563,12 @@ def wait_settled(c: Client, job: str) -> dict[str, Any]:
 
 
 # ---- the variants ------------------------------------------------------------------------------
-START_PHASES = ("spawn", "interp", "imported", "init_done", "lock_checked", "pi_spawn",
-                "pi_spawned", "daemon_connected", "daemon_bound", "get_state_ok",
-                "ext_connect", "ext_hello", "drop_resends", "resends_dropped", "watch_begin",
-                "watch_started", "prompt_sent")
+START_PHASES = ("spawn", "interp", "launch_imported", "ext_listening", "lock_checked",
+                "pi_spawn", "pi_spawned", "launched", "imported", "init_done", "ext_serving",
+                "daemon_connect", "daemon_connected", "daemon_bound", "pi_attach",
+                "pi_attached", "watch_begin", "watch_started", "get_state_sent",
+                "ext_connect", "ext_hello", "get_state_ok", "drop_resends",
+                "resends_dropped", "pump", "prompt_sent")
 
 
 def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
@@ -640,8 +628,12 @@ def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
             if t is not None:
                 phases[name] = ms(t - t0)
         phases["model_request"] = ms(req.t - t0)
+        t_run = first_after(lab.daemon_phases(), "d_run", t0)
+        if t_run is not None:
+            phases["d_run"] = ms(t_run - t0)
         out["phases"] = phases
         out["added_ms"] = roost_added(phases)
+        out["overlap"] = worker_overlap(phases)
         out["cpu"] = lab.cpu_marks(job)
         if "prompt_sent" in phases:
             out["prompt_to_request_ms"] = round(phases["model_request"] - phases["prompt_sent"], 2)
@@ -670,6 +662,9 @@ def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
                 if tm is not None:
                     rp[name] = ms(tm - t)
             out["reply_phases"].append(rp)
+        rtt = idle_get_state_rtt(lab.phases(job))  # the settle checks after each run
+        if rtt is not None:
+            out["overlap"]["idle_get_state_rtt"] = rtt
         c.request("rm", job=job)
     return out
 
@@ -725,21 +720,33 @@ def segments(p: dict[str, float], bare_ext: dict[str, float]) -> dict[str, float
 
     ready = max(p.get("get_state_ok", 0), p.get("ext_hello", 0))
     out: dict[str, float | None] = {
+        # serial, on the critical path: t0 -> pi spawned
+        "daemon: run request -> handler": p.get("d_run"),
         "daemon: run request -> worker Popen": p.get("spawn"),
         "run response back at the client": p.get("run_response"),
         "python interpreter start (Popen -> first line)": d("spawn", "interp"),
-        "worker imports (roost.worker.main)": d("interp", "imported"),
-        "Worker() + lock check + ext socket (-> pi spawn)": d("imported", "pi_spawn"),
-        "pi spawn call (create_subprocess_exec)": d("pi_spawn", "pi_spawned"),
+        "launch: import roost.worker.launch": d("interp", "launch_imported"),
+        "launch: job.json + ext socket + lock-file check (-> pi spawn)":
+            d("launch_imported", "pi_spawn"),
+        "pi spawn call (subprocess.Popen)": d("pi_spawn", "pi_spawned"),
+        "total: run request -> pi spawned": p.get("pi_spawned"),
+        # overlapping pi's boot
+        "worker imports (roost.worker.main), while pi boots": d("launched", "imported"),
+        "Worker() + asyncio + ext server (imported -> ext_serving)": d("imported", "ext_serving"),
+        "attach pi + mailbox watcher (ext_serving -> get_state sent)":
+            d("ext_serving", "get_state_sent"),
+        "worker set-up after pi spawn (pi spawned -> get_state sent)":
+            d("pi_spawned", "get_state_sent"),
         "pi start-up to get_state answer (with extension)": d("pi_spawned", "get_state_ok"),
         "pi start-up to ext_hello": d("pi_spawned", "ext_hello"),
+        "worker waits for pi (get_state sent -> answered)": d("get_state_sent", "get_state_ok"),
+        # serial again: pi ready -> the first model request
         "ready (get_state + ext_hello) -> prompt written":
             round(p["prompt_sent"] - ready, 2) if "prompt_sent" in p else None,
         "prompt written -> model request": d("prompt_sent", "model_request"),
-        "worker start before pi spawn (run request -> pi spawn)": p.get("pi_spawn"),
     }
     if "get_state_ok" in bare_ext and "pi_spawned" in p and "get_state_ok" in p:
-        out["pi start-up vs bare_ext (same work, contention)"] = round(
+        out["pi start-up vs bare_ext (same work; contention, the job-mode hello)"] = round(
             (p["get_state_ok"] - p["pi_spawned"]) - bare_ext["get_state_ok"], 2)
     return out
 
@@ -750,8 +757,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replies", type=int, default=3, help="replies per started pi")
     ap.add_argument("--cli", action="store_true",
                     help="also time `roost run` / `roost reply` as processes (informational)")
-    ap.add_argument("--pifirst", action="store_true",
-                    help="also time the EXPERIMENT worker that starts pi before its imports")
     ap.add_argument("--no-bytecode-cache", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE from the environment for roost's processes")
     ap.add_argument("--stock", action="store_true",
@@ -764,8 +769,6 @@ def main(argv: list[str] | None = None) -> int:
         "bare_ext": lambda lab, tok: bare_trial(lab, tok, True, args.replies),
         "roost": lambda lab, tok: roost_trial(lab, tok, args.replies),
     }
-    if args.pifirst:
-        variants["roost_pifirst"] = lambda lab, tok: roost_trial(lab, tok + "-PIFIRST", args.replies)
     if args.cli:
         variants["cli"] = lambda lab, tok: cli_trial(lab, tok, 1)
     names = list(variants)
@@ -821,30 +824,54 @@ def main(argv: list[str] | None = None) -> int:
         "targets_ms": {"start": 150, "reply": 10},
     }
     if not args.stock:
-        # The load-robust view of start-up (see roost_added): roost's own critical path, and
-        # pi's boot (spawn -> get_state answered) in each variant, run in the same trials.
+        # The load-robust view of start-up (see roost_added, worker_overlap): roost's own
+        # serial path, whether the worker's set-up stayed hidden behind pi's boot, and pi's
+        # boot (spawn -> get_state answered) in each variant, run in the same trials.
+        rr = results["roost"]
         boot = {n: summary(r["boot_ms"] for r in results[n]) for n in ("bare", "bare_ext")}
-        for n in names:
-            if n.startswith("roost"):
-                boot[n] = summary(r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"]
-                                  for r in results[n] if "pi_spawned" in r["phases"])
+        boot["roost"] = summary(r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"]
+                                for r in rr if "pi_spawned" in r["phases"])
+
+        def ov(key: str) -> list[float]:
+            return [r["overlap"][key] for r in rr if key in r["overlap"]]
+
+        def on_path(r: dict[str, Any]) -> bool:
+            o = r["overlap"]
+            rtt = o.get("idle_get_state_rtt") or 1.0
+            return (o.get("pi_wait", 1e9) <= max(5.0, 3 * rtt)) or o.get("ext_wait", 1e9) < 0.5
+
+        boot_diff = [r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"] - b["boot_ms"]
+                     for r, b in zip(rr, results["bare_ext"], strict=True)
+                     if "pi_spawned" in r["phases"] and "get_state_ok" in r["phases"]]
         out["start_critical_path_ms"] = {
-            **{f"{n}: added by roost (before pi spawn + ready -> prompt)":
-               summary(r["added_ms"] for r in results[n] if r.get("added_ms") is not None)
-               for n in names if n.startswith("roost")},
+            "roost: added by roost, serial (t0 -> pi spawned + pi ready -> prompt written)":
+                summary(r["added_ms"] for r in rr if r.get("added_ms") is not None),
+            "roost: t0 -> pi spawned": summary(
+                r["phases"]["pi_spawned"] for r in rr if "pi_spawned" in r["phases"]),
+            "roost: pi ready -> prompt written": summary(
+                r["phases"]["prompt_sent"] - max(r["phases"]["get_state_ok"],
+                                                 r["phases"]["ext_hello"])
+                for r in rr if all(k in r["phases"] for k in
+                                   ("prompt_sent", "get_state_ok", "ext_hello"))),
+            "roost: worker set-up while pi boots (pi spawned -> get_state sent)":
+                summary(ov("setup")),
+            "roost: of which import roost.worker.main": summary(ov("imports")),
+            "roost: worker waits for pi (get_state sent -> answered)": summary(ov("pi_wait")),
+            "roost: idle get_state round trip (a pi that is up)":
+                summary(ov("idle_get_state_rtt")),
+            "roost: ext server up -> extension connected (~0: it waited for the worker)":
+                summary(ov("ext_wait")),
+            "roost: trials with the worker's set-up on the critical path": sum(
+                1 for r in rr if r["overlap"] and on_path(r)),
             "pi boot (spawn -> get_state answered)": boot,
+            "pi boot, roost - bare_ext (median of paired trials; CPU contention with the "
+            "worker, the job-mode hello)":
+                round(statistics.median(boot_diff), 2) if boot_diff else None,
             "prompt written -> model request": {
                 n: summary(r["prompt_to_request_ms"] for r in results[n]
                            if r.get("prompt_to_request_ms") is not None) for n in names
                 if n != "cli"},
         }
-    if "roost_pifirst" in names:
-        out["overhead_ms"]["start roost_pifirst - bare (EXPERIMENT)"] = diff(
-            start, "bare", "roost_pifirst")
-        out["overhead_ms"]["start roost_pifirst - bare (paired, EXPERIMENT)"] = paired(
-            "bare", "roost_pifirst", "start_ms")
-        out["overhead_ms"]["start roost - roost_pifirst (saved, paired)"] = paired(
-            "roost_pifirst", "roost", "start_ms")
     if "cli" in names:
         out["overhead_ms"]["start cli - bare (informational)"] = diff(start, "bare", "cli")
         out["overhead_ms"]["reply cli - bare (informational)"] = diff(reply, "bare", "cli")
@@ -856,8 +883,6 @@ def main(argv: list[str] | None = None) -> int:
             "bare": phase_medians(results["bare"]),
             "bare_ext": bare_ext_p,
             "roost": roost_p,
-            **({"roost_pifirst": phase_medians(results["roost_pifirst"])}
-               if "roost_pifirst" in names else {}),
             "roost_reply": phase_medians(
                 [{"p": p} for r in results["roost"] for p in r["reply_phases"]], "p"),
         }
@@ -867,10 +892,12 @@ def main(argv: list[str] | None = None) -> int:
             n: summary(r["cpu"]["pi_ready"] for r in results[n]
                        if (r.get("cpu") or {}).get("pi_ready") is not None)
             for n in names if n != "cli"},
-        "roost worker from exec to spawning pi": {
-            n: summary(r["cpu"]["worker_pre_spawn"] for r in results[n]
-                       if (r.get("cpu") or {}).get("worker_pre_spawn") is not None)
-            for n in names if n.startswith("roost")},
+        "roost worker from exec to spawning pi": summary(
+            r["cpu"]["worker_pre_spawn"] for r in results["roost"]
+            if (r.get("cpu") or {}).get("worker_pre_spawn") is not None),
+        "roost worker from exec to its first get_state (set-up done; competes with pi's boot)":
+            summary(r["cpu"]["worker_ready"] for r in results["roost"]
+                    if (r.get("cpu") or {}).get("worker_ready") is not None),
     }
     out["reply_status"] = sorted({st for r in results["roost"] for st in r["reply_status"]})
     out["raw"] = {n: [{k: v for k, v in r.items() if k not in ("phases", "reply_phases", "cpu")}
