@@ -268,6 +268,10 @@ class Daemon:
             if detail == "reaped":
                 self.set_state(record, JobState.REAPED, busy=False, status="")
             elif detail == "attach":
+                if not record.attached and self.mailbox(record).pending():
+                    # The attach was given up while the worker waited for a safe point:
+                    # what arrived meanwhile would wait for the next item otherwise.
+                    self.start_worker(record, "an item is waiting (attach given up)")
                 self.job_changed(record)
             elif record.state != JobState.STOPPED:
                 self.set_state(record, JobState.STOPPED, busy=False, status="")

@@ -173,8 +173,10 @@ class Delivery:
         send_reply: Callable[[Item], Awaitable[None]],
         send_agent: Callable[[Item], Awaitable[None]],
         answer_dialog: Callable[[Item], Awaitable[None]],
+        dialog_only: bool = False,
     ) -> None:
-        """Hand every deliverable pending item to pi, in order."""
+        """Hand every deliverable pending item to pi, in order (with `dialog_only`: only
+        the first reply, as the answer to the open dialog)."""
         busy = {f.item.seq for f in self.inflight}
         for item in self.box.pending():
             if item.seq in self.finished or item.seq in busy:
@@ -185,6 +187,8 @@ class Delivery:
                     await answer_dialog(item)
                     dialog_open = False
                 continue  # agent items wait while a dialog is open
+            if dialog_only:
+                return
             channel = "rpc" if item.kind == "reply" else "ext"
             if channel == "ext" and not ext_ready:
                 return

@@ -232,7 +232,11 @@ class Worker:
             self.wake.clear()
             if self.runs.compacting or self.stopping.is_set() or self.releasing:
                 self._release_if_idle()
-                continue
+                # `roost attach` waits for the run to end; a run waiting on a dialog ends only
+                # once a reply answers it, so that much is still delivered.
+                if not (self.releasing and self.runs.dialog is not None
+                        and not self.runs.compacting and not self.stopping.is_set()):
+                    continue
             try:
                 await self.delivery.pump(
                     dialog_open=self.runs.dialog is not None,
@@ -240,6 +244,7 @@ class Worker:
                     send_reply=self._send_reply,
                     send_agent=self._send_agent,
                     answer_dialog=self._answer_dialog,
+                    dialog_only=self.releasing,
                 )
             except (PiError, ConnectionError) as exc:
                 log.warning("delivery paused: %s", exc)
