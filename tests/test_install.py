@@ -126,3 +126,27 @@ def test_install_uses_the_package_files() -> None:
     files = installer.wanted_files()
     assert set(files) == {"index.ts", "roost.ts", "session_lock.ts"}
     assert installer.MARKER.encode() in files["index.ts"]
+
+
+def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: PiLab) -> None:
+    from roost.fakellm import last_is_tool_result, last_user_contains, text, tool_call
+
+    assert roost_cli(lab.agent_dir).returncode == 0
+    home = lab.root / "roost-home"
+    env = {"ROOST_HOME": str(home)}
+    lab.llm.add(last_user_contains("who is there"), tool_call("roost_agents", {}), times=1)
+    lab.llm.add(last_is_tool_result("roost_agents"), text("nobody"))
+    pi = lab.spawn(session=lab.root / "fg.jsonl", extra_env=env)
+    try:
+        assert not (home / "roostd.sock").exists()
+        pi.run_prompt("who is there", timeout=60)
+        answered = lab.llm.wait_for_request(last_is_tool_result("roost_agents"), timeout=10)
+        result = [m for m in answered["messages"] if m["role"] == "tool"][-1]["content"]
+        assert "no other agent sessions" in json.dumps(result), result
+    finally:
+        pi.close()
+        status = subprocess.run(
+            [sys.executable, "-m", "roost.cli.main", "daemon", "stop", "--jobs"],
+            env={**os.environ, "ROOST_HOME": str(home)}, capture_output=True, text=True,
+            timeout=60)
+    assert "roostd stopped" in status.stdout, status.stdout + status.stderr

@@ -15,8 +15,10 @@ twice in one pi.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from roost import paths
 MARKER = "Installed by `roost install`"
 FILES = ("roost.ts", "session_lock.ts")
 
+DAEMON_COMMAND = json.dumps(json.dumps([sys.executable, "-m", "roost.cli.main", "daemon", "start"]))
 INDEX_TS = f"""\
 // {MARKER}; `roost install --uninstall` removes this directory.
 // The roost pi extension: roost.ts (beside this file) holds the code.
@@ -35,6 +38,8 @@ INDEX_TS = f"""\
 // job runs the copy of the roost that started it.
 export default async function roostEntry(pi: any) {{
 \tif (process.env.ROOST_EXT_SOCK) return;
+\t// How this pi starts roostd when none answers (the roost that installed this).
+\tprocess.env.ROOST_DAEMON_COMMAND ??= {DAEMON_COMMAND};
 \tconst mod = await import("./roost.ts");
 \treturn mod.default(pi);
 }}

@@ -14,6 +14,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import * as child_process from "node:child_process";
 import * as crypto from "node:crypto";
 import { Type } from "typebox";
 import { Text } from "@mariozechner/pi-tui";
@@ -232,15 +233,38 @@ export default function roost(pi: any) {
 		}
 		if (!ctx?.hasUI) throw new Error("roost tools need an interactive or RPC pi session");
 		connecting ??= (async () => {
-			const ch = new Channel(path.join(roostHome(), "roostd.sock"), onEvent, () => {
-				if (channel === ch) channel = null;
-			});
-			await ch.ready();
+			const ch = await openDaemon();
 			await registerForeground(ch, ctx);
 			channel = ch;
 			return ch;
 		})().finally(() => (connecting = null));
 		return connecting;
+	}
+
+	/** A connection to roostd; starts it (`roost daemon start`) when none answers. */
+	async function openDaemon(): Promise<Channel> {
+		const open = async () => {
+			const ch = new Channel(path.join(roostHome(), "roostd.sock"), onEvent, () => {
+				if (channel === ch) channel = null;
+			});
+			await ch.ready();
+			return ch;
+		};
+		try {
+			return await open();
+		} catch (err: any) {
+			let command = ["roost", "daemon", "start"];
+			try {
+				if (process.env.ROOST_DAEMON_COMMAND) command = JSON.parse(process.env.ROOST_DAEMON_COMMAND);
+			} catch {
+				// keep the default
+			}
+			const started = child_process.spawnSync(command[0], command.slice(1), { stdio: "ignore", timeout: 30_000 });
+			if (started.status !== 0) {
+				throw new Error(`roostd is not running (${err?.message ?? err}) and \`${command.join(" ")}\` failed`);
+			}
+			return await open();
+		}
 	}
 
 	/** A roost request as a tool call: a refusal becomes a tool error starting with "error:". */

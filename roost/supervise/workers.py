@@ -175,6 +175,11 @@ class WorkerProcess:
         if self.expected_exit is not None:
             self._set_state(ProcState.EXITED)
             return "expected", self.expected_exit
+        if self.record.attached:
+            # It died while letting go for `roost attach`: a foreground pi is about to own
+            # the session, so no worker may be started for it now.
+            self._set_state(ProcState.EXITED)
+            return "expected", "attach"
         if code == EXIT_FATAL or self.fatal_reason:
             self._set_state(ProcState.FATAL)
             return "fatal", self.fatal_reason or "worker refused to start"
