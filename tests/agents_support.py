@@ -23,18 +23,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
+from support import wait_until  # noqa: F401 - re-exported
 
 from roost.fakellm import FakeLLM, Matcher, first_user_contains
 from roost.fakellm.requests import content_text, message_text, messages, tool_results
 from roost.pitest import make_agent_dir, pi_env, read_session
-
-T = TypeVar("T")
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 EXTENSION = REPO_DIR / "roost" / "extension" / "roost.ts"
@@ -45,22 +43,6 @@ _ENVELOPE = re.compile(
     r"<agent-message (?P<attrs>[^\n]*)>\n(?P<body>.*?)\n</agent-message>", re.DOTALL
 )
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
-
-
-def wait_until(
-    predicate: Callable[[], T], timeout: float = 30.0, what: str | Callable[[], str] = "condition",
-    interval: float = 0.05,
-) -> T:
-    """Poll `predicate` until it returns something truthy and return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            detail = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {detail}")
-        time.sleep(interval)
 
 
 # -- matchers -------------------------------------------------------------------------------

@@ -24,16 +24,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+from support import is_pi, wait_until
+from support import pid_alive as alive
 
 from roost.client import Client
 from roost.locks import SessionLock, holder_is_alive, read_holder
 from roost.pitest import read_session
+
+wait_for = wait_until
 
 
 # -- tmux ------------------------------------------------------------------------------------
@@ -125,21 +129,6 @@ def attach_wrapper(path: Path, env: Mapping[str, str], job: str, cwd: Path) -> P
 
 
 # -- processes -------------------------------------------------------------------------------
-def is_pi(proc: psutil.Process) -> bool:
-    with contextlib.suppress(psutil.Error):
-        return proc.name() in ("pi", "node")
-    return False
-
-
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
 def pi_children(pid: int) -> list[psutil.Process]:
     """Live node (pi) processes under `pid`."""
     try:
@@ -358,17 +347,4 @@ def assert_single_branch(path: Path) -> list[dict[str, Any]]:
             f"the previous entry is {previous!r}: the session forked")
         previous = entry.get("id")
     return entries
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str],
-             interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            detail = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {detail}")
-        time.sleep(interval)
 

@@ -19,36 +19,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
 import pytest
+from support import wait_until  # noqa: F401 - re-exported to the tests
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
 FAKE_PI = TESTS_DIR / "fakepi" / "fakepi.py"
 
-T = TypeVar("T")
-
-
-def wait_until(
-    predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
-    what: str | Callable[[], str] = "condition",
-) -> T:
-    """Poll `predicate` until it returns something truthy and return that; AssertionError
-    after `timeout` seconds (naming `what`, which may be a callable giving details)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {detail}")
-        time.sleep(interval)
 
 
 class RoostEnv:

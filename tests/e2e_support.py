@@ -16,48 +16,18 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
+from support import is_pi, pid_alive, wait_until  # noqa: F401 - re-exported
 
 from roost.fakellm import FakeLLM
 from roost.pitest import make_agent_dir, pi_env, read_session
 
-T = TypeVar("T")
-
 CLI_TIMEOUT = 60.0
 """A CLI call that takes longer than this is a hang (start-up of roostd is ~0.5 s)."""
-
-
-def wait_until(
-    predicate: Callable[[], T], timeout: float = 30.0, what: str = "condition",
-    interval: float = 0.05,
-) -> T:
-    """Poll `predicate` until it returns something truthy; return that value.
-
-    Raises AssertionError naming `what` (and the last value) after `timeout`.
-    """
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def processes_of_home(home: Path) -> list[psutil.Process]:
@@ -72,13 +42,6 @@ def processes_of_home(home: Path) -> list[psutil.Process]:
             if proc.environ().get("ROOST_HOME") == wanted:
                 found.append(proc)
     return found
-
-
-def is_pi(proc: psutil.Process) -> bool:
-    """pi is a node program that renames itself (`process.title = "pi"`)."""
-    with contextlib.suppress(psutil.Error):
-        return proc.name() in ("pi", "node")
-    return False
 
 
 def kill_processes_of_home(home: Path) -> list[int]:
