@@ -27,6 +27,9 @@ import psutil
 import pytest
 from support import wait_until  # noqa: F401 - re-exported to the tests
 
+from roost.fakellm import FakeLLM
+from roost.pitest import SETUP_HINT, require_pi
+
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
 FAKE_PI = TESTS_DIR / "fakepi" / "fakepi.py"
@@ -181,3 +184,19 @@ def fake_pi_env(roost_env: RoostEnv) -> RoostEnv:
     """`roost_env` whose pi jobs run the fake pi (tests/fakepi/fakepi.py)."""
     roost_env.env["ROOST_PI"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_PI))}"
     return roost_env
+
+
+@pytest.fixture(scope="session")
+def real_pi() -> list[str]:
+    """The pinned pi (end-to-end tests): a clear failure, never a skip, when it is missing."""
+    try:
+        return require_pi()
+    except FileNotFoundError as e:
+        pytest.fail(f"these tests need the real pi; {SETUP_HINT}: {e}", pytrace=False)
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    """roost's scripted model on 127.0.0.1 (a held reply waits at most two minutes)."""
+    with FakeLLM(hold_timeout=120.0) as server:
+        yield server

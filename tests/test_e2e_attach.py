@@ -49,25 +49,11 @@ from e2e_support import RoostLab, user_texts
 from roost.fakellm import FakeLLM, Matcher, text, tool_call
 from roost.fakellm.requests import message_text
 from roost.locks import holder_is_alive, read_holder
-from roost.pitest import SETUP_HINT, PiRpc, read_session, require_pi
+from roost.pitest import PiRpc, read_session
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
 T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _pi_installed() -> None:
-    try:
-        require_pi()
-    except FileNotFoundError as e:
-        pytest.fail(f"these tests need the real pi; {SETUP_HINT}: {e}", pytrace=False)
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM(hold_timeout=120.0) as server:
-        yield server
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,23 +33,8 @@ from roost.fakellm import (
     text,
     tool_call,
 )
-from roost.pitest import SETUP_HINT, require_pi
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _pi_installed() -> None:
-    try:
-        require_pi()
-    except FileNotFoundError as e:
-        pytest.fail(f"these tests need the real pi; {SETUP_HINT}: {e}", pytrace=False)
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 
 
 def make_lab(tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest, **kw: object) -> RoostLab:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support import wait_until
 
 from roost.locks import (
     LockHolder,
@@ -40,14 +41,6 @@ for line in sys.stdin:
         lock.release()
         print("released", flush=True)
 """
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture

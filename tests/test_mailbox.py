@@ -12,10 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 from roost.errors import RoostError
 from roost.mailbox import InvalidItem, Item, Mailbox, MailboxError, MailboxFull, fsutil, watch
@@ -25,17 +25,6 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "roost-mailbox"
 CHILD = {"id": "a1b2c3d4", "name": "Checkout refactor", "relation": "child"}
 CREATED_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
-    """Wait for `predicate()` to be truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 @pytest.fixture

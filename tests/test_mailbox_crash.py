@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from support import wait_until
 
 from roost.mailbox import Item, Mailbox
 
@@ -37,16 +38,6 @@ while True:
 
 ROUNDS = 6
 WRITERS = 3
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
 
 
 def logged(log: Path) -> list[int]:

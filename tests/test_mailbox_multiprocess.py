@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from roost.mailbox import Item, Mailbox
@@ -32,16 +30,6 @@ for i in range(count):
     os.write(fd, b"%d\n" % item.seq)
 os.close(fd)
 """
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def start_writers(box_path: Path, logs: list[Path], count: int, cap: int) -> list[subprocess.Popen]:
@@ -90,7 +78,7 @@ def test_four_writers_and_a_concurrent_consumer(tmp_path: Path) -> None:
             yielded.extend(item.seq for item in batch)
             acked_total += box.ack(batch[-1].seq)
 
-    consumer = threading.Thread(target=consume)
+    consumer = threading.Thread(target=consume, daemon=True)  # a failure must not hang pytest
     consumer.start()
     try:
         procs = start_writers(path, logs, 500, 100_000)

@@ -27,22 +27,11 @@ from roost.fakellm import (
     text,
     tool_call,
 )
-from roost.pitest import PiLab, read_session, require_pi
+from roost.pitest import PiLab, read_session
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("real_pi")]
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _pi_installed() -> None:
-    problem = None
-    try:
-        require_pi()
-    except FileNotFoundError as e:
-        problem = str(e)
-    if problem:
-        pytest.fail(f"these tests need the real pi: {problem}", pytrace=False)
 
 
 @pytest.fixture

@@ -12,16 +12,14 @@ import contextlib
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e_support import RoostLab, kill, pid_alive, request_user_texts, wait_until
 
 from roost.fakellm import FakeLLM, last_user_contains, text
-from roost.pitest import SETUP_HINT, require_pi
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 
 REPO = Path(__file__).resolve().parent.parent
 CONF = REPO / "etc" / "supervisord.conf"
@@ -83,16 +81,6 @@ def _tools_installed() -> None:
     for tool in ("supervisord", "supervisorctl", "roost"):
         if not (BIN / tool).exists():
             pytest.fail(f"{BIN / tool} is missing: pip install -e '.[test]'", pytrace=False)
-    try:
-        require_pi()
-    except FileNotFoundError as e:
-        pytest.fail(f"this test needs the real pi; {SETUP_HINT}: {e}", pytrace=False)
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(

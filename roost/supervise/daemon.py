@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from roost import __version__, paths, protocol
 from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
 from roost.jsonlines import Connection, serve_connection
+from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import (
@@ -137,16 +139,39 @@ class Daemon:
                 log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
                 continue
             record.worker_pid = None
+            if record.attached:
+                holder = read_holder(record.session) if record.session else None
+                if holder is not None and holder_is_alive(holder):
+                    continue  # a foreground pi still holds it; it re-registers on its next call
+                record.attached = False
+                record.status = ""
+                record.save()
             if record.state in (JobState.STOPPED, JobState.FAILED):
                 continue
-            if record.state == JobState.REAPED:
-                if self.mailbox(record).pending():
-                    self.start_worker(record, "an item is waiting")
+            if record.kind == "shell":
+                self._shell_finished_meanwhile(record)
                 continue
-            if record.kind == "shell" and record.state in (JobState.DONE,):
-                continue
-            # It was live when the last roostd went away and its worker is gone: restart it.
-            self.start_worker(record, "worker died while roostd was down")
+            if record.state in (JobState.STARTING, JobState.RUNNING):
+                # It was working when the last roostd went away and its worker is gone.
+                self.start_worker(record, "worker died while roostd was down")
+            elif self.mailbox(record).pending():
+                self.start_worker(record, "an item is waiting")
+            # Otherwise it is idle (done, needs_input, reaped): an item starts it.
+
+    def _shell_finished_meanwhile(self, record: JobRecord) -> None:
+        """A shell job whose worker ended while no roostd watched: its recorded status."""
+        if record.state in (JobState.DONE, JobState.REAPED):
+            return
+        try:
+            code: int | None = int(json.loads((record.dir / "exit.json").read_text())["code"])
+        except (OSError, ValueError, KeyError, TypeError):
+            code = None
+        if code == 0:
+            self.set_state(record, JobState.DONE, exit_code=0, status="exit 0")
+        else:
+            reason = f"command exited with {code}" if code is not None else (
+                "its worker ended while roostd was down, with no exit status")
+            self.set_state(record, JobState.FAILED, exit_code=code, error=reason, status="")
 
     # -- connections ---------------------------------------------------------------------
     async def _on_connection(
