@@ -349,6 +349,33 @@ def test_roostd_sigkill_leaves_workers_running_and_the_next_roostd_adopts_them(
     assert env.show(job)["worker"]["pid"] == worker  # never restarted
 
 
+def test_a_new_roostd_restarts_working_jobs_and_leaves_idle_ones_to_their_next_item(
+    fake_pi_env: RoostEnv,
+) -> None:
+    """Everything died while no roostd watched: only the job that was working restarts."""
+    env = fake_pi_env
+    idle = run_job(env, "idle one")
+    assert settle(env, idle) == "done"
+    busy = run_job(env, "[[hold gate]] busy one")
+    wait_until(lambda: status_is(env, busy, "running hold"), 20, what="the hold tool to run")
+    daemon = env.daemon_pid()
+    workers = [env.show(job)["worker"]["pid"] for job in (idle, busy)]
+    assert daemon is not None
+    for pid in (daemon, *workers):
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not any(alive(pid) for pid in (daemon, *workers)), 10,
+               what="roostd and the workers to die")
+
+    env.roost_ok("ls")  # a new roostd
+    wait_until(lambda: env.show(busy)["worker"]["pid"] not in (None, workers[1]), 20,
+               what="the working job's worker to be restarted")
+    row = env.show(idle)
+    assert row["state"] == "done" and row["worker"]["pid"] is None  # idle: nothing to do
+    assert reply(env, idle, "wake up").stdout.strip() == "started"
+    assert settle(env, idle) == "done"
+    assert env.show(idle)["summary"] == "echo: wake up"
+
+
 def test_a_crash_loop_ends_failed_and_roostd_gives_up(fake_pi_env: RoostEnv) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05, restartMaxCrashes=3)

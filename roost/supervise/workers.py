@@ -36,8 +36,13 @@ BACKOFF_CAP_SECONDS = 30.0
 
 
 def process_start_time(pid: int) -> float | None:
+    """When a live process started; None when it is gone or a zombie (an orphan whose
+    parent died is a zombie until init reaps it, and some inits never do)."""
     try:
-        return psutil.Process(pid).create_time()
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 
