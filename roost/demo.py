@@ -62,11 +62,15 @@ def script(llm: FakeLLM) -> None:
         (last_user_contains("<agent-message"),
          text("Noted the reviewer's request: I will run the tests after the build.")),
         (last_is_tool_result("bash"), text("Build finished.")),
-        (last_user_contains("[builder]"), tool_call("bash", {"command": "sleep 3; echo built"})))
+        # The build runs until the demo says so (it creates .built), so the reviewer's
+        # message surely lands while the tool runs, however slowly pi boots here.
+        (last_user_contains("[builder]"), tool_call("bash", {"command": (
+            "for i in $(seq 300); do [ -e .built ] && break; sleep 0.1; done; echo built")})))
     job("[reviewer]",
         (last_is_tool_result("roost_send"), text("Asked the builder to run the tests.")),
-        (None, lambda req: tool_call("roost_send", {
-            "to": _job_id_in(req), "message": "Please run the unit tests before you finish."})))
+        (last_user_contains("send it now"), lambda req: tool_call("roost_send", {
+            "to": _job_id_in(req), "message": "Please run the unit tests before you finish."})),
+        (None, text("Ready to review.")))
     # 3. A lead that spawns two children; kid-b asks the lead a question.
     job("[lead]",
         (last_is_tool_result("roost_send"), text("Answered kid-b: JSON.")),
@@ -160,23 +164,27 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     step("1. a background job: it looks around, answers, and asks you something")
     greeter = client.request("run", task="[greeter] Look at this project.", name="greeter", cwd=cwd)
     say(f"$ roost run --name greeter '…'   → {greeter['id']}")
-    client.request("wait", job=greeter["id"], timeout=90)
+    _wait(client, greeter["id"])
     table(client)
     step("2. a reply round trip")
     outcome = client.request("reply", job=greeter["id"], text="yes, please")["status"]
     say(f"$ roost reply greeter 'yes, please'   → {outcome}")
-    client.request("wait", job=greeter["id"], timeout=90)
+    _wait(client, greeter["id"])
     _transcript(client, greeter["id"])
 
     step("3. a message between two jobs, arriving mid-turn at the next tool boundary")
+    reviewer = client.request("run", task="[reviewer] Review the build.", name="reviewer", cwd=cwd)
     builder = client.request("run", task="[builder] Build the project.", name="builder", cwd=cwd)
     _builder_id["id"] = builder["id"]
+    _wait(client, reviewer["id"])
     wait_until(lambda: "running bash" in _row(client, builder["id"])["status"], 90)
     say(f"builder {builder['id']} is {_row(client, builder['id'])['status']!r}; "
-        "now the reviewer sends it a message")
-    reviewer = client.request("run", task="[reviewer] Review the build.", name="reviewer", cwd=cwd)
-    client.request("wait", job=reviewer["id"], timeout=90)
-    client.request("wait", job=builder["id"], timeout=90)
+        "the reviewer is asked to message it now")
+    outcome = client.request("reply", job=reviewer["id"], text="Review it: send it now.")["status"]
+    say(f"$ roost reply reviewer 'Review it: send it now.'   → {outcome}")
+    _wait(client, reviewer["id"])
+    (work / ".built").touch()  # the build tool ends; the message is applied at this boundary
+    _wait(client, builder["id"])
     _transcript(client, builder["id"])
 
     step("4. a parent spawns two children; one asks it a question; both report back")
@@ -206,6 +214,10 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     say("every job above was a real pi process supervised by roostd; try `roost view`, "
         "`roost ls --tree` and `roost logs JOB` on your own jobs.")
     return 0
+
+
+def _wait(client: Client, job_id: str) -> None:
+    client.call("wait", {"job": job_id, "timeout": 90}, 120)
 
 
 def _row(client: Client, job_id: str) -> dict[str, Any]:
