@@ -55,19 +55,20 @@ def same_process(pid: int | None, start: float | None) -> bool:
 
 
 class WorkerProcess:
-    """The process side of one job. `on_exit(proc, outcome)` reports every exit."""
+    """The process side of one job. `report(proc, outcome, detail)` tells the daemon of
+    every exit (outcome: expected, fatal, shell, crash) and of each backoff restart."""
 
     def __init__(
         self,
         record: JobRecord,
         settings_source: Callable[[], object],
-        on_exit: Callable[[WorkerProcess, str, str], None],
+        report: Callable[[WorkerProcess, str, str], None],
     ) -> None:
         self.record = record
         self.state = ProcState.STOPPED
         self.conn: Connection | None = None
         self._settings = settings_source
-        self._on_exit = on_exit
+        self._report = report
         self._popen: subprocess.Popen[bytes] | None = None
         self._pidfd: int | None = None
         self._restart: asyncio.TimerHandle | None = None
@@ -169,7 +170,7 @@ class WorkerProcess:
         self.conn = None
         self._exited.set()
         outcome, detail = self._classify(code)
-        self._on_exit(self, outcome, detail)
+        self._report(self, outcome, detail)
 
     def _classify(self, code: int | None) -> tuple[str, str]:
         """('expected', reason) | ('fatal', reason) | ('shell', result) | ('crash', reason)."""
@@ -221,7 +222,7 @@ class WorkerProcess:
         self._restart = None
         if self.state == ProcState.BACKOFF:
             self.spawn()
-            self._on_exit(self, "restarted", "")
+            self._report(self, "restarted", "")
 
     # -- stopping ------------------------------------------------------------------------
     async def stop(self, reason: str, timeout: float) -> None:
