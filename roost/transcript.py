@@ -70,10 +70,11 @@ class Delivered:
     user_messages: tuple[UserMessage, ...]
 
 
-def delivered(path: str | Path) -> Delivered:
+def delivered(entries: list[dict[str, Any]]) -> Delivered:
+    """What a session's entries (read_entries) already hold."""
     seqs: set[int] = set()
     users: list[UserMessage] = []
-    for entry in read_entries(path):
+    for entry in entries:
         kind = entry.get("type")
         if kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
             seq = (entry.get("details") or {}).get("seq")

@@ -25,6 +25,7 @@ from support import is_pi, pid_alive, wait_until  # noqa: F401 - re-exported
 
 from roost.fakellm import FakeLLM
 from roost.pitest import make_agent_dir, pi_env, read_session
+from roost.transcript import content_text
 
 CLI_TIMEOUT = 60.0
 """A CLI call that takes longer than this is a hang (start-up of roostd is ~0.5 s)."""
@@ -55,32 +56,14 @@ def kill_processes_of_home(home: Path) -> list[int]:
 
 def user_texts(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """The text of every user message in a session file's entries, in order."""
-    out = []
-    for entry in entries:
-        message = entry.get("message") or {}
-        if entry.get("type") == "message" and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "\n".join(
-                    str(p.get("text", "")) for p in content if isinstance(p, dict)
-                )
-            out.append(str(content))
-    return out
+    return [content_text(entry["message"].get("content")) for entry in entries
+            if entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"]
 
 
 def request_user_texts(request: Mapping[str, Any]) -> list[str]:
     """The text of every user message of a recorded model request, in order."""
-    out = []
-    for message in request.get("messages") or []:
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(
-                str(p.get("text", "")) for p in content if isinstance(p, dict)
-            )
-        out.append(str(content))
-    return out
+    return [content_text(m.get("content")) for m in request.get("messages") or []
+            if m.get("role") == "user"]
 
 
 class RoostLab:

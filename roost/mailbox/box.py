@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roost.fsutil import fsync_dir
 from roost.mailbox.counter import SeqCounter
 from roost.mailbox.errors import InvalidItem, MailboxError, MailboxFull
 from roost.mailbox.fsutil import (
     NotAnItemFile,
     ensure_private_dir,
-    fsync_dir,
     quarantine,
     read_small_file,
     sweep_stale,

@@ -19,15 +19,6 @@ def ensure_private_dir(path: Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def fsync_dir(path: Path | str) -> None:
-    """Make the entries of directory `path` (renames into or out of it) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_new_file(path: Path | str, data: bytes) -> None:
     """Create `path` exclusively (O_EXCL), write `data`, fsync, close.
 

@@ -24,7 +24,7 @@ from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import holder_is_alive, read_holder
-from roost.mailbox import Mailbox
+from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import (
     JOB_TRANSITIONS,
@@ -51,6 +51,7 @@ class Daemon:
         self.home = paths.roost_home()
         self.jobs: dict[str, JobRecord] = {}
         self.procs: dict[str, WorkerProcess] = {}
+        self._mailboxes: dict[str, Mailbox] = {}
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()
         self._changed: dict[str, asyncio.Event] = {}
@@ -67,7 +68,19 @@ class Daemon:
         return load_settings()
 
     def mailbox(self, record: JobRecord) -> Mailbox:
-        return Mailbox(record.mailbox_dir, max_replies=MAX_REPLIES, max_agent=MAX_AGENT_ITEMS)
+        """The job's mailbox, opened once: opening makes its directories and sweeps tmp/,
+        and the object keeps its parsed items, so rows and checks stay cheap."""
+        box = self._mailboxes.get(record.id)
+        if box is None:
+            box = Mailbox(record.mailbox_dir, max_replies=MAX_REPLIES, max_agent=MAX_AGENT_ITEMS)
+            self._mailboxes[record.id] = box
+        return box
+
+    def forget_job(self, record: JobRecord) -> None:
+        """Drop a removed job from every table (its files are the caller's business)."""
+        self.jobs.pop(record.id, None)
+        self.procs.pop(record.id, None)
+        self._mailboxes.pop(record.id, None)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _take_daemon_lock(self) -> None:
@@ -348,10 +361,10 @@ class Daemon:
     # -- rows ---------------------------------------------------------------------------------
     def row(self, record: JobRecord) -> dict[str, Any]:
         """The JobRow contract (README: JSON output)."""
-        try:
-            pending = self.mailbox(record).counts()
-        except OSError:
-            pending = {"replies": 0, "agent": 0}
+        pending = {"replies": 0, "agent": 0}
+        if record.id in self.jobs:  # a removed job's mailbox is gone: never recreate it
+            with contextlib.suppress(OSError, MailboxError):
+                pending = self.mailbox(record).counts()
         parent = self.agents.live_peer_for_session(record.parent_session)
         return {
             "id": record.id,

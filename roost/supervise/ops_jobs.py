@@ -263,8 +263,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             proc.forget()
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
-        daemon.jobs.pop(record.id, None)
-        daemon.procs.pop(record.id, None)
+        daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)
         return {"id": record.id, "removed": True}

@@ -168,7 +168,7 @@ class Worker:
             raise PiError(f"pi did not come up: {exc}") from None
         assert self.record.session is not None
         entries = read_entries(self.record.session)
-        dropped = self.delivery.drop_resends(delivered(self.record.session))
+        dropped = self.delivery.drop_resends(delivered(entries))
         self.delivery.durable = any(
             (e.get("message") or {}).get("role") == "assistant" for e in entries
         )
