@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""The CLI's own cost: wall time of whole `roost` processes against a warm roostd.
+
+    .venv/bin/python benchmarks/cli_bench.py [--runs 15] [--no-bytecode-cache] [--keep]
+
+An isolated temp ROOST_HOME / HOME / pi agent dir; jobs run the fake pi
+(tests/fakepi/fakepi.py, no model, no network). roostd is started once and warmed up,
+one job is created and settled, then every command below runs `--runs` times as a
+fresh process, interleaved with the baseline (`python -c pass`) in a rotating order, so
+load from elsewhere hits them alike:
+
+    help      roost --help
+    version   roost --version
+    ls_json   roost ls --json
+    reply     roost reply JOB TEXT     (the job's run is waited for afterwards, untimed)
+    run       roost run TASK           (the new job is settled and removed afterwards, untimed)
+
+each through the installed console script (`.venv/bin/roost`) and as
+`python -m roost.cli.main`, and (`request`) the same request to roostd from this process,
+which is roostd's share of the wall time. Also, from -X importtime (median of `--runs`
+processes): `import roost.cli.main`, click alone, and what roost.client adds after
+roost.cli.main; and which heavy modules each command loads (one run per command).
+
+Output: one JSON object (see benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_DIR))
+
+from roost.client import Client  # noqa: E402
+
+FAKE_PI = REPO_DIR / "tests" / "fakepi" / "fakepi.py"
+SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
+TARGET_MS = 80.0
+HEAVY = ("rich", "textual", "watchdog", "portalocker", "psutil", "asyncio", "roost.mailbox",
+         "roost.supervise", "roost.transcript")
+"""Modules the fast path must not load (a package counts with its submodules)."""
+TIMEOUT = 60.0
+
+
+# ---- numbers --------------------------------------------------------------------------------
+def summary(values: Iterable[float]) -> dict[str, Any]:
+    """median, p90 (nearest rank), min, max and n of a list of milliseconds."""
+    xs = sorted(values)
+    if not xs:
+        return {"n": 0}
+    p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
+    return {"median": round(statistics.median(xs), 2), "p90": round(p90, 2),
+            "min": round(xs[0], 2), "max": round(xs[-1], 2), "n": len(xs)}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ---- an isolated roost ----------------------------------------------------------------------
+class Lab:
+    """ROOST_HOME, HOME, the pi agent dir and a work dir under a short temp root (socket
+    paths are limited to 107 bytes), and a roostd whose jobs run the fake pi."""
+
+    def __init__(self, *, bytecode_cache: bool, keep: bool) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="roost-clib-", dir="/tmp"))
+        self.keep = keep
+        self.roost_home = self.root / "home"
+        self.home = self.root / "user"
+        self.agent_dir = self.home / ".pi" / "agent"
+        self.work = self.root / "work"
+        for directory in (self.home, self.agent_dir, self.work):
+            directory.mkdir(parents=True, exist_ok=True)
+        # No reaping while the benchmark runs: a reaped job's reply would start a worker.
+        (self.agent_dir / "roost.json").write_text(json.dumps({"reapAfterSeconds": 3600}))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("ROOST_", "PI_", "XDG_STATE_HOME"))}
+        env.update(
+            ROOST_HOME=str(self.roost_home),
+            PI_CODING_AGENT_DIR=str(self.agent_dir),
+            HOME=str(self.home),
+            PI_OFFLINE="1",
+            ROOST_PI=f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_PI))}",
+        )
+        if bytecode_cache:
+            # Like an installed package: roost's modules compiled once, not by every CLI
+            # process (this sandbox sets PYTHONDONTWRITEBYTECODE=1 and roost/ has no pyc).
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "roost-bench-pycache")
+        self.env = env
+        self.daemon: subprocess.Popen[bytes] | None = None
+
+    def start_daemon(self) -> None:
+        self.roost_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(self.roost_home / "roostd.log", "ab") as log:
+            self.daemon = subprocess.Popen(
+                [sys.executable, "-m", "roost.cli.main", "daemon", "run"], env=self.env,
+                cwd=self.roost_home, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.client().close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.daemon.poll() is not None:
+                    raise
+                time.sleep(0.02)  # start-up wait only: the socket appears once
+
+    def client(self, timeout: float = TIMEOUT) -> Client:
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(self.roost_home / "roostd.sock"))
+        except OSError:
+            sock.close()
+            raise
+        return Client(sock)
+
+    def settle(self, job: str) -> dict[str, Any]:
+        with self.client() as client:
+            result = client.call("wait", {"job": job, "timeout": TIMEOUT}, TIMEOUT + 30)
+        if not result["settled"]:
+            raise RuntimeError(f"job {job} did not settle: {result['row']}")
+        return dict(result["row"])
+
+    def remove(self, job: str) -> None:
+        with self.client() as client:
+            client.request("rm", timeout=TIMEOUT, job=job)
+
+    def leftover_processes(self) -> list[psutil.Process]:
+        """Every process (but this one) whose command line or environment names our root."""
+        marker = str(self.root)
+        found = []
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            if proc.pid == os.getpid():
+                continue
+            try:
+                if any(marker in part for part in proc.info["cmdline"] or ()) or any(
+                        marker in value for value in proc.environ().values()):
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception), self.client() as client:
+            client.request("shutdown", timeout=60, jobs=True)
+        if self.daemon is not None:
+            try:
+                self.daemon.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.daemon.pid, signal.SIGKILL)
+                self.daemon.wait()
+        leftovers = self.leftover_processes()
+        for proc in leftovers:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(leftovers, timeout=5)
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- one timed process ------------------------------------------------------------------------
+ENTRIES = {
+    "script": [str(SCRIPT)],
+    "module": [sys.executable, "-m", "roost.cli.main"],
+}
+
+
+def timed(lab: Lab, argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Wall time (ms) of one process from spawn to exit, and its outcome (exit 0 or raise)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=lab.env, cwd=lab.work, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    elapsed = (time.perf_counter() - t0) * 1000.0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.strip()}")
+    return elapsed, proc
+
+
+def command_args(name: str, job: str, trial: int) -> list[str]:
+    return {
+        "help": ["--help"],
+        "version": ["--version"],
+        "ls_json": ["ls", "--json"],
+        "reply": ["reply", job, f"bench reply {trial}"],
+        "run": ["run", f"bench task {trial}"],
+    }[name]
+
+
+def after(lab: Lab, name: str, job: str, output: str) -> None:
+    """Untimed clean-up after a command, so its effects do not load the next measurement."""
+    if name == "reply":
+        lab.settle(job)
+    elif name == "run":
+        new_job = output.strip()
+        lab.settle(new_job)
+        lab.remove(new_job)
+
+
+def timed_request(lab: Lab, name: str, job: str, trial: int) -> tuple[float, str]:
+    """What the command asks roostd, from this process: connect, greeting, one request
+    (ms), and the output the command would print first (the new job's id for `run`)."""
+    t0 = time.perf_counter()
+    with lab.client() as client:
+        if name == "ls_json":
+            result = client.request("list")
+        elif name == "reply":
+            result = client.request("reply", job=job, text=f"bench reply {trial}")
+        else:
+            result = client.request("run", name=None, cwd=str(lab.work),
+                                    task=f"bench task {trial}", model=None, thinking=None)
+    return (time.perf_counter() - t0) * 1000.0, str(result.get("id", ""))
+
+
+def import_ms(lab: Lab, module: str, after: str | None = None) -> float:
+    """Cumulative -X importtime of `module` (its own line) in a fresh process, in ms;
+    with `after`, what it adds once that module is imported."""
+    code = f"import {after}; import {module}" if after else f"import {module}"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                          env=lab.env, cwd=lab.work, capture_output=True, text=True,
+                          timeout=TIMEOUT, check=True)
+    for line in proc.stderr.splitlines():
+        fields = [part.strip() for part in line.split("|")]
+        if len(fields) == 3 and fields[2] == module:
+            return int(fields[1]) / 1000.0
+    raise RuntimeError(f"no importtime line for {module}")
+
+
+def heavy_imports(lab: Lab, args: list[str]) -> list[str]:
+    """The heavy modules (HEAVY) that `roost ARGS` loads, from one -X importtime run."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "roost.cli.main", *args],
+                          env=lab.env, cwd=lab.work, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    loaded = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:"):
+            name = line.rsplit("|", 1)[-1].strip()
+            for heavy in HEAVY:
+                if name == heavy or name.startswith(heavy + "."):
+                    loaded.add(heavy)
+    return sorted(loaded)
+
+
+# ---- main --------------------------------------------------------------------------------------
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=15, help="processes per command and entry point")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE from the environment (roost compiled "
+                         "from source by every process, as in this sandbox)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = ap.parse_args()
+    names = ("help", "version", "ls_json", "reply", "run")
+    started = time.monotonic()
+    load_before = load_average()
+    with Lab(bytecode_cache=not args.no_bytecode_cache, keep=args.keep) as lab:
+        lab.start_daemon()
+        job = timed(lab, ENTRIES["module"] + ["run", "--name", "bench", "bench job"])[1].stdout.strip()
+        lab.settle(job)
+        # Warm-up (untimed): disk caches, bytecode, roostd's first requests.
+        for entry in ENTRIES.values():
+            for name in names:
+                elapsed, proc = timed(lab, entry + command_args(name, job, -1))
+                after(lab, name, job, proc.stdout)
+        timed(lab, [sys.executable, "-c", "pass"])
+
+        requests = ("ls_json", "reply", "run")
+        variants = ([("baseline", "python_pass")]
+                    + [(entry, name) for entry in ENTRIES for name in names]
+                    + [("request", name) for name in requests])
+        samples: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
+        for trial in range(args.runs):
+            shift = trial % len(variants)
+            for entry, name in variants[shift:] + variants[:shift]:
+                if entry == "baseline":
+                    elapsed, output = timed(lab, [sys.executable, "-c", "pass"])[0], ""
+                elif entry == "request":
+                    elapsed, output = timed_request(lab, name, job, trial)
+                else:
+                    elapsed, proc = timed(lab, ENTRIES[entry] + command_args(name, job, trial))
+                    output = proc.stdout
+                samples[(entry, name)].append(elapsed)
+                after(lab, name, job, output)
+
+        imports = {
+            "roost.cli.main": summary(import_ms(lab, "roost.cli.main") for _ in range(args.runs)),
+            "click": summary(import_ms(lab, "click") for _ in range(args.runs)),
+            "roost.client after roost.cli.main": summary(
+                import_ms(lab, "roost.client", after="roost.cli.main") for _ in range(args.runs)),
+        }
+        heavy = {name: heavy_imports(lab, command_args(name, job, 99)) for name in names}
+
+    baseline = summary(samples[("baseline", "python_pass")])
+    commands = {entry: {name: summary(samples[(entry, name)]) for name in names}
+                for entry in ENTRIES}
+    request_ms = {name: summary(samples[("request", name)]) for name in requests}
+    over = {entry: {name: round(commands[entry][name]["median"] - baseline["median"], 2)
+                    for name in names} for entry in ENTRIES}
+    # What the CLI itself adds: the process minus bare Python minus roostd's answer.
+    cli_own = {entry: {name: round(over[entry][name] - request_ms[name]["median"], 2)
+                       for name in requests} for entry in ENTRIES}
+    targets = {entry: {name: commands[entry][name]["median"] <= TARGET_MS
+                       for name in ("ls_json", "reply", "run")} for entry in ENTRIES}
+    print(json.dumps({
+        "baseline_ms": baseline,
+        "commands_ms": commands,
+        "over_baseline_ms": over,
+        "request_ms": request_ms,
+        "cli_own_ms": cli_own,
+        "target_ms": TARGET_MS,
+        "within_target": targets,
+        "import_ms": imports,
+        "heavy_imports": heavy,
+        "runs": args.runs,
+        "bytecode_cache": not args.no_bytecode_cache,
+        "cpus": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": load_average(),
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
