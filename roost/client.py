@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -102,6 +101,8 @@ def _try_connect(path: Path) -> Client | None:
 
 def start_daemon_background() -> None:
     """Start `roost daemon run` detached, logging to $ROOST_HOME/roostd.log."""
+    import subprocess  # here: a CLI command with roostd already up never needs it
+
     home = paths.ensure_dir(paths.roost_home())
     with open(home / "roostd.log", "ab") as log_file:
         subprocess.Popen(

@@ -1,5 +1,11 @@
 """Terminal views of jobs: the table (grouped by directory or state, as a tree), details,
-transcripts and mailboxes. Pure functions of JobRows plus files; no daemon calls here."""
+transcripts and mailboxes. Pure functions of JobRows plus files; no daemon calls here.
+
+Every `roost` process imports this module (`roost ls --tree --json` needs `tree_order`), so
+rich, the mailbox package, the transcript reader and watchdog (together 50-80 ms of
+imports) are imported by the functions that draw or read with them, not at the top
+(benchmarks/cli_bench.py).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,10 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from roost.mailbox import Mailbox
-from roost.transcript import read_entries, render
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STATE_STYLE = {
     "running": "bold green",
@@ -29,6 +31,8 @@ STATE_STYLE = {
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
@@ -71,6 +75,9 @@ def _meta(row: dict[str, Any], names: dict[str, str]) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     out = console()
     if not rows:
         out.print("no jobs (start one with: roost run TASK)")
@@ -139,6 +146,8 @@ def print_detail(row: dict[str, Any]) -> None:
 
 
 def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False) -> None:
+    from roost.transcript import read_entries, render
+
     if row["kind"] == "shell":
         _print_file(Path(row["dir"]) / "output.log", follow)
         return
@@ -203,6 +212,8 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
     if show_path:
         print(path)
         return
+    from roost.mailbox import Mailbox
+
     box = Mailbox(path)
     items = [("pending", item) for item in box.pending()]
     if show_all:
@@ -211,6 +222,8 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         print(json.dumps([{"state": state, **item.to_dict()} for state, item in items],
                          indent=2, ensure_ascii=False))
         return
+    from rich.table import Table
+
     out = console()
     if not items:
         out.print("mailbox empty" if show_all else "no pending items")
