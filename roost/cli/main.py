@@ -1,24 +1,32 @@
 """The `roost` command line. Every command but `daemon run|stop|status` starts roostd when
 it is not running. Errors go to stderr with a non-zero exit; `--json` output is stable
-(README: JSON output)."""
+(README: JSON output).
+
+Start-up is part of every command's wall time (the target: `roost ls --json`, `reply` and
+`run` within 80 ms with roostd up), so this module imports only click, the standard library
+and the light `views` at the top. The client, the protocol and the socket are imported by
+`daemon()` (`roost --help` never loads them); rich, the mailbox package, textual and the
+daemon's modules by the commands (and view functions) that use them.
+`benchmarks/cli_bench.py` measures it, including which heavy modules each command loads.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from roost import __version__, paths
-from roost.cli import views
-from roost.client import Client, DaemonUnavailable, connect, pid_alive
-from roost.protocol import ProtocolError, RequestError
+from roost import __version__
+from roost.cli import views  # light: it imports rich and the mailbox package where used
+
+if TYPE_CHECKING:
+    from roost.client import Client
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -28,6 +36,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 @contextmanager
 def daemon(autostart: bool = True) -> Iterator[Client]:
+    from roost.client import DaemonUnavailable, connect
+    from roost.protocol import ProtocolError, RequestError
+
     try:
         client = connect(autostart=autostart)
     except (DaemonUnavailable, ProtocolError, OSError) as exc:
@@ -43,6 +54,8 @@ def daemon(autostart: bool = True) -> Iterator[Client]:
 
 
 def print_json(data: Any) -> None:
+    import json
+
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
@@ -80,6 +93,8 @@ def daemon_start() -> None:
 @click.option("--jobs", is_flag=True, help="Also stop every running job first.")
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
+    from roost.client import DaemonUnavailable, connect, pid_alive
+
     try:
         client = connect(autostart=False)
     except DaemonUnavailable:
@@ -98,6 +113,10 @@ def daemon_stop(jobs: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def daemon_status(as_json: bool) -> None:
     """Is roostd running? Exit 0 when it answers, 1 when not."""
+    from roost import paths
+    from roost.client import DaemonUnavailable, connect
+    from roost.protocol import ProtocolError
+
     try:
         with connect(autostart=False) as client:
             status = client.request("status", timeout=5)
@@ -249,6 +268,8 @@ def attach(job: str) -> None:
     """Open the job's session in the interactive pi; back to the background on quit."""
     import signal
     import subprocess
+
+    from roost import paths
 
     with daemon() as client:
         row = client.request("show", job=job)["job"]
