@@ -48,6 +48,10 @@ class Settings:
     restartWindowSeconds: float = 120.0
     stopTimeoutSeconds: float = 10.0
     """How long a stopping worker may take before it is killed."""
+    resumeInterrupted: bool = True
+    """A run cut short by a crash of its worker or pi is continued by itself."""
+    resumeMaxInRow: int = 2
+    """Continuations of one run in a row; past that the job waits for a reply."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:

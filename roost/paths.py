@@ -11,8 +11,6 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
-PI_PACKAGE = "@mariozechner/pi-coding-agent"
-PI_VERSION = "0.73.1"
 
 
 def roost_home() -> Path:
@@ -81,23 +79,10 @@ def pi_prefix() -> Path:
 
 
 def pi_command() -> list[str]:
-    """The command that starts pi: `ROOST_PI`, then the pinned local install, then PATH."""
-    import shlex  # here, not at the top: a worker reads this module before pi starts
-    import shutil
+    """The command that starts pi (see roost.pi.locate.find_pi)."""
+    from roost.pi.locate import find_pi
 
-    explicit = os.environ.get("ROOST_PI")
-    if explicit:
-        return shlex.split(explicit)
-    local = pi_prefix() / "node_modules" / ".bin" / "pi"
-    if local.exists():
-        return [str(local)]
-    found = shutil.which("pi")
-    if found:
-        return [found]
-    raise FileNotFoundError(
-        f"pi not found: set ROOST_PI, run scripts/setup (installs {PI_PACKAGE}@{PI_VERSION} "
-        f"into {pi_prefix()}), or put pi on PATH"
-    )
+    return find_pi().argv
 
 
 def extension_path() -> Path:

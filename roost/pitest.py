@@ -40,7 +40,7 @@ DEFAULT_TEST_SETTINGS: dict[str, Any] = {
     "retry": {"enabled": True, "maxRetries": 3, "baseDelayMs": 200, "provider": {"maxRetries": 0}},
 }
 
-KEEP_ROOST_VARS = frozenset({"ROOST_PI", "ROOST_PI_PREFIX"})
+KEEP_ROOST_VARS = frozenset({"ROOST_PI", "ROOST_PI_PREFIX", "ROOST_NODE"})
 
 SETUP_HINT = "run scripts/setup (it installs the pinned pi into .runtime/pi)"
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from roost.agents.envelope import CUSTOM_TYPE
+from roost.agents.envelope import CUSTOM_TYPE, NOTE_TYPE
 
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:
@@ -88,16 +88,30 @@ def delivered(entries: list[dict[str, Any]]) -> Delivered:
     return Delivered(frozenset(seqs), tuple(users))
 
 
+INPUT_ROLES = frozenset({"user", "toolResult", "custom"})
+
+
 def interrupted(entries: list[dict[str, Any]]) -> bool:
-    """Did the session's last run end without an answer (input or a tool result last)?"""
+    """Does the session end inside a run: input the model has not answered yet?
+
+    That is input last (a user message, a tool result, an injected message), or an answer
+    that was cut short (`toolUse` with its tools never finished, or `aborted`: pi 1.x, shut
+    down in the middle of a run, records the aborted tool results, its queued steers and an
+    empty aborted answer). Whether an abort was a crash or the user's own doing is not in
+    the session: the worker's run note (roost.worker.runnote) says.
+    """
     for entry in reversed(entries):
-        if entry.get("type") == "custom_message":
-            return entry.get("customType") == CUSTOM_TYPE
-        if entry.get("type") == "message":
-            role = (entry.get("message") or {}).get("role")
+        kind = entry.get("type")
+        if kind == "custom_message":
+            return True
+        if kind == "message":
+            message = entry.get("message") or {}
+            role = message.get("role")
             if role == "assistant":
-                return (entry.get("message") or {}).get("stopReason") == "toolUse"
-            return role in ("user", "toolResult")
+                return message.get("stopReason") in ("toolUse", "aborted")
+            if role in INPUT_ROLES:
+                return True
+            # anything else (pi 1.x's "system" entry, a bash execution) is not a turn
     return False
 
 
@@ -121,6 +135,8 @@ def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str
                    f"({details.get('relation', '?')}) [seq {details.get('seq')}]")
             for line in content_text(entry.get("content")).splitlines():
                 yield f"    │ {line}"
+        elif kind == "custom_message" and entry.get("customType") == NOTE_TYPE:
+            yield f"{stamp} ⟳ roost: {content_text(entry.get('content'))}"
         elif kind == "message":
             message = entry.get("message") or {}
             role = message.get("role")

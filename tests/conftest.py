@@ -28,7 +28,7 @@ import pytest
 from support import wait_until  # noqa: F401 - re-exported to the tests
 
 from roost.fakellm import FakeLLM
-from roost.pitest import SETUP_HINT, require_pi
+from roost.pitest import KEEP_ROOST_VARS, SETUP_HINT, require_pi
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -51,8 +51,10 @@ class RoostEnv:
         self.work = root / "work"  # the cwd of CLI calls, hence of jobs
         for directory in (self.user_home, self.agent_dir, self.work):
             directory.mkdir(parents=True, exist_ok=True)
+        # The pi under test (ROOST_PI, ROOST_PI_PREFIX, ROOST_NODE) is kept; nothing else of
+        # the caller's roost or pi reaches the jobs.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ROOST_", "PI_", "XDG_STATE_HOME"))}
+               if k in KEEP_ROOST_VARS or not k.startswith(("ROOST_", "PI_", "XDG_STATE_HOME"))}
         env.update(
             ROOST_HOME=str(self.home),
             PI_CODING_AGENT_DIR=str(self.agent_dir),

@@ -249,7 +249,7 @@ def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
     fake_pi_env: RoostEnv,
 ) -> None:
     env = fake_pi_env
-    env.configure(restartBackoffSeconds=0.05)
+    env.configure(restartBackoffSeconds=0.05, resumeInterrupted=False)
     job = run_job(env, "first")
     settle(env, job)
     worker = env.show(job)["worker"]["pid"]
@@ -259,7 +259,8 @@ def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
     wait_until(lambda: not alive(worker), 20, what="the worker to be killed")
     wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
                what="a new worker")
-    # The reply reached pi but its run was cut short: the job asks to be continued.
+    # The reply reached pi but its run was cut short; with resumeInterrupted off, the job
+    # asks to be continued.
     assert settle(env, job) == "needs_input"
     row = env.show(job)
     assert "interrupted" in (row["question"] or "")
@@ -270,6 +271,66 @@ def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
     assert reply(env, job, "third").stdout.strip() == "started"
     assert settle(env, job) == "done"
     assert user_texts(env, job) == ["first", text, "third"]
+
+
+def notes_in(env: RoostEnv, job: str) -> list[str]:
+    entries = read_entries(env.show(job)["session"])
+    return [e["content"] for e in entries
+            if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-note"]
+
+
+def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: RoostEnv) -> None:
+    env = fake_pi_env
+    env.configure(restartBackoffSeconds=0.05)
+    job = run_job(env, "first")
+    settle(env, job)
+    worker = env.show(job)["worker"]["pid"]
+
+    text = "[[kill-worker-before-ack]] second"
+    assert reply(env, job, text).stdout.strip() == "started"
+    wait_until(lambda: not alive(worker), 20, what="the worker to be killed")
+    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
+               what="a new worker")
+    # The reply is in the session but its run was cut short: roost continues it with a note
+    # of its own (not a user message), and the reply is not sent twice.
+    assert settle(env, job) == "done"
+    row = env.show(job)
+    assert row["question"] is None and row["worker"]["crashes"] == 1
+    assert row["pending"] == {"replies": 0, "agent": 0}
+    assert user_texts(env, job) == ["first", text]
+    notes = notes_in(env, job)
+    assert len(notes) == 1 and "interrupted" in notes[0] and "not from the user" in notes[0]
+    assert not (env.job_dir(job) / "run.json").exists() or json.loads(
+        (env.job_dir(job) / "run.json").read_text())["cause"] is None
+
+
+def test_continuations_in_a_row_are_limited(fake_pi_env: RoostEnv) -> None:
+    """Each continuation crashes again: after resumeMaxInRow of them the job waits for a
+    person, as with resumeInterrupted off."""
+    env = fake_pi_env
+    env.env["FAKEPI_KILL_ON_NOTE"] = "1"
+    env.configure(restartBackoffSeconds=0.05, resumeMaxInRow=2)
+    job = run_job(env, "first")
+    settle(env, job)
+    assert reply(env, job, "[[kill-worker-before-ack]] again").stdout.strip() == "started"
+    wait_until(lambda: env.show(job)["worker"]["crashes"] == 3, 30,
+               what="the first crash and two crashing continuations")
+    assert settle(env, job) == "needs_input"
+    row = env.show(job)
+    assert "interrupted" in (row["question"] or "")
+    assert row["worker"]["crashes"] == 3
+    assert len(notes_in(env, job)) == 2
+
+
+def test_a_stopped_run_is_not_continued(fake_pi_env: RoostEnv) -> None:
+    env = fake_pi_env
+    job = run_job(env, "[[sleep 30]] slow")
+    wait_until(lambda: env.show(job)["status"].startswith("running"), 20, what="the tool")
+    env.roost_ok("stop", job)
+    wait_until(lambda: env.show(job)["state"] == "stopped", 20, what="the job to stop")
+    env.roost_ok("start", job)
+    assert settle(env, job) == "done"
+    assert notes_in(env, job) == []
 
 
 def test_a_new_jobs_first_prompt_survives_a_kill_before_pi_wrote_the_session(

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 CUSTOM_TYPE = "pi-roost-agent-message"
+NOTE_TYPE = "pi-roost-note"  # a note from roost itself (a run continued after a crash)
 NAME_MAX = 80
 
 NO_AUTHORITY = (

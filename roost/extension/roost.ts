@@ -17,10 +17,13 @@ import * as path from "node:path";
 import * as child_process from "node:child_process";
 import * as crypto from "node:crypto";
 import { Type } from "typebox";
+// pi 1.x maps the legacy @mariozechner/* names to its own modules (docs/extensions.md,
+// "Available Imports"); 0.73 knows only these names. So this one spelling loads in both.
 import { Text } from "@mariozechner/pi-tui";
 import { SessionLock } from "./session_lock.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
+const NOTE_TYPE = "pi-roost-note";
 const PROTOCOL = 1;
 const EXIT_FATAL = 3;
 
@@ -167,6 +170,15 @@ export default function roost(pi: any) {
 
 	const onEvent = (frame: any) => {
 		if (frame.event === "inject" || frame.event === "deliver") inject(frame);
+		else if (frame.event === "note") {
+			// From roost itself (a run continued after a crash): shown, and starts a run.
+			Promise.resolve(
+				pi.sendMessage(
+					{ customType: NOTE_TYPE, content: frame.content, display: true, details: {} },
+					{ triggerTurn: true },
+				),
+			).catch((err: Error) => console.error(`roost: could not add a note: ${err.message}`));
+		}
 		else if (frame.event === "kick") {
 			// A queued steer was stranded when a run ended: a hidden message starts the run it waits for.
 			Promise.resolve(
@@ -335,6 +347,10 @@ export default function roost(pi: any) {
 		const inner = body.replace(/^<agent-message[^\n]*\n/, "").replace(/\n<\/agent-message>[\s\S]*$/, "");
 		text += "\n" + (options?.expanded ? body : inner);
 		return new Text(text, 0, 0);
+	});
+
+	pi.registerMessageRenderer(NOTE_TYPE, (message: any, _options: any, theme: any) => {
+		return new Text(theme.fg("accent", "⟳ roost: ") + String(message.content ?? ""), 0, 0);
 	});
 
 	if (settings.agentTools === false) return;

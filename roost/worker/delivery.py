@@ -25,6 +25,7 @@ from typing import Any
 
 from roost.mailbox import Item, Mailbox
 from roost.transcript import Delivered
+from roost.worker import faults
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,14 @@ class Delivery:
             upto = item.seq
         if upto is None:
             return 0
+        if faults.enabled():
+            acked = [item.text for item in self.box.pending() if item.seq <= upto]
+            for text in acked:
+                faults.hit("before_ack", text)
         moved = self.box.ack(upto)
+        if faults.enabled():
+            for text in acked:
+                faults.hit("after_ack", text)
         self.finished = {seq for seq in self.finished if seq > upto}
         return moved
 
@@ -161,7 +169,9 @@ class Delivery:
         return None
 
     def finish(self, item: Item) -> None:
-        """An item consumed without a message (a reply that answered a dialog)."""
+        """An item consumed without a message (a reply that answered a dialog, or that an
+        extension handled)."""
+        self.inflight = [f for f in self.inflight if f.item.seq != item.seq]
         self.finished.add(item.seq)
         self.ack_finished()
 
@@ -194,6 +204,7 @@ class Delivery:
                 return
             if any(f.channel != channel for f in self.inflight):
                 return  # keep seq order across the two channels
+            faults.hit("posted", item.text)
             if channel == "rpc":
                 self.note_sent(item)
             self.inflight.append(InFlight(item, channel))
@@ -202,6 +213,7 @@ class Delivery:
             except Exception:
                 self.inflight = [f for f in self.inflight if f.item.seq != item.seq]
                 raise
+            faults.hit("sent", item.text)
 
     def requeue_inflight(self) -> None:
         """Forget what was sent but not taken (e.g. the extension reconnected)."""

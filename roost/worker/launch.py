@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roost import paths
+from roost.pi.locate import PiInstall, PiNotFound, find_pi
 
 if TYPE_CHECKING:
     from typing import Any
@@ -51,15 +52,13 @@ class Early:
         self.ext_path = ext_path
         self.token = token
         self.pi: subprocess.Popen[bytes] | None = None
+        self.install: PiInstall | None = None  # which pi, found once for the worker's life
         self.error: str | None = None  # why pi could not be started (a LaunchError)
 
 
-def pi_argv(job: dict[str, Any]) -> list[str]:
-    try:
-        argv = paths.pi_command()
-    except FileNotFoundError as exc:
-        raise LaunchError(str(exc)) from None
-    argv += ["--mode", "rpc", "--session", job["session"], "-e", str(paths.extension_path())]
+def pi_argv(job: dict[str, Any], install: PiInstall) -> list[str]:
+    argv = install.argv + ["--mode", "rpc", "--session", job["session"],
+                           "-e", str(paths.extension_path())]
     if job.get("model"):
         argv += ["--model", job["model"]]
     if job.get("thinking"):
@@ -78,11 +77,19 @@ def pi_env(job: dict[str, Any], token: str, ext_path: Path) -> dict[str, str]:
     return env
 
 
-def spawn_pi(job: dict[str, Any], token: str, ext_path: Path) -> subprocess.Popen[bytes]:
+def locate() -> PiInstall:
+    try:
+        return find_pi()
+    except PiNotFound as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def spawn_pi(job: dict[str, Any], token: str, ext_path: Path,
+             install: PiInstall) -> subprocess.Popen[bytes]:
     if not os.path.isdir(job["cwd"]):
         raise LaunchError(f"the job's directory {job['cwd']} does not exist")
     return subprocess.Popen(
-        pi_argv(job),
+        pi_argv(job, install),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None,  # pi's stderr goes to the worker log
@@ -113,9 +120,10 @@ def start(job_id: str) -> Early:
     token = os.urandom(16).hex()
     ext_socket = listen(ext_path)
     early = Early(job, ext_socket, ext_path, token)
-    if not paths.session_lock_path(job["session"]).exists():
-        try:
-            early.pi = spawn_pi(job, token, ext_path)
-        except LaunchError as exc:
-            early.error = str(exc)
+    try:
+        early.install = locate()
+        if not paths.session_lock_path(job["session"]).exists():
+            early.pi = spawn_pi(job, token, ext_path, early.install)
+    except LaunchError as exc:
+        early.error = str(exc)
     return early

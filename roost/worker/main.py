@@ -25,15 +25,18 @@ import psutil
 
 from roost import protocol
 from roost.agents.handback import should_report
+from roost.config import load_settings
+from roost.fsutil import utc_now
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
+from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
 from roost.states import JobState, RunCause
 from roost.supervise.jobs import JobRecord
 from roost.supervise.workers import EXIT_FATAL
 from roost.transcript import content_text, delivered, interrupted, read_entries
-from roost.worker import launch
+from roost.worker import faults, launch, runnote
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
@@ -58,8 +61,13 @@ class Worker:
         self.record: JobRecord = JobRecord.from_json(early.job)
         self.box = Mailbox(self.record.mailbox_dir, max_replies=50, max_agent=20)
         self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
-        self.runs = RunTracker(summary=self.record.summary)
+        self.features = features_of(early.install)  # None: pi was not found (early.error)
+        self.runs = RunTracker(summary=self.record.summary,
+                               settled_event=self.features.settled_event)
+        self.run_note_path = self.record.dir / "run.json"
+        self.run_note = runnote.read(self.run_note_path)
         self.pi = PiProcess(self._on_pi_event)
+        faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
         self.ext: Connection | None = None
         self.ext_token = early.token
@@ -129,8 +137,9 @@ class Worker:
             raise Fatal(early.error)
         if early.pi is None:  # the session's lock file exists: see who holds it first
             self.check_lock()
+            assert early.install is not None  # found, or early.error says why not
             try:
-                early.pi = launch.spawn_pi(early.job, early.token, ext_sock)
+                early.pi = launch.spawn_pi(early.job, early.token, ext_sock, early.install)
             except launch.LaunchError as exc:
                 raise Fatal(str(exc)) from None
         server = await asyncio.start_unix_server(
@@ -174,17 +183,11 @@ class Worker:
         )
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
-        if not self.box.pending():
-            # Restored, idle: no run (seed: no report for a restore). A run that the
-            # restart cut short is not continued by itself: the person decides.
-            self.runs.state, self.runs.status = JobState.DONE, ""
-            if interrupted(entries):
-                self.runs.state = JobState.NEEDS_INPUT
-                self.runs.status = "interrupted"
-                self.runs.question = (
-                    "The last run was interrupted when its worker restarted; reply to continue."
-                )
+        resume = self._restore(entries)
         self.report()
+        if resume is not None and self.ext is not None:
+            log.info("continuing the run a restart cut short (%s)", self.run_note.cause)
+            await self.ext.send(protocol.event("note", content=resume))
         self.wake.set()
         pump = asyncio.create_task(self._pump_loop())
         done, _ = await asyncio.wait(
@@ -204,12 +207,49 @@ class Worker:
         log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
         return 1
 
+    def _restore(self, entries: list[dict[str, Any]]) -> str | None:
+        """After a (re)start: was a run cut short, and is it continued? Returns the note
+        that continues it when nothing pending will (seed: a restore alone is no run)."""
+        note = self.run_note
+        cut_short = note.in_progress and interrupted(entries)
+        settings = load_settings()
+        resume = cut_short and settings.resumeInterrupted and note.resumes < settings.resumeMaxInRow
+        if resume:
+            # The continuation is the same run: it keeps its cause for the hand-back rules.
+            self.runs.next_cause = note.run_cause()
+            self._save_note(runnote.RunNote(note.cause, note.started, note.resumes + 1))
+        elif note.cause is not None and not note.stopped:
+            self._save_note(runnote.RunNote())
+        if self.box.pending():
+            return None  # the next item starts the run (with the kept cause when resuming)
+        self.runs.state, self.runs.status = JobState.DONE, ""
+        if resume:
+            when = str(entries[-1].get("timestamp") or "") if entries else ""
+            return interrupted_note(when)
+        if cut_short:
+            self.runs.state = JobState.NEEDS_INPUT
+            self.runs.status = "interrupted"
+            self.runs.question = (
+                "The last run was interrupted when its worker restarted; reply to continue."
+            )
+        return None
+
+    def _save_note(self, note: runnote.RunNote) -> None:
+        self.run_note = note
+        try:
+            runnote.write(self.run_note_path, note)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self.run_note_path, exc)
+
     async def _until_ready(self) -> None:
         """pi answers, and its roost extension said hello on the extension socket."""
         await self.pi.command("get_state", timeout=READY_TIMEOUT)
         await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
 
     async def _shutdown_pi(self) -> None:
+        if self.stop_reason == "stopped" and self.run_note.cause is not None:
+            self._save_note(runnote.RunNote(self.run_note.cause, self.run_note.started,
+                                            stopped=True))
         if self.runs.streaming and self.stop_reason == "stopped":
             with contextlib.suppress(PiError, TimeoutError):
                 await self.pi.command("abort", timeout=10)
@@ -263,10 +303,14 @@ class Worker:
             self.runs.run.sources.add(cause.value)
         elif self.runs.next_cause is None:
             self.runs.next_cause = cause
+            self._save_note(runnote.RunNote(cause.value, utc_now()))
 
     async def _send_reply(self, item: Item) -> None:
         self._note_cause(item)
-        await self.pi.command("prompt", message=item.text, streamingBehavior="steer")
+        data = await self.pi.command("prompt", message=item.text, streamingBehavior="steer")
+        if self.features.prompt_disposition and (data or {}).get("disposition") == "handled":
+            # An extension command or input handler consumed it: no message will follow.
+            self.delivery.finish(item)
 
     async def _send_agent(self, item: Item) -> None:
         from roost.agents.envelope import item_envelope
@@ -302,13 +346,16 @@ class Worker:
                 self.delivery.durable = True  # pi writes the session file with this message
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
+                faults.hit("taken", taken.text)
                 self.wake.set()
-        if due == "ended" and (self._settle_task is None or self._settle_task.done()):
+        if due == "settled":
+            self._settled()
+        elif due == "ended" and (self._settle_task is None or self._settle_task.done()):
             self._settle_task = asyncio.create_task(self._confirm_settled())
         if kind in ("agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
                     "extension_ui_request", "auto_retry_start", "compaction_end"):
             self.report()
-        if kind in ("compaction_end", "agent_end"):
+        if kind in ("compaction_end", "agent_end", "agent_settled"):
             self.wake.set()
 
     async def _confirm_settled(self) -> None:
@@ -326,7 +373,12 @@ class Worker:
             log.info("a steer was stranded at the end of the run; starting a run for it")
             await self.ext.send(protocol.event("kick"))
             return
+        self._settled()
+
+    def _settled(self) -> None:
         run = self.runs.settle()
+        if self.run_note.cause is not None:
+            self._save_note(runnote.RunNote())
         self.report()
         self.wake.set()
         if run is not None:
@@ -420,3 +472,14 @@ async def _run(worker: Worker) -> int:
         log.error("%s", exc)
         await worker.pi.shutdown(timeout=2)
         return 1
+
+
+def interrupted_note(when: str) -> str:
+    """What a continued run starts with: from roost, not from the user."""
+    at = f" at {when}" if when else ""
+    return (
+        f"[roost] Your previous run was interrupted{at}: its process was restarted before "
+        "the run finished. This note comes from roost, the supervisor, not from the user. "
+        "Continue the task from where it stopped; check the state of any step that was in "
+        "progress before you repeat it."
+    )

@@ -1,10 +1,11 @@
 """What the worker knows about pi's runs: state, status, summary, question, dialog.
 
-Fed with pi's RPC events; decides when a run has *settled*. pi has no such event: after
-`agent_end` an automatic retry or a compaction may follow. pi decides both synchronously
-while handling the end of the run, so their start events are written before the response
-to any command sent after `agent_end` is seen; the worker therefore confirms a settle with
-a `get_state` round trip (see `RunTracker.confirm_settled`).
+Fed with pi's RPC events; decides when a run has *settled*. pi from 0.80.4 on says so
+itself (`agent_settled`: no retry, compaction or queued message is left). Older pis do not:
+after `agent_end` an automatic retry or a compaction may follow; pi decides both
+synchronously while handling the end of the run, so their start events are written before
+the response to any command sent after `agent_end`, and the worker confirms a settle with a
+`get_state` round trip (Worker._confirm_settled). `settled_event` chooses (PiFeatures).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class RunTracker:
     run: Run | None = None
     next_cause: RunCause | None = None  # what the next agent_start was caused by
     last_assistant: str = ""
+    settled_event: bool = False  # pi announces agent_settled (else: probe after agent_end)
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -107,7 +109,8 @@ class RunTracker:
 
     # -- events ------------------------------------------------------------------------
     def on_event(self, event: dict[str, Any]) -> str | None:
-        """Apply one pi event; returns 'ended' when a settle check is due."""
+        """Apply one pi event; returns 'ended' when a settle check is due (older pis), or
+        'settled' when pi said the run settled."""
         kind = event.get("type")
         if kind == "agent_start":
             self.streaming, self.ended = True, False
@@ -134,7 +137,11 @@ class RunTracker:
                     self.last_assistant = text
         elif kind == "agent_end":
             self.ended = True
-            return "ended"
+            return None if self.settled_event else "ended"
+        elif kind == "agent_settled":
+            if self.settled_event:  # authoritative: nothing automatic is left
+                self.ended, self.compacting = True, False
+                return "settled"
         elif kind == "auto_retry_start":
             self.ended = False
             self.status = f"retrying (attempt {event.get('attempt', '?')})"
@@ -143,7 +150,7 @@ class RunTracker:
             self.status = "compacting"
         elif kind == "compaction_end":
             self.compacting = False
-            if self.ended:
+            if self.ended and not self.settled_event:
                 return "ended"
         elif kind == "extension_ui_request" and event.get("method") in DIALOG_METHODS:
             self.dialog = event

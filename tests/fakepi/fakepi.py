@@ -30,7 +30,8 @@ The "model" reads the text of the message that triggered the call:
                              the worker dies between delivery and ack, deterministically
     anything else            answers `echo: <text>`
 After a tool result with no steer the answer is `echo: <text that asked for the tool>`.
-Environment: FAKEPI_TERM_LINGER=S: when told to exit (SIGTERM, stdin closed) it exits only
+Environment: FAKEPI_KILL_ON_NOTE=1: a note from roost (a continued run) is handled like
+[[kill-worker-before-ack]]. FAKEPI_TERM_LINGER=S: when told to exit (SIGTERM, stdin closed) it exits only
 once S seconds pass without another SIGTERM (a slow pi that keeps its session lock).
 A steer or injected message that arrives while the model "answers" starts another turn.
 """
@@ -50,6 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 CUSTOM_TYPE = "pi-roost-agent-message"
+NOTE_TYPE = "pi-roost-note"
 EXIT_FATAL = 3
 STEP_DELAY = 0.01  # a "model call" takes this long, so steers can race a run's end
 
@@ -177,7 +179,8 @@ class FakePi:
         text = text_of(message)
         if "[[crash]]" in text:
             os._exit(1)
-        if "[[kill-worker-before-ack]]" in text and message["role"] == "user":
+        if (message.get("customType") == NOTE_TYPE and os.environ.get("FAKEPI_KILL_ON_NOTE")
+                or "[[kill-worker-before-ack]]" in text and message["role"] == "user"):
             self.session.append(message)  # taken (stored) but never announced by message_end
             os.kill(os.getppid(), signal.SIGKILL)
             os._exit(0)
@@ -219,10 +222,15 @@ class FakePi:
             self.respond(request, error=f"Unknown command: {kind}")
 
     def inject(self, frame: dict[str, Any]) -> None:
-        """The extension's pi.sendMessage(..., {deliverAs: "steer", triggerTurn: true})."""
-        details = {"seq": frame.get("seq"), "from": frame.get("sender"),
-                   "relation": frame.get("relation"), "kind": frame.get("kind")}
-        message = {"role": "custom", "customType": CUSTOM_TYPE, "content": frame.get("content", ""),
+        """The extension's pi.sendMessage(..., {deliverAs: "steer", triggerTurn: true}): an
+        agent item (`inject`), or a note from roost (`note`)."""
+        if frame.get("event") == "note":
+            custom_type, details = NOTE_TYPE, {}
+        else:
+            custom_type = CUSTOM_TYPE
+            details = {"seq": frame.get("seq"), "from": frame.get("sender"),
+                       "relation": frame.get("relation"), "kind": frame.get("kind")}
+        message = {"role": "custom", "customType": custom_type, "content": frame.get("content", ""),
                    "display": True, "details": details, "timestamp": millis()}
         if self.streaming:
             self.steers.append(message)
@@ -336,7 +344,7 @@ async def extension_link(pi: FakePi, sock_path: str, token: str) -> None:
         if frame.get("type") == "response" and not frame.get("ok"):
             print(f"fakepi: extension channel refused: {frame.get('error')}", file=sys.stderr,
                   flush=True)
-        elif frame.get("type") == "event" and frame.get("event") in ("inject", "deliver"):
+        elif frame.get("type") == "event" and frame.get("event") in ("inject", "deliver", "note"):
             pi.inject(frame)
 
 
