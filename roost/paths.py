@@ -5,7 +5,6 @@ Nothing here creates files except `ensure_dir`; callers decide when state is mad
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -58,6 +57,8 @@ def normalise_session(session_path: str | os.PathLike[str]) -> str:
 
 def session_lock_path(session_path: str | os.PathLike[str], locks: Path | None = None) -> Path:
     """A session's writer lock file: `<locks dir>/<sha256 hex of the normalised path>.json`."""
+    import hashlib  # here, not at the top: the CLI and a worker's launcher seldom need it
+
     digest = hashlib.sha256(normalise_session(session_path).encode("utf-8", "surrogateescape"))
     return (locks or locks_dir()) / f"{digest.hexdigest()}.json"
 
