@@ -65,6 +65,12 @@ PROC_TRANSITIONS: dict[ProcState, frozenset[ProcState]] = {
 }
 
 
+EXIT_FATAL = 3
+"""A worker's (and a job pi's) exit code when restarting it cannot help (session held by
+another process, pi missing): roostd gives up on the job at once. The extension keeps the
+same number (`roost.ts`)."""
+
+
 class RunCause(str, Enum):
     """What started a run; decides whether the run reports to the parent (seed M9b)."""
 

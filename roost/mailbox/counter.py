@@ -30,8 +30,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import portalocker
-
 from roost.mailbox.errors import MailboxError
 from roost.mailbox.fsutil import FILE_MODE
 from roost.mailbox.item import MAX_SEQ, seq_of
@@ -133,6 +131,10 @@ class SeqCounter:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         except OSError as exc:
             raise MailboxError(f"while opening the seq counter {self.path}: {exc}") from exc
+        # Imported on the first post, not with the mailbox: portalocker's import reads
+        # package metadata (~10 ms), and a worker, which only reads and acks, never posts.
+        import portalocker
+
         try:
             try:
                 # portalocker's exclusive lock is flock(2) on POSIX: it works across

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from roost.states import PROC_TRANSITIONS, ProcState, check_transition
+from roost.states import EXIT_FATAL, PROC_TRANSITIONS, ProcState, check_transition
 
 if TYPE_CHECKING:
     from roost.jsonlines import Connection
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXIT_FATAL = 3
 """A worker's exit code for "do not restart me" (its reason came in worker_exiting)."""
 BACKOFF_CAP_SECONDS = 30.0
 

@@ -21,8 +21,6 @@ import signal
 import time
 from typing import Any
 
-import psutil
-
 from roost import protocol
 from roost.agents.handback import should_report
 from roost.config import load_settings
@@ -32,9 +30,8 @@ from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
 from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
-from roost.states import JobState, RunCause
+from roost.states import EXIT_FATAL, JobState, RunCause
 from roost.supervise.jobs import JobRecord
-from roost.supervise.workers import EXIT_FATAL
 from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker import faults, launch, runnote
 from roost.worker.daemon_link import DaemonLink
@@ -100,6 +97,8 @@ class Worker:
             return
         if holder.peer == self.record.id:
             # Our own previous pi outlived its worker: it must go before a new one writes.
+            import psutil  # only on this path: it costs a worker's start-up ~8 ms of imports
+
             log.warning("stopping pid %d, a previous pi of this job", holder.pid)
             # Wait until it is gone: while it lives it holds the lock, and our pi would
             # refuse the session (exit 3), which fails the job for good.
