@@ -52,6 +52,7 @@ from overhead_bench import (  # noqa: E402
     load_average,
     ms,
     percentile,
+    pi_label,
     roost_added,
     summary,
     wait_settled,
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     load_before = load_average()
-    out: dict[str, Any] = {"bench": "agents", "cpus": os.cpu_count()}
+    out: dict[str, Any] = {"bench": "agents", "pi": pi_label(), "cpus": os.cpu_count()}
     with Lab(roost_settings=SETTINGS, keep=args.keep) as lab:
         llm = lab.llm
         # Rules checked first to last: a tool result ends P's turn; "DO-SPAWN:" makes P spawn.

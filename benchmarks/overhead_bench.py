@@ -751,6 +751,15 @@ def segments(p: dict[str, float], bare_ext: dict[str, float]) -> dict[str, float
     return out
 
 
+def pi_label() -> str:
+    """Which pi ran (ROOST_PI selects another than the pinned one)."""
+    from roost.pi.compat import features_of
+    from roost.pi.locate import find_pi
+
+    install = find_pi()
+    return f"{features_of(install).label} on {install.node or 'its own node'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=5)
@@ -803,6 +812,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out: dict[str, Any] = {
         "bench": "overhead",
+        "pi": pi_label(),
         "trials": args.trials,
         "replies_per_trial": args.replies,
         "probe": not args.stock,

@@ -44,8 +44,9 @@ class Delivery:
         self.journal = journal
         self.inflight: list[InFlight] = []
         self.finished: set[int] = set()
-        # pi writes a new session file only at its first assistant message: until then what
-        # it took lives in its memory only, so acks wait (a killed pi gets the items again).
+        # pi 0.73 writes a new session file only at its first assistant message (1.x at the
+        # first user message): until then what it took may live in its memory only, so acks
+        # wait for the first assistant message on both (a killed pi gets the items again).
         self.durable = True
 
     # -- start-up ------------------------------------------------------------------------------

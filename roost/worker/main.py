@@ -342,7 +342,7 @@ class Worker:
         if kind == "message_end":
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
-                self.delivery.durable = True  # pi writes the session file with this message
+                self.delivery.durable = True  # by now every pi has written the session file
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 faults.hit("taken", taken.text)
