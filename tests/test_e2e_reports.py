@@ -82,7 +82,8 @@ def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: AgentLab) -
     llm.add(fresh("MK-CRASHP"), tool_call("roost_spawn", {"task": "MK-CRASHKID", "name": "cr"}))
     llm.add(after_tool("MK-CRASHP", "roost_spawn"), text("spawned"))
     llm.add(task("MK-CRASHP") & last_user_contains("ended:"), text("PARENT-SAW-ENDED"))
-    llm.add(fresh("MK-CRASHKID"), text("never", hold=hold))
+    # Every request of the kid is held: its first, and the run that a restart continues.
+    llm.add(task("MK-CRASHKID"), text("never", hold=hold))
     try:
         parent = lab.run("MK-CRASHP spawn one")
         kid = spawned_id(lab.wait_tool_results("MK-CRASHP", "roost_spawn")[0]["text"])

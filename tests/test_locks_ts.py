@@ -21,15 +21,17 @@ import pytest
 
 from roost import paths
 from roost.locks import SessionLock, SessionLocked, lock_path_for
+from roost.pi.locate import node_binary
+from roost.pitest import require_pi
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK_TS = REPO / "roost" / "extension" / "session_lock.ts"
 NODE_MODULES = paths.pi_prefix() / "node_modules"
 JITI = NODE_MODULES / "jiti" / "lib" / "jiti.cjs"
-PI = NODE_MODULES / ".bin" / "pi"
+NODE = node_binary()  # the node roost runs pi with (pi 1.x needs a newer one than the system's)
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None or not JITI.exists(),
+    shutil.which(NODE) is None or not JITI.exists(),
     reason="needs node and the pinned pi install (scripts/setup)",
 )
 
@@ -155,7 +157,7 @@ def drivers(tmp_path: Path) -> Iterator[Callable[[str], Driver]]:
             "SESSION_LOCK_TS": str(LOCK_TS),
             "PYTHONPATH": str(REPO),
         }
-        argv = ["node", str(script)] if kind == "node" else [sys.executable, "-c", PY_DRIVER]
+        argv = [NODE, str(script)] if kind == "node" else [sys.executable, "-c", PY_DRIVER]
         d = Driver(argv, env, tmp_path)
         started.append(d)
         return d
@@ -294,7 +296,6 @@ def test_cross_language_race(drivers, home: Path, tmp_path: Path) -> None:
         assert sorted(os.listdir(home / "locks")) == []
 
 
-@pytest.mark.skipif(not PI.exists(), reason="needs the pinned pi install")
 def test_pi_extension_imports_session_lock_relatively(home: Path, tmp_path: Path) -> None:
     """A pi extension beside session_lock.ts imports it as "./session_lock.ts" in real pi."""
     ext_dir = tmp_path / "ext"
@@ -311,7 +312,7 @@ def test_pi_extension_imports_session_lock_relatively(home: Path, tmp_path: Path
         "ROOST_TEST_LOCKS": str(home / "locks"),
         "ROOST_TEST_MARKER": str(marker),
     }
-    argv = [str(PI), "--mode", "rpc", "--no-session", "--offline", "-e", str(ext_dir / "probe.ts")]
+    argv = [*require_pi(), "--mode", "rpc", "--no-session", "--offline", "-e", str(ext_dir / "probe.ts")]
     pipe = subprocess.PIPE
     pi = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, env=env, cwd=tmp_path)
     try:

@@ -84,7 +84,9 @@ class Worker:
 
     @property
     def busy(self) -> bool:
-        return self.runs.streaming or bool(self.delivery.inflight)
+        """A run is in progress or about to start (an item or roost's note is on its way)."""
+        return (self.runs.streaming or bool(self.delivery.inflight)
+                or self.runs.next_cause is not None)
 
     def report(self) -> None:
         self.link.update(self.snapshot())
@@ -223,6 +225,7 @@ class Worker:
             return None  # the next item starts the run (with the kept cause when resuming)
         self.runs.state, self.runs.status = JobState.DONE, ""
         if resume:
+            self.runs.state, self.runs.status = JobState.RUNNING, "continuing"
             when = str(entries[-1].get("timestamp") or "") if entries else ""
             return interrupted_note(when)
         if cut_short:
