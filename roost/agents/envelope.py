@@ -1,13 +1,19 @@
 """The envelope an agent item is injected in (seed: Delivery), and its sanitising.
 
 Names are reduced to `[\\w .:@/-]`; `<agent-message` and `</agent-message` inside the body
-are neutralised (`<` -> `&lt;`) so a peer cannot close the frame early or forge another;
-the closing text tells the receiving model the item carries no user authority.
+are neutralised (`<` -> `&lt;`) so a peer cannot close the frame early or forge another —
+in every spelling a model could read as one: any case, spaces around the slash, look-alike
+brackets, hyphens and letters (fullwidth forms and others that Unicode's compatibility
+mapping folds to ASCII), with invisible format characters in between. Control characters
+other than newline and tab become visible symbols, so a body can neither hide text from a
+terminal nor move its cursor. The closing text tells the receiving model the item carries
+no user authority.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 CUSTOM_TYPE = "pi-roost-agent-message"
@@ -21,7 +27,10 @@ NO_AUTHORITY = (
 )
 
 _NAME_UNSAFE = re.compile(r"[^\w .:@/-]")
-_DELIMITER = re.compile(r"<(/?agent-message)", re.IGNORECASE)
+# Matched against a folded view of the body (see _folded): `<`, an optional `/` with
+# spaces around it, "agent", any run of separators, "message".
+_DELIMITER = re.compile(r"<\s*/?\s*agent[\s_.\-\u2010-\u2015\u2212]*message")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def sanitize_name(value: object) -> str:
@@ -31,8 +40,39 @@ def sanitize_name(value: object) -> str:
     return text[:NAME_MAX] or "unnamed"
 
 
+def _folded(text: str) -> tuple[str, list[int]]:
+    """`text` as a model might read it — each character NFKC-folded and case-folded,
+    invisible format characters (zero-width space, joiners, soft hyphen, ...) dropped —
+    and, for each folded character, the index of the original it came from."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if char.isascii():
+            chars.append(char.lower())
+            origin.append(index)
+            continue
+        if unicodedata.category(char) == "Cf":
+            continue
+        for folded in unicodedata.normalize("NFKC", char).casefold():
+            chars.append(folded)
+            origin.append(index)
+    return "".join(chars), origin
+
+
+def _visible_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\ufffd"  # ␛ for ESC, ␀ for NUL, ...
+
+
 def neutralize_body(text: str) -> str:
-    return _DELIMITER.sub(r"&lt;\1", text)
+    if text.isascii():  # the common case: nothing to fold, positions are the same
+        brackets = {m.start() for m in _DELIMITER.finditer(text.lower())}
+    else:
+        folded, origin = _folded(text)
+        brackets = {origin[m.start()] for m in _DELIMITER.finditer(folded)}
+    if brackets:
+        text = "".join("&lt;" if i in brackets else c for i, c in enumerate(text))
+    return _CONTROL.sub(_visible_control, text)
 
 
 def report_body(item: dict[str, Any]) -> str:
