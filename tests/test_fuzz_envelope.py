@@ -11,7 +11,7 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from roost.agents.envelope import NO_AUTHORITY, _DELIMITER, _folded, envelope, item_envelope
+from roost.agents.envelope import _DELIMITER, NO_AUTHORITY, _folded, envelope, item_envelope
 
 ATTRS = re.compile(r'^<agent-message from="([\w .:@/-]*)" id="([\w .:@/-]*)" '
                    r'relation="([\w .:@/-]*)" kind="([\w .:@/-]*)">\n')
