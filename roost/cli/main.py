@@ -59,8 +59,19 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    # Light: package.json reads only (pi and node are not run), no heavy module.
+    from roost.cli.doctor import version_text
+
+    click.echo(version_text())
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="roost")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show roost's and pi's versions and exit.")
 def cli() -> None:
     """roost: supervised background pi sessions that talk to each other."""
 
@@ -337,6 +348,23 @@ def install(remove: bool, print_path: bool) -> None:
         verb = "installed" if outcome.created else "updated"
         click.echo(f"{verb} the roost pi extension in {directory} ({', '.join(outcome.written)})")
         click.echo("pi loads it at start-up (in a running pi: /reload)")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (README: JSON output).")
+def doctor(as_json: bool) -> None:
+    """Check pi, node, the extension (a real load in your pi), roostd and ROOST_HOME.
+
+    Exit 0 when all is well (warnings included), 1 when something is wrong."""
+    from roost.cli.doctor import render, run_checks
+
+    report = run_checks()
+    if as_json:
+        print_json(report.as_json())
+    else:
+        for line in render(report, sys.stdout.isatty()):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)
 
 
 @cli.command()
