@@ -34,6 +34,8 @@ from roost.fakellm import (
     text,
     tool_call,
 )
+from roost.pi.compat import features_of
+from roost.pi.locate import find_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 
@@ -220,6 +222,35 @@ def test_dialog_needs_input_then_reply_answers_it(lab: RoostLab, llm: FakeLLM) -
 def without_notes(texts: list[str]) -> list[str]:
     """User-role texts of a request without roost's own notes (a continued run)."""
     return [t for t in texts if not t.startswith("[roost] ")]
+
+
+NOOP_EXTENSION = """
+export default function (pi: any) {
+  pi.registerCommand("noop", { description: "does nothing", handler: async () => {} });
+}
+"""
+
+
+def test_a_reply_that_an_extension_command_handles_is_done_at_once(
+    lab: RoostLab, llm: FakeLLM
+) -> None:
+    """pi 1.x says a prompt was `handled` (no message, no run follows): the reply is
+    acknowledged and the job is idle, so `roost wait` returns. (0.73 says nothing: such a
+    reply waits in flight until the next run; README, Known limits.)"""
+    if not features_of(find_pi()).prompt_disposition:
+        pytest.skip(f"{features_of(find_pi()).label} does not report a prompt's disposition")
+    extensions = lab.agent_dir / "extensions"
+    extensions.mkdir(parents=True, exist_ok=True)
+    (extensions / "noop.ts").write_text(NOOP_EXTENSION)
+    llm.add(last_user_contains("TASK-NOOP"), text("ready"))
+    job = lab.run_job("TASK-NOOP")
+    assert lab.wait(job) == "done"
+    requests = len(llm.requests)
+    assert lab.cli("reply", job, "/noop").stdout.strip() == "started"
+    assert lab.wait(job, timeout=20) == "done"
+    assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
+    assert len(llm.requests) == requests  # no run, no model request
+    assert user_texts(lab.session(job)) == ["TASK-NOOP"]
 
 
 def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: FakeLLM) -> None:

@@ -311,8 +311,12 @@ class Worker:
         self._note_cause(item)
         data = await self.pi.command("prompt", message=item.text, streamingBehavior="steer")
         if self.features.prompt_disposition and (data or {}).get("disposition") == "handled":
-            # An extension command or input handler consumed it: no message will follow.
+            # An extension command or input handler consumed it: no message will follow,
+            # and no run starts for it.
             self.delivery.finish(item)
+            if self.runs.run is None and self.runs.next_cause is not None:
+                self.runs.next_cause = None
+                self._save_note(runnote.RunNote())
 
     async def _send_agent(self, item: Item) -> None:
         from roost.agents.envelope import item_envelope
