@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost import paths
 from roost.client import Client, connect
 from roost.fakellm import (
     FakeLLM,
@@ -30,6 +29,7 @@ from roost.fakellm import (
     tool_call,
     tool_calls,
 )
+from roost.pi.locate import PiNotFound, find_pi
 from roost.pitest import make_agent_dir
 
 DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
@@ -128,8 +128,8 @@ def table(client: Client, tree: bool = False) -> None:
 
 def run_demo(keep: bool = False) -> int:
     try:
-        paths.pi_command()
-    except FileNotFoundError as exc:
+        find_pi()
+    except PiNotFound as exc:
         say(f"roost demo: {exc}")
         return 1
     root = Path(tempfile.mkdtemp(prefix="roost-demo-"))

@@ -79,13 +79,6 @@ def pi_prefix() -> Path:
     return REPO_DIR / ".runtime" / "pi"
 
 
-def pi_command() -> list[str]:
-    """The command that starts pi (see roost.pi.locate.find_pi)."""
-    from roost.pi.locate import find_pi
-
-    return find_pi().argv
-
-
 def extension_path() -> Path:
     """The roost pi extension shipped as package data."""
     return PACKAGE_DIR / "extension" / "roost.ts"

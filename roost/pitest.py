@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from roost import paths
 from roost.fakellm import FakeLLM
+from roost.pi.locate import find_pi
 
 FAKE_PROVIDER = "fake"
 FAKE_MODEL = "fake-model"
@@ -132,7 +132,7 @@ def pi_env(
 def require_pi() -> list[str]:
     """The command that starts pi, or an error that says how to get it."""
     try:
-        cmd = paths.pi_command()
+        cmd = find_pi().argv
     except FileNotFoundError as e:
         raise FileNotFoundError(f"pi is not installed: {SETUP_HINT}. ({e})") from e
     exe = Path(cmd[0])

@@ -291,9 +291,11 @@ def attach(job: str) -> None:
                        err=True)
         attached = client.request("attach", job=row["id"])
     try:
-        argv = paths.pi_command() + ["--session", attached["session"],
-                                     "-e", str(paths.extension_path())]
-    except FileNotFoundError as exc:
+        from roost.pi.locate import find_pi
+
+        argv = find_pi().argv + ["--session", attached["session"],
+                                 "-e", str(paths.extension_path())]
+    except FileNotFoundError as exc:  # PiNotFound
         _detach(row["id"])
         fail(str(exc))
     env = dict(os.environ, ROOST_ATTACH_JOB=row["id"])
