@@ -114,9 +114,16 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         me = caller(conn)
         settings = daemon.settings()
         parent_session = me.session
+        parent_tools: tuple[str, ...] | None = None
         if me.kind == "job":
             parent_record = daemon.jobs[me.id]
             depth = parent_record.depth
+            listed = (parent_record.agent_def or {}).get("tools")
+            if listed is not None:
+                parent_tools = tuple(listed)
+                # pi does not offer the tool then; a call that gets here anyway is refused.
+                if "roost_spawn" not in parent_tools:
+                    raise refuse("this session's agent definition does not allow roost_spawn")
         else:
             links = router.job_for_session(me.session)
             depth = links.depth if links else 0
@@ -136,7 +143,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise refuse(refusal)
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)
         record = create_job(
-            daemon, request, parent_session=parent_session, parent_peer=me.id,
+            daemon, request, parent_tools=parent_tools, parent_session=parent_session, parent_peer=me.id,
             root_session=root, depth=depth + 1, spawned=True,
         )
         launch(daemon, record)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from roost import paths
 from roost.definitions.rules import (
@@ -105,7 +106,7 @@ def new_file(name: str, base: Definition | None) -> Path:
     return path
 
 
-def to_json_list(merged: Merged) -> list[dict[str, object]]:
+def to_json_list(merged: Merged) -> list[dict[str, Any]]:
     return [{"name": d.name, "source": d.source, "description": d.description,
              "path": d.path} for d in (merged.agents[n] for n in merged.names())]
 
