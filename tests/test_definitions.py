@@ -117,6 +117,14 @@ def test_unknown_agent_lists_available() -> None:
         "unknown agent 'nope'; available: reviewer, scout, worker")
 
 
+def test_unknown_agent_says_why_its_file_was_not_used() -> None:
+    merged = merge([], [], False, errors=["/u/agents/broken.toml:3: unknown key 'budget'",
+                                          "/u/agents/other.toml:1: invalid TOML: x"])
+    message = rules.unknown_agent("broken", merged)
+    assert message.startswith("unknown agent 'broken' (/u/agents/broken.toml:3: unknown key")
+    assert "other.toml" not in message and message.endswith("available: reviewer, scout, worker")
+
+
 def test_pick_and_compose() -> None:
     defn = Definition(name="d", source="user", model="p/m", thinking="low", task_prefix="Do:\n")
     assert rules.pick("x/y", defn, "model", "parent/model") == "x/y"

@@ -258,7 +258,11 @@ def merge(user: Iterable[Definition], project: Iterable[Definition],
 
 
 def unknown_agent(name: str, merged: Merged) -> str:
-    return f"unknown agent {name!r}; available: {', '.join(merged.names()) or 'none'}"
+    """The refusal for an unknown name: the available ones, and why a file of that name
+    was not used (a broken or refused definition is the usual reason)."""
+    why = [e for e in merged.errors if re.search(rf"/{re.escape(name)}\.toml(:|$)", e.split(": ")[0])]
+    reason = f" ({'; '.join(why)})" if why else ""
+    return f"unknown agent {name!r}{reason}; available: {', '.join(merged.names()) or 'none'}"
 
 
 def compose_task(defn: Definition | None, task: str) -> str:
