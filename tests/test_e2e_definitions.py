@@ -69,7 +69,7 @@ def test_scout_is_read_only_and_gets_its_prompt(make_lab) -> None:
     assert "You are a scout" in system_text(first)
     results = lab.tool_results_of("MK-SC")
     write = next(r for r in results if r["name"] == "write")
-    assert "write" in write["text"] and not target.exists(), write
+    assert write["text"] == "Tool write not found" and not target.exists(), write
     assert "42" in next(r for r in results if r["name"] == "read")["text"]
 
     (row,) = lab.ls()
