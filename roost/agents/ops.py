@@ -141,11 +141,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                                 spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
         if refusal:
             raise refuse(refusal)
-        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)
         record = create_job(
-            daemon, request, parent_tools=parent_tools, parent_session=parent_session, parent_peer=me.id,
-            root_session=root, depth=depth + 1, spawned=True,
+            daemon, request, parent_tools=parent_tools, parent_session=parent_session,
+            parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
+        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         launch(daemon, record)
         return {"id": record.id, "name": record.name}
 
