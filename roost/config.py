@@ -52,6 +52,9 @@ class Settings:
     """A run cut short by a crash of its worker or pi is continued by itself."""
     resumeMaxInRow: int = 2
     """Continuations of one run in a row; past that the job waits for a reply."""
+    projectAgents: bool = False
+    """Read agent definitions from `<repo>/.pi/roost/agents/` (they only add names, and
+    never widen tools or choose the model)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:

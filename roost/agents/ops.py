@@ -114,9 +114,16 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         me = caller(conn)
         settings = daemon.settings()
         parent_session = me.session
+        parent_tools: tuple[str, ...] | None = None
         if me.kind == "job":
             parent_record = daemon.jobs[me.id]
             depth = parent_record.depth
+            listed = (parent_record.agent_def or {}).get("tools")
+            if listed is not None:
+                parent_tools = tuple(listed)
+                # pi does not offer the tool then; a call that gets here anyway is refused.
+                if "roost_spawn" not in parent_tools:
+                    raise refuse("this session's agent definition does not allow roost_spawn")
         else:
             links = router.job_for_session(me.session)
             depth = links.depth if links else 0
@@ -134,11 +141,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                                 spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
         if refusal:
             raise refuse(refusal)
-        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)
         record = create_job(
-            daemon, request, parent_session=parent_session, parent_peer=me.id,
-            root_session=root, depth=depth + 1, spawned=True,
+            daemon, request, parent_tools=parent_tools, parent_session=parent_session,
+            parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
+        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         launch(daemon, record)
         return {"id": record.id, "name": record.name}
 

@@ -64,6 +64,8 @@ def meta_text(row: Row, names: dict[str, str], group: str) -> str:
     parts = []
     if group == "state" and row.get("parentSession") in names:
         parts.append(f"↳ {names[row['parentSession']]}")
+    if row.get("agent"):
+        parts.append(f"@{row['agent']}")
     pending = row.get("pending") or {}
     count = int(pending.get("replies") or 0) + int(pending.get("agent") or 0)
     if count:
@@ -183,6 +185,8 @@ class TranscriptScreen(Screen[None]):
         row = self.row
         title = Text(f"{row['id']}  {row['name']}  ", style="bold")
         title.append(row["state"], style=STATE_STYLE.get(row["state"], ""))
+        if row.get("agent"):
+            title.append(f"  @{row['agent']}", style="cyan")
         if row.get("status"):
             title.append(f"  {row['status']}")
         if row.get("removed"):

@@ -150,17 +150,20 @@ def daemon_status(as_json: bool) -> None:
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: .).")
 @click.option("--model", help="Model as provider/id.")
 @click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
+@click.option("--agent", help="Run as this agent definition (roost agents ls).")
 @click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
 @click.argument("task", nargs=-1, required=True)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
-        shell: bool, task: tuple[str, ...]) -> None:
+        agent: str | None, shell: bool, task: tuple[str, ...]) -> None:
     """Start a pi job with TASK (or a shell job); prints its id."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory}
     if shell:
+        if agent:
+            fail("--agent is for pi jobs, not --shell")
         args.update(shell=True, command=list(task))
     else:
-        args.update(task=" ".join(task), model=model, thinking=thinking)
+        args.update(task=" ".join(task), model=model, thinking=thinking, agent=agent)
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
@@ -295,6 +298,14 @@ def attach(job: str) -> None:
 
         argv = find_pi().argv + ["--session", attached["session"],
                                  "-e", str(paths.extension_path())]
+        # The job's agent definition holds in the foreground too (same tools and prompt).
+        definition = row.get("agentDefinition") or {}
+        if definition.get("tools") is not None:
+            argv += ["--tools", ",".join(definition["tools"])]
+        if definition.get("prompt"):
+            from roost.worker.launch import prompt_file
+
+            argv += ["--append-system-prompt", str(prompt_file(row, definition["prompt"]))]
     except FileNotFoundError as exc:  # PiNotFound
         _detach(row["id"])
         fail(str(exc))
@@ -344,12 +355,110 @@ def install(remove: bool, print_path: bool) -> None:
         outcome = installer.install(directory)
     except (installer.InstallError, OSError) as exc:
         fail(str(exc))
+    from roost.definitions import store
+
+    store.write_catalog_cache()  # roost_spawn's list of agents in your own pi
     if not outcome.written:
         click.echo(f"up to date: {directory}")
     else:
         verb = "installed" if outcome.created else "updated"
         click.echo(f"{verb} the roost pi extension in {directory} ({', '.join(outcome.written)})")
         click.echo("pi loads it at start-up (in a running pi: /reload)")
+
+
+# -- agent definitions -------------------------------------------------------------------
+@cli.group()
+def agents() -> None:
+    """Named agent definitions (TOML): list, show, create, check."""
+
+
+@agents.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.option("--cwd", type=click.Path(file_okay=False), help="For jobs in this directory "
+              "(its project agents, when projectAgents is on; default: .).")
+def agents_ls(as_json: bool, cwd: str | None) -> None:
+    """The agents a job here can use: name, source (builtin|user|project), description."""
+    from roost.definitions import store
+
+    merged = store.load(cwd or os.getcwd())
+    rows = store.to_json_list(merged)
+    if as_json:
+        print_json(rows)
+        return
+    width = max(len(r["name"]) for r in rows) if rows else 4
+    click.echo(f"{'NAME':<{width}}  SOURCE   DESCRIPTION")
+    for r in rows:
+        click.echo(f"{r['name']:<{width}}  {r['source']:<7}  {r['description']}")
+    for problem in merged.errors:
+        click.echo(f"roost: {problem}", err=True)
+
+
+@agents.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--cwd", type=click.Path(file_okay=False), help="Default: .")
+def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
+    """The merged definition NAME (what `roost run --agent NAME` would use)."""
+    from roost.definitions import rules, store
+
+    merged = store.load(cwd or os.getcwd())
+    defn = merged.agents.get(name)
+    if defn is None:
+        fail(rules.unknown_agent(name, merged))
+    if as_json:
+        print_json(defn.to_json())
+        return
+    click.echo(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})")
+    click.echo(f"# tools: {', '.join(defn.effective_tools())}"
+               + (" (the defaults)" if defn.tools is None else ""))
+    import tomli_w
+
+    click.echo(tomli_w.dumps(defn.body(), multiline_strings=True), nl=False)
+
+
+@agents.command("new")
+@click.argument("name")
+@click.option("--from", "base", metavar="NAME", help="Start from this agent's definition.")
+def agents_new(name: str, base: str | None) -> None:
+    """Write <agent dir>/roost/agents/NAME.toml to edit (with comments); prints its path."""
+    from roost.definitions import rules, store
+
+    if not rules.NAME.match(name):
+        fail(f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter or digit)")
+    start_from = None
+    if base is not None:
+        merged = store.load(os.getcwd())
+        start_from = merged.agents.get(base)
+        if start_from is None:
+            fail(rules.unknown_agent(base, merged))
+    try:
+        path = store.new_file(name, start_from)
+    except FileExistsError:
+        fail(f"{store.user_dir() / (name + '.toml')} exists; edit it or remove it first")
+    except OSError as exc:
+        fail(f"cannot write the definition: {exc}")
+    store.write_catalog_cache()
+    click.echo(path)
+
+
+@agents.command("check")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Default: .")
+def agents_check(cwd: str | None) -> None:
+    """Validate every definition (user, and project ones here); errors with file and line."""
+    from roost.config import load_settings
+    from roost.definitions import store
+
+    directory = cwd or os.getcwd()
+    # Project files are checked even when projectAgents is off: a repository's author
+    # wants to know, and nothing is used by checking.
+    merged = store.load(directory, allow_project=True)
+    for problem in merged.errors:
+        click.echo(problem, err=True)
+    store.write_catalog_cache()
+    if merged.errors:
+        sys.exit(1)
+    note = "" if load_settings().projectAgents else " (project agents are off: projectAgents)"
+    click.echo(f"ok: {len(merged.agents)} agents{note}")
 
 
 @cli.command()

@@ -68,6 +68,8 @@ def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _meta(row: dict[str, Any], names: dict[str, str]) -> str:
     parts = []
+    if row.get("agent"):
+        parts.append(f"@{row['agent']}")
     pending = row.get("pending") or {}
     if pending.get("replies") or pending.get("agent"):
         parts.append(f"✉{pending.get('replies', 0) + pending.get('agent', 0)}")
@@ -133,6 +135,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("question", row.get("question")), ("error", row.get("error")),
         ("cwd", row["cwd"]), ("task", row.get("task")),
         ("command", " ".join(row["command"]) if row.get("command") else None),
+        ("agent", _agent_line(row)),
         ("model", row.get("model")), ("session", row.get("session")),
         ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
@@ -143,6 +146,18 @@ def print_detail(row: dict[str, Any]) -> None:
     for key, value in fields:
         if value not in (None, ""):
             out.print(f"[bold]{key:>13}[/bold]  {value}")
+
+
+def _agent_line(row: dict[str, Any]) -> str | None:
+    definition = row.get("agentDefinition") or {}
+    if not row.get("agent") and not definition:
+        return None
+    text = row.get("agent") or "(tools inherited from the parent)"
+    if definition.get("source"):
+        text += f" ({definition['source']})"
+    if definition.get("tools") is not None:
+        text += f", tools: {', '.join(definition['tools'])}"
+    return text
 
 
 def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False) -> None:

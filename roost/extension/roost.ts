@@ -63,6 +63,22 @@ function userSettings(): Record<string, unknown> {
 	}
 }
 
+/**
+ * The agent definitions roost_spawn offers, as `- name: description` lines. roost computes
+ * the list (roost.definitions): a job's worker passes it in ROOST_AGENT_CATALOG; a
+ * foreground pi reads the list `roost install` / `roost agents` cache in the agent dir.
+ */
+function agentCatalog(): string {
+	const fromJob = process.env.ROOST_AGENT_CATALOG;
+	delete process.env.ROOST_AGENT_CATALOG;
+	if (fromJob !== undefined) return fromJob.slice(0, 2000);
+	try {
+		return fs.readFileSync(path.join(agentDir(), "roost", "agents-catalog.txt"), "utf8").slice(0, 2000);
+	} catch {
+		return "";
+	}
+}
+
 /** One JSON-lines connection (split on "\n" only), with request ids and pushed events. */
 class Channel {
 	private sock: net.Socket;
@@ -354,6 +370,7 @@ export default function roost(pi: any) {
 	});
 
 	if (settings.agentTools === false) return;
+	const catalog = agentCatalog().trim();
 
 	pi.registerTool({
 		name: "roost_agents",
@@ -393,23 +410,27 @@ export default function roost(pi: any) {
 		name: "roost_spawn",
 		label: "Spawn",
 		description:
-			"Start a background child agent session with a task. Its report arrives by itself when it ends a turn: do not poll for it.",
+			"Start a background child agent session with a task. Its report arrives by itself when it ends a turn: do not poll for it." +
+			(catalog ? `\nAgents (pass one as agent; default: the defaults):\n${catalog}` : ""),
 		parameters: Type.Object({
 			task: Type.String({ description: "what the child should do" }),
+			agent: Type.Optional(Type.String({ description: "an agent definition's name (see the list above)" })),
 			name: Type.Optional(Type.String()),
 			cwd: Type.Optional(Type.String()),
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
-			const model = params.model ?? (ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined);
-			const thinking = params.thinking ?? pi.getThinkingLevel?.();
+			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
 			const result = await call(ctx, "spawn", {
 				task: params.task,
+				agent: params.agent,
 				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
-				model,
-				thinking,
+				model: params.model,
+				thinking: params.thinking,
+				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
+				defaultThinking: pi.getThinkingLevel?.(),
 				parentSession: ctx?.sessionManager?.getSessionFile?.() ?? null,
 			});
 			return textResult(

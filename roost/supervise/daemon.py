@@ -289,6 +289,8 @@ class Daemon:
         record.exit_code = None
         if record.state != JobState.STARTING:
             self.set_state(record, JobState.STARTING, status="starting", error=None)
+        if record.kind == "pi":
+            record.agent_catalog = agent_catalog(record.cwd)
         proc.spawn()
         if record.kind == "shell":  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
@@ -377,12 +379,26 @@ class Daemon:
             "cwd": record.cwd,
             "session": record.session,
             "parent": parent,
+            "agent": record.agent,
             "parentSession": record.parent_session,
             "rootSession": record.root_session,
             "pending": pending,
             "created": record.created,
             "updated": record.updated,
         }
+
+
+def agent_catalog(cwd: str) -> str | None:
+    """roost_spawn's list of agents for a job in `cwd` (read when its worker starts, so
+    new definitions show after a restart); refreshes the foreground pi's cached list."""
+    from roost.definitions import rules, store
+
+    try:
+        store.write_catalog_cache()
+        return rules.catalog(store.load(cwd))
+    except Exception:  # a broken definition file must never keep a job from starting
+        log.exception("could not list the agent definitions for %s", cwd)
+        return None
 
 
 def read_pid_file() -> int | None:

@@ -52,6 +52,12 @@ class JobRecord:
     command: list[str] | None = None  # shell jobs
     model: str | None = None
     thinking: str | None = None
+    agent: str | None = None  # the agent definition's name
+    # The definition as resolved when the job was created (its tools already narrowed for
+    # a spawn): restarts use this, so editing the file later changes new jobs only.
+    agent_def: dict[str, Any] | None = None
+    # roost_spawn's list of agents for this job's pi, refreshed at every worker start.
+    agent_catalog: str | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
     parent_session: str | None = None
     parent_peer: str | None = None

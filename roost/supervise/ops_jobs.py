@@ -17,6 +17,7 @@ from roost.states import JobState, ProcState
 from roost.supervise.jobs import JobRecord, new_job_id
 
 if TYPE_CHECKING:
+    from roost.definitions.rules import Definition
     from roost.supervise.daemon import Daemon
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
@@ -39,8 +40,34 @@ def default_name(text: str) -> str:
     return first[:40].rstrip() or "job"
 
 
-def create_job(daemon: Daemon, request: dict[str, Any], **links: Any) -> JobRecord:
-    """Validate a run/spawn request and create (but not start) its job record."""
+def resolve_agent(request: dict[str, Any], cwd: str,
+                  parent_tools: tuple[str, ...] | None = None) -> Definition | None:
+    """The agent definition a run/spawn asks for (with a spawn's tools narrowed to the
+    parent's), None without `agent`; an unknown name is refused with the available ones."""
+    from dataclasses import replace
+
+    from roost.definitions import rules, store
+
+    name = _text_arg(request, "agent")
+    if name is None:
+        if parent_tools is None:
+            return None
+        return replace(rules.BUILTINS["worker"], tools=parent_tools)
+    merged = store.load(cwd)
+    defn = merged.agents.get(name)
+    if defn is None:
+        raise RequestError(BAD_REQUEST, rules.unknown_agent(name, merged))
+    tools, refusal = rules.spawn_tools(parent_tools, defn)
+    if refusal:
+        raise RequestError(REFUSED, refusal)
+    return replace(defn, tools=tools)
+
+
+def create_job(daemon: Daemon, request: dict[str, Any],
+               parent_tools: tuple[str, ...] | None = None, **links: Any) -> JobRecord:
+    """Validate a run/spawn request and create (but not start) its job record.
+
+    `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
     shell = bool(request.get("shell"))
     cwd = _text_arg(request, "cwd") or os.getcwd()
     if not os.path.isabs(cwd):
@@ -64,17 +91,25 @@ def create_job(daemon: Daemon, request: dict[str, Any], **links: Any) -> JobReco
             command=command, summary=" ".join(command)[:120],
         )
     else:
+        from roost.definitions.rules import compose_task, pick
+
         task = _text_arg(request, "task", required=True)
         assert task is not None
-        model = _text_arg(request, "model")
-        thinking = _text_arg(request, "thinking")
+        defn = resolve_agent(request, cwd, parent_tools)
+        # Explicit model/thinking > the definition's > the spawner's current ones.
+        model = pick(_text_arg(request, "model"), defn, "model",
+                     _text_arg(request, "defaultModel"))
+        thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
+                        _text_arg(request, "defaultThinking"))
         if thinking is not None and thinking not in THINKING_LEVELS:
             raise RequestError(
                 BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
             )
         record = JobRecord(
-            id=job_id, name=name or default_name(task), kind="pi", cwd=cwd, task=task,
-            model=model, thinking=thinking, summary=default_name(task),
+            id=job_id, name=name or default_name(task), kind="pi", cwd=cwd,
+            task=compose_task(defn, task), model=model, thinking=thinking,
+            summary=default_name(task),
+            agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
         )
     paths.ensure_dir(record.dir)
@@ -197,6 +232,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         row = daemon.row(record)
         row.update(
             task=record.task, command=record.command, model=record.model,
+            agentDefinition=record.agent_def,
             thinking=record.thinking, error=record.error, exitCode=record.exit_code,
             worker={"pid": record.worker_pid, "state": proc.state.value if proc else "stopped",
                     "crashes": len(record.crashes)},

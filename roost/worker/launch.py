@@ -63,7 +63,28 @@ def pi_argv(job: dict[str, Any], install: PiInstall) -> list[str]:
         argv += ["--model", job["model"]]
     if job.get("thinking"):
         argv += ["--thinking", job["thinking"]]
+    definition = job.get("agentDef") or {}
+    if definition.get("tools") is not None:
+        argv += ["--tools", ",".join(definition["tools"])]
+    if definition.get("prompt"):
+        argv += ["--append-system-prompt", str(prompt_file(job, definition["prompt"]))]
     return argv
+
+
+def prompt_file(job: dict[str, Any], text: str) -> Path:
+    """The definition's prompt as a file in the job's directory: pi's
+    --append-system-prompt reads an argument that names an existing file as that file, so
+    the text itself is never passed (a prompt that happens to be a path would be read)."""
+    path = paths.job_dir(job["id"]) / "agent-prompt.md"
+    try:
+        current = path.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != text:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
 
 
 def pi_env(job: dict[str, Any], token: str, ext_path: Path) -> dict[str, str]:
@@ -74,6 +95,10 @@ def pi_env(job: dict[str, Any], token: str, ext_path: Path) -> dict[str, str]:
         ROOST_JOB_ID=job["id"],
         ROOST_HOME=str(paths.roost_home()),
     )
+    # roost_spawn's list of agents (the extension registers its tools at load).
+    env.pop("ROOST_AGENT_CATALOG", None)
+    if job.get("agentCatalog"):
+        env["ROOST_AGENT_CATALOG"] = job["agentCatalog"]
     return env
 
 

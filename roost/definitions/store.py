@@ -1,0 +1,112 @@
+"""Agent definition files: where they live, loading them, writing new ones.
+
+User-level: `<pi agent dir>/roost/agents/<name>.toml` (next to roost.json).
+Project: `<repo>/.pi/roost/agents/<name>.toml`, where `<repo>` is the nearest ancestor of
+the job's directory holding `.git` (else the directory itself); read only when the
+user-level `projectAgents` is true. The rules are in `roost.definitions.rules`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from roost import paths
+from roost.definitions.rules import (
+    Definition,
+    DefinitionError,
+    Merged,
+    catalog,
+    merge,
+    parse,
+    render,
+)
+
+
+def user_dir() -> Path:
+    return paths.agent_dir() / "roost" / "agents"
+
+
+def catalog_cache_path() -> Path:
+    """The agent list a foreground pi's roost_spawn shows (user + builtin agents)."""
+    return paths.agent_dir() / "roost" / "agents-catalog.txt"
+
+
+def repo_root(cwd: str | os.PathLike[str]) -> Path:
+    start = Path(cwd).absolute()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def project_dir(cwd: str | os.PathLike[str]) -> Path:
+    return repo_root(cwd) / ".pi" / "roost" / "agents"
+
+
+def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[DefinitionError]]:
+    defs: list[Definition] = []
+    errors: list[DefinitionError] = []
+    try:
+        files = sorted(p for p in directory.iterdir() if p.suffix == ".toml")
+    except (FileNotFoundError, NotADirectoryError):
+        return defs, errors
+    except OSError as exc:
+        return defs, [DefinitionError(str(directory), None, f"cannot list: {exc}")]
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(DefinitionError(str(path), None, f"cannot read: {exc}"))
+            continue
+        defn, problems = parse(text, path.stem, source, str(path))
+        errors.extend(problems)
+        if defn is not None:
+            defs.append(defn)
+    return defs, errors
+
+
+def load(cwd: str | os.PathLike[str] | None, allow_project: bool | None = None) -> Merged:
+    """Every usable definition for a job in `cwd` (None: user and builtin only)."""
+    if allow_project is None:
+        from roost.config import load_settings
+
+        allow_project = load_settings().projectAgents
+    user, errors = load_dir(user_dir(), "user")
+    project: list[Definition] = []
+    if cwd is not None and allow_project:
+        project, project_errors = load_dir(project_dir(cwd), "project")
+        errors += project_errors
+    return merge(user, project, allow_project and cwd is not None, [str(e) for e in errors])
+
+
+def write_catalog_cache() -> str:
+    """Refresh the cached list a foreground pi reads at start (user + builtin agents)."""
+    text = catalog(load(None, allow_project=False))
+    path = catalog_cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+    except OSError:
+        pass  # a cache: the extension shows no list without it
+    return text
+
+
+def new_file(name: str, base: Definition | None) -> Path:
+    """Write `<user dir>/<name>.toml` from `base` (or a stub); refuses to overwrite."""
+    text = render(base or Definition(name=name, source="user"), name)
+    path = user_dir() / f"{name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def to_json_list(merged: Merged) -> list[dict[str, Any]]:
+    return [{"name": d.name, "source": d.source, "description": d.description,
+             "path": d.path} for d in (merged.agents[n] for n in merged.names())]
+
