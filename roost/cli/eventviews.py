@@ -75,7 +75,8 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
     last = 0
 
     def emit(event: dict[str, Any]) -> None:
-        click.echo(json.dumps(event, ensure_ascii=False) if as_json else line(event))
+        click.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")) if as_json
+                   else line(event))
 
     if not follow or since is not None or since_time is not None:
         # History straight from the files (roostd not needed); `last` is where following

@@ -353,7 +353,7 @@ class Daemon:
         log.info("job %s worker exit: %s %s", record.id, outcome, detail)
         if outcome == "expected":
             if detail == "reaped":
-                self.set_state(record, JobState.REAPED, busy=False, status="")
+                self.set_state(record, JobState.REAPED, "idle", busy=False, status="")
             elif detail == "attach":
                 if not record.attached and self.mailbox(record).pending():
                     # The attach was given up while the worker waited for a safe point:
@@ -361,7 +361,7 @@ class Daemon:
                     self.start_worker(record, "an item is waiting (attach given up)")
                 self.job_changed(record)
             elif record.state != JobState.STOPPED:
-                self.set_state(record, JobState.STOPPED, busy=False, status="")
+                self.set_state(record, JobState.STOPPED, detail, busy=False, status="")
             else:
                 self.job_changed(record)
         elif outcome == "shell":

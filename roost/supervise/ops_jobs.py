@@ -267,7 +267,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         proc = daemon.procs.get(record.id)
         was_stopped = record.state == JobState.STOPPED
         if not was_stopped:
-            daemon.set_state(record, JobState.STOPPED, busy=False, dialog=False, status="")
+            daemon.set_state(record, JobState.STOPPED, reason, busy=False, dialog=False,
+                             status="")
         if proc is not None:
             await proc.stop(reason, daemon.settings().stopTimeoutSeconds)
         if not was_stopped:  # one `ended` report per stop, not one per `roost stop` call
