@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 for variant in order:
                     configure(lab, variant)
                     rows[variant].append(send_trial(b, receiver, i * 3 + VARIANTS.index(variant)))
-            log_lines = sum(1 for _ in open(lab.roost_home / "events.jsonl"))
+            log_lines = len((lab.roost_home / "events.jsonl").read_bytes().splitlines())
             hooks_logged = (lab.roost_home / "roostd.log").read_text().count("roostd.hooks")
         finally:
             b.close()
