@@ -75,6 +75,20 @@ class Client:
             if frame.get("type") == "event":
                 yield frame
 
+    def follow(self, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The `events` op: each pushed event-log entry, in seq order, until the connection
+        ends (DaemonUnavailable then). A refused request raises RequestError."""
+        request_id = next(self._ids)
+        self._sock.sendall(protocol.encode({"id": request_id, "op": "events", **args}))
+        while True:
+            frame = self._read()
+            if frame.get("type") == "event" and frame.get("event") == "log":
+                yield frame["entry"]
+            elif (frame.get("type") == "response" and frame.get("id") in (request_id, None)
+                  and not frame.get("ok")):
+                error = frame.get("error") or {}
+                raise RequestError(str(error.get("code")), str(error.get("message")))
+
     def close(self) -> None:
         try:
             self._file.close()

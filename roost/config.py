@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,17 @@ class Settings:
     projectAgents: bool = False
     """Read agent definitions from `<repo>/.pi/roost/agents/` (they only add names, and
     never widen tools or choose the model)."""
+    hooks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Event type -> the command roostd runs on it (program and arguments, no shell)."""
+    hookTimeoutSeconds: float = 10.0
+    """A hook still running after this long is killed."""
+    hookMaxConcurrent: int = 4
+    """Hooks running at once; the others wait in the backlog."""
+    hookMaxBacklog: int = 100
+    """Hooks waiting to run; past that an event's hook is dropped (with a log line)."""
+    eventLog: bool = True
+    """Append events to $ROOST_HOME/events.jsonl (false: only followers and hooks see
+    them; for measurements)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
@@ -64,6 +75,11 @@ class Settings:
             spec = fields.get(key)
             if spec is None:
                 continue  # keys of other tools, or future ones
+            if key == "hooks":
+                hooks = _hooks(value)
+                if hooks is not None:
+                    values[key] = hooks
+                continue
             default = spec.default
             if isinstance(default, bool):
                 ok = isinstance(value, bool)
@@ -77,6 +93,28 @@ class Settings:
                 continue
             values[key] = float(value) if isinstance(default, float) else value
         return cls(**values)
+
+
+def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:
+    """`hooks` checked: an object of event type -> non-empty list of strings. A bad entry
+    is dropped with a warning; the rest is kept."""
+    from roost.supervise.events import EVENT_TYPES
+
+    if not isinstance(value, dict):
+        log.warning("roost.json: ignoring hooks=%r (expected an object)", value)
+        return None
+    hooks: dict[str, tuple[str, ...]] = {}
+    for kind, command in value.items():
+        if kind not in EVENT_TYPES:
+            log.warning("roost.json: ignoring the hook for %r (not an event type: %s)",
+                        kind, ", ".join(EVENT_TYPES))
+        elif (not isinstance(command, list) or not command
+              or not all(isinstance(part, str) and part for part in command)):
+            log.warning("roost.json: ignoring the hook for %s=%r (expected a non-empty list "
+                        "of strings: the program and its arguments)", kind, command)
+        else:
+            hooks[kind] = tuple(command)
+    return hooks
 
 
 def user_config_path() -> Path:

@@ -139,6 +139,10 @@ DAEMON_OPS: dict[str, Op] = {
         Op("start", "any", ("job",), "start a stopped/ended job again"),
         Op("rm", "any", ("job",), "stop and remove a job"),
         Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
+        Op("events", "any", (), "push the event log's entries after `since` (filtered by "
+                                "`types`, `job`), then each new one"),
+        Op("wait_jobs", "any", ("jobs", "until"),
+           "resolve when any (or all) of `jobs` reach `until`: needs_input|settled|done|failed"),
         Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
         Op("detach", "any", ("job",), "the attached foreground pi quit: back to the background"),
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),

@@ -99,10 +99,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise refuse(str(exc)) from None
         if target.extra.get("shell"):
             raise refuse(f"{target.id} is a shell job: it takes no messages")
-        # The envelope says what the sender is to the receiver.
-        from roost.agents.peers import relation
-
-        outcome = await router.deliver(target, "message", me, relation(target, me), message)
+        outcome = await router.send_message(target, me, message)
         record = daemon.jobs.get(target.id)
         dialog = bool(record and record.dialog and outcome in ("queued", "delivered"))
         return {"status": outcome, "relation": rel, "id": target.id, "name": target.name,

@@ -151,6 +151,15 @@ class AgentRouter:
 
         return post_item(self.daemon, record, kind, text, sender=sender_info, **extra)
 
+    async def send_message(self, target: Peer, sender: Peer, text: str) -> str:
+        """A `roost_send` message from `sender` to `target`: delivered and announced (the
+        message.sent event carries no body)."""
+        outcome = await self.deliver(target, "message", sender, relation(target, sender), text)
+        self.daemon.events.emit(
+            "message.sent", sender, **{"from": {"id": sender.id, "name": sender.name}},
+            to={"id": target.id, "name": target.name}, outcome=outcome)
+        return outcome
+
     # -- reports -----------------------------------------------------------------------------
     def report_for(self, child: JobRecord, report: dict[str, Any]) -> None:
         """Route a child's report (or synthetic `ended`) to its parent, or keep it."""
@@ -200,6 +209,11 @@ class AgentRouter:
         if child.id in self.daemon.jobs:
             child.save()
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome)
+        if child.undelivered_report is None:  # a kept report is announced once handed over
+            self.daemon.events.emit(
+                "job.report", child, to={"id": target.id, "name": target.name},
+                kind="ended" if report.get("ended") else "report",
+                firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome)
 
     def retry_undelivered(self, session: str | None) -> None:
         """A peer or job for `session` appeared: deliver the reports kept for it."""

@@ -210,11 +210,42 @@ def reply(job: str, text: tuple[str, ...]) -> None:
         sys.exit(2)
 
 
+WAIT_FOR = ("needs_input", "settled", "done", "failed")
+
+
 @cli.command()
-@click.argument("job")
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 1).")
-def wait(job: str, timeout: float | None) -> None:
-    """Block until the job's current run has settled."""
+@click.option("--any", "mode", flag_value="any", help="Until the first of the jobs gets there.")
+@click.option("--all", "mode", flag_value="all", help="Until every one of the jobs is there.")
+@click.option("--for", "until", type=click.Choice(WAIT_FOR), default=None,
+              help="What to wait for with --any/--all (default: settled).")
+def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
+         until: str | None) -> None:
+    """Block until the job's current run has settled; with --any/--all, until the first or
+    every one of the jobs reaches --for (prints `ID NAME STATE` per job; exit 0, 1 on
+    timeout, 2 for an unknown or removed job)."""
+    if mode is None and until is None and len(jobs) == 1:
+        _wait_one(jobs[0], timeout)
+        return
+    if mode is None:
+        if len(jobs) > 1:
+            fail("several jobs: say --any or --all", 2)
+        mode = "any"
+    with daemon() as client:
+        result = client.call("wait_jobs", {"jobs": list(jobs), "until": until or "settled",
+                                           "mode": mode, "timeout": timeout},
+                             None if timeout is None else timeout + 30)
+    rows = result["jobs"] if mode == "all" or not result["jobs"] else result["jobs"][:1]
+    for row in rows:
+        click.echo(f"{row['id']} {row['name']} {row['state']}")
+    if not result["reached"]:
+        waiting = ", ".join(f"{r['id']} ({r['state']})" for r in result["waiting"])
+        click.echo(f"roost: timed out; still waiting for {waiting}", err=True)
+        sys.exit(1)
+
+
+def _wait_one(job: str, timeout: float | None) -> None:
     with daemon() as client:
         # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
         result = client.call("wait", {"job": job, "timeout": timeout},
@@ -224,6 +255,45 @@ def wait(job: str, timeout: float | None) -> None:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
         sys.exit(1)
     click.echo(row["state"])
+
+
+@cli.command()
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they happen.")
+@click.option("--since", metavar="SEQ|TIME",
+              help="From after this seq, or from this UTC time (2026-11-30T11:20).")
+@click.option("--type", "types", multiple=True, metavar="T",
+              help="Only these types (repeatable; `job.` matches every job.* type).")
+@click.option("--job", help="Only events of this job (id or name).")
+@click.option("--json", "as_json", is_flag=True, help="The log's JSON lines as they are.")
+def events(follow: bool, since: str | None, types: tuple[str, ...], job: str | None,
+           as_json: bool) -> None:
+    """roostd's event log ($ROOST_HOME/events.jsonl); --follow streams new events."""
+    from roost.cli.eventviews import print_events
+
+    try:
+        print_events(follow, since, types, job, as_json)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@cli.command()
+@click.option("--enable", "action", flag_value="enable",
+              help="Add notify-send hooks for needs_input, failed and gave_up.")
+@click.option("--disable", "action", flag_value="disable", help="Remove them.")
+@click.option("--send", "action", flag_value="send",
+              help="(the hook) Read one event as JSON on stdin and notify.")
+def notify(action: str | None) -> None:
+    """Desktop notifications (notify-send) for jobs that need you."""
+    from roost.cli import notify as notifier
+
+    if action is None:
+        fail("say --enable, --disable or --send", 2)
+    try:
+        if action == "send":
+            sys.exit(notifier.send(sys.stdin.read()))
+        click.echo(notifier.enable() if action == "enable" else notifier.disable())
+    except notifier.NotifyError as exc:
+        fail(str(exc))
 
 
 @cli.command()

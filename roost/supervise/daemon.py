@@ -33,6 +33,8 @@ from roost.states import (
     check_transition,
 )
 from roost.supervise import jobs as jobstore
+from roost.supervise.events import EventLog
+from roost.supervise.hooks import HookRunner
 from roost.supervise.jobs import JobRecord
 from roost.supervise.workers import WorkerProcess
 
@@ -59,7 +61,13 @@ class Daemon:
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._server: asyncio.AbstractServer | None = None
+        self._any_changed = asyncio.Event()
         self.agents = AgentRouter(self)
+        # Every event goes through self.events.emit: appended to events.jsonl, pushed to
+        # followers (`roost events --follow`), handed to the hooks.
+        self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
+        self.hooks = HookRunner(self.settings)
+        self.events.listeners.append(self.hooks.on_event)
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -76,9 +84,16 @@ class Daemon:
             self._mailboxes[record.id] = box
         return box
 
+    def add_job(self, record: JobRecord) -> None:
+        """Register a new job (the one place a job comes into being)."""
+        self.jobs[record.id] = record
+        self.events.emit("job.created", record, kind=record.kind, cwd=record.cwd,
+                         parent=record.parent_peer)
+
     def forget_job(self, record: JobRecord) -> None:
         """Drop a removed job from every table (its files are the caller's business)."""
-        self.jobs.pop(record.id, None)
+        if self.jobs.pop(record.id, None) is not None:
+            self.events.emit("job.removed", record)
         self.procs.pop(record.id, None)
         self._mailboxes.pop(record.id, None)
 
@@ -118,6 +133,8 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        self.events.open()  # under the daemon lock: one appender per log
+        self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
         log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
                  os.getpid(), len(self.jobs))
@@ -143,6 +160,11 @@ class Daemon:
             paths.socket_path().unlink()
         with contextlib.suppress(FileNotFoundError):
             paths.pid_file().unlink()
+        self.events.emit("daemon.stopped", pid=os.getpid())
+        for sub in list(self.events.subscriptions):
+            self.events.unsubscribe(sub)
+        self.events.close()
+        self.hooks.close()
 
     def _load_jobs(self) -> None:
         self.jobs = jobstore.load_all()
@@ -200,6 +222,8 @@ class Daemon:
         finally:
             self.connections.discard(conn)
             self.subscribers.discard(conn)
+            for sub in conn.info.pop("subscriptions", ()):
+                self.events.unsubscribe(sub)
             self._connection_closed(conn)
 
     def _authorize(self, conn: Connection, op: Op) -> str | None:
@@ -219,10 +243,10 @@ class Daemon:
 
     def _build_handlers(self) -> dict[str, Any]:
         from roost.agents import ops as agent_ops
-        from roost.supervise import ops_attach, ops_jobs, ops_worker
+        from roost.supervise import ops_attach, ops_events, ops_jobs, ops_worker
 
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker, agent_ops, ops_attach):
+        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -251,15 +275,30 @@ class Daemon:
         ids = ", ".join(sorted(r.id for r in named))
         raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
 
-    def set_state(self, record: JobRecord, target: JobState, **fields: Any) -> None:
-        """The one function that changes a job's state: checks, persists, announces."""
+    def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
+                  **fields: Any) -> None:
+        """The one function that changes a job's state: checks, persists, announces (the
+        job.state event, and job.needs_input / job.failed on entering those states)."""
         check_transition(JOB_TRANSITIONS, record.state, target, f"job {record.id}")
-        if record.state != target:
-            log.info("job %s: %s -> %s", record.id, record.state.value, target.value)
+        source = record.state
+        if source != target:
+            log.info("job %s: %s -> %s", record.id, source.value, target.value)
         record.state = target
         for key, value in fields.items():
             setattr(record, key, value)
         self.job_changed(record)
+        if source == target or record.id not in self.jobs:
+            return
+        if reason is None:
+            reason = str(fields.get("error") or fields.get("status") or "")
+        self.events.emit("job.state", record, **{"from": source.value}, to=target.value,
+                         reason=reason)
+        if target == JobState.NEEDS_INPUT:
+            self.events.emit("job.needs_input", record, question=record.question,
+                             dialog=record.dialog,
+                             options=record.options if record.dialog else None)
+        elif target == JobState.FAILED:
+            self.events.emit("job.failed", record, error=record.error)
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         if persist and record.id in self.jobs:
@@ -268,10 +307,20 @@ class Daemon:
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()
+        self._any_changed.set()
+        self._any_changed = asyncio.Event()
         if self.subscribers:
             row = self.row(record)
             for conn in list(self.subscribers):
                 asyncio.ensure_future(conn.send(protocol.event("job", row=row)))
+
+    async def wait_any_change(self, timeout: float | None) -> bool:
+        """Until any job changes (or `timeout`); False on timeout."""
+        try:
+            await asyncio.wait_for(self._any_changed.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
 
     async def wait_change(self, record: JobRecord, timeout: float | None) -> bool:
         event = self._changed.setdefault(record.id, asyncio.Event())
@@ -288,7 +337,7 @@ class Daemon:
         log.info("job %s: starting worker (%s)", record.id, why)
         record.exit_code = None
         if record.state != JobState.STARTING:
-            self.set_state(record, JobState.STARTING, status="starting", error=None)
+            self.set_state(record, JobState.STARTING, why, status="starting", error=None)
         if record.kind == "pi":
             record.agent_catalog = agent_catalog(record.cwd)
         proc.spawn()
@@ -306,7 +355,7 @@ class Daemon:
         log.info("job %s worker exit: %s %s", record.id, outcome, detail)
         if outcome == "expected":
             if detail == "reaped":
-                self.set_state(record, JobState.REAPED, busy=False, status="")
+                self.set_state(record, JobState.REAPED, "idle", busy=False, status="")
             elif detail == "attach":
                 if not record.attached and self.mailbox(record).pending():
                     # The attach was given up while the worker waited for a safe point:
@@ -314,7 +363,7 @@ class Daemon:
                     self.start_worker(record, "an item is waiting (attach given up)")
                 self.job_changed(record)
             elif record.state != JobState.STOPPED:
-                self.set_state(record, JobState.STOPPED, busy=False, status="")
+                self.set_state(record, JobState.STOPPED, detail, busy=False, status="")
             else:
                 self.job_changed(record)
         elif outcome == "shell":
@@ -325,9 +374,12 @@ class Daemon:
                 self.set_state(record, JobState.FAILED, exit_code=code, busy=False,
                                status=f"exit {detail}", error=f"command exited with {detail}")
         elif outcome == "fatal":
+            self.events.emit("worker.gave_up", record, reason=detail)
             self.set_state(record, JobState.FAILED, busy=False, status="", error=detail)
             self.agents.job_ended(record, "crashed repeatedly" if "gave up" in detail else detail)
         else:  # crash: backoff then restart
+            self.events.emit("worker.crashed", record, reason=detail,
+                             crashes=len(record.crashes))
             self.set_state(record, JobState.STARTING, busy=False, status=detail,
                            dialog=False)
 

@@ -46,6 +46,7 @@ class JobRecord:
     summary: str = ""
     question: str | None = None
     dialog: bool = False  # an extension dialog is open (the question is its prompt)
+    options: list[str] | None = None  # the open dialog's choices (select; yes/no: confirm)
     busy: bool = False  # a run is starting or in progress, as the worker last said
     session: str | None = None  # the pi session file
     task: str | None = None

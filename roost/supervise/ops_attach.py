@@ -103,7 +103,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 "model": request.get("model"), "thinking": request.get("thinking"),
             })
             record.session = fg.session
-            daemon.jobs[record.id] = record
+            daemon.add_job(record)
         record.task = task or record.task
         record.attached = True
         record.status = "handing off"

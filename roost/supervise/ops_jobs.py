@@ -118,7 +118,7 @@ def create_job(daemon: Daemon, request: dict[str, Any],
 
 def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None = None) -> None:
     """Register the record, queue its task as the first item, start its worker."""
-    daemon.jobs[record.id] = record
+    daemon.add_job(record)
     record.save()
     if record.kind == "pi":
         assert record.task is not None
@@ -197,6 +197,19 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
     return not daemon.mailbox(record).pending()
 
 
+WAIT_CONDITIONS = ("needs_input", "settled", "done", "failed")
+
+
+def reached(daemon: Daemon, record: JobRecord, until: str) -> bool:
+    """Has the job reached `until` (one of WAIT_CONDITIONS)? `done` includes `reaped`
+    (a done job whose idle worker was stopped)."""
+    if until == "settled":
+        return is_settled(daemon, record)
+    if until == "done":
+        return record.state in (JobState.DONE, JobState.REAPED)
+    return record.state.value == until
+
+
 def handlers(daemon: Daemon) -> dict[str, Any]:
     async def status(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -261,11 +274,37 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             await daemon.wait_change(record, left)
         return {"settled": True, "row": daemon.row(record)}
 
+    async def wait_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        refs = request["jobs"]
+        if not isinstance(refs, list) or not refs:
+            raise RequestError(BAD_REQUEST, "jobs must be a non-empty list of job ids or names")
+        until, mode = request["until"], request.get("mode", "any")
+        if until not in WAIT_CONDITIONS:
+            raise RequestError(BAD_REQUEST, f"until must be one of {', '.join(WAIT_CONDITIONS)}")
+        if mode not in ("any", "all"):
+            raise RequestError(BAD_REQUEST, "mode must be any or all")
+        records = list({r.id: r for r in (daemon.find_job(str(ref)) for ref in refs)}.values())
+        timeout = request.get("timeout")
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            for record in records:
+                if record.id not in daemon.jobs:
+                    raise RequestError(REFUSED, f"job {record.id} was removed")
+            hits = [r for r in records if reached(daemon, r, until)]
+            if hits if mode == "any" else len(hits) == len(records):
+                return {"reached": True, "jobs": [daemon.row(r) for r in hits]}
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return {"reached": False, "jobs": [daemon.row(r) for r in hits],
+                        "waiting": [daemon.row(r) for r in records if r not in hits]}
+            await daemon.wait_any_change(left)
+
     async def _stop(record: JobRecord, reason: str = "stopped") -> None:
         proc = daemon.procs.get(record.id)
         was_stopped = record.state == JobState.STOPPED
         if not was_stopped:
-            daemon.set_state(record, JobState.STOPPED, busy=False, dialog=False, status="")
+            daemon.set_state(record, JobState.STOPPED, reason, busy=False, dialog=False,
+                             status="")
         if proc is not None:
             await proc.stop(reason, daemon.settings().stopTimeoutSeconds)
         if not was_stopped:  # one `ended` report per stop, not one per `roost stop` call
@@ -317,6 +356,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         "show": show,
         "reply": reply,
         "wait": wait,
+        "wait_jobs": wait_jobs,
         "stop": stop,
         "start": start,
         "rm": rm,

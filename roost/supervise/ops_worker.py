@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
 # What a worker may report, and the job states it may move its job to.
-WORKER_FIELDS = ("status", "summary", "question", "dialog", "busy")
+WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy")
 EPHEMERAL_FIELDS = {"status", "busy"}  # re-sent by the worker after every reconnect
 WORKER_STATES = {JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED}
 

@@ -56,6 +56,16 @@ def dialog_question(request: dict[str, Any]) -> str:
     return title or f"({method})"
 
 
+def dialog_options(request: dict[str, Any]) -> list[str] | None:
+    """The choices of a dialog, for the job.needs_input event."""
+    method = request.get("method")
+    if method == "select":
+        return [str(o) for o in request.get("options") or []]
+    if method == "confirm":
+        return ["yes", "no"]
+    return None
+
+
 def dialog_answer(request: dict[str, Any], reply: str) -> dict[str, Any]:
     """The extension_ui_response that answers `request` with a user's reply text."""
     method = request.get("method")
@@ -105,6 +115,7 @@ class RunTracker:
             "summary": self.summary,
             "question": self.question,
             "dialog": self.dialog is not None,
+            "options": dialog_options(self.dialog) if self.dialog is not None else None,
         }
 
     # -- events ------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""`roost events` and `roost wait --any/--all` on the CLI side: reading the event log,
+following it through roostd, and one readable line per event."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from roost import paths
+from roost.supervise import events as eventlog
+
+
+def since_arg(value: str | None) -> tuple[int | None, str | None]:
+    """`--since`: a seq (an integer) or a time (ISO-8601 UTC, any prefix of
+    2026-11-30T11:20:00.123Z; a space may stand for the T)."""
+    if value is None:
+        return None, None
+    if value.isdigit():
+        return int(value), None
+    return None, value.strip().replace(" ", "T")
+
+
+def _peer(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{value.get('name')} ({value.get('id')})"
+    return "-"
+
+
+def describe(event: dict[str, Any]) -> str:
+    kind = event.get("type")
+    if kind == "job.created":
+        parent = f", parent {event['parent']}" if event.get("parent") else ""
+        return f"created ({event.get('kind')}) in {event.get('cwd')}{parent}"
+    if kind == "job.state":
+        reason = f": {event['reason']}" if event.get("reason") else ""
+        return f"{event.get('from')} -> {event.get('to')}{reason}"
+    if kind == "job.needs_input":
+        options = event.get("options")
+        listing = f" [{' | '.join(options)}]" if options else ""
+        return f"asks: {event.get('question') or ''}{listing}"
+    if kind == "job.report":
+        return (f"{event.get('kind')} to {_peer(event.get('to'))} ({event.get('outcome')}): "
+                f"{event.get('firstLine') or ''}")
+    if kind == "job.failed":
+        return f"failed: {event.get('error') or ''}"
+    if kind == "job.removed":
+        return "removed"
+    if kind == "message.sent":
+        return f"{_peer(event.get('from'))} -> {_peer(event.get('to'))}: {event.get('outcome')}"
+    if kind in ("worker.crashed", "worker.gave_up"):
+        return str(event.get("reason") or "")
+    if kind == "daemon.started":
+        return f"roostd {event.get('version')} pid {event.get('pid')}"
+    if kind == "daemon.stopped":
+        return f"roostd pid {event.get('pid')}"
+    rest = {k: v for k, v in event.items() if k not in ("seq", "time", "type", "job")}
+    return json.dumps(rest, ensure_ascii=False)
+
+
+def line(event: dict[str, Any]) -> str:
+    job = event.get("job")
+    who = f"{job.get('id')} {job.get('name')}" if isinstance(job, dict) else "-"
+    return (f"{event.get('time')}  #{event.get('seq'):<5} {event.get('type'):<16} {who}  "
+            f"{describe(event)}")
+
+
+def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
+                 job: str | None, as_json: bool) -> None:
+    since, since_time = since_arg(since_value)
+    kinds = list(types) or None
+    last = 0
+
+    def emit(event: dict[str, Any]) -> None:
+        click.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")) if as_json
+                   else line(event))
+
+    if not follow or since is not None or since_time is not None:
+        # History straight from the files (roostd not needed); `last` is where following
+        # resumes, whether or not the filter printed anything.
+        for event in eventlog.read_events(paths.roost_home(), since or 0, since_time):
+            last = event["seq"]
+            if eventlog.matches(event, kinds, job):
+                emit(event)
+        if since is not None:
+            last = max(last, since)
+    if not follow:
+        return
+    from roost.client import DaemonUnavailable, connect
+    from roost.protocol import RequestError
+
+    # Without --since: from now on. "Now" is the log's last seq, and roostd sends what
+    # came after it, so an event between this read and the subscription is not lost.
+    resume = last if (since is not None or since_time is not None) else (
+        eventlog.last_seq(paths.roost_home()))
+    first = True
+    while True:  # reconnects (roostd restarted) resume at the last seq seen
+        try:
+            # Only the first connection starts roostd: a `roost daemon stop` must not be
+            # undone by a follower; it waits for the next roostd instead.
+            client = connect(autostart=first, timeout=15.0 if first else 0.5)
+        except DaemonUnavailable:
+            if first:
+                raise click.ClickException("roostd is not running and could not be started"
+                                           ) from None
+            time.sleep(0.5)  # roostd is down (restarting): try again; no events meanwhile
+            continue
+        first = False
+        try:
+            with client:
+                for event in client.follow({"since": resume, "types": kinds, "job": job}):
+                    if event["seq"] <= resume:
+                        continue  # never twice
+                    resume = event["seq"]
+                    emit(event)
+                    sys.stdout.flush()
+        except RequestError as exc:
+            raise click.ClickException(exc.message) from None
+        except (DaemonUnavailable, ConnectionError, OSError):
+            continue
