@@ -26,7 +26,7 @@ from roost.mailbox.item import (
     AGENT_KINDS,
     MAX_ITEM_BYTES,
     Item,
-    encode_body,
+    checked_body,
     name_for,
     now_iso,
     render_line,
@@ -105,12 +105,10 @@ class Mailbox:
         Raises MailboxFull (nothing written) when the cap for `kind` is reached,
         InvalidItem for a bad kind/text/sender/extra, MailboxError for I/O failures.
         """
-        body = encode_body(kind, text, sender, extra)
-        size = len(body[0].encode()) + len(body[1].encode()) + 64  # + seq, created, braces
-        if size > MAX_ITEM_BYTES:
-            raise InvalidItem(
-                f"item too large for {self.path}: {size} bytes, the limit is {MAX_ITEM_BYTES}"
-            )
+        try:
+            body = checked_body(kind, text, sender, extra)
+        except InvalidItem as exc:
+            raise InvalidItem(f"{exc} (mailbox {self.path})") from None
         is_agent = kind in AGENT_KINDS
         limit = self.max_agent if is_agent else self.max_replies
         with self._counter.locked() as state:
