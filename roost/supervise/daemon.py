@@ -161,7 +161,7 @@ class Daemon:
     def _resume_job(self, record: JobRecord) -> None:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
         proc = self._proc(record)
-        if record.worker_pid and proc.adopt():
+        if proc.adopt():  # the pid in its record, or the holder of its worker lock
             log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
             return
         record.worker_pid = None
