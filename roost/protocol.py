@@ -162,7 +162,8 @@ DAEMON_OPS: dict[str, Op] = {
 EXTENSION_OPS: dict[str, Op] = {
     op.name: op
     for op in (
-        Op("ext_hello", "any", ("token", "pid"), "bind the extension of this worker's pi"),
+        # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
+        Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
         Op("peers", "peer", ()),
         Op("send", "peer", ("to", "message")),
         Op("spawn", "peer", ("task",)),

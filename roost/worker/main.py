@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import time
 from typing import Any
@@ -70,7 +69,6 @@ class Worker:
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
         self.ext: Connection | None = None
-        self.ext_token = early.token
         self.ext_ready = asyncio.Event()
         self.wake = asyncio.Event()
         self.stop_reason: str | None = None
@@ -139,7 +137,7 @@ class Worker:
             self.check_lock()
             assert early.install is not None  # found, or early.error says why not
             try:
-                early.pi = launch.spawn_pi(early.job, early.token, ext_sock, early.install)
+                early.pi = launch.spawn_pi(early.job, ext_sock, early.install)
             except launch.LaunchError as exc:
                 raise Fatal(str(exc)) from None
         server = await asyncio.start_unix_server(
@@ -431,10 +429,14 @@ class Worker:
 
     def _ext_handlers(self) -> dict[str, Any]:
         async def ext_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-            if not secrets.compare_digest(str(request["token"]), self.ext_token):
-                raise RequestError(UNAUTHORIZED, "wrong job token")
-            if request.get("pid") != self.pi.pid:
+            # No secret: anything pi's environment held, a tool could read back from
+            # /proc/<pi>/environ. The kernel says which process connected (SO_PEERCRED);
+            # only this worker's pi itself (not a tool it runs) is the job's extension.
+            peer = conn.peer
+            if peer is None or peer.uid != os.getuid() or peer.pid != self.pi.pid:
                 raise RequestError(UNAUTHORIZED, "only this worker's pi may connect")
+            if request.get("pid") != peer.pid:
+                raise RequestError(UNAUTHORIZED, "ext_hello: pid does not match the caller")
             conn.peer_id = self.record.id
             self.ext = conn
             self.ext_ready.set()
