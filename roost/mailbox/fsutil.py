@@ -15,7 +15,11 @@ FILE_MODE = 0o600
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) if needed and force mode 0700 on it."""
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    if stat.S_IMODE(path.stat().st_mode) != DIR_MODE:
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        # A symlink planted as tmp/ or new/ would take every item outside the mailbox.
+        raise OSError(f"{path} is a symlink or not a directory: refusing to use it")
+    if stat.S_IMODE(st.st_mode) != DIR_MODE:
         os.chmod(path, DIR_MODE)
 
 

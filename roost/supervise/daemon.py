@@ -22,6 +22,7 @@ import portalocker
 from roost import __version__, paths, protocol
 from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
+from roost.fsutil import atomic_write_text
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
@@ -86,7 +87,9 @@ class Daemon:
     def _take_daemon_lock(self) -> None:
         paths.ensure_dir(self.home)
         lock_path = self.home / "roostd.lock"
-        handle = open(lock_path, "a+")  # noqa: SIM115 - held for the daemon's whole life
+        # Held for the daemon's whole life; never opened through a planted symlink.
+        handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                                   | os.O_CLOEXEC, 0o600), "a+")
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except portalocker.LockException:
@@ -96,9 +99,7 @@ class Daemon:
                 f"roostd is already running for {self.home} (pid {pid})"
             ) from None
         self._lock_file = handle
-        tmp = paths.pid_file().with_suffix(".pid.tmp")
-        tmp.write_text(f"{os.getpid()}\n")
-        os.replace(tmp, paths.pid_file())
+        atomic_write_text(paths.pid_file(), f"{os.getpid()}\n")
 
     async def run(self) -> None:
         self._take_daemon_lock()

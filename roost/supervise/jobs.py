@@ -58,7 +58,8 @@ def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
 def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
     while True:
         job_id = secrets.token_hex(4)
-        if job_id not in taken:
+        # A directory (or a planted symlink) of that name is never reused.
+        if job_id not in taken and not os.path.lexists(paths.job_dir(job_id)):
             return job_id
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 NAME_MAX = 80
+REPLY_CAUSES = ("reply", "cli")
 
 
 def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
@@ -148,6 +149,8 @@ def post_item(
         daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
     except MailboxFull as exc:
         raise RequestError(REFUSED, str(exc)) from None
+    except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
+        raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
     if record.attached:  # a foreground pi holds the session: delivered when it lets go
         daemon.job_changed(record, persist=False)
         return "queued"
@@ -240,7 +243,12 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         text = request["text"]
         if not isinstance(text, str) or not text.strip():
             raise RequestError(BAD_REQUEST, "the reply text is empty")
-        outcome = post_item(daemon, record, "reply", text, cause=request.get("cause", "reply"))
+        cause = request.get("cause", "reply")
+        if cause not in REPLY_CAUSES:
+            # What started a run decides whether it reports to a parent: a client says at
+            # most that it is a user reply; `task` is the job's own first item only.
+            raise RequestError(BAD_REQUEST, f"cause must be one of {', '.join(REPLY_CAUSES)}")
+        outcome = post_item(daemon, record, "reply", text, cause=cause)
         return {"status": outcome, "id": record.id}
 
     async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
