@@ -23,12 +23,13 @@ def ensure_private_dir(path: Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def write_new_file(path: Path | str, data: bytes) -> None:
+def write_new_file(path: Path | str, data: bytes, dir_fd: int | None = None) -> None:
     """Create `path` exclusively (O_EXCL), write `data`, fsync, close.
 
     On any failure the partly written file is removed before the error propagates.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE,
+                 dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
@@ -38,7 +39,7 @@ def write_new_file(path: Path | str, data: bytes) -> None:
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(path, dir_fd=dir_fd)
         raise
     os.close(fd)
 

@@ -145,6 +145,11 @@ def post_item(
         )
     if record.state == JobState.STOPPED:
         return "stopped"
+    try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
+        paths.check_real_dir(record.dir)
+        paths.check_real_dir(record.mailbox_dir)
+    except OSError as exc:
+        raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
     try:
         daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
     except MailboxFull as exc:
