@@ -33,7 +33,7 @@ def ensure_dir(path: Path, mode: int = 0o700) -> Path:
     """
     path.mkdir(parents=True, exist_ok=True, mode=mode)
     check_real_dir(path)
-    os.chmod(path, mode, follow_symlinks=False)
+    os.chmod(path, mode)
     return path
 
 

@@ -93,7 +93,6 @@ def spawn_pi(job: dict[str, Any], ext_path: Path,
              install: PiInstall) -> subprocess.Popen[bytes]:
     if not os.path.isdir(job["cwd"]):
         raise LaunchError(f"the job's directory {job['cwd']} does not exist")
-    precreate_session(job)
     return subprocess.Popen(
         pi_argv(job, install),
         stdin=subprocess.PIPE,
@@ -104,20 +103,6 @@ def spawn_pi(job: dict[str, Any], ext_path: Path,
         preexec_fn=_die_with_parent,
         umask=USER_UMASK,  # what the agent's tools create is the user's business
     )
-
-
-def precreate_session(job: dict[str, Any]) -> None:
-    """Create a roost-made job's session file empty and 0600 before pi opens it (pi accepts
-    an empty file; it would create it with the user's umask, often 0644)."""
-    session = job.get("session")
-    if not session or os.path.dirname(session) != str(paths.job_dir(job["id"])):
-        return  # a session roost did not create (a hand-off) stays as its owner made it
-    try:
-        fd = os.open(session, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)
 
 
 def listen(path: Path) -> socket.socket:

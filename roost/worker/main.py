@@ -76,6 +76,7 @@ class Worker:
         self._settle_task: asyncio.Task[None] | None = None
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
+        self._session_private = False  # the session file was made 0600
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -338,6 +339,8 @@ class Worker:
             # Every line pi prints comes after it saved the entries of earlier events.
             self.delivery.ack_finished()
         due = self.runs.on_event(event)
+        if not self._session_private and kind in ("message_end", "turn_end", "agent_end"):
+            self._privatise_session()
         if kind == "message_end":
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
@@ -355,6 +358,29 @@ class Worker:
             self.report()
         if kind in ("compaction_end", "agent_end", "agent_settled"):
             self.wake.set()
+
+    def _privatise_session(self) -> None:
+        """Make a roost-made session file 0600 once pi has created it.
+
+        pi creates the file itself with the umask it was given (the user's: its tools need
+        it), so often 0644; pre-creating it empty confuses pi 0.73 (its next open forks the
+        session), so the worker closes it down right after pi's first write instead.
+        """
+        session = self.record.session
+        if not session or os.path.dirname(session) != str(self.record.dir):
+            self._session_private = True  # a session roost did not create stays as it is
+            return
+        try:
+            fd = os.open(session, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return  # not written yet (pi 0.73 writes at the first assistant message)
+        except OSError as exc:
+            log.warning("could not make %s private: %s", session, exc)
+        self._session_private = True
 
     async def _confirm_settled(self) -> None:
         # A retry or compaction decided at agent_end shows up before this answer.
