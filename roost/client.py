@@ -118,7 +118,9 @@ def start_daemon_background() -> None:
     import subprocess  # here: a CLI command with roostd already up never needs it
 
     home = paths.ensure_dir(paths.roost_home())
-    with open(home / "roostd.log", "ab") as log_file:
+    fd = os.open(home / "roostd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as log_file:
         subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "daemon", "run"],
             stdin=subprocess.DEVNULL,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -22,6 +23,20 @@ def fsync_dir(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
+    """A small file replaced atomically (mkstemp beside it: O_EXCL, never a symlink)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:

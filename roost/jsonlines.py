@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from roost import protocol
@@ -17,6 +20,29 @@ from roost.protocol import Op, ProtocolError, RequestError
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Connection", dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class PeerCred:
+    """Who is at the other end of a Unix socket, as the kernel says (SO_PEERCRED): the
+    process that connected, not what it claims. Identity checks use this, never a pid or
+    token from the request alone."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(writer: asyncio.StreamWriter) -> PeerCred | None:
+    sock = writer.get_extra_info("socket")
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, uid, gid = struct.unpack("3i", raw)
+    return PeerCred(pid, uid, gid) if pid > 0 else None
 
 
 class Connection:
@@ -30,6 +56,8 @@ class Connection:
         self.peer_id: str | None = None  # set for a bound worker or foreground peer
         self.info: dict[str, Any] = {}
         self._write_lock = asyncio.Lock()
+        self.peer = peer_credentials(writer)
+
 
     async def send(self, frame: dict[str, Any]) -> bool:
         """Write one frame; False when the peer is gone (never raises for that)."""

@@ -21,11 +21,29 @@ def roost_home() -> Path:
     return Path(state).expanduser().absolute() / "roost"
 
 
+class UnsafePath(OSError):
+    """A directory roost writes in is a symlink (or not a directory): never followed."""
+
+
 def ensure_dir(path: Path, mode: int = 0o700) -> Path:
-    """Create `path` (and parents) and force its mode; returns it."""
+    """Create `path` (and parents) and force its mode; returns it.
+
+    A symlink planted where roost keeps a directory (a job's directory, `locks/`) is
+    refused, not followed: everything written there would land outside ROOST_HOME.
+    """
     path.mkdir(parents=True, exist_ok=True, mode=mode)
+    check_real_dir(path)
     os.chmod(path, mode)
     return path
+
+
+def check_real_dir(path: Path) -> None:
+    """UnsafePath unless `path` is a directory itself (not a symlink to one)."""
+    import stat
+
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{path} is a symlink or not a directory: refusing to write there")
 
 
 def socket_path() -> Path:

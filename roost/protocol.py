@@ -76,6 +76,10 @@ def decode(line: bytes) -> dict[str, Any]:
         obj = json.loads(line.rstrip(b"\r\n").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"could not decode frame: {exc}") from None
+    except RecursionError:
+        # json's C decoder recurses per nesting level: a frame of 100,000 "[" is small
+        # enough to read and deep enough to blow the stack. It is a bad frame like any other.
+        raise ProtocolError("could not decode frame: nested too deeply") from None
     if not isinstance(obj, dict):
         raise ProtocolError("could not decode frame: expected a JSON object")
     return obj
@@ -162,7 +166,8 @@ DAEMON_OPS: dict[str, Op] = {
 EXTENSION_OPS: dict[str, Op] = {
     op.name: op
     for op in (
-        Op("ext_hello", "any", ("token", "pid"), "bind the extension of this worker's pi"),
+        # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
+        Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
         Op("peers", "peer", ()),
         Op("send", "peer", ("to", "message")),
         Op("spawn", "peer", ("task",)),

@@ -403,8 +403,9 @@ def test_receiver_killed_between_delivery_and_ack_sees_message_once(make_lab) ->
 
 
 def test_peer_register_spoofing_is_refused(make_lab) -> None:
-    """peer_register needs the writer lock of the session to name a live pid that is the
-    caller's claim: wrong pid, dead pid and a lock nobody holds are all `unauthorized`."""
+    """peer_register needs the writer lock of the session to name the caller's own pid (its
+    SO_PEERCRED pid, not a claim): wrong pid, someone else's or a dead pid and a lock nobody
+    holds are all `unauthorized`."""
     lab = make_lab()
     lab.cli("daemon", "start")
     held = lab.root / "held.jsonl"
@@ -439,7 +440,9 @@ def test_peer_register_spoofing_is_refused(make_lab) -> None:
             return info.value.message
 
         assert "names pid" in refused(session=str(held), pid=os.getpid())  # wrong pid
-        assert "not alive" in refused(session=str(dead), pid=dead_pid)  # dead pid
+        # A pid the caller claims is never taken: roostd uses the socket's SO_PEERCRED pid.
+        assert "the caller is pid" in refused(session=str(dead), pid=dead_pid)  # dead pid
+        assert "the caller is pid" in refused(session=str(held), pid=live.pid)  # the holder's
         assert "no writer lock" in refused(session=str(free), pid=os.getpid())  # not held
         # An unregistered connection cannot act as a peer.
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -450,9 +453,28 @@ def test_peer_register_spoofing_is_refused(make_lab) -> None:
                 with pytest.raises(RequestError) as info:
                     client.request(op, timeout=10, **args)
                 assert info.value.code == "unauthorized"
-        # The lock's real holder is accepted (same-user trust), as is a --no-session peer.
-        assert re.fullmatch(r"f[0-9a-f]{7}", register(session=str(held), pid=live.pid)["id"])
-        assert re.fullmatch(r"f[0-9a-f]{7}", register(session=None, pid=live.pid)["id"])
+        # The lock's real holder, on its own connection, is accepted, as is a --no-session
+        # peer (its own pid).
+        own = lab.root / "own.jsonl"
+        registrar = (
+            "import json, os, socket, sys\nfrom roost.client import Client\n"
+            "from roost.locks import SessionLock\n"
+            "assert SessionLock(sys.argv[1]).acquire()\n"
+            "ids = []\n"
+            "for session in (sys.argv[1], None):\n"
+            "    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    sock.connect(sys.argv[2])\n"
+            "    with Client(sock) as c:\n"
+            "        ids.append(c.request('peer_register', timeout=10, session=session,"
+            " pid=os.getpid())['id'])\n"
+            "print(json.dumps(ids))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", registrar, str(own),
+                               str(lab.roost_home / "roostd.sock")],
+                              env=lab.env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        ids = json.loads(done.stdout)
+        assert len(ids) == 2 and all(re.fullmatch(r"f[0-9a-f]{7}", i) for i in ids), ids
     finally:
         live.kill()
         live.wait()

@@ -421,10 +421,10 @@ def test_failed_counter_fsync_writes_no_item(tmp_path: Path, monkeypatch: pytest
 def test_failed_rename_removes_the_tmp_file(box: Mailbox, monkeypatch: pytest.MonkeyPatch) -> None:
     real_rename = os.rename
 
-    def broken_rename(src: str, dst: str) -> None:
-        if "tmp" in str(src):
+    def broken_rename(src: str, dst: str, **dir_fds: int) -> None:
+        if "tmp" in str(src) or "src_dir_fd" in dir_fds:  # the publishing rename
             raise OSError(18, "Invalid cross-device link")
-        real_rename(src, dst)
+        real_rename(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "rename", broken_rename)
     with pytest.raises(MailboxError, match="while publishing item 1"):

@@ -17,6 +17,7 @@ from roost.agents.router import RESULT_MAX, AgentRouter, ForegroundPeer
 from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, UNAUTHORIZED, RequestError
+from roost.supervise.ops_jobs import strip_controls
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -37,9 +38,16 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if conn.job_id is not None:
             raise RequestError(BAD_REQUEST, "a job's worker is already its peer")
         session = request.get("session")
-        pid = request.get("pid")
-        if not isinstance(pid, int) or pid <= 0:
-            raise RequestError(BAD_REQUEST, "pid must be a positive integer")
+        # Who registers is the process at the other end of the socket (SO_PEERCRED), not
+        # a pid the request names: otherwise any client could register for a session
+        # whose lock a live pi holds, and take its messages.
+        peer = conn.peer
+        if peer is None or peer.uid != os.getuid():
+            raise RequestError(UNAUTHORIZED, "peer_register: the caller's credentials are unknown")
+        pid = peer.pid
+        if request.get("pid") != pid:
+            raise RequestError(UNAUTHORIZED, f"peer_register: the caller is pid {pid}, "
+                                             f"not {request.get('pid')!r}")
         if session is not None:
             if not isinstance(session, str) or not os.path.isabs(session):
                 raise RequestError(BAD_REQUEST, "session must be an absolute path or null")
@@ -65,6 +73,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         ):
             peer_id = "f" + secrets.token_hex(4)[:7]
         name = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
+        name = " ".join(strip_controls(name).split()) or peer_id
         fg = ForegroundPeer(
             id=peer_id, session=session, name=name[:80],
             cwd=str(request.get("cwd") or ""), pid=pid, conn=conn,

@@ -31,7 +31,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
-from roost.cli.views import STATE_STYLE, tree_order
+from roost.cli.views import STATE_STYLE, display_row, tree_order
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
 from roost.transcript import render
@@ -388,7 +388,7 @@ class ViewApp(App[None]):
 
     # -- messages ----------------------------------------------------------------------------
     def on_rows_arrived(self, message: RowsArrived) -> None:
-        self.rows = message.rows
+        self.rows = [display_row(row) for row in message.rows]  # agent text: no raw ESC
         self.loaded = True
         self._render_table()
         self._render_status()

@@ -360,7 +360,8 @@ def attach(job: str) -> None:
         if row["kind"] != "pi":
             fail(f"job {row['id']} is a shell job: nothing to attach to", 2)
         if row["status"] not in ("", "attached") or row["state"] in ("running", "starting"):
-            click.echo(f"waiting for the current run of {row['id']} ({row['name']}) to settle…",
+            name = views.printable(row["name"])
+            click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…",
                        err=True)
         attached = client.request("attach", job=row["id"])
     try:

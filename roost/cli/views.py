@@ -30,6 +30,31 @@ STATE_STYLE = {
 }
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROL[0x0A] = "\\n"
+_CONTROL[0x09] = "\\t"
+DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state",
+                "model")
+
+
+def printable(text: Any) -> str:
+    """`text` with every control character (ESC, CSI, BEL, newline, ...) shown as an escape:
+    names, summaries and questions come from agents and models, and must not drive the
+    terminal of whoever lists them. Rich would pass ESC through as it is."""
+    return str(text).translate(_CONTROL)
+
+
+def display_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A JobRow for a terminal: its free-text fields through `printable`."""
+    out = dict(row)
+    for key in DISPLAY_KEYS:
+        if isinstance(out.get(key), str):
+            out[key] = printable(out[key])
+    if isinstance(out.get("command"), list):
+        out["command"] = [printable(part) for part in out["command"]]
+    return out
+
+
 def console() -> Console:
     from rich.console import Console
 
@@ -84,6 +109,7 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     if not rows:
         out.print("no jobs (start one with: roost run TASK)")
         return
+    rows = [display_row(row) for row in rows]
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
     if group == "state":
         ordered = sorted(rows, key=lambda r: (r["state"], r["created"]))
@@ -112,7 +138,9 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
             if row.get("question"):
                 summary = Text(f"? {row['question']}", style="yellow")
             state = Text(row["state"], style=STATE_STYLE.get(row["state"], ""))
-            table.add_row(row["id"], name, state, row.get("status") or "", summary, meta)
+            # Text, not str: a str cell is rich markup, and "[" in a name is not markup.
+            table.add_row(row["id"], Text(name), state, Text(row.get("status") or ""), summary,
+                          Text(meta))
         out.print(table)
 
 
@@ -128,7 +156,10 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[
 
 
 def print_detail(row: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     out = console()
+    row = display_row(row)
     fields = [
         ("id", row["id"]), ("name", row["name"]), ("kind", row["kind"]),
         ("state", row["state"]), ("status", row.get("status")), ("summary", row.get("summary")),
@@ -145,7 +176,7 @@ def print_detail(row: dict[str, Any]) -> None:
     ]
     for key, value in fields:
         if value not in (None, ""):
-            out.print(f"[bold]{key:>13}[/bold]  {value}")
+            out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:
@@ -238,6 +269,7 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
                          indent=2, ensure_ascii=False))
         return
     from rich.table import Table
+    from rich.text import Text
 
     out = console()
     if not items:
@@ -250,8 +282,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         sender = item.sender or {}
         who = "user"
         if sender:
-            who = f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})"
-        text = " ".join(item.text.split())
-        table.add_row(state, str(item.seq), item.kind, who, item.created,
-                      text[:60] + ("…" if len(text) > 60 else ""))
+            who = printable(
+                f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})")
+        text = printable(" ".join(item.text.split()))
+        table.add_row(state, str(item.seq), item.kind, Text(who), item.created,
+                      Text(text[:60] + ("…" if len(text) > 60 else "")))
     out.print(table)

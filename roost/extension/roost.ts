@@ -2,9 +2,10 @@
  * The roost pi extension. Thin on purpose: logic that can live in Python lives in Python.
  *
  * - Takes the session's writer lock (one pi process per session file; pi has none).
- * - In a roost job (ROOST_EXT_SOCK set by the worker): reads PI_JOB_TOKEN once, deletes it
- *   from process.env at once (tools and their subprocesses never see it), connects to the
- *   worker's socket, injects the agent items the worker hands it, forwards tool calls.
+ * - In a roost job (ROOST_EXT_SOCK set by the worker): connects to the worker's socket
+ *   (no secret: the worker checks the connection's SO_PEERCRED pid is its own pi's, so a
+ *   tool pi runs cannot pass for the extension), injects the agent items the worker hands
+ *   it, forwards tool calls.
  * - In a foreground pi: connects lazily to roostd on the first roost_* tool call, registers
  *   as a peer (re-registering on every session_start), and shows what is delivered to it.
  * - Registers roost_agents, roost_send, roost_spawn (unless agentTools is false in the
@@ -27,9 +28,7 @@ const NOTE_TYPE = "pi-roost-note";
 const PROTOCOL = 1;
 const EXIT_FATAL = 3;
 
-// Read the job's secret once and remove it before any tool can run.
-const JOB_TOKEN = process.env.PI_JOB_TOKEN;
-delete process.env.PI_JOB_TOKEN;
+// Set by the worker for its own pi; removed so that a pi started by a tool is not a job.
 const EXT_SOCK = process.env.ROOST_EXT_SOCK;
 delete process.env.ROOST_EXT_SOCK;
 const JOB_ID = process.env.ROOST_JOB_ID;
@@ -166,7 +165,7 @@ export default function roost(pi: any) {
 	(globalThis as any)[marker] = true;
 
 	const settings = userSettings();
-	const jobMode = Boolean(EXT_SOCK && JOB_TOKEN);
+	const jobMode = Boolean(EXT_SOCK);
 	let lock: SessionLock | null = null;
 	let channel: Channel | null = null; // worker socket (job) or roostd (foreground)
 	let connecting: Promise<Channel> | null = null;
@@ -226,7 +225,7 @@ export default function roost(pi: any) {
 			if (channel === ch) channel = null;
 		});
 		await ch.ready();
-		await ch.request("ext_hello", { token: JOB_TOKEN, pid: process.pid });
+		await ch.request("ext_hello", { pid: process.pid });
 		channel = ch;
 		return ch;
 	}

@@ -26,7 +26,7 @@ from roost.mailbox.item import (
     AGENT_KINDS,
     MAX_ITEM_BYTES,
     Item,
-    encode_body,
+    checked_body,
     name_for,
     now_iso,
     render_line,
@@ -86,6 +86,7 @@ class Mailbox:
         self._tmp_prefix = f"{self.tmp_dir}{os.sep}"
         self._new_prefix = f"{self.new_dir}{os.sep}"
         self._new_str = str(self.new_dir)
+        self._tmp_str = str(self.tmp_dir)
         self._bound = 0  # highest seq known to have been handed out (grows lazily)
 
     def __repr__(self) -> str:
@@ -105,12 +106,10 @@ class Mailbox:
         Raises MailboxFull (nothing written) when the cap for `kind` is reached,
         InvalidItem for a bad kind/text/sender/extra, MailboxError for I/O failures.
         """
-        body = encode_body(kind, text, sender, extra)
-        size = len(body[0].encode()) + len(body[1].encode()) + 64  # + seq, created, braces
-        if size > MAX_ITEM_BYTES:
-            raise InvalidItem(
-                f"item too large for {self.path}: {size} bytes, the limit is {MAX_ITEM_BYTES}"
-            )
+        try:
+            body = checked_body(kind, text, sender, extra)
+        except InvalidItem as exc:
+            raise InvalidItem(f"{exc} (mailbox {self.path})") from None
         is_agent = kind in AGENT_KINDS
         limit = self.max_agent if is_agent else self.max_replies
         with self._counter.locked() as state:
@@ -139,24 +138,37 @@ class Mailbox:
             # Only a file dropped into new/ by hand can be there; keep it rather than
             # let the rename below replace it.
             self._quarantine(name, f"seq {seq} was never handed out when this file appeared")
-        tmp = f"{self._tmp_prefix}{name}.{os.getpid()}.{secrets.token_hex(4)}"
+        tmp = f"{name}.{os.getpid()}.{secrets.token_hex(4)}"
+        # tmp/ and new/ are opened without following a symlink, and the file is written and
+        # renamed relative to those descriptors: a symlink planted as tmp/ or new/ (even
+        # after this Mailbox was opened) fails the post instead of writing elsewhere.
+        dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        tmp_fd = new_fd = -1
         try:
-            write_new_file(tmp, data)
+            tmp_fd = os.open(self._tmp_str, dir_flags)
+            new_fd = os.open(self._new_str, dir_flags)
+            write_new_file(tmp, data, dir_fd=tmp_fd)
             try:
-                os.rename(tmp, final)
+                os.rename(tmp, name, src_dir_fd=tmp_fd, dst_dir_fd=new_fd)
             except BaseException:
                 with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+                    os.unlink(tmp, dir_fd=tmp_fd)
                 raise
         except OSError as exc:
+            for fd in (tmp_fd, new_fd):
+                if fd >= 0:
+                    os.close(fd)
             raise MailboxError(f"while publishing item {seq} to {self.new_dir}: {exc}") from exc
+        os.close(tmp_fd)
         try:
-            fsync_dir(self._new_str)
+            os.fsync(new_fd)
         except OSError as exc:
             raise MailboxError(
                 f"item {seq} is in {self.new_dir} but may not be durable: "
                 f"fsync of the directory failed: {exc}"
             ) from exc
+        finally:
+            os.close(new_fd)
 
     def ack(self, seq: int) -> int:
         """Acknowledge every pending item with a seq <= `seq` (move new/ -> cur/).

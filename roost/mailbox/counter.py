@@ -128,7 +128,8 @@ class SeqCounter:
     def locked(self) -> Iterator[CounterState]:
         """Hold the mailbox lock and yield the counter; a changed hint is written back."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         FILE_MODE)
         except OSError as exc:
             raise MailboxError(f"while opening the seq counter {self.path}: {exc}") from exc
         # Imported on the first post, not with the mailbox: portalocker's import reads
@@ -162,7 +163,7 @@ class SeqCounter:
         (posts write the counter before they rename the item into new/).
         """
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
             try:
                 fields = _parse(os.pread(fd, 256, 0))
             finally:

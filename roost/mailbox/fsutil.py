@@ -15,16 +15,21 @@ FILE_MODE = 0o600
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) if needed and force mode 0700 on it."""
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    if stat.S_IMODE(path.stat().st_mode) != DIR_MODE:
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        # A symlink planted as tmp/ or new/ would take every item outside the mailbox.
+        raise OSError(f"{path} is a symlink or not a directory: refusing to use it")
+    if stat.S_IMODE(st.st_mode) != DIR_MODE:
         os.chmod(path, DIR_MODE)
 
 
-def write_new_file(path: Path | str, data: bytes) -> None:
+def write_new_file(path: Path | str, data: bytes, dir_fd: int | None = None) -> None:
     """Create `path` exclusively (O_EXCL), write `data`, fsync, close.
 
     On any failure the partly written file is removed before the error propagates.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE,
+                 dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
@@ -34,7 +39,7 @@ def write_new_file(path: Path | str, data: bytes) -> None:
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(path, dir_fd=dir_fd)
         raise
     os.close(fd)
 

@@ -152,6 +152,18 @@ def encode_body(
     return head, tail
 
 
+def checked_body(
+    kind: str, text: str, sender: dict[str, Any] | None, extra: dict[str, Any]
+) -> tuple[str, str]:
+    """`encode_body`, plus the size limit: what `Mailbox.post` would refuse as InvalidItem
+    is refused here, so a caller can validate before it creates anything."""
+    body = encode_body(kind, text, sender, extra)
+    size = len(body[0].encode()) + len(body[1].encode()) + 64  # + seq, created, braces
+    if size > MAX_ITEM_BYTES:
+        raise InvalidItem(f"item too large: {size} bytes, the limit is {MAX_ITEM_BYTES}")
+    return body
+
+
 def render_line(seq: int, body: tuple[str, str], created: str) -> bytes:
     """The full file content of an item: one JSON object on one newline-terminated line."""
     head, tail = body

@@ -22,6 +22,7 @@ import portalocker
 from roost import __version__, paths, protocol
 from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
+from roost.fsutil import atomic_write_text
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
@@ -101,7 +102,9 @@ class Daemon:
     def _take_daemon_lock(self) -> None:
         paths.ensure_dir(self.home)
         lock_path = self.home / "roostd.lock"
-        handle = open(lock_path, "a+")  # noqa: SIM115 - held for the daemon's whole life
+        # Held for the daemon's whole life; never opened through a planted symlink.
+        handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                                   | os.O_CLOEXEC, 0o600), "a+")
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except portalocker.LockException:
@@ -111,9 +114,7 @@ class Daemon:
                 f"roostd is already running for {self.home} (pid {pid})"
             ) from None
         self._lock_file = handle
-        tmp = paths.pid_file().with_suffix(".pid.tmp")
-        tmp.write_text(f"{os.getpid()}\n")
-        os.replace(tmp, paths.pid_file())
+        atomic_write_text(paths.pid_file(), f"{os.getpid()}\n")
 
     async def run(self) -> None:
         self._take_daemon_lock()
@@ -167,31 +168,44 @@ class Daemon:
         self.hooks.close()
 
     def _load_jobs(self) -> None:
-        self.jobs = jobstore.load_all()
-        for record in self.jobs.values():
-            proc = self._proc(record)
-            if record.worker_pid and proc.adopt():
-                log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
-                continue
-            record.worker_pid = None
-            if record.attached:
-                holder = read_holder(record.session) if record.session else None
-                if holder is not None and holder_is_alive(holder):
-                    continue  # a foreground pi still holds it; it re-registers on its next call
-                record.attached = False
-                record.status = ""
-                record.save()
-            if record.state in (JobState.STOPPED, JobState.FAILED):
-                continue
-            if record.kind == "shell":
-                self._shell_finished_meanwhile(record)
-                continue
-            if record.state in (JobState.STARTING, JobState.RUNNING):
-                # It was working when the last roostd went away and its worker is gone.
-                self.start_worker(record, "worker died while roostd was down")
-            elif self.mailbox(record).pending():
-                self.start_worker(record, "an item is waiting")
-            # Otherwise it is idle (done, needs_input, reaped): an item starts it.
+        self.jobs, recovered = jobstore.load_all()
+        for record in list(self.jobs.values()):
+            try:
+                self._resume_job(record)
+            except Exception as exc:  # one job must not keep roostd (and every job) down
+                log.exception("job %s: could not be resumed", record.id)
+                record.worker_pid = None
+                with contextlib.suppress(Exception):
+                    self.set_state(record, JobState.FAILED, busy=False, status="",
+                                   error=f"roostd could not resume it: {exc}")
+        for record in recovered:
+            self.jobs[record.id] = record
+
+    def _resume_job(self, record: JobRecord) -> None:
+        """After roostd's start: adopt the job's live worker, or start one if it was busy."""
+        proc = self._proc(record)
+        if proc.adopt():  # the pid in its record, or the holder of its worker lock
+            log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
+            return
+        record.worker_pid = None
+        if record.attached:
+            holder = read_holder(record.session) if record.session else None
+            if holder is not None and holder_is_alive(holder):
+                return  # a foreground pi still holds it; it re-registers on its next call
+            record.attached = False
+            record.status = ""
+            record.save()
+        if record.state in (JobState.STOPPED, JobState.FAILED):
+            return
+        if record.kind == "shell":
+            self._shell_finished_meanwhile(record)
+            return
+        if record.state in (JobState.STARTING, JobState.RUNNING):
+            # It was working when the last roostd went away and its worker is gone.
+            self.start_worker(record, "worker died while roostd was down")
+        elif self.mailbox(record).pending():
+            self.start_worker(record, "an item is waiting")
+        # Otherwise it is idle (done, needs_input, reaped): an item starts it.
 
     def _shell_finished_meanwhile(self, record: JobRecord) -> None:
         """A shell job whose worker ended while no roostd watched: its recorded status."""
@@ -332,7 +346,7 @@ class Daemon:
 
     def start_worker(self, record: JobRecord, why: str) -> None:
         proc = self._proc(record)
-        if proc.alive:
+        if proc.alive or record.recovered:  # a stand-in for an unreadable record: never run
             return
         log.info("job %s: starting worker (%s)", record.id, why)
         record.exit_code = None

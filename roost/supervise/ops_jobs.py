@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shutil
 import time
@@ -11,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from roost import __version__, paths
 from roost.jsonlines import Connection
-from roost.mailbox import MailboxFull
+from roost.mailbox import InvalidItem, MailboxError, MailboxFull
+from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobState, ProcState
 from roost.supervise.jobs import JobRecord, new_job_id
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 NAME_MAX = 80
+REPLY_CAUSES = ("reply", "cli")
 
 
 def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
@@ -35,8 +38,17 @@ def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str 
     return value
 
 
+def has_control_chars(text: str) -> bool:
+    """C0, DEL and C1 controls (ESC, newline, CSI, ...): never part of a name."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
+
+
+def strip_controls(text: str) -> str:
+    return "".join(" " if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 else ch for ch in text)
+
+
 def default_name(text: str) -> str:
-    first = " ".join(text.split())
+    first = " ".join(strip_controls(text).split())
     return first[:40].rstrip() or "job"
 
 
@@ -75,8 +87,13 @@ def create_job(daemon: Daemon, request: dict[str, Any],
     if not os.path.isdir(cwd):
         raise RequestError(BAD_REQUEST, f"cwd {cwd!r} is not a directory")
     name = _text_arg(request, "name")
-    if name is not None and (len(name) > NAME_MAX or "\n" in name):
-        raise RequestError(BAD_REQUEST, f"name must be one line of at most {NAME_MAX} chars")
+    if name is not None:
+        if len(name) > NAME_MAX:
+            raise RequestError(BAD_REQUEST, f"name must be at most {NAME_MAX} chars")
+        if has_control_chars(name):
+            # Names are shown in terminals (`roost ls`, the view, envelopes): a name with
+            # ESC or a newline could redraw the screen of whoever lists the jobs.
+            raise RequestError(BAD_REQUEST, "name must not contain control characters")
     job_id = new_job_id(set(daemon.jobs))
     if shell:
         command = request.get("command")
@@ -88,7 +105,7 @@ def create_job(daemon: Daemon, request: dict[str, Any],
             raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
         record = JobRecord(
             id=job_id, name=name or default_name(" ".join(command)), kind="shell", cwd=cwd,
-            command=command, summary=" ".join(command)[:120],
+            command=command, summary=" ".join(strip_controls(" ".join(command)).split())[:120],
         )
     else:
         from roost.definitions.rules import compose_task, pick
@@ -101,6 +118,10 @@ def create_job(daemon: Daemon, request: dict[str, Any],
                      _text_arg(request, "defaultModel"))
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
+        try:  # the task becomes the first mailbox item: refuse now what the post would
+            checked_body("reply", compose_task(defn, task), None, {"cause": "task"})
+        except InvalidItem as exc:
+            raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
             raise RequestError(
                 BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
@@ -112,18 +133,29 @@ def create_job(daemon: Daemon, request: dict[str, Any],
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
         )
-    paths.ensure_dir(record.dir)
     return record
 
 
 def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None = None) -> None:
-    """Register the record, queue its task as the first item, start its worker."""
-    daemon.add_job(record)
-    record.save()
-    if record.kind == "pi":
-        assert record.task is not None
-        daemon.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
-                                    cause="task")
+    """Create the job's directory and record, queue its task as the first item, start its
+    worker. All or nothing: if the record or the task cannot be written, nothing of the
+    job is left (no record that stays `starting` for ever)."""
+    paths.ensure_dir(record.dir)
+    try:
+        if record.kind == "pi":
+            assert record.task is not None
+            # The task goes in before the record: a roostd killed in between leaves a
+            # directory without job.json, which no one lists or starts.
+            daemon.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
+                                        cause="task")
+        daemon.add_job(record)
+        record.save()
+    except (OSError, MailboxError) as exc:
+        daemon.forget_job(record)
+        shutil.rmtree(record.dir, ignore_errors=True)
+        if isinstance(exc, InvalidItem):
+            raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
+        raise
     daemon.start_worker(record, "new job")
 
 
@@ -148,10 +180,17 @@ def post_item(
         )
     if record.state == JobState.STOPPED:
         return "stopped"
+    try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
+        paths.check_real_dir(record.dir)
+        paths.check_real_dir(record.mailbox_dir)
+    except OSError as exc:
+        raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
     try:
         daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
     except MailboxFull as exc:
         raise RequestError(REFUSED, str(exc)) from None
+    except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
+        raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
     if record.attached:  # a foreground pi holds the session: delivered when it lets go
         daemon.job_changed(record, persist=False)
         return "queued"
@@ -258,12 +297,23 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         text = request["text"]
         if not isinstance(text, str) or not text.strip():
             raise RequestError(BAD_REQUEST, "the reply text is empty")
-        outcome = post_item(daemon, record, "reply", text, cause=request.get("cause", "reply"))
+        cause = request.get("cause", "reply")
+        if cause not in REPLY_CAUSES:
+            # What started a run decides whether it reports to a parent: a client says at
+            # most that it is a user reply; `task` is the job's own first item only.
+            raise RequestError(BAD_REQUEST, f"cause must be one of {', '.join(REPLY_CAUSES)}")
+        outcome = post_item(daemon, record, "reply", text, cause=cause)
         return {"status": outcome, "id": record.id}
 
     async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
         timeout = request.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout) or timeout < 0
+        ):
+            raise RequestError(BAD_REQUEST, f"timeout must be a number of seconds >= 0, "
+                                            f"got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while not is_settled(daemon, record):
             left = None if deadline is None else deadline - time.monotonic()
@@ -321,6 +371,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         proc = daemon.procs.get(record.id)
         if proc is not None and proc.alive:
             raise RequestError(REFUSED, f"job {record.id} is already running ({record.state.value})")
+        if record.recovered:
+            raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
         if record.kind == "shell":
             for stale in ("exit.json",):
                 Path(record.dir, stale).unlink(missing_ok=True)

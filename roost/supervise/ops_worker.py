@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hmac
+import os
 from typing import TYPE_CHECKING, Any
 
 from roost.jsonlines import Connection
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import JobState
-from roost.supervise.workers import process_start_time
+from roost.worker import joblock
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -26,14 +27,25 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
         if not hmac.compare_digest(str(request["token"]), record.token):
             raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
-        pid = int(request["pid"])
+        # The token alone is no proof: job.json is readable by any process of the user
+        # (an agent's tools included). The caller must be the very process roostd spawned
+        # or adopted as the job's worker, as the kernel says (SO_PEERCRED).
+        peer = conn.peer
+        if peer is None or peer.uid != os.getuid():
+            raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
+        pid = peer.pid
+        if request["pid"] != pid:
+            raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
+                                             f"not {request['pid']!r}")
         proc = daemon._proc(record)
-        if record.worker_pid != pid:
-            if proc.alive:
-                raise RequestError(
-                    REFUSED, f"job {record.id} already has worker pid {record.worker_pid}"
-                )
-            record.worker_pid, record.worker_start = pid, process_start_time(pid)
+        if proc.alive and record.worker_pid != pid:
+            raise RequestError(
+                UNAUTHORIZED, f"job {record.id} has worker pid {record.worker_pid}, not {pid}"
+            )
+        if not proc.alive:
+            # Only the process holding the job's worker lock is its worker.
+            if joblock.live_holder(record.dir) != pid:
+                raise RequestError(UNAUTHORIZED, f"pid {pid} is not job {record.id}'s worker")
             if not proc.adopt():
                 raise RequestError(REFUSED, f"worker pid {pid} is not alive")
         conn.job_id = record.id

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from roost.states import EXIT_FATAL, PROC_TRANSITIONS, ProcState, check_transition
+from roost.worker import joblock
 
 if TYPE_CHECKING:
     from roost.jsonlines import Connection
@@ -108,9 +109,19 @@ class WorkerProcess:
         self.expected_exit = None
         self.fatal_reason = None
         self._exited = asyncio.Event()
+        if self.adopt():
+            # A worker of this job is alive though no record named it (a roostd killed
+            # between spawning it and saving its pid): a second one must never start.
+            log.warning("job %s: adopted live worker pid %s instead of starting another",
+                        self.record.id, self.record.worker_pid)
+            return
         log_path = self.record.dir / "worker.log"
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
-        with open(log_path, "ab") as log_file:
+        # 0600 and never through a symlink planted in the job's directory.
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "ab") as log_file:
             self._popen = subprocess.Popen(
                 self.command(),
                 stdin=subprocess.DEVNULL,
@@ -129,10 +140,15 @@ class WorkerProcess:
             self._set_state(ProcState.RUNNING)
 
     def adopt(self) -> bool:
-        """Take over a worker left running by a previous roostd; False if it is gone."""
+        """Take over a live worker of the job: the one its record names, else the holder of
+        its worker lock (roost.worker.joblock); False when there is none."""
         pid, start = self.record.worker_pid, self.record.worker_start
         if not same_process(pid, start):
-            return False
+            pid = joblock.live_holder(self.record.dir)
+            start = process_start_time(pid) if pid else None
+            if pid is None or start is None:
+                return False
+            self.record.worker_pid, self.record.worker_start = pid, start
         assert pid is not None
         self._popen = None
         self._exited = asyncio.Event()
@@ -168,6 +184,10 @@ class WorkerProcess:
         self.record.worker_start = None
         self.conn = None
         self._exited.set()
+        if code == joblock.EXIT_DUPLICATE and self.adopt():
+            log.warning("job %s: its new worker found a live one (pid %s): adopted that",
+                        self.record.id, self.record.worker_pid)
+            return
         outcome, detail = self._classify(code)
         self._report(self, outcome, detail)
 

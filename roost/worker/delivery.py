@@ -91,7 +91,9 @@ class Delivery:
         if self.journal is None:
             return
         line = json.dumps({"seq": item.seq, "at": time.time() * 1000}) + "\n"
-        with open(self.journal, "a", encoding="utf-8") as handle:
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
@@ -118,7 +120,9 @@ class Delivery:
         if not sent and not self.journal.exists():
             return  # nothing to prune or repair: spare a fresh job's start an fsync
         tmp = self.journal.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for seq, at in sorted(sent.items()):
                 handle.write(json.dumps({"seq": seq, "at": at}) + "\n")
             handle.flush()

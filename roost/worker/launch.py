@@ -19,16 +19,21 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roost import paths
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
+from roost.worker import joblock
 
 if TYPE_CHECKING:
     from typing import Any
 
 PR_SET_PDEATHSIG = 1
+USER_UMASK = os.umask(0o077)
+"""The umask roostd gave the worker (pi and its tools get it back); read once at import."""
+os.umask(USER_UMASK)
 
 
 class LaunchError(Exception):
@@ -43,14 +48,12 @@ def _die_with_parent() -> None:
 
 
 class Early:
-    """What the launcher made: the extension socket (listening), its token, maybe pi."""
+    """What the launcher made: the extension socket (listening), maybe pi."""
 
-    def __init__(self, job: dict[str, Any], ext_socket: socket.socket, ext_path: Path,
-                 token: str) -> None:
+    def __init__(self, job: dict[str, Any], ext_socket: socket.socket, ext_path: Path) -> None:
         self.job = job
         self.ext_socket = ext_socket
         self.ext_path = ext_path
-        self.token = token
         self.pi: subprocess.Popen[bytes] | None = None
         self.install: PiInstall | None = None  # which pi, found once for the worker's life
         self.error: str | None = None  # why pi could not be started (a LaunchError)
@@ -87,10 +90,12 @@ def prompt_file(job: dict[str, Any], text: str) -> Path:
     return path
 
 
-def pi_env(job: dict[str, Any], token: str, ext_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def pi_env(job: dict[str, Any], ext_path: Path) -> dict[str, str]:
+    # No secret goes into pi's environment: its tools could read it from /proc/<pi>/environ
+    # (deleting it from process.env does not change that). The worker knows its pi by the
+    # kernel's credentials of the extension's connection instead.
+    env = {k: v for k, v in os.environ.items() if k != "PI_JOB_TOKEN"}
     env.update(
-        PI_JOB_TOKEN=token,
         ROOST_EXT_SOCK=str(ext_path),
         ROOST_JOB_ID=job["id"],
         ROOST_HOME=str(paths.roost_home()),
@@ -109,7 +114,7 @@ def locate() -> PiInstall:
         raise LaunchError(str(exc)) from None
 
 
-def spawn_pi(job: dict[str, Any], token: str, ext_path: Path,
+def spawn_pi(job: dict[str, Any], ext_path: Path,
              install: PiInstall) -> subprocess.Popen[bytes]:
     if not os.path.isdir(job["cwd"]):
         raise LaunchError(f"the job's directory {job['cwd']} does not exist")
@@ -119,8 +124,9 @@ def spawn_pi(job: dict[str, Any], token: str, ext_path: Path,
         stdout=subprocess.PIPE,
         stderr=None,  # pi's stderr goes to the worker log
         cwd=job["cwd"],
-        env=pi_env(job, token, ext_path),
+        env=pi_env(job, ext_path),
         preexec_fn=_die_with_parent,
+        umask=USER_UMASK,  # what the agent's tools create is the user's business
     )
 
 
@@ -139,16 +145,21 @@ def listen(path: Path) -> socket.socket:
 
 def start(job_id: str) -> Early:
     job_dir = paths.job_dir(job_id)
+    os.umask(0o077)  # the worker's own files (log, journal, run note) are the user's only
+    try:  # before anything of the job is touched (ext.sock above all)
+        joblock.acquire(job_dir)
+    except joblock.Duplicate as exc:
+        print(f"roost worker: job {job_id}: {exc}; exiting", file=sys.stderr, flush=True)
+        sys.exit(joblock.EXIT_DUPLICATE)
     with open(job_dir / "job.json", encoding="utf-8") as handle:
         job = json.load(handle)
     ext_path = job_dir / "ext.sock"
-    token = os.urandom(16).hex()
     ext_socket = listen(ext_path)
-    early = Early(job, ext_socket, ext_path, token)
+    early = Early(job, ext_socket, ext_path)
     try:
         early.install = locate()
         if not paths.session_lock_path(job["session"]).exists():
-            early.pi = spawn_pi(job, token, ext_path, early.install)
+            early.pi = spawn_pi(job, ext_path, early.install)
     except LaunchError as exc:
         early.error = str(exc)
     return early

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import time
 from typing import Any
@@ -67,7 +66,6 @@ class Worker:
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
         self.ext: Connection | None = None
-        self.ext_token = early.token
         self.ext_ready = asyncio.Event()
         self.wake = asyncio.Event()
         self.stop_reason: str | None = None
@@ -75,6 +73,7 @@ class Worker:
         self._settle_task: asyncio.Task[None] | None = None
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
+        self._session_private = False  # the session file was made 0600
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -140,7 +139,7 @@ class Worker:
             self.check_lock()
             assert early.install is not None  # found, or early.error says why not
             try:
-                early.pi = launch.spawn_pi(early.job, early.token, ext_sock, early.install)
+                early.pi = launch.spawn_pi(early.job, ext_sock, early.install)
             except launch.LaunchError as exc:
                 raise Fatal(str(exc)) from None
         server = await asyncio.start_unix_server(
@@ -346,6 +345,8 @@ class Worker:
             # Every line pi prints comes after it saved the entries of earlier events.
             self.delivery.ack_finished()
         due = self.runs.on_event(event)
+        if not self._session_private and kind in ("message_end", "turn_end", "agent_end"):
+            self._privatise_session()
         if kind == "message_end":
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
@@ -363,6 +364,29 @@ class Worker:
             self.report()
         if kind in ("compaction_end", "agent_end", "agent_settled"):
             self.wake.set()
+
+    def _privatise_session(self) -> None:
+        """Make a roost-made session file 0600 once pi has created it.
+
+        pi creates the file itself with the umask it was given (the user's: its tools need
+        it), so often 0644; pre-creating it empty confuses pi 0.73 (its next open forks the
+        session), so the worker closes it down right after pi's first write instead.
+        """
+        session = self.record.session
+        if not session or os.path.dirname(session) != str(self.record.dir):
+            self._session_private = True  # a session roost did not create stays as it is
+            return
+        try:
+            fd = os.open(session, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return  # not written yet (pi 0.73 writes at the first assistant message)
+        except OSError as exc:
+            log.warning("could not make %s private: %s", session, exc)
+        self._session_private = True
 
     async def _confirm_settled(self) -> None:
         # A retry or compaction decided at agent_end shows up before this answer.
@@ -437,10 +461,14 @@ class Worker:
 
     def _ext_handlers(self) -> dict[str, Any]:
         async def ext_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-            if not secrets.compare_digest(str(request["token"]), self.ext_token):
-                raise RequestError(UNAUTHORIZED, "wrong job token")
-            if request.get("pid") != self.pi.pid:
+            # No secret: anything pi's environment held, a tool could read back from
+            # /proc/<pi>/environ. The kernel says which process connected (SO_PEERCRED);
+            # only this worker's pi itself (not a tool it runs) is the job's extension.
+            peer = conn.peer
+            if peer is None or peer.uid != os.getuid() or peer.pid != self.pi.pid:
                 raise RequestError(UNAUTHORIZED, "only this worker's pi may connect")
+            if request.get("pid") != peer.pid:
+                raise RequestError(UNAUTHORIZED, "ext_hello: pid does not match the caller")
             conn.peer_id = self.record.id
             self.ext = conn
             self.ext_ready.set()

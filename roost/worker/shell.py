@@ -16,6 +16,7 @@ import sys
 from roost import paths
 from roost.fsutil import atomic_write_json, utc_now
 from roost.supervise.jobs import load_record
+from roost.worker import joblock
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,13 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m roost.worker.shell JOB_ID", file=sys.stderr)
         return 2
+    try:
+        joblock.acquire(paths.job_dir(argv[0]))
+    except joblock.Duplicate as exc:
+        print(f"roost worker: job {argv[0]}: {exc}; exiting", file=sys.stderr)
+        return joblock.EXIT_DUPLICATE
     record = load_record(paths.job_dir(argv[0]) / "job.json")
     assert record.command
-    with open(record.dir / "output.log", "ab") as output:
+    user_umask = os.umask(0o077)  # the log is the user's only; the command gets it back
+    fd = os.open(record.dir / "output.log",
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as output:
         output.write(f"$ {' '.join(record.command)}   # {utc_now()}\n".encode())
         output.flush()
         child = subprocess.Popen(record.command, cwd=record.cwd, stdin=subprocess.DEVNULL,
-                                 stdout=output, stderr=subprocess.STDOUT)
+                                 stdout=output, stderr=subprocess.STDOUT, umask=user_umask)
 
         def forward(signum: int, frame: object) -> None:
             child.send_signal(signum)

@@ -9,9 +9,10 @@ line on stdin/stdout): commands `get_state`, `prompt {message, streamingBehavior
 `message_start/end`, `tool_execution_start/end`, `extension_ui_request`, `agent_end`.
 
 It plays the job-mode part of the roost extension (roost/extension/roost.ts) too: takes
-PI_JOB_TOKEN out of its environment, takes the session writer lock (exit 3 when held),
-says `ext_hello` on ROOST_EXT_SOCK and injects pushed `inject` events as custom messages
-(a steer while a run is active, else a new run), details {seq, from, relation, kind}.
+ROOST_EXT_SOCK out of its environment, takes the session writer lock (exit 3 when held),
+says `ext_hello` (no token: the worker checks SO_PEERCRED) on ROOST_EXT_SOCK and injects
+pushed `inject` events as custom messages (a steer while a run is active, else a new run),
+details {seq, from, relation, kind}.
 The session file is written like pi's (see Session) and read back on start.
 
 The "model" reads the text of the message that triggered the call:
@@ -96,7 +97,7 @@ class Session:
         self.message_count = 0
         self.unwritten: list[dict[str, Any]] = []
         self.flushed = False  # the file holds an assistant message: append as we go
-        if os.path.exists(path):
+        if os.path.exists(path) and os.path.getsize(path) > 0:  # empty: new, as pi does
             with open(path, "rb") as handle:
                 for line in handle:
                     try:
@@ -330,14 +331,14 @@ async def wait_for_gate(name: str) -> None:
         await asyncio.sleep(0.02)  # test scaffolding: a file the test creates when it wants
 
 
-async def extension_link(pi: FakePi, sock_path: str, token: str) -> None:
+async def extension_link(pi: FakePi, sock_path: str) -> None:
     """The roost extension's job channel: hello, then pushed `inject` events."""
     reader, writer = await asyncio.open_unix_connection(sock_path, limit=8 * 1024 * 1024)
     hello = json.loads(await reader.readline())
     if hello.get("type") != "hello":
         raise RuntimeError(f"expected a hello greeting, got {hello}")
-    writer.write(json.dumps({"id": 1, "op": "ext_hello", "token": token,
-                             "pid": os.getpid()}).encode() + b"\n")
+    # No token: the worker checks the connection's SO_PEERCRED pid is its pi's.
+    writer.write(json.dumps({"id": 1, "op": "ext_hello", "pid": os.getpid()}).encode() + b"\n")
     await writer.drain()
     while line := await reader.readline():
         frame = json.loads(line)
@@ -350,7 +351,6 @@ async def extension_link(pi: FakePi, sock_path: str, token: str) -> None:
 
 async def main() -> int:
     args = parse_args(sys.argv[1:])
-    token = os.environ.pop("PI_JOB_TOKEN", None)
     ext_sock = os.environ.pop("ROOST_EXT_SOCK", None)
     job_id = os.environ.get("ROOST_JOB_ID")
     session_path = args.get("session")
@@ -370,8 +370,8 @@ async def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
     pi = FakePi(Session(session_path, os.getcwd()))
-    if ext_sock and token:
-        link = asyncio.create_task(extension_link(pi, ext_sock, token))
+    if ext_sock:
+        link = asyncio.create_task(extension_link(pi, ext_sock))
         link.add_done_callback(lambda t: t.cancelled() or t.exception() is None or print(
             f"fakepi: extension channel: {t.exception()}", file=sys.stderr, flush=True))
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
