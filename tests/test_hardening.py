@@ -190,3 +190,14 @@ def test_logs_journals_and_sessions_are_private(fake_pi_env: RoostEnv) -> None:
         mode = stat.S_IMODE((d / name).stat().st_mode)
         assert mode == 0o600, (name, oct(mode))
     assert re.fullmatch(r"[0-9a-f]{8}", job)
+
+
+def test_every_persisted_field_of_a_job_record_has_a_checked_type() -> None:
+    """from_json checks each key's type: a field added without one would make every
+    record that carries it unreadable."""
+    import dataclasses
+
+    from roost.supervise.jobs import _FIELD_TYPES, JobRecord
+
+    persisted = {f.name for f in dataclasses.fields(JobRecord) if not f.metadata.get("transient")}
+    assert persisted <= set(_FIELD_TYPES), persisted - set(_FIELD_TYPES)

@@ -39,7 +39,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "root_session": _OPT_STR, "depth": _INT, "spawned": (bool,), "created": _STR,
     "updated": _STR, "worker_pid": _OPT_INT, "worker_start": _OPT_NUM, "exit_code": _OPT_INT,
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
-    "attached": (bool,), "schema": _INT,
+    "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
+    "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR,
 }
 
 
