@@ -91,20 +91,20 @@ class Connection:
         An oversize line is consumed up to its newline before raising, so the
         stream stays aligned on frame boundaries.
         """
-        try:
-            line = await self.reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial.strip():
-                return None
-            line = exc.partial
-        except asyncio.LimitOverrunError:
-            await self._skip_line()
-            raise ProtocolError(
-                f"frame exceeds the limit of {protocol.MAX_FRAME} bytes"
-            ) from None
-        if not line.strip():
-            return {}
-        return protocol.decode(line)
+        while True:
+            try:
+                line = await self.reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if not exc.partial.strip():
+                    return None
+                line = exc.partial
+            except asyncio.LimitOverrunError:
+                await self._skip_line()
+                raise ProtocolError(
+                    f"frame exceeds the limit of {protocol.MAX_FRAME} bytes"
+                ) from None
+            if line.strip():  # blank lines between frames are skipped, not answered
+                return protocol.decode(line)
 
     async def _skip_line(self) -> None:
         while True:
@@ -143,8 +143,6 @@ async def serve_connection(
                 break
             if frame is None:
                 break
-            if not frame:
-                continue
             task = asyncio.create_task(_answer(conn, frame, handlers, ops, authorize))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
