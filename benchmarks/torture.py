@@ -136,6 +136,23 @@ def child_model(request: Mapping[str, Any]) -> Reply:
     return text(f"RESULT:{found.group(0) if found else 'none'}")
 
 
+NOTE = "[roost] Your previous run was interrupted"
+
+
+def asked(request: Mapping[str, Any]) -> list[Any]:
+    """What the model was asked, without roost's continuation notes and the empty aborted
+    answers a killed run leaves: two requests alike here are one model call made twice."""
+    out = []
+    for m in messages(request):
+        if message_text(m).startswith(NOTE):
+            continue
+        if m.get("role") == "assistant" and not message_text(m).strip() \
+                and not m.get("tool_calls"):
+            continue
+        out.append(m)
+    return out
+
+
 def marker_of(request: Mapping[str, Any]) -> str | None:
     first = next((message_text(m) for m in messages(request) if m.get("role") == "user"), "")
     found = MARK.search(first[:40])
@@ -468,15 +485,19 @@ class Torture:
             elif max(seen) > 1 or in_session > 1:
                 duplicated.append({"kind": kind, "tag": tag, "job": job,
                                    "max_in_request": max(seen), "in_session": in_session})
-        repeated = 0
+        repeated = continued = 0
         for reqs in by_job.values():
-            keys = Counter(json.dumps(messages(r), sort_keys=True) for r in reqs)
+            keys = Counter(json.dumps(asked(r), sort_keys=True) for r in reqs)
             repeated += sum(n - 1 for n in keys.values())
+            notes = {(i, message_text(m)) for r in reqs for i, m in enumerate(messages(r))
+                     if message_text(m).startswith(NOTE)}
+            continued += len(notes)
         self.accepted_by_kind = Counter(a[0] for a in accepted)
         return {"accepted": len(accepted), "lost": len(lost), "duplicated": len(duplicated),
                 "lost_items": lost, "duplicated_items": duplicated,
                 "accepted_by_kind": dict(self.accepted_by_kind),
-                "model_calls": len(requests), "model_calls_repeated": repeated}
+                "model_calls": len(requests), "model_calls_repeated": repeated,
+                "runs_continued": continued}
 
     def run(self) -> dict[str, Any]:
         from roost.pi.compat import features_of
