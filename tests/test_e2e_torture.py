@@ -20,7 +20,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_crash_torture_loses_and_doubles_nothing() -> None:
-    result = torture.torture(**torture.CI, seed=7)
+    ci = torture.CI
+    result = torture.torture(ci["duration"], ci["rate"], ci["kill_every"], seed=7)
     print(json.dumps(result))
     assert result["accepted"] > 100 and result["kills_total"] > 20, result
     assert result["lost"] == 0 and result["duplicated"] == 0, result
