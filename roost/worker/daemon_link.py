@@ -94,16 +94,25 @@ class DaemonLink:
                 self._pending.clear()
 
     async def _read(self, conn: Connection) -> None:
-        while True:
-            frame = await conn.read_frame()
-            if frame is None:
-                return
-            if frame.get("type") == "response":
-                future = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
-                if future is not None and not future.done():
-                    future.set_result(frame)
-            elif frame.get("type") == "event":
-                self._on_event(frame)
+        try:
+            while True:
+                frame = await conn.read_frame()
+                if frame is None:
+                    return
+                if frame.get("type") == "response":
+                    future = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
+                    if future is not None and not future.done():
+                        future.set_result(frame)
+                elif frame.get("type") == "event":
+                    self._on_event(frame)
+        finally:
+            # The connection is gone: no answer will come. Without this, a roostd killed
+            # between taking a request and answering it (the worker_hello, a hand-back)
+            # left its caller waiting forever, and the worker never reconnected.
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionError("roostd went away"))
+            self._pending.clear()
 
     async def _call(self, conn: Connection, op: str, **args: Any) -> dict[str, Any]:
         request_id = next(self._ids)

@@ -1,0 +1,82 @@
+"""The worker's link to roostd (roost/worker/daemon_link.py) against a scripted roostd.
+
+Found by benchmarks/torture.py: roostd SIGKILLed after it took a worker's `worker_hello`
+but before it answered left the worker waiting for that answer forever: it never
+reconnected, so the new roostd never heard from it again (state, hand-back report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost import protocol
+from roost.supervise.jobs import JobRecord
+from roost.worker.daemon_link import DaemonLink
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="rl-", dir="/tmp"))  # short: a socket path
+    monkeypatch.setenv("ROOST_HOME", str(path))
+    return path
+
+
+async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]]
+                  ) -> asyncio.base_events.Server:
+    """A roostd that greets, reads frames and either answers `worker_hello` or dies (closes
+    the connection) without answering it."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write((json.dumps(protocol.greeting()) + "\n").encode())
+        await writer.drain()
+        while line := await reader.readline():
+            frame = json.loads(line)
+            seen.append(frame)
+            if frame.get("op") == "worker_hello" and not answer_hello:
+                writer.close()  # killed before it answered
+                return
+            if "id" in frame:
+                writer.write((json.dumps({"type": "response", "id": frame["id"], "ok": True,
+                                          "result": {}}) + "\n").encode())
+                await writer.drain()
+        writer.close()
+
+    return await asyncio.start_unix_server(handle, path=str(home / "roostd.sock"))
+
+
+def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(home: Path) -> None:
+    async def scenario() -> None:
+        record = JobRecord(id="abcd1234", name="j", kind="pi", cwd="/")
+        link = DaemonLink(record, on_event=lambda frame: None, snapshot=lambda: {"state": "done"})
+        first: list[dict[str, Any]] = []
+        server = await _roostd(home, answer_hello=False, seen=first)
+        task = asyncio.create_task(link.run())
+        for _ in range(200):
+            if any(f.get("op") == "worker_hello" for f in first):
+                break
+            await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+        (home / "roostd.sock").unlink()
+        second: list[dict[str, Any]] = []
+        server = await _roostd(home, answer_hello=True, seen=second)  # the restarted roostd
+        link.send_reliably("worker_handback", report="RESULT")
+        try:
+            for _ in range(300):
+                if link.connected and any(f.get("op") == "worker_handback" for f in second):
+                    break
+                await asyncio.sleep(0.01)
+            assert link.connected, first + second
+            assert [f["op"] for f in second][:1] == ["worker_hello"], second
+            assert any(f.get("op") == "worker_handback" for f in second), second
+        finally:
+            task.cancel()
+            server.close()
+
+    asyncio.run(scenario())
