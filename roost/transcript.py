@@ -23,7 +23,7 @@ def read_entries(path: str | Path) -> list[dict[str, Any]]:
             for line in handle:
                 try:
                     entry = json.loads(line)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):  # cut short, garbled, not UTF-8, too deep
                     continue
                 if isinstance(entry, dict):
                     entries.append(entry)
