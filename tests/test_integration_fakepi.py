@@ -245,20 +245,26 @@ def test_worker_sigkill_mid_run_resumes_without_losing_or_doubling(fake_pi_env: 
     assert len([e for e in session_entries(env, job) if e.get("type") == "session"]) == 1
 
 
-def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
-    fake_pi_env: RoostEnv,
-) -> None:
-    env = fake_pi_env
-    env.configure(restartBackoffSeconds=0.05, resumeInterrupted=False)
+def kill_worker_between_delivery_and_ack(env: RoostEnv) -> tuple[str, str]:
+    """A job whose worker dies after pi took (and saved) a reply, before the ack; returns
+    the job and the reply once a new worker is up."""
     job = run_job(env, "first")
     settle(env, job)
     worker = env.show(job)["worker"]["pid"]
-
     text = "[[kill-worker-before-ack]] second"
     assert reply(env, job, text).stdout.strip() == "started"
     wait_until(lambda: not alive(worker), 20, what="the worker to be killed")
     wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
                what="a new worker")
+    return job, text
+
+
+def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
+    fake_pi_env: RoostEnv,
+) -> None:
+    env = fake_pi_env
+    env.configure(restartBackoffSeconds=0.05, resumeInterrupted=False)
+    job, text = kill_worker_between_delivery_and_ack(env)
     # The reply reached pi but its run was cut short; with resumeInterrupted off, the job
     # asks to be continued.
     assert settle(env, job) == "needs_input"
@@ -282,15 +288,7 @@ def notes_in(env: RoostEnv, job: str) -> list[str]:
 def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: RoostEnv) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05)
-    job = run_job(env, "first")
-    settle(env, job)
-    worker = env.show(job)["worker"]["pid"]
-
-    text = "[[kill-worker-before-ack]] second"
-    assert reply(env, job, text).stdout.strip() == "started"
-    wait_until(lambda: not alive(worker), 20, what="the worker to be killed")
-    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
-               what="a new worker")
+    job, text = kill_worker_between_delivery_and_ack(env)
     # The reply is in the session but its run was cut short: roost continues it with a note
     # of its own (not a user message), and the reply is not sent twice.
     assert settle(env, job) == "done"
