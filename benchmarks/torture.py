@@ -58,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-from agents_support import AgentLab  # noqa: E402
+from agents_support import AgentLab, new_user_texts  # noqa: E402
 
 from roost.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
 from roost.fakellm.requests import content_text, message_text, messages  # noqa: E402
@@ -87,16 +87,6 @@ CI = {"duration": 75.0, "rate": 3.0, "kill_every": 1.5}
 
 
 # -- what the model sees ----------------------------------------------------------------
-def tail_users(request: Mapping[str, Any]) -> list[str]:
-    """The user messages since the model last spoke."""
-    tail = []
-    for message in reversed(messages(request)):
-        if message.get("role") != "user":
-            break
-        tail.append(message_text(message))
-    return tail[::-1]
-
-
 def called_args(request: Mapping[str, Any]) -> str:
     """Every tool call's arguments in the request's history, as one string."""
     out = []
@@ -107,14 +97,14 @@ def called_args(request: Mapping[str, Any]) -> str:
 
 
 def receiver_model(request: Mapping[str, Any]) -> Reply:
-    if any("SLOW" in line for line in tail_users(request)):
+    if any("SLOW" in line for line in new_user_texts(request)):
         return tool_calls(("bash", {"command": "sleep 1; echo slept"}))
     return text("noted")
 
 
 def sender_model(request: Mapping[str, Any]) -> Reply:
     done = called_args(request)
-    orders = [o for line in tail_users(request) for o in ORDER.findall(line) if o[0] not in done]
+    orders = [o for line in new_user_texts(request) for o in ORDER.findall(line) if o[0] not in done]
     if orders:
         return tool_calls(*[("roost_send", {"to": to, "message": tag}) for tag, to in orders])
     return text("sent")
@@ -122,7 +112,7 @@ def sender_model(request: Mapping[str, Any]) -> Reply:
 
 def parent_model(request: Mapping[str, Any]) -> Reply:
     done = called_args(request)
-    tags = [t for line in tail_users(request) if not line.startswith("<agent-message")
+    tags = [t for line in new_user_texts(request) if not line.startswith("<agent-message")
             for t in SPAWN.findall(line) if t not in done]
     if tags:
         return tool_calls(*[("roost_spawn", {"task": f"TCHD {t}: answer with the tag"})

@@ -68,14 +68,19 @@ def new_user_has(text: str) -> Matcher:
     (e.g. a user reply and a report at the same tool boundary)."""
 
     def fn(r: Mapping[str, Any]) -> bool:
-        tail = []
-        for message in reversed(messages(r)):
-            if message.get("role") != "user":
-                break
-            tail.append(message)
-        return any(text in message_text(m) for m in tail)
+        return any(text in line for line in new_user_texts(r))
 
     return Matcher(fn, f"new_user_has({text!r})")
+
+
+def new_user_texts(request: Mapping[str, Any]) -> list[str]:
+    """The texts of the user messages since the model last spoke (what a request adds)."""
+    tail = []
+    for message in reversed(messages(request)):
+        if message.get("role") != "user":
+            break
+        tail.append(message_text(message))
+    return tail[::-1]
 
 
 def task(marker: str) -> Matcher:

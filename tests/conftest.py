@@ -19,12 +19,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from agents_support import AgentLab
 from support import wait_until  # noqa: F401 - re-exported to the tests
 
 from roost.fakellm import FakeLLM
@@ -202,3 +203,22 @@ def llm() -> Iterator[FakeLLM]:
     """roost's scripted model on 127.0.0.1 (a held reply waits at most two minutes)."""
     with FakeLLM(hold_timeout=120.0) as server:
         yield server
+
+
+@pytest.fixture
+def make_lab() -> Iterator[Callable[..., AgentLab]]:
+    """Real-pi labs (tests/agents_support.AgentLab), closed after the test with their
+    diagnostics printed: `make_lab(**roost_json_settings)`."""
+    labs: list[AgentLab] = []
+
+    def make(**settings: Any) -> AgentLab:
+        lab = AgentLab(settings or None)
+        labs.append(lab)
+        return lab
+
+    try:
+        yield make
+    finally:
+        for lab in labs:
+            print(lab.diagnostics())
+            lab.close()

@@ -14,13 +14,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
 import pytest
 from agents_support import (
-    AgentLab,
     after_tool,
     agent_messages_in,
     all_tool_results,
@@ -47,23 +45,6 @@ T = 90.0  # seconds; pi start-up is slow on a loaded 2-core machine
 STATUS_LINE = re.compile(
     r"^(delivered|queued|started|not running|stopped|waiting on a dialog) \((\w+)\)"
 )
-
-
-@pytest.fixture
-def make_lab() -> Iterator[Callable[..., AgentLab]]:
-    labs: list[AgentLab] = []
-
-    def make(**settings: Any) -> AgentLab:
-        lab = AgentLab(settings or None)
-        labs.append(lab)
-        return lab
-
-    try:
-        yield make
-    finally:
-        for lab in labs:
-            print(lab.diagnostics())
-            lab.close()
 
 
 def status_of(result_text: str) -> tuple[str, str]:

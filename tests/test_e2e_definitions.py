@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agents_support import AgentLab, after_tool, fresh, task, wait_until
@@ -20,23 +18,6 @@ pytestmark = pytest.mark.e2e
 
 T = 90.0
 SCOUT_TOOLS = {"read", "grep", "find", "ls", "roost_agents", "roost_send"}
-
-
-@pytest.fixture
-def make_lab() -> Iterator[Callable[..., AgentLab]]:
-    labs: list[AgentLab] = []
-
-    def make(**settings: Any) -> AgentLab:
-        lab = AgentLab(settings or None)
-        labs.append(lab)
-        return lab
-
-    try:
-        yield make
-    finally:
-        for lab in labs:
-            print(lab.diagnostics())
-            lab.close()
 
 
 def define(lab: AgentLab, name: str, body: str, project: bool = False) -> Path:

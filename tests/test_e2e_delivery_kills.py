@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_support import AgentLab, wait_file_command, wait_until
+from agents_support import AgentLab, new_user_texts, wait_file_command, wait_until
 
 from roost.fakellm import Reply, first_user_contains, text, tool_call
 from roost.fakellm.requests import message_text, messages
@@ -35,16 +35,6 @@ pytestmark = pytest.mark.e2e
 T = 90.0
 KINDS = ("reply", "message")
 MODES = ("idle", "busy")
-
-
-def _tail_users(request: Mapping[str, Any]) -> list[str]:
-    """The user messages since the model last spoke (what this request adds)."""
-    tail = []
-    for message in reversed(messages(request)):
-        if message.get("role") != "user":
-            break
-        tail.append(message_text(message))
-    return tail
 
 
 class DeliveryLab:
@@ -60,7 +50,7 @@ class DeliveryLab:
         assert lab.wait(self.receiver) == "done" and lab.wait(self.sender) == "done"
 
     def _receiver(self, request: Mapping[str, Any]) -> Reply:
-        for line in _tail_users(request):
+        for line in new_user_texts(request):
             busy = re.search(r"BUSY-(\d+)", line)
             if busy:
                 inside = self.lab.root / f"inside-{busy.group(1)}"
@@ -85,7 +75,7 @@ class DeliveryLab:
         if mode == "busy":
             since = len(llm.requests)
             lab.reply(self.receiver, f"BUSY-{n}")
-            llm.wait_for_request(lambda r: f"BUSY-{n}" in " ".join(_tail_users(r)), T, since=since)
+            llm.wait_for_request(lambda r: f"BUSY-{n}" in " ".join(new_user_texts(r)), T, since=since)
             wait_until((lab.root / f"inside-{n}").exists, T, "the receiver to be inside its tool")
         before = self.worker_pid()
         self.fault.write_text(json.dumps({"point": point, "target": target, "text": tag,
