@@ -60,7 +60,9 @@ from overhead_bench import (  # noqa: E402
 )
 
 from roost.client import Client  # noqa: E402
-from roost.fakellm import (  # noqa: E402
+from roost.locks import SessionLock  # noqa: E402
+from roost.mailbox import Mailbox  # noqa: E402
+from roost.testkit.fakellm import (  # noqa: E402
     Reply,
     first_user_contains,
     last_is_tool_result,
@@ -69,9 +71,7 @@ from roost.fakellm import (  # noqa: E402
     text,
     tool_call,
 )
-from roost.fakellm.requests import last_user_text, message_text  # noqa: E402
-from roost.locks import SessionLock  # noqa: E402
-from roost.mailbox import Mailbox  # noqa: E402
+from roost.testkit.fakellm.requests import last_user_text, message_text  # noqa: E402
 
 SETTINGS = {  # the limits would refuse a benchmark's burst of sends and spawns
     "agentMessagesPerMinute": 100000,

@@ -297,10 +297,10 @@ def _daemon_probe() -> int:
     workers.WorkerProcess.command = command  # type: ignore[method-assign]
 
     # Daemon-side marks (in roostd.log): requests handled, durable writes around them.
-    from roost.agents import ops as agent_ops
+    from roost.jobs import JobRecord
     from roost.mailbox import Mailbox
     from roost.supervise import ops_jobs, ops_worker
-    from roost.supervise.jobs import JobRecord
+    from roost.supervise.handlers import agents as agent_ops
 
     def marked_handlers(module):
         orig_handlers = module.handlers
@@ -360,8 +360,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from roost import paths  # noqa: E402
 from roost.client import Client, DaemonUnavailable, connect  # noqa: E402
-from roost.fakellm import FakeLLM, last_user_contains  # noqa: E402
-from roost.pitest import PiRpc, make_agent_dir, pi_env, require_pi  # noqa: E402
+from roost.testkit.fakellm import FakeLLM, last_user_contains  # noqa: E402
+from roost.testkit.pi import PiRpc, make_agent_dir, pi_env, require_pi  # noqa: E402
 
 TIMEOUT = 90.0
 

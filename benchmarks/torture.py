@@ -60,8 +60,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from agents_support import AgentLab, new_user_texts  # noqa: E402
 
-from roost.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
-from roost.fakellm.requests import content_text, message_text, messages  # noqa: E402
+from roost.testkit.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
+from roost.testkit.fakellm.requests import content_text, message_text, messages  # noqa: E402
 from roost.worker.faults import POINTS, TARGETS  # noqa: E402
 
 SETTINGS = {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost.protocol import EVENT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,6 @@ class Settings:
 def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:
     """`hooks` checked: an object of event type -> non-empty list of strings. A bad entry
     is dropped with a warning; the rest is kept."""
-    from roost.supervise.events import EVENT_TYPES
-
     if not isinstance(value, dict):
         log.warning("roost.json: ignoring hooks=%r (expected an object)", value)
         return None

@@ -33,6 +33,30 @@ from typing import Any
 from roost import PROTOCOL_VERSION, __version__
 from roost.errors import RoostError
 
+# -- contracts other processes keep a copy of (tests/unit/test_constants.py checks roost.ts) --
+CUSTOM_TYPE = "pi-roost-agent-message"
+"""The customType of an agent message (or report) in a pi session; the extension renders it."""
+NOTE_TYPE = "pi-roost-note"
+"""The customType of a note from roost itself (a run continued after a crash)."""
+RESULT_MAX = 6000
+"""The most characters of a run's final text a report carries."""
+
+# The event types and the fields each adds to seq, time, type, job (README: the format).
+EVENT_TYPES: dict[str, tuple[str, ...]] = {
+    "job.created": ("kind", "cwd", "parent"),
+    "job.state": ("from", "to", "reason"),
+    "job.needs_input": ("question", "dialog", "options"),
+    "job.report": ("to", "kind", "firstLine", "outcome"),
+    "job.failed": ("error",),
+    "job.removed": (),
+    "message.sent": ("from", "to", "outcome"),
+    "worker.crashed": ("reason", "crashes"),
+    "worker.gave_up": ("reason",),
+    "daemon.started": ("pid", "version"),
+    "daemon.stopped": ("pid",),
+}
+
+
 MAX_FRAME = 4 * 1024 * 1024
 """Largest accepted line, in bytes (a transcript-sized `handback` fits easily)."""
 

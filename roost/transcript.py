@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from roost.agents.envelope import CUSTOM_TYPE, NOTE_TYPE
+from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
 
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:

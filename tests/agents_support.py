@@ -30,13 +30,13 @@ from typing import Any
 import psutil
 from support import wait_until  # noqa: F401 - re-exported
 
-from roost.fakellm import FakeLLM, Matcher, first_user_contains
-from roost.fakellm.requests import content_text, message_text, messages, tool_results
-from roost.pitest import make_agent_dir, pi_env, read_session
+from roost.protocol import CUSTOM_TYPE
+from roost.testkit.fakellm import FakeLLM, Matcher, first_user_contains
+from roost.testkit.fakellm.requests import content_text, message_text, messages, tool_results
+from roost.testkit.pi import make_agent_dir, pi_env, read_session
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 EXTENSION = REPO_DIR / "roost" / "extension" / "roost.ts"
-CUSTOM_TYPE = "pi-roost-agent-message"
 CLI_TIMEOUT = 60.0
 
 _ENVELOPE = re.compile(
@@ -331,7 +331,7 @@ class AgentLab:
     # -- a foreground pi -------------------------------------------------------------------
     def foreground(self, session: Path, cwd: Path | None = None) -> Any:
         """`pi --mode rpc --session FILE -e roost.ts` outside roost, with this lab's env."""
-        from roost.pitest import PiRpc
+        from roost.testkit.pi import PiRpc
 
         rpc = PiRpc(cwd=cwd or self.work, env=self.env, session=session, extensions=[EXTENSION])
         self._fg.append(rpc)

@@ -35,7 +35,7 @@ from support import pid_alive as alive
 
 from roost.client import Client
 from roost.locks import SessionLock, holder_is_alive, read_holder
-from roost.pitest import read_session
+from roost.testkit.pi import read_session
 
 wait_for = wait_until
 

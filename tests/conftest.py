@@ -28,8 +28,8 @@ import pytest
 from agents_support import AgentLab
 from support import wait_until  # noqa: F401 - re-exported to the tests
 
-from roost.fakellm import FakeLLM
-from roost.pitest import KEEP_ROOST_VARS, SETUP_HINT, require_pi
+from roost.testkit.fakellm import FakeLLM
+from roost.testkit.pi import KEEP_ROOST_VARS, SETUP_HINT, require_pi
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent

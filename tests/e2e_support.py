@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 from support import is_pi, pid_alive, wait_until  # noqa: F401 - re-exported
 
-from roost.fakellm import FakeLLM
-from roost.pitest import make_agent_dir, pi_env, read_session
+from roost.testkit.fakellm import FakeLLM
+from roost.testkit.pi import make_agent_dir, pi_env, read_session
 from roost.transcript import content_text
 
 CLI_TIMEOUT = 60.0

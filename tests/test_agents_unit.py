@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from roost.agents.envelope import (
-    CUSTOM_TYPE,
     NO_AUTHORITY,
     envelope,
     item_envelope,
@@ -31,6 +30,7 @@ from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import Peer, ResolveError, collapse, reachable, relation, resolve
 from roost.config import Settings
 from roost.mailbox import Item, Mailbox
+from roost.protocol import CUSTOM_TYPE
 from roost.states import RunCause
 from roost.transcript import Delivered, UserMessage
 from roost.worker.delivery import Delivery

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from roost import protocol
-from roost.supervise.jobs import JobRecord
+from roost.jobs import JobRecord
 from roost.worker.daemon_link import DaemonLink
 
 

@@ -34,9 +34,9 @@ from agents_support import (
 )
 
 from roost.client import Client
-from roost.fakellm import text, tool_call, tool_calls
 from roost.locks import lock_path_for
 from roost.protocol import RequestError
+from roost.testkit.fakellm import text, tool_call, tool_calls
 
 pytestmark = pytest.mark.e2e
 

@@ -46,10 +46,10 @@ from attach_support import (
 from attach_support import wait_for as wait_until
 from e2e_support import RoostLab, user_texts
 
-from roost.fakellm import FakeLLM, Matcher, text, tool_call
-from roost.fakellm.requests import message_text
 from roost.locks import holder_is_alive, read_holder
-from roost.pitest import PiRpc, read_session
+from roost.testkit.fakellm import FakeLLM, Matcher, text, tool_call
+from roost.testkit.fakellm.requests import message_text
+from roost.testkit.pi import PiRpc, read_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

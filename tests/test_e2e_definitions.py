@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from agents_support import AgentLab, after_tool, fresh, task, wait_until
 
-from roost.fakellm import text, tool_call
-from roost.fakellm.requests import message_text, system_text, tool_names
+from roost.testkit.fakellm import text, tool_call
+from roost.testkit.fakellm.requests import message_text, system_text, tool_names
 
 pytestmark = pytest.mark.e2e
 
@@ -131,8 +131,8 @@ def test_a_spawn_never_widens_the_parents_tools(make_lab) -> None:
 
 
 def _results_count(tool: str, count: int):
-    from roost.fakellm import Matcher
-    from roost.fakellm.requests import tool_results
+    from roost.testkit.fakellm import Matcher
+    from roost.testkit.fakellm.requests import tool_results
 
     return Matcher(lambda r: sum(1 for x in tool_results(r) if x.get("name") == tool) == count,
                    f"{count} {tool} results")

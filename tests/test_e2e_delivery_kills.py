@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from agents_support import AgentLab, new_user_texts, wait_file_command, wait_until
 
-from roost.fakellm import Reply, first_user_contains, text, tool_call
-from roost.fakellm.requests import message_text, messages
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
+from roost.testkit.fakellm import Reply, first_user_contains, text, tool_call
+from roost.testkit.fakellm.requests import message_text, messages
 from roost.worker.faults import POINTS, TARGETS
 
 pytestmark = pytest.mark.e2e

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from agents_support import AgentLab, after_tool, fresh, kill_and_wait, new_user_has, task, wait_until
 
-from roost.fakellm import text, tool_call
 from roost.supervise import events as eventlog
 from roost.supervise.events import EVENT_TYPES
+from roost.testkit.fakellm import text, tool_call
 
 pytestmark = pytest.mark.e2e
 

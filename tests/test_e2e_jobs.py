@@ -24,7 +24,9 @@ from e2e_support import (
     wait_until,
 )
 
-from roost.fakellm import (
+from roost.pi.compat import features_of
+from roost.pi.locate import find_pi
+from roost.testkit.fakellm import (
     FakeLLM,
     any_message_contains,
     first_user_contains,
@@ -34,8 +36,6 @@ from roost.fakellm import (
     text,
     tool_call,
 )
-from roost.pi.compat import features_of
-from roost.pi.locate import find_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 

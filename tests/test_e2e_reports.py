@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from agents_support import AgentLab, after_tool, fresh, kill_and_wait, task, wait_until
 
-from roost.fakellm import last_user_contains, text, tool_call
+from roost.testkit.fakellm import last_user_contains, text, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("real_pi")]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from roost.fakellm import (
+from roost.testkit.fakellm import (
     FakeLLM,
     Request,
     any_message_contains,
@@ -34,7 +34,7 @@ from roost.fakellm import (
     tool_call,
     tool_calls,
 )
-from roost.fakellm.script import ScriptError
+from roost.testkit.fakellm.script import ScriptError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -379,7 +379,7 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
     script.write_text(json.dumps(SCRIPT))
     log = tmp_path / "log.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "roost.fakellm", "--port", "0", "--script", str(script),
+        [sys.executable, "-m", "roost.testkit.fakellm", "--port", "0", "--script", str(script),
          "--log", str(log)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, text=True,
     )
@@ -418,7 +418,7 @@ def test_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text(json.dumps({"rules": [{"match": {"wat": "x"}, "reply": "y"}]}))
     proc = subprocess.run(
-        [sys.executable, "-m", "roost.fakellm", "--script", str(script)],
+        [sys.executable, "-m", "roost.testkit.fakellm", "--script", str(script)],
         capture_output=True, text=True, cwd=REPO, timeout=30, env={**os.environ},
     )
     assert proc.returncode == 2

@@ -197,7 +197,7 @@ def test_every_persisted_field_of_a_job_record_has_a_checked_type() -> None:
     record that carries it unreadable."""
     import dataclasses
 
-    from roost.supervise.jobs import _FIELD_TYPES, JobRecord
+    from roost.jobs import _FIELD_TYPES, JobRecord
 
     persisted = {f.name for f in dataclasses.fields(JobRecord) if not f.metadata.get("transient")}
     assert persisted <= set(_FIELD_TYPES), persisted - set(_FIELD_TYPES)

@@ -14,8 +14,8 @@ import pytest
 
 from roost import paths
 from roost.cli import install as installer
-from roost.fakellm import tool_names
-from roost.pitest import PiLab, require_pi
+from roost.testkit.fakellm import tool_names
+from roost.testkit.pi import PiLab, require_pi
 
 ROOST_TOOLS = {"roost_agents", "roost_send", "roost_spawn"}
 
@@ -129,7 +129,7 @@ def test_install_uses_the_package_files() -> None:
 
 
 def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: PiLab) -> None:
-    from roost.fakellm import last_is_tool_result, last_user_contains, text, tool_call
+    from roost.testkit.fakellm import last_is_tool_result, last_user_contains, text, tool_call
 
     assert roost_cli(lab.agent_dir).returncode == 0
     home = lab.root / "roost-home"

@@ -29,7 +29,9 @@ import psutil
 import pytest
 from support import wait_until
 
-from roost.fakellm import (
+from roost.pi.compat import features_of
+from roost.pi.locate import PiNotFound, find_pi, parse_version
+from roost.testkit.fakellm import (
     error,
     first_user_contains,
     last_is_tool_result,
@@ -38,9 +40,7 @@ from roost.fakellm import (
     text,
     tool_call,
 )
-from roost.pi.compat import features_of
-from roost.pi.locate import PiNotFound, find_pi, parse_version
-from roost.pitest import PiLab, PiRpc, read_session
+from roost.testkit.pi import PiLab, PiRpc, read_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.pifacts, pytest.mark.usefixtures("real_pi")]
 

@@ -282,7 +282,7 @@ def test_symlinks_planted_where_roost_writes_are_not_followed(fake_pi_env: Roost
 def test_no_job_secret_reaches_pi_or_its_tools_and_the_extension_cannot_be_replaced() -> None:
     from agents_support import AgentLab, after_tool, fresh, new_user_has, task, wait_file_command
 
-    from roost.fakellm import text, tool_call
+    from roost.testkit.fakellm import text, tool_call
 
     lab = AgentLab()
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from e2e_support import RoostLab, kill, pid_alive, request_user_texts, wait_until
 
-from roost.fakellm import FakeLLM, last_user_contains, text
+from roost.testkit.fakellm import FakeLLM, last_user_contains, text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 

@@ -16,8 +16,6 @@ import re
 import unicodedata
 from typing import Any
 
-CUSTOM_TYPE = "pi-roost-agent-message"
-NOTE_TYPE = "pi-roost-note"  # a note from roost itself (a run continued after a crash)
 NAME_MAX = 80
 
 NO_AUTHORITY = (

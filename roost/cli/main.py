@@ -553,7 +553,7 @@ def doctor(as_json: bool) -> None:
 @click.option("--keep", is_flag=True, help="Leave the demo's jobs and daemon running.")
 def demo(keep: bool) -> None:
     """The showcase: real pi against roost's scripted local model, no API key."""
-    from roost.demo import run_demo
+    from roost.cli.demo import run_demo
 
     sys.exit(run_demo(keep=keep))
 

@@ -20,9 +20,9 @@ from typing import Any
 import portalocker
 
 from roost import __version__, paths, protocol
-from roost.agents.router import AgentRouter
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
+from roost.jobs import JobRecord
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
@@ -33,10 +33,11 @@ from roost.states import (
     ProcState,
     check_transition,
 )
-from roost.supervise import jobs as jobstore
+from roost.supervise import table as jobstore
 from roost.supervise.events import EventLog
+from roost.supervise.handlers import agents, attach, events, jobs, worker
 from roost.supervise.hooks import HookRunner
-from roost.supervise.jobs import JobRecord
+from roost.supervise.router import AgentRouter
 from roost.supervise.workers import WorkerProcess
 
 log = logging.getLogger("roostd")
@@ -256,11 +257,8 @@ class Daemon:
             self.agents.peer_disconnected(conn)
 
     def _build_handlers(self) -> dict[str, Any]:
-        from roost.agents import ops as agent_ops
-        from roost.supervise import ops_attach, ops_events, ops_jobs, ops_worker
-
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events):
+        for module in (jobs, worker, agents, attach, events):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.fsutil import utc_now
+from roost.protocol import EVENT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +39,6 @@ TAIL_BYTES = 64 * 1024
 SUBSCRIBER_BACKLOG = 10_000
 """A follower this far behind is dropped (it resumes from its last seq when it reconnects)."""
 
-# The event types and the fields each adds to seq, time, type, job (README: the format).
-EVENT_TYPES: dict[str, tuple[str, ...]] = {
-    "job.created": ("kind", "cwd", "parent"),
-    "job.state": ("from", "to", "reason"),
-    "job.needs_input": ("question", "dialog", "options"),
-    "job.report": ("to", "kind", "firstLine", "outcome"),
-    "job.failed": ("error",),
-    "job.removed": (),
-    "message.sent": ("from", "to", "outcome"),
-    "worker.crashed": ("reason", "crashes"),
-    "worker.gave_up": ("reason",),
-    "daemon.started": ("pid", "version"),
-    "daemon.stopped": ("pid",),
-}
 
 
 def log_path(home: Path) -> Path:

@@ -26,8 +26,8 @@ from roost.states import EXIT_FATAL, PROC_TRANSITIONS, ProcState, check_transiti
 from roost.worker import joblock
 
 if TYPE_CHECKING:
+    from roost.jobs import JobRecord
     from roost.jsonlines import Connection
-    from roost.supervise.jobs import JobRecord
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from roost import paths, protocol
+from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.protocol import ProtocolError, RequestError
-from roost.supervise.jobs import JobRecord
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from roost import protocol
 from roost.agents.handback import should_report
 from roost.config import load_settings
 from roost.fsutil import utc_now
+from roost.jobs import JobRecord
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
 from roost.pi.compat import features_of
-from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
+from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
 from roost.states import EXIT_FATAL, JobState, RunCause
-from roost.supervise.jobs import JobRecord
 from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker import faults, launch, runnote
 from roost.worker.daemon_link import DaemonLink
@@ -44,7 +44,6 @@ log = logging.getLogger("roost.worker")
 READY_TIMEOUT = 60.0
 OLD_PI_GRACE = 10.0  # seconds a previous pi of this job gets to exit before SIGKILL
 HOLDER_GRACE = 5.0  # seconds a foreign holder of the session gets to let go at start-up
-RESULT_MAX = 6000
 
 
 class Fatal(Exception):

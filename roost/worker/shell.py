@@ -15,7 +15,7 @@ import sys
 
 from roost import paths
 from roost.fsutil import atomic_write_json, utc_now
-from roost.supervise.jobs import load_record
+from roost.jobs import load_record
 from roost.worker import joblock
 
 

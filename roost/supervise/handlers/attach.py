@@ -18,29 +18,12 @@ from roost import protocol
 from roost.jsonlines import Connection
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobState
-from roost.supervise.jobs import JobRecord
+from roost.supervise import table
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
 log = logging.getLogger(__name__)
-
-
-def detach_job(daemon: Daemon, record: JobRecord, why: str) -> str:
-    """Back to the background; a worker starts at once if anything is waiting."""
-    if not record.attached:  # already back (its pi's connection closed first)
-        proc = daemon.procs.get(record.id)
-        return "started" if proc is not None and proc.alive else "idle"
-    record.attached = False
-    record.status = ""
-    log.info("job %s: back in the background (%s)", record.id, why)
-    if record.state == JobState.STARTING or daemon.mailbox(record).pending():
-        daemon.start_worker(record, why)
-        daemon.job_changed(record)
-        return "started"
-    daemon.job_changed(record)
-    daemon.agents.retry_undelivered(record.session)
-    return "idle"
 
 
 def handlers(daemon: Daemon) -> dict[str, Any]:
@@ -65,7 +48,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             elif proc is not None:
                 await proc.stop("attach", daemon.settings().stopTimeoutSeconds)  # a backoff
         except asyncio.CancelledError:
-            detach_job(daemon, record, "attach cancelled")
+            table.detach(daemon, record, "attach cancelled")
             raise
         if record.state == JobState.STARTING:
             daemon.set_state(record, JobState.DONE)
@@ -76,11 +59,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def detach(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
-        return {"id": record.id, "outcome": detach_job(daemon, record, "roost attach ended")}
+        return {"id": record.id, "outcome": table.detach(daemon, record, "roost attach ended")}
 
     async def handoff(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         """A foreground pi gives its session to a job (new, or the session's old one)."""
-        from roost.supervise.ops_jobs import create_job
+        from roost.supervise.handlers.jobs import create_job
 
         router = daemon.agents
         fg = router.foreground.get(conn.peer_id or "")

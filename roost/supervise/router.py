@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 from roost import protocol
 from roost.agents.envelope import item_envelope
 from roost.agents.peers import Peer, collapse, relation
+from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.states import ENDED_JOB_STATES, JobState
-from roost.supervise.jobs import JobRecord
+from roost.supervise.table import accept_item, detach
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
 log = logging.getLogger(__name__)
 
-RESULT_MAX = 6000
 
 
 @dataclass
@@ -110,9 +110,7 @@ class AgentRouter:
         job_id = self.holders.pop(conn, None)
         record = self.daemon.jobs.get(job_id or "")
         if record is not None and record.attached:
-            from roost.supervise.ops_attach import detach_job
-
-            detach_job(self.daemon, record, "its foreground pi quit")
+            detach(self.daemon, record, "its foreground pi quit")
 
     def register(self, fg: ForegroundPeer) -> None:
         old = self.foreground.get(fg.id)
@@ -147,9 +145,7 @@ class AgentRouter:
         record = self.daemon.jobs.get(target.id)
         if record is None:
             return "not running"
-        from roost.supervise.ops_jobs import post_item
-
-        return post_item(self.daemon, record, kind, text, sender=sender_info, **extra)
+        return accept_item(self.daemon, record, kind, text, sender=sender_info, **extra)
 
     async def send_message(self, target: Peer, sender: Peer, text: str) -> str:
         """A `roost_send` message from `sender` to `target`: delivered and announced (the
@@ -167,7 +163,7 @@ class AgentRouter:
 
     async def _route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
         sender = self.job_peer(child)
-        text = str(report.get("result") or report.get("text") or "")[:RESULT_MAX]
+        text = str(report.get("result") or report.get("text") or "")[:protocol.RESULT_MAX]
         fields: dict[str, Any] = {k: report.get(k) for k in ("state", "question", "error")}
         if report.get("ended"):
             fields["ended"] = True

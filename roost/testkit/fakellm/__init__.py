@@ -1,17 +1,17 @@
 """A scripted OpenAI-compatible streaming model server for tests and the demo (stdlib only).
 
 ```python
-from roost.fakellm import FakeLLM, text, tool_call, last_user_contains, last_is_tool_result
+from roost.testkit.fakellm import FakeLLM, text, tool_call, last_user_contains, last_is_tool_result
 
 with FakeLLM() as llm:
     llm.add(last_user_contains("list files"), tool_call("bash", {"command": "ls"}), times=1)
     llm.add(last_is_tool_result("bash"), text("done"))
-    ...  # point pi's models.json at llm.base_url (see roost.pitest.make_agent_dir)
+    ...  # point pi's models.json at llm.base_url (see roost.testkit.pi.make_agent_dir)
     req = llm.wait_for_request(last_is_tool_result("bash"))
 ```
 """
 
-from roost.fakellm.matchers import (
+from roost.testkit.fakellm.matchers import (
     Matcher,
     all_of,
     always,
@@ -25,8 +25,8 @@ from roost.fakellm.matchers import (
     predicate,
     system_contains,
 )
-from roost.fakellm.replies import Reply, ToolCall, error, text, tool_call, tool_calls
-from roost.fakellm.requests import (
+from roost.testkit.fakellm.replies import Reply, ToolCall, error, text, tool_call, tool_calls
+from roost.testkit.fakellm.requests import (
     Request,
     first_user_text,
     last_user_text,
@@ -36,8 +36,8 @@ from roost.fakellm.requests import (
     tool_names,
     tool_results,
 )
-from roost.fakellm.script import ScriptError, load_script
-from roost.fakellm.server import FakeLLM, Rule
+from roost.testkit.fakellm.script import ScriptError, load_script
+from roost.testkit.fakellm.server import FakeLLM, Rule
 
 __all__ = [
     "FakeLLM",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from roost.fakellm import requests as rq
+from roost.testkit.fakellm import requests as rq
 
 Pred = Callable[[Mapping[str, Any]], bool]
 

@@ -23,10 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from roost.fakellm import wire
-from roost.fakellm.matchers import Matcher, Pred, as_matcher
-from roost.fakellm.replies import Reply, text
-from roost.fakellm.requests import Request, last_user_text
+from roost.testkit.fakellm import wire
+from roost.testkit.fakellm.matchers import Matcher, Pred, as_matcher
+from roost.testkit.fakellm.replies import Reply, text
+from roost.testkit.fakellm.requests import Request, last_user_text
 
 ReplyFn = Callable[[Request], "Reply | str"]
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from roost.fakellm.replies import Reply, ToolCall, new_call_id
+from roost.testkit.fakellm.replies import Reply, ToolCall, new_call_id
 
 
 def _estimate_tokens(n_chars: int) -> int:

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost import __version__, paths
+from roost.jobs import JobRecord
 from roost.jsonlines import Connection
-from roost.mailbox import InvalidItem, MailboxError, MailboxFull
+from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobState, ProcState
-from roost.supervise.jobs import JobRecord, new_job_id
+from roost.states import JobState
+from roost.supervise.table import accept_item, is_settled, new_job_id
 
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition
@@ -159,83 +160,6 @@ def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None
     daemon.start_worker(record, "new job")
 
 
-def post_item(
-    daemon: Daemon,
-    record: JobRecord,
-    kind: str,
-    text: str,
-    sender: dict[str, Any] | None = None,
-    **extra: Any,
-) -> str:
-    """Queue an item for a job and wake it; the outcome word for the sender.
-
-    `started` when the item starts a run (the job was idle or ended), `delivered` when a
-    live run takes it at its next boundary (or it answers an open dialog), `queued` when
-    it waits (worker starting or restarting, a dialog open for agent items, a failed job
-    until `roost start`), `stopped` when the user stopped the job (nothing is queued).
-    """
-    if record.kind == "shell":
-        raise RequestError(
-            REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
-        )
-    if record.state == JobState.STOPPED:
-        return "stopped"
-    try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
-        paths.check_real_dir(record.dir)
-        paths.check_real_dir(record.mailbox_dir)
-    except OSError as exc:
-        raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
-    try:
-        daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
-    except MailboxFull as exc:
-        raise RequestError(REFUSED, str(exc)) from None
-    except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
-        raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
-    if record.attached:  # a foreground pi holds the session: delivered when it lets go
-        daemon.job_changed(record, persist=False)
-        return "queued"
-    proc = daemon.procs.get(record.id)
-    if proc is None or not proc.alive:
-        if proc is not None and proc.state == ProcState.BACKOFF:
-            return "queued"
-        if record.state == JobState.FAILED:
-            return "queued"
-        daemon.start_worker(record, f"a {kind} arrived")
-        daemon.job_changed(record)
-        return "started"
-    daemon.job_changed(record, persist=False)  # pending counts changed
-    if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
-        return "queued"
-    if record.dialog:
-        if kind != "reply":
-            return "queued"
-        # The worker answers an open dialog with the first pending reply: mark it answered
-        # now, so a `wait` right after this reply waits for the run instead of seeing the
-        # dialog still open (the worker's own update follows and agrees).
-        daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
-                         status="thinking")
-        return "delivered"
-    return "delivered" if record.busy else "started"
-
-
-def is_settled(daemon: Daemon, record: JobRecord) -> bool:
-    """No pending item and no run starting or in progress (or nothing ever will run)."""
-    proc = daemon.procs.get(record.id)
-    if record.state == JobState.STOPPED:
-        return True
-    if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
-        return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
-    if record.kind == "shell":
-        return record.state in (JobState.DONE, JobState.FAILED)
-    if record.dialog and record.state == JobState.NEEDS_INPUT:
-        return True  # blocked on the user (its run is still busy): nothing happens until a reply
-    if record.state == JobState.STARTING or record.busy:
-        return False
-    if proc is None or proc.state != ProcState.RUNNING:
-        return False
-    return not daemon.mailbox(record).pending()
-
-
 WAIT_CONDITIONS = ("needs_input", "settled", "done", "failed")
 
 
@@ -302,7 +226,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             # What started a run decides whether it reports to a parent: a client says at
             # most that it is a user reply; `task` is the job's own first item only.
             raise RequestError(BAD_REQUEST, f"cause must be one of {', '.join(REPLY_CAUSES)}")
-        outcome = post_item(daemon, record, "reply", text, cause=cause)
+        outcome = accept_item(daemon, record, "reply", text, cause=cause)
         return {"status": outcome, "id": record.id}
 
     async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from roost.client import Client, connect
-from roost.fakellm import (
+from roost.pi.locate import PiNotFound, find_pi
+from roost.testkit.fakellm import (
     FakeLLM,
     all_of,
     first_user_contains,
@@ -29,8 +30,7 @@ from roost.fakellm import (
     tool_call,
     tool_calls,
 )
-from roost.pi.locate import PiNotFound, find_pi
-from roost.pitest import make_agent_dir
+from roost.testkit.pi import make_agent_dir
 
 DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
 
@@ -91,7 +91,7 @@ def script(llm: FakeLLM) -> None:
 
 
 def _last_user(req: Any) -> str:
-    from roost.fakellm import last_user_text
+    from roost.testkit.fakellm import last_user_text
 
     return last_user_text(req) or ""
 

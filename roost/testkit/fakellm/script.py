@@ -1,4 +1,4 @@
-"""Rules from JSON: the script format of `python -m roost.fakellm --script FILE.json`.
+"""Rules from JSON: the script format of `python -m roost.testkit.fakellm --script FILE.json`.
 
 ```json
 {
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roost.fakellm import matchers as m
-from roost.fakellm.replies import Reply, from_json
-from roost.fakellm.server import Rule
+from roost.testkit.fakellm import matchers as m
+from roost.testkit.fakellm.replies import Reply, from_json
+from roost.testkit.fakellm.server import Rule
 
 _STRING_MATCHERS = {
     "last_user_contains": m.last_user_contains,

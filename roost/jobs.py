@@ -1,7 +1,6 @@
-"""The job table: one record per job, persisted as `$ROOST_HOME/jobs/<id>/job.json`.
-
-The daemon is the only writer of job.json (atomic writes); the CLI, the worker and scripts
-only read it. Keys are camelCase in JSON (as in JobRow) and snake_case in Python.
+"""A job's record, persisted as `$ROOST_HOME/jobs/<id>/job.json`: shared by roostd (its only
+writer, with atomic writes; the table of all jobs is `roost.supervise.table`), the worker,
+the CLI and scripts, which only read it. Keys are camelCase in JSON (as in JobRow) and snake_case in Python.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,14 +52,6 @@ def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
     if isinstance(value, list):  # crashes
         return all(isinstance(t, int | float) and not isinstance(t, bool) for t in value)
     return True
-
-
-def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
-    while True:
-        job_id = secrets.token_hex(4)
-        # A directory (or a planted symlink) of that name is never reused.
-        if job_id not in taken and not os.path.lexists(paths.job_dir(job_id)):
-            return job_id
 
 
 def _camel(name: str) -> str:
@@ -109,7 +99,7 @@ class JobRecord:
     undelivered_report: dict[str, Any] | None = None
     attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
     schema: int = SCHEMA_VERSION
-    # Not saved: a stand-in for an unreadable record (load_all); it is never started.
+    # Not saved: a stand-in for an unreadable record (roost.supervise.table.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})
 
     @property
@@ -171,94 +161,3 @@ def load_record(path: Path) -> JobRecord:
         except RecursionError:
             raise BadRecord("nested too deeply") from None
     return JobRecord.from_json(data)
-
-
-def load_all() -> tuple[dict[str, JobRecord], list[JobRecord]]:
-    """Every job record, and the jobs whose record could not be read.
-
-    One bad job.json must not take down every job (nor roostd): it is moved aside to
-    `job.json.bad` with the reason in `job.json.why` (as the mailbox quarantines an
-    unreadable item), and the job is listed as `failed` with that reason under a
-    stand-in record, so nothing disappears silently; its mailbox stays where it is.
-    """
-    records: dict[str, JobRecord] = {}
-    recovered: list[JobRecord] = []
-    root = paths.jobs_dir()
-    if not root.is_dir():
-        return records, recovered
-    for job_dir in sorted(root.iterdir()):
-        job_json = job_dir / "job.json"
-        job_id = job_dir.name
-        if job_dir.is_symlink() or not job_dir.is_dir():
-            log.error("ignoring %s: not a job directory roost made", job_dir)
-            continue
-        if not os.path.lexists(job_json):
-            bad = job_dir / f"job.json{BAD_SUFFIX}"
-            if bad.is_file() and not bad.is_symlink():  # quarantined by an earlier roostd
-                recovered.append(stand_in(job_dir, _salvage(bad), _why(job_dir)))
-            continue
-        try:
-            if job_json.is_symlink():
-                raise BadRecord("a symlink, not a file roost wrote")
-            record = load_record(job_json)
-            if record.id != job_id:
-                raise BadRecord(f"its id {record.id!r} is not its directory's name")
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            recovered.append(quarantine_record(job_json, f"{type(exc).__name__}: {exc}"))
-            continue
-        records[record.id] = record
-    return records, recovered
-
-
-def quarantine_record(job_json: Path, reason: str) -> JobRecord:
-    """Move an unreadable job.json aside and return the failed stand-in that replaces it."""
-    job_id = job_json.parent.name
-    bad = job_json.with_name(job_json.name + BAD_SUFFIX)
-    why = job_json.with_name(job_json.name + ".why")
-    log.error("job %s: unreadable job record %s (%s): moved to %s", job_id, job_json, reason, bad)
-    salvaged = _salvage(job_json)
-    try:
-        os.replace(job_json, bad)
-        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(f"{utc_now()} {reason}\n")
-    except OSError as exc:
-        log.error("job %s: could not move its record aside: %s", job_id, exc)
-    return stand_in(job_json.parent, salvaged, reason)
-
-
-def _salvage(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
-
-
-def _why(job_dir: Path) -> str:
-    try:
-        return (job_dir / "job.json.why").read_text(encoding="utf-8").strip()[:500]
-    except OSError:
-        return "unreadable"
-
-
-def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
-    """A failed record standing for a job whose job.json is unreadable (never saved,
-    never started; `roost rm` removes the job, its mailbox is kept until then)."""
-    job_id = job_dir.name
-
-    def text(key: str, default: str | None) -> str | None:
-        value = salvaged.get(key)
-        return value if isinstance(value, str) else default
-
-    kind = text("kind", "pi")
-    record = JobRecord(
-        id=job_id, name=text("name", job_id) or job_id, kind=kind if kind in ("pi", "shell") else "pi",
-        cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
-        task=text("task", None), parent_session=text("parentSession", None),
-        root_session=text("rootSession", None),
-        error=f"its job record was unreadable ({reason}); moved to job.json{BAD_SUFFIX}",
-    )
-    record.recovered = True
-    return record

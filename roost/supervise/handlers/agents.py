@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
-from roost.agents.router import RESULT_MAX, AgentRouter, ForegroundPeer
 from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
-from roost.protocol import BAD_REQUEST, REFUSED, UNAUTHORIZED, RequestError
-from roost.supervise.ops_jobs import strip_controls
+from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
+from roost.supervise.handlers.jobs import strip_controls
+from roost.supervise.router import AgentRouter, ForegroundPeer
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -115,7 +115,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 "dialog": dialog}
 
     async def spawn(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        from roost.supervise.ops_jobs import create_job, launch
+        from roost.supervise.handlers.jobs import create_job, launch
 
         me = caller(conn)
         settings = daemon.settings()

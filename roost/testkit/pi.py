@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from roost.fakellm import FakeLLM
 from roost.pi.locate import find_pi
+from roost.testkit.fakellm import FakeLLM
 
 FAKE_PROVIDER = "fake"
 FAKE_MODEL = "fake-model"

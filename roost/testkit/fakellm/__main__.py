@@ -1,4 +1,4 @@
-"""`python -m roost.fakellm --port N --script FILE.json [--log FILE]`.
+"""`python -m roost.testkit.fakellm --port N --script FILE.json [--log FILE]`.
 
 Prints `fakellm listening on http://127.0.0.1:PORT/v1` once it accepts connections (useful
 with `--port 0`), then serves until SIGINT or SIGTERM.
@@ -11,13 +11,13 @@ import signal
 import sys
 import threading
 
-from roost.fakellm.replies import Reply
-from roost.fakellm.script import ScriptError, load_script
-from roost.fakellm.server import FakeLLM, Rule
+from roost.testkit.fakellm.replies import Reply
+from roost.testkit.fakellm.script import ScriptError, load_script
+from roost.testkit.fakellm.server import FakeLLM, Rule
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m roost.fakellm", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m roost.testkit.fakellm", description=__doc__)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     ap.add_argument("--script", help="rules as JSON (see docs/pi-notes.md)")

@@ -1,0 +1,2 @@
+"""The handlers of roostd's socket ops, one module per area (jobs, agents, attach, worker,
+events); `Daemon._build_handlers` collects them."""

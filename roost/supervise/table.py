@@ -1,0 +1,220 @@
+"""The job table's rules: loading every job record (quarantining unreadable ones),
+choosing new job ids, accepting an item for a job (the one place its outcome is decided),
+whether a job is settled, and handing an attached job back to the background.
+
+Only roostd uses it; a single record is `roost.jobs.JobRecord`, and the daemon
+(`Daemon.set_state`) is the one writer of a job's state."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost import paths
+from roost.fsutil import utc_now
+from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
+from roost.mailbox import MailboxError, MailboxFull
+from roost.protocol import REFUSED, RequestError
+from roost.states import JobState, ProcState
+
+if TYPE_CHECKING:
+    from roost.supervise.daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+
+def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
+    while True:
+        job_id = secrets.token_hex(4)
+        # A directory (or a planted symlink) of that name is never reused.
+        if job_id not in taken and not os.path.lexists(paths.job_dir(job_id)):
+            return job_id
+
+
+def load_all() -> tuple[dict[str, JobRecord], list[JobRecord]]:
+    """Every job record, and the jobs whose record could not be read.
+
+    One bad job.json must not take down every job (nor roostd): it is moved aside to
+    `job.json.bad` with the reason in `job.json.why` (as the mailbox quarantines an
+    unreadable item), and the job is listed as `failed` with that reason under a
+    stand-in record, so nothing disappears silently; its mailbox stays where it is.
+    """
+    records: dict[str, JobRecord] = {}
+    recovered: list[JobRecord] = []
+    root = paths.jobs_dir()
+    if not root.is_dir():
+        return records, recovered
+    for job_dir in sorted(root.iterdir()):
+        job_json = job_dir / "job.json"
+        job_id = job_dir.name
+        if job_dir.is_symlink() or not job_dir.is_dir():
+            log.error("ignoring %s: not a job directory roost made", job_dir)
+            continue
+        if not os.path.lexists(job_json):
+            bad = job_dir / f"job.json{BAD_SUFFIX}"
+            if bad.is_file() and not bad.is_symlink():  # quarantined by an earlier roostd
+                recovered.append(stand_in(job_dir, _salvage(bad), _why(job_dir)))
+            continue
+        try:
+            if job_json.is_symlink():
+                raise BadRecord("a symlink, not a file roost wrote")
+            record = load_record(job_json)
+            if record.id != job_id:
+                raise BadRecord(f"its id {record.id!r} is not its directory's name")
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            recovered.append(quarantine_record(job_json, f"{type(exc).__name__}: {exc}"))
+            continue
+        records[record.id] = record
+    return records, recovered
+
+
+def quarantine_record(job_json: Path, reason: str) -> JobRecord:
+    """Move an unreadable job.json aside and return the failed stand-in that replaces it."""
+    job_id = job_json.parent.name
+    bad = job_json.with_name(job_json.name + BAD_SUFFIX)
+    why = job_json.with_name(job_json.name + ".why")
+    log.error("job %s: unreadable job record %s (%s): moved to %s", job_id, job_json, reason, bad)
+    salvaged = _salvage(job_json)
+    try:
+        os.replace(job_json, bad)
+        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"{utc_now()} {reason}\n")
+    except OSError as exc:
+        log.error("job %s: could not move its record aside: %s", job_id, exc)
+    return stand_in(job_json.parent, salvaged, reason)
+
+
+def _salvage(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _why(job_dir: Path) -> str:
+    try:
+        return (job_dir / "job.json.why").read_text(encoding="utf-8").strip()[:500]
+    except OSError:
+        return "unreadable"
+
+
+def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
+    """A failed record standing for a job whose job.json is unreadable (never saved,
+    never started; `roost rm` removes the job, its mailbox is kept until then)."""
+    job_id = job_dir.name
+
+    def text(key: str, default: str | None) -> str | None:
+        value = salvaged.get(key)
+        return value if isinstance(value, str) else default
+
+    kind = text("kind", "pi")
+    record = JobRecord(
+        id=job_id, name=text("name", job_id) or job_id, kind=kind if kind in ("pi", "shell") else "pi",
+        cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
+        task=text("task", None), parent_session=text("parentSession", None),
+        root_session=text("rootSession", None),
+        error=f"its job record was unreadable ({reason}); moved to job.json{BAD_SUFFIX}",
+    )
+    record.recovered = True
+    return record
+
+
+def accept_item(
+    daemon: Daemon,
+    record: JobRecord,
+    kind: str,
+    text: str,
+    sender: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
+    """Queue an item for a job and wake it; the outcome word for the sender.
+
+    `started` when the item starts a run (the job was idle or ended), `delivered` when a
+    live run takes it at its next boundary (or it answers an open dialog), `queued` when
+    it waits (worker starting or restarting, a dialog open for agent items, a failed job
+    until `roost start`), `stopped` when the user stopped the job (nothing is queued).
+    """
+    if record.kind == "shell":
+        raise RequestError(
+            REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
+        )
+    if record.state == JobState.STOPPED:
+        return "stopped"
+    try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
+        paths.check_real_dir(record.dir)
+        paths.check_real_dir(record.mailbox_dir)
+    except OSError as exc:
+        raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
+    try:
+        daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
+    except MailboxFull as exc:
+        raise RequestError(REFUSED, str(exc)) from None
+    except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
+        raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
+    if record.attached:  # a foreground pi holds the session: delivered when it lets go
+        daemon.job_changed(record, persist=False)
+        return "queued"
+    proc = daemon.procs.get(record.id)
+    if proc is None or not proc.alive:
+        if proc is not None and proc.state == ProcState.BACKOFF:
+            return "queued"
+        if record.state == JobState.FAILED:
+            return "queued"
+        daemon.start_worker(record, f"a {kind} arrived")
+        daemon.job_changed(record)
+        return "started"
+    daemon.job_changed(record, persist=False)  # pending counts changed
+    if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
+        return "queued"
+    if record.dialog:
+        if kind != "reply":
+            return "queued"
+        # The worker answers an open dialog with the first pending reply: mark it answered
+        # now, so a `wait` right after this reply waits for the run instead of seeing the
+        # dialog still open (the worker's own update follows and agrees).
+        daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
+                         status="thinking")
+        return "delivered"
+    return "delivered" if record.busy else "started"
+
+
+def is_settled(daemon: Daemon, record: JobRecord) -> bool:
+    """No pending item and no run starting or in progress (or nothing ever will run)."""
+    proc = daemon.procs.get(record.id)
+    if record.state == JobState.STOPPED:
+        return True
+    if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
+        return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
+    if record.kind == "shell":
+        return record.state in (JobState.DONE, JobState.FAILED)
+    if record.dialog and record.state == JobState.NEEDS_INPUT:
+        return True  # blocked on the user (its run is still busy): nothing happens until a reply
+    if record.state == JobState.STARTING or record.busy:
+        return False
+    if proc is None or proc.state != ProcState.RUNNING:
+        return False
+    return not daemon.mailbox(record).pending()
+
+
+def detach(daemon: Daemon, record: JobRecord, why: str) -> str:
+    """Back to the background; a worker starts at once if anything is waiting."""
+    if not record.attached:  # already back (its pi's connection closed first)
+        proc = daemon.procs.get(record.id)
+        return "started" if proc is not None and proc.alive else "idle"
+    record.attached = False
+    record.status = ""
+    log.info("job %s: back in the background (%s)", record.id, why)
+    if record.state == JobState.STARTING or daemon.mailbox(record).pending():
+        daemon.start_worker(record, why)
+        daemon.job_changed(record)
+        return "started"
+    daemon.job_changed(record)
+    daemon.agents.retry_undelivered(record.session)
+    return "idle"
