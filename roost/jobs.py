@@ -10,12 +10,13 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from roost import paths
 from roost.fsutil import atomic_write_json, utc_now
-from roost.states import JobState
+from roost.states import ATTACHES, Attach, JobKind, JobState
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def _camel(name: str) -> str:
 class JobRecord:
     id: str
     name: str
-    kind: str  # "pi" | "shell"
+    kind: JobKind
     cwd: str
     state: JobState = JobState.STARTING
     status: str = ""
@@ -103,6 +104,19 @@ class JobRecord:
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})
 
     @property
+    def attach(self) -> Attach:
+        """Where the session is held (`attached` and `status` are how job.json keeps it)."""
+        if not self.attached:
+            return Attach.DETACHED
+        return next((a for a in Attach if a.value == self.status), Attach.ATTACHED)
+
+    def set_attach(self, target: Attach, why: str = "") -> None:
+        """The one setter of the attach status (checked against its table, logged)."""
+        ATTACHES.move(self.attach, target, f"job {self.id}", why)
+        self.attached = target != Attach.DETACHED
+        self.status = target.value
+
+    @property
     def dir(self) -> Path:
         return paths.job_dir(self.id)
 
@@ -120,7 +134,7 @@ class JobRecord:
             if f.metadata.get("transient"):
                 continue
             value = getattr(self, f.name)
-            out[_camel(f.name)] = value.value if isinstance(value, JobState) else value
+            out[_camel(f.name)] = value.value if isinstance(value, Enum) else value
         return out
 
     @classmethod
@@ -138,8 +152,10 @@ class JobRecord:
             expected = _FIELD_TYPES[key]
             if not _has_type(value, expected):
                 raise BadRecord(f"{_camel(key)} has the wrong type ({type(value).__name__})")
-        if kwargs["kind"] not in ("pi", "shell"):
-            raise BadRecord(f"kind must be pi or shell, got {kwargs['kind']!r}")
+        try:
+            kwargs["kind"] = JobKind(kwargs["kind"])
+        except ValueError:
+            raise BadRecord(f"kind must be pi or shell, got {kwargs['kind']!r}") from None
         try:
             kwargs["state"] = JobState(kwargs.get("state", JobState.STARTING))
         except ValueError:

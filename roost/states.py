@@ -1,48 +1,108 @@
-"""roost's state machines: each a `str` Enum with one table of allowed moves.
+"""roost's state machines and the words they travel as, each defined once.
+
+Every machine is a `str` Enum with one table of allowed moves, changed only through
+`Machine.move` (checked, and logged the same way everywhere), the way supervisor's
+`states.py` does it. The vocabularies that are results rather than machines (an item's
+`Outcome`, how a worker exited, a job's kind, a run's cause) are Enums too, so no bare
+string stands for them anywhere else.
 
 Depends on nothing else in roost, so every layer (daemon, worker, CLI, tests) can use it.
-`check_transition` is the one place an illegal move fails loudly.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
+from typing import Generic, TypeVar
 
 from roost.errors import RoostError
+
+log = logging.getLogger("roost.states")
 
 
 class IllegalTransition(RoostError):
     """A state change the transition table does not allow (a bug, never user input)."""
 
 
+S = TypeVar("S", bound=Enum)
+
+
+class Machine(Generic[S]):
+    """One state machine: its table of allowed moves and the one guarded setter."""
+
+    def __init__(self, name: str, table: Mapping[S, frozenset[S]]) -> None:
+        self.name = name
+        self.table = table
+
+    def allows(self, current: S, target: S) -> bool:
+        return current == target or target in self.table[current]
+
+    def check(self, current: S, target: S, what: str) -> None:
+        """Raise IllegalTransition unless `current -> target` is allowed (staying put is)."""
+        if not self.allows(current, target):
+            raise IllegalTransition(
+                f"{what}: {self.name} {current.value} -> {target.value} is not allowed")
+
+    def move(self, current: S, target: S, what: str, why: str = "") -> S:
+        """Check a move and log it; returns `target` for the caller to store."""
+        self.check(current, target, what)
+        if current != target:
+            log.info("%s: %s %s -> %s%s", what, self.name, current.value, target.value,
+                     f" ({why})" if why else "")
+        return target
+
+
+# -- a job ----------------------------------------------------------------------------------
 class JobState(str, Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    DONE = "done"
-    NEEDS_INPUT = "needs_input"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    REAPED = "reaped"
+    STARTING = "starting"  # its worker is starting (or restarting after a crash)
+    RUNNING = "running"  # a run is in progress
+    DONE = "done"  # idle: the last run ended
+    NEEDS_INPUT = "needs_input"  # it asked a question, or a dialog waits for an answer
+    FAILED = "failed"  # the model failed, the command exited non-zero, or roostd gave up
+    STOPPED = "stopped"  # the user stopped it: nothing wakes it but `roost start`
+    REAPED = "reaped"  # idle long enough that its worker was let go; an item wakes it
 
 
 # Named groups, as supervisor does.
 SETTLED_JOB_STATES = frozenset({JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED})
+"""A run ended in these (the states a child reports in)."""
 ENDED_JOB_STATES = frozenset({JobState.FAILED, JobState.STOPPED, JobState.REAPED})
-WAKEABLE_JOB_STATES = frozenset({JobState.DONE, JobState.REAPED})
-"""States in which a new mailbox item starts a run (and its sender is told `started`)."""
+"""No worker runs (or will, until something starts one)."""
 
 _J = JobState
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    # Its worker says hello and reports what it restored (done, or a question), or it
+    # cannot start (failed), or the user stops it first.
     _J.STARTING: frozenset({_J.RUNNING, _J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED}),
+    # A run ends (done, a question, a model error); the user stops it; the worker crashed.
     _J.RUNNING: frozenset({_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.STARTING}),
-    _J.DONE: frozenset({_J.RUNNING, _J.NEEDS_INPUT, _J.REAPED, _J.STOPPED, _J.FAILED, _J.STARTING}),
+    # A new run; an extension's dialog outside a run; reaped when idle; stopped; its
+    # worker crashed (restart) or was given up on.
+    _J.DONE: frozenset({_J.RUNNING, _J.NEEDS_INPUT, _J.REAPED, _J.STOPPED, _J.STARTING,
+                        _J.FAILED}),
+    # A reply starts the next run; the dialog was cancelled; stopped; crashed.
     _J.NEEDS_INPUT: frozenset({_J.RUNNING, _J.DONE, _J.STOPPED, _J.FAILED, _J.STARTING}),
-    _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.DONE, _J.NEEDS_INPUT}),
+    # `roost start` or an item (restart); a reply to a model error whose worker still runs.
+    # An extension's dialog while it waits.
+    _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.NEEDS_INPUT}),
     _J.STOPPED: frozenset({_J.STARTING}),
+    # An item wakes it; the user stops it; roostd could not resume it.
     _J.REAPED: frozenset({_J.STARTING, _J.STOPPED, _J.FAILED}),
 }
+JOBS: Machine[JobState] = Machine("job", JOB_TRANSITIONS)
+
+WORKER_STATES = frozenset({JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED})
+"""The states a worker may report for its job (the rest are roostd's to decide)."""
 
 
+class JobKind(str, Enum):
+    PI = "pi"  # a pi session
+    SHELL = "shell"  # a command: no session, takes no replies or messages
+
+
+# -- a worker process, as roostd supervises it ----------------------------------------------
 class ProcState(str, Enum):
     """A worker process's lifecycle as the daemon supervises it (supervisor-like)."""
 
@@ -51,7 +111,7 @@ class ProcState(str, Enum):
     RUNNING = "running"  # connected and alive
     BACKOFF = "backoff"  # exited unexpectedly; a restart is scheduled
     EXITED = "exited"  # exited on purpose (stop, reap, shell job finished)
-    FATAL = "fatal"  # crashed too often: roostd gave up
+    FATAL = "fatal"  # crashed too often, or refused to start: roostd gave up
 
 
 _P = ProcState
@@ -63,14 +123,69 @@ PROC_TRANSITIONS: dict[ProcState, frozenset[ProcState]] = {
     _P.EXITED: frozenset({_P.STARTING}),
     _P.FATAL: frozenset({_P.STARTING}),
 }
+PROCS: Machine[ProcState] = Machine("worker", PROC_TRANSITIONS)
 
 
+class WorkerExit(str, Enum):
+    """How a worker process ended (or was restarted), as roostd classifies it."""
+
+    STOPPED = "stopped"  # asked to go (stop, rm, roostd's stop): the job is stopped
+    REAPED = "reaped"  # let go when idle: an item wakes the job
+    RELEASED = "released"  # let go of its session for a foreground pi (attach)
+    SHELL = "shell"  # a shell job's command finished (detail: its exit code)
+    FATAL = "fatal"  # it said restarting cannot help (session held elsewhere, pi missing)
+    GAVE_UP = "gave_up"  # it crashed too often within the window
+    CRASHED = "crashed"  # it crashed: a restart is scheduled
+    RESTARTED = "restarted"  # the scheduled restart happened
+
+
+REAP_REASON = "reaped"
+"""The reason roostd gives a worker it lets go because its job was idle."""
+ATTACH_REASON = "attach"
+"""The reason roostd gives a worker that lets go of its session for `roost attach`."""
 EXIT_FATAL = 3
 """A worker's (and a job pi's) exit code when restarting it cannot help (session held by
 another process, pi missing): roostd gives up on the job at once. The extension keeps the
-same number (`roost.ts`)."""
+same number (`roost.ts`; a unit test compares them)."""
 
 
+# -- a job held by a foreground pi ----------------------------------------------------------
+class Attach(str, Enum):
+    """Whether a foreground pi holds the job's session; the value is the row's status."""
+
+    DETACHED = ""  # in the background: a worker may run it
+    ATTACHING = "attaching"  # `roost attach` waits for the worker to let go at a safe point
+    ATTACHED = "attached"  # a foreground pi holds the session; items wait in the mailbox
+    HANDING_OFF = "handing off"  # a foreground pi gives its session to the job (/roost-bg)
+
+
+_A = Attach
+ATTACH_TRANSITIONS: dict[Attach, frozenset[Attach]] = {
+    _A.DETACHED: frozenset({_A.ATTACHING, _A.HANDING_OFF}),
+    _A.ATTACHING: frozenset({_A.ATTACHED, _A.DETACHED}),  # ... or it was cancelled
+    _A.ATTACHED: frozenset({_A.DETACHED, _A.HANDING_OFF}),  # ... or /roost-bg in that pi
+    _A.HANDING_OFF: frozenset({_A.DETACHED}),  # the foreground pi quit: the job takes over
+}
+ATTACHES: Machine[Attach] = Machine("attach", ATTACH_TRANSITIONS)
+
+
+# -- an extension dialog in a job's pi (kept by its worker) ----------------------------------
+class Dialog(str, Enum):
+    CLOSED = "closed"  # none open
+    OPEN = "open"  # pi asks (select, confirm, input, editor): the job needs input
+    ANSWERED = "answered"  # a reply answered it; the run goes on
+
+
+_D = Dialog
+DIALOG_TRANSITIONS: dict[Dialog, frozenset[Dialog]] = {
+    _D.CLOSED: frozenset({_D.OPEN}),
+    _D.OPEN: frozenset({_D.ANSWERED, _D.CLOSED}),  # ... or the run ended with it open
+    _D.ANSWERED: frozenset({_D.CLOSED, _D.OPEN}),  # ... or the run asks again
+}
+DIALOGS: Machine[Dialog] = Machine("dialog", DIALOG_TRANSITIONS)
+
+
+# -- a run and an item ------------------------------------------------------------------------
 class RunCause(str, Enum):
     """What started a run; decides whether the run reports to the parent (seed M9b)."""
 
@@ -82,11 +197,75 @@ class RunCause(str, Enum):
     RESTORE = "restore"
 
 
-def check_transition(
-    table: dict, current: Enum, target: Enum, what: str = "state"
-) -> None:
-    """Raise IllegalTransition unless `current -> target` is allowed (staying put is)."""
-    if current == target:
-        return
-    if target not in table[current]:
-        raise IllegalTransition(f"{what}: {current.value} -> {target.value} is not allowed")
+CLIENT_CAUSES = frozenset({RunCause.REPLY, RunCause.CLI})
+"""The causes a `roost reply` may claim (a person's answer, or a task from the CLI); the
+others are roost's to assign (a child's task, a message from a parent or a peer)."""
+
+
+ITEM_CAUSES = CLIENT_CAUSES | {RunCause.TASK}
+"""The causes a reply item in a mailbox may carry (roostd writes `task` for a job's task)."""
+
+
+def run_cause(value: object, allowed: frozenset[RunCause] = frozenset(RunCause)) -> RunCause:
+    """`value` as a RunCause from `allowed`; ValueError (naming the choices) otherwise."""
+    try:
+        cause = RunCause(value)
+    except ValueError:
+        cause = None
+    if cause is None or cause not in allowed:
+        choices = ", ".join(sorted(c.value for c in allowed))
+        raise ValueError(f"cause must be one of {choices}, not {value!r}")
+    return cause
+
+
+class Outcome(str, Enum):
+    """What happened to an item, as its sender is told (the first word of the tool result)."""
+
+    DELIVERED = "delivered"  # a live run takes it at its next tool boundary (or a dialog)
+    QUEUED = "queued"  # it waits in the mailbox (worker starting, attached, failed job)
+    STARTED = "started"  # it starts a run (the job was idle, reaped or ended)
+    NOT_RUNNING = "not running"  # a foreground peer that is gone: nothing was kept
+    STOPPED = "stopped"  # the user stopped the job: nothing was kept
+    WAITING_ON_DIALOG = "waiting on a dialog"  # kept until the person answers the dialog
+
+
+@dataclass(frozen=True)
+class ItemDecision:
+    """roostd's decision for one item (`item_outcome`); the worker carries it out."""
+
+    outcome: Outcome
+    post: bool = True  # keep it in the mailbox
+    wake: bool = False  # start a worker for it
+    answers_dialog: bool = False  # a reply to an open dialog: the job runs on
+
+
+ITEM_KINDS = ("reply", "message", "report")
+
+
+def item_outcome(
+    *, kind: str, job: JobState, attached: bool, worker: ProcState | None,
+    worker_alive: bool, dialog: bool, busy: bool,
+) -> ItemDecision:
+    """The one place an item's outcome is decided (seed M9: delivery rules).
+
+    `kind` is one of ITEM_KINDS: a person's reply (it may answer a dialog), an agent's
+    message, or a child's report. `worker` is the state of the job's worker process, None
+    when roostd has none.
+    """
+    if job == JobState.STOPPED:
+        if kind == "report":  # kept for when the person starts the parent again
+            return ItemDecision(Outcome.QUEUED)
+        return ItemDecision(Outcome.STOPPED, post=False)
+    if attached:  # a foreground pi holds the session: delivered when it lets go
+        return ItemDecision(Outcome.QUEUED)
+    if not worker_alive:
+        if worker == ProcState.BACKOFF or job == JobState.FAILED:
+            return ItemDecision(Outcome.QUEUED)  # the restart (or `roost start`) takes it
+        return ItemDecision(Outcome.STARTED, wake=True)
+    if worker != ProcState.RUNNING or job == JobState.STARTING:
+        return ItemDecision(Outcome.QUEUED)
+    if dialog:
+        if kind == "reply":
+            return ItemDecision(Outcome.DELIVERED, answers_dialog=True)
+        return ItemDecision(Outcome.WAITING_ON_DIALOG)
+    return ItemDecision(Outcome.DELIVERED if busy else Outcome.STARTED)

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from roost.agents.envelope import title
 from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
 
 
@@ -129,10 +130,10 @@ def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str
             yield f"── session {entry.get('id', '')} in {entry.get('cwd', '')}"
         elif kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
             details = entry.get("details") or {}
-            sender = details.get("from") or {}
-            who = sender.get("name") or sender.get("id") or "agent"
-            yield (f"{stamp} ✉ {details.get('kind', 'message')} from {who} "
-                   f"({details.get('relation', '?')}) [seq {details.get('seq')}]")
+            heading = details.get("title") or title(  # sessions older than the title
+                str(details.get("kind") or "message"), details.get("from"),
+                str(details.get("relation") or "?"))
+            yield f"{stamp} {heading} [seq {details.get('seq')}]"
             for line in content_text(entry.get("content")).splitlines():
                 yield f"    │ {line}"
         elif kind == "custom_message" and entry.get("customType") == NOTE_TYPE:

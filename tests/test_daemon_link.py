@@ -17,6 +17,7 @@ import pytest
 
 from roost import protocol
 from roost.jobs import JobRecord
+from roost.states import JobKind
 from roost.worker.daemon_link import DaemonLink
 
 
@@ -52,7 +53,7 @@ async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]]
 
 def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(home: Path) -> None:
     async def scenario() -> None:
-        record = JobRecord(id="abcd1234", name="j", kind="pi", cwd="/")
+        record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/")
         link = DaemonLink(record, on_event=lambda frame: None, snapshot=lambda: {"state": "done"})
         first: list[dict[str, Any]] = []
         server = await _roostd(home, answer_hello=False, seen=first)

@@ -104,13 +104,28 @@ def envelope(kind: str, sender: dict[str, Any] | None, relation: str, text: str)
 
 def item_envelope(item: dict[str, Any]) -> str:
     """The envelope of a mailbox item (as JSON: `kind`, `from`, `text`, report fields)."""
-    sender = item.get("from") or {}
-    relation = sender.get("relation") or "external"
-    text = report_body(item) if item.get("kind") == "report" else str(item.get("text") or "")
-    return envelope(str(item.get("kind") or "message"), sender, relation, text)
+    return str(agent_frame(item, None)["content"])
 
 
 def title(kind: str, sender: dict[str, Any] | None, relation: str) -> str:
-    """The renderer's heading: `✉ message from NAME (relation)`."""
+    """The heading shown above an item (pi's renderer, `roost logs`): `✉ message from NAME
+    (relation)`."""
     name = sanitize_name((sender or {}).get("name") or (sender or {}).get("id"))
-    return f"✉ {kind} from {name} ({sanitize_name(relation)})"
+    return f"✉ {sanitize_name(kind)} from {name} ({sanitize_name(relation)})"
+
+
+def agent_frame(item: dict[str, Any], seq: int | None) -> dict[str, Any]:
+    """What the extension injects for a mailbox item, built once here: the envelope the
+    model reads (`content`) and the `details` pi keeps beside it in the session, which the
+    renderer shows (its title and body) and delivery reads (`seq`)."""
+    sender = item.get("from") or {}
+    relation = str(sender.get("relation") or "external")
+    kind = str(item.get("kind") or "message")
+    text = report_body(item) if kind == "report" else str(item.get("text") or "")
+    return {
+        "content": envelope(kind, sender, relation, text),
+        "details": {
+            "seq": seq, "from": sender or None, "relation": relation, "kind": kind,
+            "title": title(kind, sender, relation), "body": neutralize_body(text),
+        },
+    }

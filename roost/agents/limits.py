@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roost.config import Settings
 
 
 class RateLimiter:
@@ -40,13 +44,13 @@ class SpawnCounts:
     live_spawned: int
 
 
-def spawn_refusal(counts: SpawnCounts, settings: object, tree_rate_ok: bool) -> str | None:
+def spawn_refusal(counts: SpawnCounts, settings: Settings, tree_rate_ok: bool) -> str | None:
     """The limit a spawn would break, as the tool error text; None when allowed."""
-    max_depth = int(getattr(settings, "agentMaxDepth", 3))
-    max_children = int(getattr(settings, "agentMaxChildren", 8))
-    max_tree = int(getattr(settings, "agentMaxTreeSessions", 16))
-    max_spawned = int(getattr(settings, "agentMaxSpawned", 32))
-    per_minute = int(getattr(settings, "agentSpawnsPerMinute", 10))
+    max_depth = settings.agentMaxDepth
+    max_children = settings.agentMaxChildren
+    max_tree = settings.agentMaxTreeSessions
+    max_spawned = settings.agentMaxSpawned
+    per_minute = settings.agentSpawnsPerMinute
     if counts.parent_depth + 1 > max_depth:
         return (f"depth limit: a child here would be at depth {counts.parent_depth + 1}, "
                 f"agentMaxDepth is {max_depth}")
@@ -61,6 +65,3 @@ def spawn_refusal(counts: SpawnCounts, settings: object, tree_rate_ok: bool) -> 
         return f"rate limit: at most {per_minute} spawns per tree per minute"
     return None
 
-
-def count_where(items: Iterable[object], predicate: Callable[[object], bool]) -> int:
-    return sum(1 for item in items if predicate(item))

@@ -174,10 +174,10 @@ export default function roost(pi: any) {
 	let lastCtx: any = null;
 
 	const inject = (frame: any) => {
-		const details = { seq: frame.seq ?? null, from: frame.sender ?? frame.from ?? null, relation: frame.relation, kind: frame.kind };
+		// roost built both: the envelope the model reads and the details the renderer shows.
 		Promise.resolve(
 			pi.sendMessage(
-				{ customType: CUSTOM_TYPE, content: frame.content, display: true, details },
+				{ customType: CUSTOM_TYPE, content: frame.content, display: true, details: frame.details ?? {} },
 				{ deliverAs: "steer", triggerTurn: true },
 			),
 		).catch((err: Error) => console.error(`roost: could not inject an agent item: ${err.message}`));
@@ -355,13 +355,11 @@ export default function roost(pi: any) {
 	});
 
 	pi.registerMessageRenderer(CUSTOM_TYPE, (message: any, options: any, theme: any) => {
+		// The title and body come from roost (details); expanded, the envelope as the model read it.
 		const d = message.details ?? {};
-		const who = d.from?.name ?? d.from?.id ?? "agent";
-		let text = theme.fg("accent", `✉ ${d.kind ?? "message"} from ${who} (${d.relation ?? "?"})`);
-		const body = String(message.content ?? "");
-		const inner = body.replace(/^<agent-message[^\n]*\n/, "").replace(/\n<\/agent-message>[\s\S]*$/, "");
-		text += "\n" + (options?.expanded ? body : inner);
-		return new Text(text, 0, 0);
+		const envelope = String(message.content ?? "");
+		const text = theme.fg("accent", String(d.title ?? "✉ agent message"));
+		return new Text(`${text}\n${options?.expanded || d.body === undefined ? envelope : String(d.body)}`, 0, 0);
 	});
 
 	pi.registerMessageRenderer(NOTE_TYPE, (message: any, _options: any, theme: any) => {
@@ -379,13 +377,7 @@ export default function roost(pi: any) {
 		parameters: Type.Object({}),
 		async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
 			const result = await call(ctx, "peers");
-			const peers: any[] = result.peers ?? [];
-			const lines = peers.map(
-				(p) =>
-					`${p.id} "${p.name}" ${p.relation} ${p.state}${p.status ? ` (${p.status})` : ""}` +
-					`${p.summary ? ` — ${p.summary}` : ""}${p.question ? ` ? ${p.question}` : ""}`,
-			);
-			return textResult(lines.length ? lines.join("\n") : "no other agent sessions you can reach", { peers });
+			return textResult(result.text, { peers: result.peers ?? [] });
 		},
 	});
 
@@ -400,8 +392,7 @@ export default function roost(pi: any) {
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			const result = await call(ctx, "send", { to: params.to, message: params.message });
-			const word = result.dialog ? "waiting on a dialog" : result.status;
-			return textResult(`${word} (${result.relation}) → ${result.id} "${result.name}"`, result);
+			return textResult(result.text, result);
 		},
 	});
 
@@ -430,12 +421,8 @@ export default function roost(pi: any) {
 				thinking: params.thinking,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
-				parentSession: ctx?.sessionManager?.getSessionFile?.() ?? null,
 			});
-			return textResult(
-				`spawned ${result.id} "${result.name}". Its report will arrive by itself when it ends a turn; do not poll.`,
-				result,
-			);
+			return textResult(result.text, result);
 		},
 	});
 }

@@ -27,12 +27,7 @@ from roost.jsonlines import Connection, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
-from roost.states import (
-    JOB_TRANSITIONS,
-    JobState,
-    ProcState,
-    check_transition,
-)
+from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import table as jobstore
 from roost.supervise.events import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker
@@ -193,12 +188,11 @@ class Daemon:
             holder = read_holder(record.session) if record.session else None
             if holder is not None and holder_is_alive(holder):
                 return  # a foreground pi still holds it; it re-registers on its next call
-            record.attached = False
-            record.status = ""
+            record.set_attach(Attach.DETACHED, "its foreground pi is gone")
             record.save()
         if record.state in (JobState.STOPPED, JobState.FAILED):
             return
-        if record.kind == "shell":
+        if record.kind == JobKind.SHELL:
             self._shell_finished_meanwhile(record)
             return
         if record.state in (JobState.STARTING, JobState.RUNNING):
@@ -291,18 +285,15 @@ class Daemon:
                   **fields: Any) -> None:
         """The one function that changes a job's state: checks, persists, announces (the
         job.state event, and job.needs_input / job.failed on entering those states)."""
-        check_transition(JOB_TRANSITIONS, record.state, target, f"job {record.id}")
+        if reason is None:
+            reason = str(fields.get("error") or fields.get("status") or "")
         source = record.state
-        if source != target:
-            log.info("job %s: %s -> %s", record.id, source.value, target.value)
-        record.state = target
+        record.state = JOBS.move(source, target, f"job {record.id}", reason)
         for key, value in fields.items():
             setattr(record, key, value)
         self.job_changed(record)
         if source == target or record.id not in self.jobs:
             return
-        if reason is None:
-            reason = str(fields.get("error") or fields.get("status") or "")
         self.events.emit("job.state", record, **{"from": source.value}, to=target.value,
                          reason=reason)
         if target == JobState.NEEDS_INPUT:
@@ -350,46 +341,47 @@ class Daemon:
         record.exit_code = None
         if record.state != JobState.STARTING:
             self.set_state(record, JobState.STARTING, why, status="starting", error=None)
-        if record.kind == "pi":
+        if record.kind == JobKind.PI:
             record.agent_catalog = agent_catalog(record.cwd)
         proc.spawn()
-        if record.kind == "shell":  # a shell worker sends no hello: it runs once spawned
+        if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
         record.save()
 
-    def _worker_event(self, proc: WorkerProcess, outcome: str, detail: str) -> None:
+    def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
         record = proc.record
         if record.id not in self.jobs:
             return  # removed
-        if outcome == "restarted":
+        if how == WorkerExit.RESTARTED:
             record.save()
             return
-        log.info("job %s worker exit: %s %s", record.id, outcome, detail)
-        if outcome == "expected":
-            if detail == "reaped":
-                self.set_state(record, JobState.REAPED, "idle", busy=False, status="")
-            elif detail == "attach":
-                if not record.attached and self.mailbox(record).pending():
-                    # The attach was given up while the worker waited for a safe point:
-                    # what arrived meanwhile would wait for the next item otherwise.
-                    self.start_worker(record, "an item is waiting (attach given up)")
-                self.job_changed(record)
-            elif record.state != JobState.STOPPED:
+        log.info("job %s worker exit: %s %s", record.id, how.value, detail)
+        if how == WorkerExit.REAPED:
+            self.set_state(record, JobState.REAPED, "idle", busy=False, status="")
+        elif how == WorkerExit.RELEASED:
+            if not record.attached and self.mailbox(record).pending():
+                # The attach was given up while the worker waited for a safe point:
+                # what arrived meanwhile would wait for the next item otherwise.
+                self.start_worker(record, "an item is waiting (attach given up)")
+            self.job_changed(record)
+        elif how == WorkerExit.STOPPED:
+            if record.state != JobState.STOPPED:
                 self.set_state(record, JobState.STOPPED, detail, busy=False, status="")
             else:
                 self.job_changed(record)
-        elif outcome == "shell":
+        elif how == WorkerExit.SHELL:
             code = int(detail) if detail.lstrip("-").isdigit() else None
             if code == 0:
                 self.set_state(record, JobState.DONE, exit_code=0, busy=False, status="exit 0")
             else:
                 self.set_state(record, JobState.FAILED, exit_code=code, busy=False,
                                status=f"exit {detail}", error=f"command exited with {detail}")
-        elif outcome == "fatal":
+        elif how in (WorkerExit.FATAL, WorkerExit.GAVE_UP):
             self.events.emit("worker.gave_up", record, reason=detail)
             self.set_state(record, JobState.FAILED, busy=False, status="", error=detail)
-            self.agents.job_ended(record, "crashed repeatedly" if "gave up" in detail else detail)
-        else:  # crash: backoff then restart
+            self.agents.job_ended(
+                record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
+        else:  # crashed: backoff then restart
             self.events.emit("worker.crashed", record, reason=detail,
                              crashes=len(record.crashes))
             self.set_state(record, JobState.STARTING, busy=False, status=detail,
@@ -409,7 +401,7 @@ class Daemon:
     def _reapable(self, record: JobRecord) -> bool:
         proc = self.procs.get(record.id)
         return (
-            record.kind == "pi"
+            record.kind == JobKind.PI
             and record.state == JobState.DONE
             and not record.busy
             and proc is not None
@@ -422,7 +414,7 @@ class Daemon:
         if record.id in self.jobs and self._reapable(record):
             log.info("job %s: idle for %gs, reaping its worker", record.id,
                      self.settings().reapAfterSeconds)
-            await self.procs[record.id].stop("reaped", self.settings().stopTimeoutSeconds)
+            await self.procs[record.id].stop(REAP_REASON, self.settings().stopTimeoutSeconds)
 
     # -- rows ---------------------------------------------------------------------------------
     def row(self, record: JobRecord) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roost import protocol
-from roost.agents.envelope import item_envelope
+from roost.agents.envelope import agent_frame
 from roost.agents.peers import Peer, collapse, relation
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
-from roost.states import ENDED_JOB_STATES, JobState
+from roost.states import ENDED_JOB_STATES, JobKind, Outcome
 from roost.supervise.table import accept_item, detach
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class AgentRouter:
             live=proc is not None and proc.alive,
             status=record.status, summary=record.summary, question=record.question,
             parent_session=record.parent_session, parent_peer=record.parent_peer,
-            root_session=record.root_session, extra={"shell": record.kind == "shell"},
+            root_session=record.root_session, extra={"shell": record.kind == JobKind.SHELL},
         )
 
     def foreground_peer(self, fg: ForegroundPeer) -> Peer:
@@ -68,7 +68,7 @@ class AgentRouter:
         )
 
     def all_peers(self) -> list[Peer]:
-        peers = [self.job_peer(r) for r in self.daemon.jobs.values() if r.kind == "pi"]
+        peers = [self.job_peer(r) for r in self.daemon.jobs.values() if r.kind == JobKind.PI]
         peers += [self.foreground_peer(fg) for fg in self.foreground.values()]
         return peers
 
@@ -126,8 +126,8 @@ class AgentRouter:
     # -- delivery --------------------------------------------------------------------------
     async def deliver(
         self, target: Peer, kind: str, sender: Peer, rel: str, text: str, **extra: Any
-    ) -> str:
-        """Hand one agent item to `target`; the outcome word.
+    ) -> Outcome:
+        """Hand one agent item to `target`; its outcome.
 
         `rel` is what the sender is to the receiver (the envelope's relation).
         """
@@ -135,25 +135,22 @@ class AgentRouter:
         if target.kind == "foreground":
             fg = self.foreground.get(target.id)
             if fg is None:
-                return "not running"
+                return Outcome.NOT_RUNNING
             item = {"kind": kind, "from": sender_info, "text": text, **extra}
-            sent = await fg.conn.send(protocol.event(
-                "deliver", kind=kind, sender=sender_info, relation=rel, seq=None,
-                content=item_envelope(item),
-            ))
-            return "delivered" if sent else "not running"
+            sent = await fg.conn.send(protocol.event("deliver", **agent_frame(item, None)))
+            return Outcome.DELIVERED if sent else Outcome.NOT_RUNNING
         record = self.daemon.jobs.get(target.id)
         if record is None:
-            return "not running"
+            return Outcome.NOT_RUNNING
         return accept_item(self.daemon, record, kind, text, sender=sender_info, **extra)
 
-    async def send_message(self, target: Peer, sender: Peer, text: str) -> str:
+    async def send_message(self, target: Peer, sender: Peer, text: str) -> Outcome:
         """A `roost_send` message from `sender` to `target`: delivered and announced (the
         message.sent event carries no body)."""
         outcome = await self.deliver(target, "message", sender, relation(target, sender), text)
         self.daemon.events.emit(
             "message.sent", sender, **{"from": {"id": sender.id, "name": sender.name}},
-            to={"id": target.id, "name": target.name}, outcome=outcome)
+            to={"id": target.id, "name": target.name}, outcome=outcome.value)
         return outcome
 
     # -- reports -----------------------------------------------------------------------------
@@ -186,30 +183,23 @@ class AgentRouter:
                 log.info("job %s: report kept until its parent's session is back", child.id)
             return
         rel = relation(target, sender)
-        try:
-            if parent_job is not None and parent_job.state == JobState.STOPPED:
-                # Queued without waking: the user stopped the parent.
-                self.daemon.mailbox(parent_job).post(
-                    kind="report", text=text,
-                    sender={"id": sender.id, "name": sender.name, "relation": rel}, **fields)
-                outcome = "queued"
-            else:
-                outcome = await self.deliver(target, "report", sender, rel, text, **fields)
+        try:  # a stopped parent keeps it without waking (states.item_outcome)
+            outcome = await self.deliver(target, "report", sender, rel, text, **fields)
         except protocol.RequestError as exc:
             log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
-            outcome = "not running"
-        if outcome == "not running" and child.parent_session:
+            outcome = Outcome.NOT_RUNNING
+        if outcome == Outcome.NOT_RUNNING and child.parent_session:
             child.undelivered_report = {**report, "text": text}
         else:
             child.undelivered_report = None
         if child.id in self.daemon.jobs:
             child.save()
-        log.info("job %s: report to %s -> %s", child.id, target.id, outcome)
+        log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
         if child.undelivered_report is None:  # a kept report is announced once handed over
             self.daemon.events.emit(
                 "job.report", child, to={"id": target.id, "name": target.name},
                 kind="ended" if report.get("ended") else "report",
-                firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome)
+                firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome.value)
 
     def retry_undelivered(self, session: str | None) -> None:
         """A peer or job for `session` appeared: deliver the reports kept for it."""
@@ -228,7 +218,7 @@ class AgentRouter:
 
     def live_jobs(self) -> list[JobRecord]:
         return [r for r in self.daemon.jobs.values()
-                if r.kind == "pi" and r.state not in ENDED_JOB_STATES]
+                if r.kind == JobKind.PI and r.state not in ENDED_JOB_STATES]
 
     def collapsed_peers(self) -> list[Peer]:
         return collapse(self.all_peers())

@@ -19,7 +19,7 @@ from roost.fsutil import utc_now
 from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
-from roost.states import JobState, ProcState
+from roost.states import Attach, JobKind, JobState, Outcome, ProcState, item_outcome
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -114,9 +114,9 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
         value = salvaged.get(key)
         return value if isinstance(value, str) else default
 
-    kind = text("kind", "pi")
+    kind = JobKind.SHELL if text("kind", None) == JobKind.SHELL.value else JobKind.PI
     record = JobRecord(
-        id=job_id, name=text("name", job_id) or job_id, kind=kind if kind in ("pi", "shell") else "pi",
+        id=job_id, name=text("name", job_id) or job_id, kind=kind,
         cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
         task=text("task", None), parent_session=text("parentSession", None),
         root_session=text("rootSession", None),
@@ -133,56 +133,46 @@ def accept_item(
     text: str,
     sender: dict[str, Any] | None = None,
     **extra: Any,
-) -> str:
-    """Queue an item for a job and wake it; the outcome word for the sender.
-
-    `started` when the item starts a run (the job was idle or ended), `delivered` when a
-    live run takes it at its next boundary (or it answers an open dialog), `queued` when
-    it waits (worker starting or restarting, a dialog open for agent items, a failed job
-    until `roost start`), `stopped` when the user stopped the job (nothing is queued).
+) -> Outcome:
+    """Queue an item for a job and carry out roostd's decision (`states.item_outcome`, the
+    one place it is made): wake the job, or mark its dialog answered. The worker delivers
+    what the mailbox holds; a shell job takes no items at all.
     """
-    if record.kind == "shell":
+    if record.kind == JobKind.SHELL:
         raise RequestError(
             REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
         )
-    if record.state == JobState.STOPPED:
-        return "stopped"
-    try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
-        paths.check_real_dir(record.dir)
-        paths.check_real_dir(record.mailbox_dir)
-    except OSError as exc:
-        raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
-    try:
-        daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
-    except MailboxFull as exc:
-        raise RequestError(REFUSED, str(exc)) from None
-    except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
-        raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
-    if record.attached:  # a foreground pi holds the session: delivered when it lets go
-        daemon.job_changed(record, persist=False)
-        return "queued"
     proc = daemon.procs.get(record.id)
-    if proc is None or not proc.alive:
-        if proc is not None and proc.state == ProcState.BACKOFF:
-            return "queued"
-        if record.state == JobState.FAILED:
-            return "queued"
+    decision = item_outcome(
+        kind=kind, job=record.state, attached=record.attached,
+        worker=proc.state if proc is not None else None,
+        worker_alive=proc is not None and proc.alive, dialog=record.dialog, busy=record.busy,
+    )
+    if decision.post:
+        try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
+            paths.check_real_dir(record.dir)
+            paths.check_real_dir(record.mailbox_dir)
+        except OSError as exc:
+            raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
+        try:
+            daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
+        except MailboxFull as exc:
+            raise RequestError(REFUSED, str(exc)) from None
+        except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
+            raise RequestError(
+                REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
+    if decision.wake:
         daemon.start_worker(record, f"a {kind} arrived")
         daemon.job_changed(record)
-        return "started"
-    daemon.job_changed(record, persist=False)  # pending counts changed
-    if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
-        return "queued"
-    if record.dialog:
-        if kind != "reply":
-            return "queued"
+    elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered
         # now, so a `wait` right after this reply waits for the run instead of seeing the
         # dialog still open (the worker's own update follows and agrees).
         daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
                          status="thinking")
-        return "delivered"
-    return "delivered" if record.busy else "started"
+    elif decision.post:
+        daemon.job_changed(record, persist=False)  # pending counts changed
+    return decision.outcome
 
 
 def is_settled(daemon: Daemon, record: JobRecord) -> bool:
@@ -192,7 +182,7 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
         return True
     if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
         return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
-    if record.kind == "shell":
+    if record.kind == JobKind.SHELL:
         return record.state in (JobState.DONE, JobState.FAILED)
     if record.dialog and record.state == JobState.NEEDS_INPUT:
         return True  # blocked on the user (its run is still busy): nothing happens until a reply
@@ -208,9 +198,7 @@ def detach(daemon: Daemon, record: JobRecord, why: str) -> str:
     if not record.attached:  # already back (its pi's connection closed first)
         proc = daemon.procs.get(record.id)
         return "started" if proc is not None and proc.alive else "idle"
-    record.attached = False
-    record.status = ""
-    log.info("job %s: back in the background (%s)", record.id, why)
+    record.set_attach(Attach.DETACHED, why)
     if record.state == JobState.STARTING or daemon.mailbox(record).pending():
         daemon.start_worker(record, why)
         daemon.job_changed(record)

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from roost.states import EXIT_FATAL, PROC_TRANSITIONS, ProcState, check_transition
+from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.worker import joblock
 
 if TYPE_CHECKING:
+    from roost.config import Settings
     from roost.jobs import JobRecord
     from roost.jsonlines import Connection
 
@@ -61,8 +62,8 @@ class WorkerProcess:
     def __init__(
         self,
         record: JobRecord,
-        settings_source: Callable[[], object],
-        report: Callable[[WorkerProcess, str, str], None],
+        settings_source: Callable[[], Settings],
+        report: Callable[[WorkerProcess, WorkerExit, str], None],
     ) -> None:
         self.record = record
         self.state = ProcState.STOPPED
@@ -78,10 +79,7 @@ class WorkerProcess:
 
     # -- state -----------------------------------------------------------------------
     def _set_state(self, target: ProcState) -> None:
-        check_transition(PROC_TRANSITIONS, self.state, target, f"worker {self.record.id}")
-        if target != self.state:
-            log.info("job %s worker: %s -> %s", self.record.id, self.state.value, target.value)
-        self.state = target
+        self.state = PROCS.move(self.state, target, f"job {self.record.id}")
 
     @property
     def alive(self) -> bool:
@@ -98,7 +96,7 @@ class WorkerProcess:
 
     # -- starting ----------------------------------------------------------------------
     def command(self) -> list[str]:
-        module = "roost.worker.shell" if self.record.kind == "shell" else "roost.worker"
+        module = "roost.worker.shell" if self.record.kind == JobKind.SHELL else "roost.worker"
         return [sys.executable, "-m", module, self.record.id]
 
     def spawn(self) -> None:
@@ -136,7 +134,7 @@ class WorkerProcess:
         self.record.worker_start = process_start_time(pid)
         self._watch(pid)
         self._set_state(ProcState.STARTING)
-        if self.record.kind == "shell":  # a shell worker never says hello: it runs once spawned
+        if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
             self._set_state(ProcState.RUNNING)
 
     def adopt(self) -> bool:
@@ -157,7 +155,7 @@ class WorkerProcess:
         except ProcessLookupError:
             return False
         self._set_state(ProcState.STARTING)  # RUNNING once it reconnects with its token
-        if self.record.kind == "shell":
+        if self.record.kind == JobKind.SHELL:
             self._set_state(ProcState.RUNNING)
         return True
 
@@ -188,45 +186,49 @@ class WorkerProcess:
             log.warning("job %s: its new worker found a live one (pid %s): adopted that",
                         self.record.id, self.record.worker_pid)
             return
-        outcome, detail = self._classify(code)
-        self._report(self, outcome, detail)
+        how, detail = self._classify(code)
+        self._report(self, how, detail)
 
-    def _classify(self, code: int | None) -> tuple[str, str]:
-        """('expected', reason) | ('fatal', reason) | ('shell', result) | ('crash', reason)."""
-        if self.record.kind == "shell" and self.expected_exit is None:
+    def _classify(self, code: int | None) -> tuple[WorkerExit, str]:
+        """How the process ended, and the detail: a reason, or a shell command's code."""
+        if self.record.kind == JobKind.SHELL and self.expected_exit is None:
             code = self._shell_exit_code(code)
             self._set_state(ProcState.EXITED)
-            return "shell", str(code) if code is not None else "unknown"
+            return WorkerExit.SHELL, str(code) if code is not None else "unknown"
+        if self.expected_exit == REAP_REASON:
+            self._set_state(ProcState.EXITED)
+            return WorkerExit.REAPED, self.expected_exit
+        if self.expected_exit == ATTACH_REASON or (
+                self.expected_exit is None and self.record.attached):
+            # It let go (or died while letting go) for `roost attach`: a foreground pi is
+            # about to own the session, so no worker may be started for it now.
+            self._set_state(ProcState.EXITED)
+            return WorkerExit.RELEASED, ATTACH_REASON
         if self.expected_exit is not None:
             self._set_state(ProcState.EXITED)
-            return "expected", self.expected_exit
-        if self.record.attached:
-            # It died while letting go for `roost attach`: a foreground pi is about to own
-            # the session, so no worker may be started for it now.
-            self._set_state(ProcState.EXITED)
-            return "expected", "attach"
+            return WorkerExit.STOPPED, self.expected_exit
         if code == EXIT_FATAL or self.fatal_reason:
             self._set_state(ProcState.FATAL)
-            return "fatal", self.fatal_reason or "worker refused to start"
+            return WorkerExit.FATAL, self.fatal_reason or "worker refused to start"
         now = time.time()
         settings = self._settings()
-        window = float(getattr(settings, "restartWindowSeconds", 120.0))
-        limit = int(getattr(settings, "restartMaxCrashes", 5))
+        window = settings.restartWindowSeconds
+        limit = settings.restartMaxCrashes
         self.record.crashes = [t for t in self.record.crashes if now - t < window] + [now]
         how = f"exit code {code}" if code is not None and code >= 0 else (
             f"signal {-code}" if code is not None else "exited"
         )
         if len(self.record.crashes) >= limit:
             self._set_state(ProcState.FATAL)
-            return "fatal", (
+            return WorkerExit.GAVE_UP, (
                 f"worker crashed {len(self.record.crashes)} times within {window:g}s "
                 f"(last: {how}); roostd gave up"
             )
-        base = float(getattr(settings, "restartBackoffSeconds", 0.5))
+        base = settings.restartBackoffSeconds
         delay = min(base * 2 ** (len(self.record.crashes) - 1), BACKOFF_CAP_SECONDS)
         self._set_state(ProcState.BACKOFF)
         self._restart = asyncio.get_running_loop().call_later(delay, self._restart_now)
-        return "crash", f"worker {how}; restarting in {delay:.1f}s"
+        return WorkerExit.CRASHED, f"worker {how}; restarting in {delay:.1f}s"
 
     def _shell_exit_code(self, code: int | None) -> int | None:
         if code is not None:
@@ -241,7 +243,7 @@ class WorkerProcess:
         self._restart = None
         if self.state == ProcState.BACKOFF:
             self.spawn()
-            self._report(self, "restarted", "")
+            self._report(self, WorkerExit.RESTARTED, "")
 
     # -- stopping ------------------------------------------------------------------------
     async def stop(self, reason: str, timeout: float) -> None:

@@ -30,7 +30,7 @@ from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
 from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
-from roost.states import EXIT_FATAL, JobState, RunCause
+from roost.states import ATTACH_REASON, EXIT_FATAL, ITEM_CAUSES, JobState, RunCause, run_cause
 from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker import faults, launch, runnote
 from roost.worker.daemon_link import DaemonLink
@@ -221,13 +221,15 @@ class Worker:
             self._save_note(runnote.RunNote())
         if self.box.pending():
             return None  # the next item starts the run (with the kept cause when resuming)
-        self.runs.state, self.runs.status = JobState.DONE, ""
         if resume:
-            self.runs.state, self.runs.status = JobState.RUNNING, "continuing"
+            self.runs.enter(JobState.RUNNING)
+            self.runs.status = "continuing"
             when = str(entries[-1].get("timestamp") or "") if entries else ""
             return interrupted_note(when)
+        self.runs.enter(JobState.DONE)
+        self.runs.status = ""
         if cut_short:
-            self.runs.state = JobState.NEEDS_INPUT
+            self.runs.enter(JobState.NEEDS_INPUT)
             self.runs.status = "interrupted"
             self.runs.question = (
                 "The last run was interrupted when its worker restarted; reply to continue."
@@ -258,7 +260,7 @@ class Worker:
     def _release_if_idle(self) -> None:
         """Attach: stop once no run is in progress and nothing is in flight."""
         if self.releasing and not self.busy and not self.runs.ended and self.runs.dialog is None:
-            self.request_stop("attach")
+            self.request_stop(ATTACH_REASON)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -292,8 +294,11 @@ class Worker:
 
     def _cause_of(self, item: Item) -> RunCause:
         if item.kind == "reply":
-            return RunCause(item.extra.get("cause", "reply")) if item.extra.get(
-                "cause") in ("task", "reply", "cli") else RunCause.REPLY
+            # roostd checked the cause it accepted (a client's: reply or cli; its own: task).
+            try:
+                return run_cause(item.extra.get("cause", "reply"), ITEM_CAUSES)
+            except ValueError:
+                return RunCause.REPLY
         relation = (item.sender or {}).get("relation")
         return RunCause.PARENT_MESSAGE if relation == "parent" else RunCause.AGENT_MESSAGE
 
@@ -317,16 +322,11 @@ class Worker:
                 self._save_note(runnote.RunNote())
 
     async def _send_agent(self, item: Item) -> None:
-        from roost.agents.envelope import item_envelope
+        from roost.agents.envelope import agent_frame
 
         assert self.ext is not None
         self._note_cause(item)
-        data = item.to_dict()
-        sent = await self.ext.send(protocol.event(
-            "inject", seq=item.seq, kind=item.kind, sender=item.sender,
-            relation=(item.sender or {}).get("relation", "external"),
-            content=item_envelope(data),
-        ))
+        sent = await self.ext.send(protocol.event("inject", **agent_frame(item.to_dict(), item.seq)))
         if not sent:
             raise ConnectionError("the extension is not connected")
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.states import JobState, RunCause
+from roost.states import DIALOGS, JOBS, Dialog, JobState, RunCause
 from roost.transcript import content_text
 
 SUMMARY_MAX = 120
@@ -99,7 +99,8 @@ class RunTracker:
     status: str = "starting"
     summary: str = ""
     question: str | None = None
-    dialog: dict[str, Any] | None = None
+    dialog: dict[str, Any] | None = None  # the open dialog's request (answered from it)
+    dialog_state: Dialog = Dialog.CLOSED
     streaming: bool = False  # between agent_start and a settled agent_end
     compacting: bool = False
     ended: bool = False  # agent_end seen, settle not yet confirmed
@@ -107,6 +108,10 @@ class RunTracker:
     next_cause: RunCause | None = None  # what the next agent_start was caused by
     last_assistant: str = ""
     settled_event: bool = False  # pi announces agent_settled (else: probe after agent_end)
+
+    def enter(self, state: JobState) -> None:
+        """The worker's one state setter (checked against the job's table, logged)."""
+        self.state = JOBS.move(self.state, state, "worker")
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -128,7 +133,8 @@ class RunTracker:
             if self.run is None:  # a retry continues the same run
                 self.run = Run(self.next_cause or RunCause.RESTORE)
                 self.next_cause = None
-            self.state, self.status, self.question = JobState.RUNNING, "thinking", None
+            self.enter(JobState.RUNNING)
+            self.status, self.question = "thinking", None
         elif kind == "message_update":
             if self.status not in ("writing",) and not self.status.startswith("running "):
                 self.status = "writing"
@@ -165,34 +171,40 @@ class RunTracker:
                 return "ended"
         elif kind == "extension_ui_request" and event.get("method") in DIALOG_METHODS:
             self.dialog = event
-            self.state, self.question = JobState.NEEDS_INPUT, dialog_question(event)
+            self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.OPEN, "worker")
+            self.enter(JobState.NEEDS_INPUT)
+            self.question = dialog_question(event)
             self.status = "waiting on a dialog"
         return None
 
     def dialog_answered(self) -> None:
         self.dialog = None
+        self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.ANSWERED, "worker")
         self.question = None
         if self.streaming:
-            self.state, self.status = JobState.RUNNING, "thinking"
+            self.enter(JobState.RUNNING)
+            self.status = "thinking"
 
     def settle(self) -> Run | None:
         """Close the current run: derive state, summary and question from its end."""
         run, self.run = self.run, None
         self.streaming = self.ended = False
         self.dialog = None
+        self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.CLOSED, "worker")
         if run is None:
             return None
         if run.stop_reason == "error":
-            self.state = JobState.FAILED
+            self.enter(JobState.FAILED)
             self.status = "model error"
             self.question = None
             if run.error:
                 self.summary = first_line(f"error: {run.error}")
         elif run.stop_reason == "aborted":
-            self.state, self.status, self.question = JobState.DONE, "aborted", None
+            self.enter(JobState.DONE)
+            self.status, self.question = "aborted", None
         else:
             self.question = question_in(run.final_text)
-            self.state = JobState.NEEDS_INPUT if self.question else JobState.DONE
+            self.enter(JobState.NEEDS_INPUT if self.question else JobState.DONE)
             self.status = ""
             if run.final_text:
                 self.summary = first_line(run.final_text)

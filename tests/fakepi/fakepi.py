@@ -12,7 +12,7 @@ It plays the job-mode part of the roost extension (roost/extension/roost.ts) too
 ROOST_EXT_SOCK out of its environment, takes the session writer lock (exit 3 when held),
 says `ext_hello` (no token: the worker checks SO_PEERCRED) on ROOST_EXT_SOCK and injects
 pushed `inject` events as custom messages (a steer while a run is active, else a new run),
-details {seq, from, relation, kind}.
+with the details roost built (seq, from, relation, kind, title, body).
 The session file is written like pi's (see Session) and read back on start.
 
 The "model" reads the text of the message that triggered the call:
@@ -229,8 +229,7 @@ class FakePi:
             custom_type, details = NOTE_TYPE, {}
         else:
             custom_type = CUSTOM_TYPE
-            details = {"seq": frame.get("seq"), "from": frame.get("sender"),
-                       "relation": frame.get("relation"), "kind": frame.get("kind")}
+            details = frame.get("details") or {}
         message = {"role": "custom", "customType": custom_type, "content": frame.get("content", ""),
                    "display": True, "details": details, "timestamp": millis()}
         if self.streaming:

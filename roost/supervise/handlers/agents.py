@@ -11,6 +11,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
+from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
 from roost.jsonlines import Connection
@@ -88,7 +89,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         me = caller(conn)
         external = daemon.settings().agentExternalMessages
         rows = [peer.row(rel) for peer, rel in reachable(me, router.all_peers(), external)]
-        return {"peers": rows, "self": me.id}
+        return {"peers": rows, "self": me.id, "text": tooltext.peers_text(rows)}
 
     async def send(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         me = caller(conn)
@@ -106,13 +107,9 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                                   settings.agentExternalMessages)
         except ResolveError as exc:
             raise refuse(str(exc)) from None
-        if target.extra.get("shell"):
-            raise refuse(f"{target.id} is a shell job: it takes no messages")
         outcome = await router.send_message(target, me, message)
-        record = daemon.jobs.get(target.id)
-        dialog = bool(record and record.dialog and outcome in ("queued", "delivered"))
-        return {"status": outcome, "relation": rel, "id": target.id, "name": target.name,
-                "dialog": dialog}
+        return {"status": outcome.value, "relation": rel, "id": target.id, "name": target.name,
+                "text": tooltext.send_text(outcome, rel, target.id, target.name)}
 
     async def spawn(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         from roost.supervise.handlers.jobs import create_job, launch
@@ -153,7 +150,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         )
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         launch(daemon, record)
-        return {"id": record.id, "name": record.name}
+        return {"id": record.id, "name": record.name,
+                "text": tooltext.spawn_text(record.id, record.name)}
 
     async def handback(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from roost import protocol
 from roost.jsonlines import Connection
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobState
+from roost.states import ATTACH_REASON, Attach, JobKind, JobState
 from roost.supervise import table
 
 if TYPE_CHECKING:
@@ -29,30 +29,29 @@ log = logging.getLogger(__name__)
 def handlers(daemon: Daemon) -> dict[str, Any]:
     async def attach(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
-        if record.kind != "pi":
+        if record.kind != JobKind.PI:
             raise RequestError(REFUSED, f"job {record.id} is a shell job: nothing to attach to")
         if record.attached:
             raise RequestError(REFUSED, f"job {record.id} is already attached to a foreground pi")
-        record.attached = True
-        record.status = "attaching"
+        record.set_attach(Attach.ATTACHING, "roost attach")
         daemon.job_changed(record)
         proc = daemon.procs.get(record.id)
         try:
             if proc is not None and proc.alive:
                 if proc.connected:
                     assert proc.conn is not None
-                    await proc.conn.send(protocol.event("release", reason="attach"))
+                    await proc.conn.send(protocol.event("release", reason=ATTACH_REASON))
                     await proc.exited.wait()
                 else:
-                    await proc.stop("attach", daemon.settings().stopTimeoutSeconds)
+                    await proc.stop(ATTACH_REASON, daemon.settings().stopTimeoutSeconds)
             elif proc is not None:
-                await proc.stop("attach", daemon.settings().stopTimeoutSeconds)  # a backoff
+                await proc.stop(ATTACH_REASON, daemon.settings().stopTimeoutSeconds)  # a backoff
         except asyncio.CancelledError:
             table.detach(daemon, record, "attach cancelled")
             raise
         if record.state == JobState.STARTING:
             daemon.set_state(record, JobState.DONE)
-        record.status = "attached"
+        record.set_attach(Attach.ATTACHED, "its worker let go")
         daemon.job_changed(record)
         return {"id": record.id, "name": record.name, "session": record.session,
                 "cwd": record.cwd}
@@ -88,8 +87,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             record.session = fg.session
             daemon.add_job(record)
         record.task = task or record.task
-        record.attached = True
-        record.status = "handing off"
+        record.set_attach(Attach.HANDING_OFF, "/roost-bg")
         if record.state in (JobState.STOPPED, JobState.FAILED, JobState.REAPED):
             daemon.set_state(record, JobState.STARTING)
         if task:

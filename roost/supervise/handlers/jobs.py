@@ -16,7 +16,7 @@ from roost.jsonlines import Connection
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobState
+from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
 from roost.supervise.table import accept_item, is_settled, new_job_id
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 NAME_MAX = 80
-REPLY_CAUSES = ("reply", "cli")
 
 
 def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
@@ -105,7 +104,7 @@ def create_job(daemon: Daemon, request: dict[str, Any],
         ):
             raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
         record = JobRecord(
-            id=job_id, name=name or default_name(" ".join(command)), kind="shell", cwd=cwd,
+            id=job_id, name=name or default_name(" ".join(command)), kind=JobKind.SHELL, cwd=cwd,
             command=command, summary=" ".join(strip_controls(" ".join(command)).split())[:120],
         )
     else:
@@ -120,7 +119,7 @@ def create_job(daemon: Daemon, request: dict[str, Any],
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
         try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body("reply", compose_task(defn, task), None, {"cause": "task"})
+            checked_body("reply", compose_task(defn, task), None, {"cause": RunCause.TASK.value})
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -128,7 +127,7 @@ def create_job(daemon: Daemon, request: dict[str, Any],
                 BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
             )
         record = JobRecord(
-            id=job_id, name=name or default_name(task), kind="pi", cwd=cwd,
+            id=job_id, name=name or default_name(task), kind=JobKind.PI, cwd=cwd,
             task=compose_task(defn, task), model=model, thinking=thinking,
             summary=default_name(task),
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
@@ -143,12 +142,12 @@ def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None
     job is left (no record that stays `starting` for ever)."""
     paths.ensure_dir(record.dir)
     try:
-        if record.kind == "pi":
+        if record.kind == JobKind.PI:
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
             daemon.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
-                                        cause="task")
+                                        cause=RunCause.TASK.value)
         daemon.add_job(record)
         record.save()
     except (OSError, MailboxError) as exc:
@@ -221,13 +220,14 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         text = request["text"]
         if not isinstance(text, str) or not text.strip():
             raise RequestError(BAD_REQUEST, "the reply text is empty")
-        cause = request.get("cause", "reply")
-        if cause not in REPLY_CAUSES:
+        try:
             # What started a run decides whether it reports to a parent: a client says at
             # most that it is a user reply; `task` is the job's own first item only.
-            raise RequestError(BAD_REQUEST, f"cause must be one of {', '.join(REPLY_CAUSES)}")
-        outcome = accept_item(daemon, record, "reply", text, cause=cause)
-        return {"status": outcome, "id": record.id}
+            cause = run_cause(request.get("cause", "reply"), CLIENT_CAUSES)
+        except ValueError as exc:
+            raise RequestError(BAD_REQUEST, str(exc)) from None
+        outcome = accept_item(daemon, record, "reply", text, cause=cause.value)
+        return {"status": outcome.value, "id": record.id}
 
     async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
@@ -297,7 +297,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(REFUSED, f"job {record.id} is already running ({record.state.value})")
         if record.recovered:
             raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
-        if record.kind == "shell":
+        if record.kind == JobKind.SHELL:
             for stale in ("exit.json",):
                 Path(record.dir, stale).unlink(missing_ok=True)
         record.crashes = []

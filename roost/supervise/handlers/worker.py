@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.jsonlines import Connection
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
-from roost.states import JobState
+from roost.states import WORKER_STATES, JobState
 from roost.worker import joblock
 
 if TYPE_CHECKING:
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 # What a worker may report, and the job states it may move its job to.
 WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy")
 EPHEMERAL_FIELDS = {"status", "busy"}  # re-sent by the worker after every reconnect
-WORKER_STATES = {JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED}
 
 
 def handlers(daemon: Daemon) -> dict[str, Any]:
@@ -65,8 +64,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             return {}  # the worker is on its way out; its last words change nothing
         state = request.get("state")
         if state is not None and state != JobState.STARTING.value:
-            target = JobState(state)
-            if target not in WORKER_STATES:
+            target = next((s for s in WORKER_STATES if s.value == state), None)
+            if target is None:
                 raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
             if target != record.state:
                 daemon.set_state(record, target, **fields)

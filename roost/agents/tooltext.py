@@ -1,0 +1,36 @@
+"""The text of every agent tool's result (`roost_agents`, `roost_send`, `roost_spawn`): built
+here, once, for roostd's answer; the extension only prints it (seed M9: the tools)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from roost.states import Outcome
+
+
+def peer_line(peer: Mapping[str, Any]) -> str:
+    """One peer: `ID "NAME" RELATION STATE (status) — summary ? question`."""
+    line = f'{peer["id"]} "{peer["name"]}" {peer["relation"]} {peer["state"]}'
+    if peer.get("status"):
+        line += f' ({peer["status"]})'
+    if peer.get("summary"):
+        line += f' — {peer["summary"]}'
+    if peer.get("question"):
+        line += f' ? {peer["question"]}'
+    return line
+
+
+def peers_text(peers: Iterable[Mapping[str, Any]]) -> str:
+    lines = [peer_line(peer) for peer in peers]
+    return "\n".join(lines) if lines else "no other agent sessions you can reach"
+
+
+def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
+    """The outcome word first (the seed's contract), then whom it went to."""
+    return f'{outcome.value} ({relation}) → {peer_id} "{name}"'
+
+
+def spawn_text(job_id: str, name: str) -> str:
+    return (f'spawned {job_id} "{name}". Its report will arrive by itself when it ends a turn; '
+            "do not poll.")
