@@ -168,21 +168,3 @@ def daemon_running() -> bool:
     client.close()
     return True
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # An exited child not yet reaped (a roostd that this process started, e.g. `roost
-    # view`) is a zombie: not alive.
-    import psutil
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:
-        return True

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import threading
 import time
@@ -31,7 +30,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
-from roost.cli.views import STATE_STYLE, display_row, tree_order
+from roost.cli.views import HEADERS, STATE_ORDER, STATE_STYLE, display_row, job_cells, job_groups
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
 from roost.transcript import render
@@ -41,75 +40,22 @@ REFRESH_PER_SECOND = 10
 RECONNECT_SECONDS = 2.0
 POLL_SECONDS = 0.5  # an open transcript checks its file this often (shell output moves no row)
 COLUMNS = ("id", "name", "state", "status", "summary", "meta")
-HEADERS = ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META")
-STATE_ORDER = ("needs_input", "running", "starting", "failed", "done", "reaped", "stopped")
 GROUP_PREFIX = "@group:"
 CONNECTION_ERRORS = (DaemonUnavailable, ProtocolError, RequestError, OSError, ValueError)
 
 
 # -- the table's contents (pure) -----------------------------------------------------------
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _home_relative(directory: str) -> str:
-    home = str(Path.home())
-    if directory == home or directory.startswith(home + os.sep):
-        return "~" + directory[len(home):]
-    return directory
-
-
-def meta_text(row: Row, names: dict[str, str], group: str) -> str:
-    parts = []
-    if group == "state" and row.get("parentSession") in names:
-        parts.append(f"↳ {names[row['parentSession']]}")
-    if row.get("agent"):
-        parts.append(f"@{row['agent']}")
-    pending = row.get("pending") or {}
-    count = int(pending.get("replies") or 0) + int(pending.get("agent") or 0)
-    if count:
-        parts.append(f"✉{count}")
-    return " ".join(parts)
-
-
 def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Text, ...]]]:
     """(key, cells) for the table: a heading row per group (key `@group:...`), then its jobs
     (key = job id). `group` is `dir` (tree under parents) or `state`."""
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
-    groups: dict[str, list[Row]] = {}
-    if group == "state":
-        rank = {state: i for i, state in enumerate(STATE_ORDER)}
-        ordered = sorted(rows, key=lambda r: (rank.get(r["state"], len(rank)), r["state"],
-                                              r.get("created") or ""))
-        for row in ordered:
-            groups.setdefault(row["state"], []).append(row)
-    else:
-        for row in tree_order(rows):
-            groups.setdefault(_home_relative(row["cwd"]), []).append(row)
     out: list[tuple[str, tuple[Text, ...]]] = []
-    for heading, members in groups.items():
+    for heading, members in job_groups(rows, group):
         style = STATE_STYLE.get(heading, "bold blue") if group == "state" else "bold blue"
         title = Text(f"{heading} ({len(members)})", style=style)
-        out.append((GROUP_PREFIX + heading, (Text(""), title, Text(""), Text(""), Text(""),
-                                             Text(""))))
-        for row in members:
-            name = row["name"]
-            depth = int(row.get("depth") or 0)
-            if group == "dir" and depth:
-                name = "  " * (depth - 1) + "↳ " + name
-            if row.get("question"):
-                summary = Text("? " + _clip(row["question"], 80), style="yellow")
-            else:
-                summary = Text(_clip(row.get("summary") or "", 80))
-            out.append((row["id"], (
-                Text(row["id"], style="dim"),
-                Text(name),
-                Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
-                Text(_clip(row.get("status") or "", 24)),
-                summary,
-                Text(meta_text(row, names, group)),
-            )))
+        out.append((GROUP_PREFIX + heading, (Text(""), title, *(Text("") for _ in COLUMNS[2:]))))
+        out.extend((row["id"], job_cells(row, names, group, summary_max=80, status_max=24))
+                   for row in members)
     return out
 
 

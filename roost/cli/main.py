@@ -104,7 +104,8 @@ def daemon_start() -> None:
 @click.option("--jobs", is_flag=True, help="Also stop every running job first.")
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
-    from roost.client import DaemonUnavailable, connect, pid_alive
+    from roost.client import DaemonUnavailable, connect
+    from roost.procs import alive as pid_alive
 
     try:
         client = connect(autostart=False)

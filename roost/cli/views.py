@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
+HEADERS = ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META")
+STATE_ORDER = ("needs_input", "running", "starting", "failed", "done", "reaped", "stopped")
+"""Grouped by state, the most urgent first."""
 STATE_STYLE = {
     "running": "bold green",
     "starting": "cyan",
@@ -91,17 +94,78 @@ def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _meta(row: dict[str, Any], names: dict[str, str]) -> str:
+def clip(text: str, limit: int | None) -> str:
+    """One line of at most `limit` characters (an ellipsis marks a cut); no limit: as is."""
+    if limit is None:
+        return text
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def home_relative(directory: str) -> str:
+    home = str(Path.home())
+    if directory == home or directory.startswith(home + os.sep):
+        return "~" + directory[len(home):]
+    return directory
+
+
+def job_groups(rows: list[dict[str, Any]], group: str = "dir"
+               ) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The job table's groups, in order: by directory (children under their parent, rows
+    with `depth`), or by state (most urgent first, oldest first within)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    if group == "state":
+        rank = {state: i for i, state in enumerate(STATE_ORDER)}
+        ordered = sorted(rows, key=lambda r: (rank.get(r["state"], len(rank)), r["state"],
+                                              r.get("created") or ""))
+        for row in ordered:
+            groups.setdefault(row["state"], []).append(row)
+    else:
+        for row in tree_order(rows):
+            groups.setdefault(home_relative(row["cwd"]), []).append(row)
+    return list(groups.items())
+
+
+def meta_text(row: dict[str, Any], names: dict[str, str], group: str) -> str:
+    """The META cell: the parent's name (grouped by state), the agent, pending items."""
     parts = []
+    if group == "state" and row.get("parentSession") in names:
+        parts.append(f"↳ {names[row['parentSession']]}")
     if row.get("agent"):
         parts.append(f"@{row['agent']}")
     pending = row.get("pending") or {}
-    if pending.get("replies") or pending.get("agent"):
-        parts.append(f"✉{pending.get('replies', 0) + pending.get('agent', 0)}")
+    count = int(pending.get("replies") or 0) + int(pending.get("agent") or 0)
+    if count:
+        parts.append(f"✉{count}")
     return " ".join(parts)
 
 
+def job_cells(row: dict[str, Any], names: dict[str, str], group: str,
+              summary_max: int | None = None, status_max: int | None = None) -> tuple[Text, ...]:
+    """One job's cells, in HEADERS order, for `roost ls` and `roost view` alike (Text, not
+    str: a str cell is rich markup, and "[" in a name is not markup)."""
+    from rich.text import Text
+
+    name = row["name"]
+    depth = int(row.get("depth") or 0)
+    if group == "dir" and depth:
+        name = "  " * (depth - 1) + "↳ " + name
+    if row.get("question"):
+        summary = Text("? " + clip(row["question"], summary_max), style="yellow")
+    else:
+        summary = Text(clip(row.get("summary") or "", summary_max))
+    return (
+        Text(row["id"], style="dim"),
+        Text(name),
+        Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
+        Text(clip(row.get("status") or "", status_max)),
+        summary,
+        Text(meta_text(row, names, group)),
+    )
+
+
 def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False) -> None:
+    """`roost ls`: the job table (`tree` is kept for the CLI; parents always come first)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -111,48 +175,29 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
         return
     rows = [display_row(row) for row in rows]
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
-    if group == "state":
-        ordered = sorted(rows, key=lambda r: (r["state"], r["created"]))
-        groups: Iterable[tuple[str, list[dict[str, Any]]]] = _grouped(ordered, "state")
-    else:
-        ordered = tree_order(rows) if tree or any(r.get("parentSession") for r in rows) else rows
-        groups = _grouped(ordered, "cwd")
-    name_width = min(24, max(len(r["name"]) + 2 * r.get("depth", 0) + 2 for r in ordered))
+    groups = job_groups(rows, group)
+    name_width = min(24, max(len(r["name"]) + 2 * int(r.get("depth") or 0) + 2
+                             for _, members in groups for r in members))
     for heading, members in groups:
         out.print(Text(heading, style="bold blue"))
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column("ID", width=8, no_wrap=True)
-        table.add_column("NAME", width=name_width, no_wrap=True, overflow="ellipsis")
-        table.add_column("STATE", width=11, no_wrap=True)
-        table.add_column("STATUS", max_width=18, no_wrap=True, overflow="ellipsis")
-        table.add_column("SUMMARY / QUESTION", ratio=1, overflow="fold")
-        table.add_column("META", max_width=16, no_wrap=True)
+        for header, options in zip(HEADERS, _column_options(name_width), strict=True):
+            table.add_column(header, **options)
         for row in members:
-            name = row["name"]
-            meta = _meta(row, names)
-            if group == "dir" and row.get("depth"):
-                name = "  " * (row["depth"] - 1) + "↳ " + name
-            elif group == "state" and row.get("parentSession") in names:
-                meta = f"↳ {names[row['parentSession']]} {meta}".strip()
-            summary = Text(row.get("summary") or "")
-            if row.get("question"):
-                summary = Text(f"? {row['question']}", style="yellow")
-            state = Text(row["state"], style=STATE_STYLE.get(row["state"], ""))
-            # Text, not str: a str cell is rich markup, and "[" in a name is not markup.
-            table.add_row(row["id"], Text(name), state, Text(row.get("status") or ""), summary,
-                          Text(meta))
+            table.add_row(*job_cells(row, names, group))
         out.print(table)
 
 
-def _grouped(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        heading = row[key]
-        if key == "cwd":
-            home = str(Path.home())
-            heading = "~" + heading[len(home):] if heading.startswith(home) else heading
-        groups.setdefault(heading, []).append(row)
-    return list(groups.items())
+def _column_options(name_width: int) -> tuple[dict[str, Any], ...]:
+    """rich column options, in HEADERS order."""
+    return (
+        {"width": 8, "no_wrap": True},
+        {"width": name_width, "no_wrap": True, "overflow": "ellipsis"},
+        {"width": 11, "no_wrap": True},
+        {"max_width": 18, "no_wrap": True, "overflow": "ellipsis"},
+        {"ratio": 1, "overflow": "fold"},
+        {"max_width": 16, "no_wrap": True},
+    )
 
 
 def print_detail(row: dict[str, Any]) -> None:

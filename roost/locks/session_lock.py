@@ -33,12 +33,9 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from roost import paths
+from roost import paths, procs
 from roost.errors import RoostError
 
-# Seconds. Two start times of one process computed from /proc agree exactly; the tolerance
-# only absorbs a float round trip through another writer's JSON.
-START_TOLERANCE = 0.05
 # A corrupt lock file younger than this may be a hand edit in progress: treat it as held.
 CORRUPT_GRACE = 5.0
 # Stray temp files (a writer died between create and link) older than this are swept.
@@ -48,10 +45,6 @@ TMP_MAX_AGE = 3600.0
 MAX_ROUNDS = 16
 MAX_CLAIMS = 64
 
-_PROC = Path("/proc")
-# USER_HZ, the unit of /proc/<pid>/stat field 22. Node cannot ask sysconf, so both sides
-# rely on Linux fixing it at 100 for userspace; psutil uses sysconf, which agrees.
-_CLK_TCK = 100
 _local = threading.RLock()
 
 
@@ -87,74 +80,12 @@ class LockHolder:
 
 # --- processes ---------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class _Proc:
-    """What /proc says about a live pid; start fields None when it cannot be read."""
-
-    start_time: float | None
-    start_ticks: int | None
-    boot_id: str | None
-    zombie: bool
-
-
-def _boot_time() -> float:
-    with open(_PROC / "stat", "rb") as f:
-        for line in f:
-            if line.startswith(b"btime"):
-                return float(line.split()[1])
-    raise LockError(f"no btime line in {_PROC / 'stat'}")
-
-
-def _boot_id() -> str | None:
-    try:
-        return (_PROC / "sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
-def _proc(pid: int) -> _Proc | None:
-    """The process `pid`, or None when there is none."""
-    if pid <= 0:
-        return None
-    if not (_PROC / "self" / "stat").exists():
-        return _proc_psutil(pid)
-    try:
-        with open(_PROC / str(pid) / "stat", "rb") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
-        return None
-    except PermissionError:
-        # hidepid: the process exists but we may not look; assume it is the holder.
-        return _Proc(None, None, None, False)
-    # comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    fields = data[data.rindex(b")") + 2 :].split()
-    state, ticks = fields[0], int(fields[19])  # fields 3 and 22
-    return _Proc(ticks / _CLK_TCK + _boot_time(), ticks, _boot_id(), state in (b"Z", b"X"))
-
-
-def _proc_psutil(pid: int) -> _Proc | None:
-    """Fallback for systems without /proc (not Linux); the Node side has none."""
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        return _Proc(p.create_time(), None, None, p.status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return None
-    except psutil.AccessDenied:
-        return _Proc(None, None, None, False)
-
-
-def process_start_time(pid: int) -> float | None:
-    """The start time of `pid` as psutil's `create_time()` computes it; None if no process."""
-    proc = _proc(pid)
-    return None if proc is None else proc.start_time
+process_start_time = procs.start_time
 
 
 def holder_is_alive(holder: LockHolder) -> bool:
     """True when the holder's process still runs (the same process, not a reused pid)."""
-    proc = _proc(holder.pid)
+    proc = procs.inspect(holder.pid)
     if proc is None or proc.zombie:
         return False
     if proc.start_time is None:
@@ -163,7 +94,7 @@ def holder_is_alive(holder: LockHolder) -> bool:
     if None not in exact:
         # Ticks since boot do not move when the wall clock is stepped; btime does.
         return holder.boot_id == proc.boot_id and holder.start_ticks == proc.start_ticks
-    return abs(holder.start_time - proc.start_time) < START_TOLERANCE
+    return abs(holder.start_time - proc.start_time) < procs.START_TOLERANCE
 
 
 # --- lock files --------------------------------------------------------------------------
@@ -343,7 +274,7 @@ class SessionLock:
 
     def _record(self) -> bytes:
         pid = os.getpid()
-        proc = _proc(pid)
+        proc = procs.inspect(pid)
         if proc is None or proc.start_time is None:
             raise LockError(f"cannot read the start time of this process ({pid})")
         acquired = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -37,8 +37,6 @@ from roost.supervise.workers import WorkerProcess
 
 log = logging.getLogger("roostd")
 
-MAX_REPLIES = 50
-MAX_AGENT_ITEMS = 20
 
 
 class AlreadyRunning(Exception):
@@ -77,7 +75,7 @@ class Daemon:
         and the object keeps its parsed items, so rows and checks stay cheap."""
         box = self._mailboxes.get(record.id)
         if box is None:
-            box = Mailbox(record.mailbox_dir, max_replies=MAX_REPLIES, max_agent=MAX_AGENT_ITEMS)
+            box = Mailbox(record.mailbox_dir)  # its caps: the mailbox defaults (README: Mailboxes)
             self._mailboxes[record.id] = box
         return box
 

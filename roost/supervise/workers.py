@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import psutil
-
+from roost import procs
 from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.worker import joblock
 
@@ -34,25 +33,6 @@ log = logging.getLogger(__name__)
 
 """A worker's exit code for "do not restart me" (its reason came in worker_exiting)."""
 BACKOFF_CAP_SECONDS = 30.0
-
-
-def process_start_time(pid: int) -> float | None:
-    """When a live process started; None when it is gone or a zombie (an orphan whose
-    parent died is a zombie until init reaps it, and some inits never do)."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
-def same_process(pid: int | None, start: float | None) -> bool:
-    if not pid or start is None:
-        return False
-    actual = process_start_time(pid)
-    return actual is not None and abs(actual - start) < 0.05
 
 
 class WorkerProcess:
@@ -131,7 +111,7 @@ class WorkerProcess:
             )
         pid = self._popen.pid
         self.record.worker_pid = pid
-        self.record.worker_start = process_start_time(pid)
+        self.record.worker_start = procs.live_start_time(pid)
         self._watch(pid)
         self._set_state(ProcState.STARTING)
         if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
@@ -141,9 +121,9 @@ class WorkerProcess:
         """Take over a live worker of the job: the one its record names, else the holder of
         its worker lock (roost.worker.joblock); False when there is none."""
         pid, start = self.record.worker_pid, self.record.worker_start
-        if not same_process(pid, start):
+        if not procs.same_process(pid, start):
             pid = joblock.live_holder(self.record.dir)
-            start = process_start_time(pid) if pid else None
+            start = procs.live_start_time(pid) if pid else None
             if pid is None or start is None:
                 return False
             self.record.worker_pid, self.record.worker_start = pid, start

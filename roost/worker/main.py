@@ -54,7 +54,7 @@ class Worker:
     def __init__(self, early: Early) -> None:
         self.early = early
         self.record: JobRecord = JobRecord.from_json(early.job)
-        self.box = Mailbox(self.record.mailbox_dir, max_replies=50, max_agent=20)
+        self.box = Mailbox(self.record.mailbox_dir)
         self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
         self.features = features_of(early.install)  # None: pi was not found (early.error)
         self.runs = RunTracker(summary=self.record.summary,

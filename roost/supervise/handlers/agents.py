@@ -17,13 +17,14 @@ from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
 from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
+from roost.states import SETTLED_JOB_STATES
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
-REPORT_STATES = {"done", "needs_input", "failed"}
+REPORT_STATES = sorted(s.value for s in SETTLED_JOB_STATES)  # a run ended in one of them
 
 
 def refuse(message: str) -> RequestError:
@@ -158,7 +159,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         record = daemon.jobs[conn.job_id]
         state = str(request["state"])
         if state not in REPORT_STATES:
-            raise RequestError(BAD_REQUEST, f"handback state must be one of {sorted(REPORT_STATES)}")
+            raise RequestError(BAD_REQUEST, f"handback state must be one of {REPORT_STATES}")
         if not record.spawned:
             return {"routed": False}
         report = {

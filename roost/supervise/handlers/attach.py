@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from roost import protocol
 from roost.jsonlines import Connection
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ATTACH_REASON, Attach, JobKind, JobState
+from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, JobKind, JobState
 from roost.supervise import table
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon.add_job(record)
         record.task = task or record.task
         record.set_attach(Attach.HANDING_OFF, "/roost-bg")
-        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.REAPED):
+        if record.state in ENDED_JOB_STATES:
             daemon.set_state(record, JobState.STARTING)
         if task:
             daemon.mailbox(record).post(kind="reply", text=task, sender=None, cause="cli")

@@ -1,0 +1,113 @@
+"""Process identity: is a pid alive, and is it still the process we recorded?
+
+A pid alone is not an identity (pids are reused), so roost records a process's start time
+beside its pid (a worker in job.json, a lock holder in its lock file) and compares both.
+Read from /proc as psutil's `create_time()` computes it (start ticks / USER_HZ + boot
+time), because the TypeScript twin in `roost/extension/session_lock.ts` has to compute
+the same number without psutil. Standard library only on Linux: the worker imports this
+before pi starts; psutil is the fallback where there is no /proc.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+# USER_HZ, the unit of /proc/<pid>/stat field 22. Node cannot ask sysconf, so both sides
+# rely on Linux fixing it at 100 for userspace; psutil uses sysconf, which agrees.
+CLK_TCK = 100
+START_TOLERANCE = 0.05
+"""Seconds. Two start times of one process computed from /proc agree exactly; the tolerance
+only absorbs a float round trip through JSON."""
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """What the system says about a pid that exists; start fields None when it may not be
+    read (hidepid), ticks and boot id None without /proc."""
+
+    start_time: float | None
+    start_ticks: int | None
+    boot_id: str | None
+    zombie: bool
+
+
+def boot_time() -> float:
+    with open(PROC / "stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    raise OSError(f"no btime line in {PROC / 'stat'}")
+
+
+def boot_id() -> str | None:
+    try:
+        return (PROC / "sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def inspect(pid: int) -> ProcessInfo | None:
+    """The process `pid`, or None when there is none."""
+    if pid <= 0:
+        return None
+    if not (PROC / "self" / "stat").exists():
+        return _inspect_psutil(pid)
+    try:
+        with open(PROC / str(pid) / "stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except PermissionError:
+        # hidepid: the process exists but we may not look.
+        return ProcessInfo(None, None, None, False)
+    # comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    fields = data[data.rindex(b")") + 2 :].split()
+    state, ticks = fields[0], int(fields[19])  # fields 3 and 22
+    return ProcessInfo(ticks / CLK_TCK + boot_time(), ticks, boot_id(), state in (b"Z", b"X"))
+
+
+def _inspect_psutil(pid: int) -> ProcessInfo | None:
+    """Fallback for systems without /proc (not Linux); the Node side has none."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return ProcessInfo(p.create_time(), None, None, p.status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.AccessDenied:
+        return ProcessInfo(None, None, None, False)
+
+
+def start_time(pid: int) -> float | None:
+    """The start time of `pid` as psutil's `create_time()` computes it; None if no process."""
+    info = inspect(pid)
+    return None if info is None else info.start_time
+
+
+def alive(pid: int) -> bool:
+    """`pid` runs (a zombie, an exited child not yet reaped, does not)."""
+    info = inspect(pid)
+    return info is not None and not info.zombie
+
+
+def live_start_time(pid: int) -> float | None:
+    """When a live process started; None when it is gone, a zombie or unreadable (an
+    orphan whose parent died is a zombie until init reaps it, and some inits never do)."""
+    info = inspect(pid)
+    return None if info is None or info.zombie else info.start_time
+
+
+def same_process(pid: int | None, start: float | None) -> bool:
+    """`pid` is still the live process that started at `start`."""
+    if not pid or start is None:
+        return False
+    actual = live_start_time(pid)
+    return actual is not None and abs(actual - start) < START_TOLERANCE
+
+
+def current_start_time() -> float | None:
+    return start_time(os.getpid())
