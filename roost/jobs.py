@@ -108,7 +108,9 @@ class JobRecord:
         """Where the session is held (`attached` and `status` are how job.json keeps it)."""
         if not self.attached:
             return Attach.DETACHED
-        return next((a for a in Attach if a.value == self.status), Attach.ATTACHED)
+        # While it lets go, its worker's last words may overwrite the status.
+        return next((a for a in (Attach.ATTACHING, Attach.HANDING_OFF) if a.value == self.status),
+                    Attach.ATTACHED)
 
     def set_attach(self, target: Attach, why: str = "") -> None:
         """The one setter of the attach status (checked against its table, logged)."""

@@ -178,3 +178,12 @@ def test_is_settled() -> None:
     assert not settled(J.DONE, proc=P.STARTING)
     assert not settled(J.DONE, pending=1)
     assert settled(J.DONE) and settled(J.NEEDS_INPUT)
+
+
+def test_an_attached_job_stays_attached_whatever_its_worker_last_said() -> None:
+    record = JobRecord(id="ab12cd34", name="j", kind=JobKind.PI, cwd="/")
+    record.set_attach(A.ATTACHING)
+    record.status = ""  # the worker's last update, as it lets go
+    assert record.attach == A.ATTACHED
+    record.set_attach(A.ATTACHED)
+    assert (record.attached, record.status) == (True, "attached")
