@@ -39,7 +39,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "updated": _STR, "worker_pid": _OPT_INT, "worker_start": _OPT_NUM, "exit_code": _OPT_INT,
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
     "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
-    "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR,
+    "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR, "last_report": _OPT_STR,
 }
 
 
@@ -98,6 +98,9 @@ class JobRecord:
     error: str | None = None
     crashes: list[float] = field(default_factory=list)
     undelivered_report: dict[str, Any] | None = None
+    # The id of the last hand-back roostd took: the worker sends one again when roostd
+    # went away before answering, and it must not reach the parent twice.
+    last_report: str | None = None
     attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.table.load_all); it is never started.

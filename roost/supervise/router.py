@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost import protocol
 from roost.agents.envelope import agent_frame
-from roost.agents.peers import Peer, collapse, relation
+from roost.agents.peers import Peer, relation
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.states import ENDED_JOB_STATES, JobKind, Outcome
@@ -156,9 +156,13 @@ class AgentRouter:
     # -- reports -----------------------------------------------------------------------------
     def report_for(self, child: JobRecord, report: dict[str, Any]) -> None:
         """Route a child's report (or synthetic `ended`) to its parent, or keep it."""
-        asyncio.ensure_future(self._route_report(child, report))
+        asyncio.ensure_future(self.route_report(child, report))
 
-    async def _route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
+    async def route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
+        """Hand a report to the parent's holder: a foreground pi, or its job's mailbox (a
+        stopped parent's too, without waking it); kept in the child's record while nobody
+        holds the parent's session. A report with an `id` (a worker's hand-back) is handed
+        over at most once, even when roostd died half-way and the worker sent it again."""
         sender = self.job_peer(child)
         text = str(report.get("result") or report.get("text") or "")[:protocol.RESULT_MAX]
         fields: dict[str, Any] = {k: report.get(k) for k in ("state", "question", "error")}
@@ -183,8 +187,14 @@ class AgentRouter:
                 log.info("job %s: report kept until its parent's session is back", child.id)
             return
         rel = relation(target, sender)
+        report_id = report.get("id")
+        if report_id:
+            fields["report"] = report_id
         try:  # a stopped parent keeps it without waking (states.item_outcome)
-            outcome = await self.deliver(target, "report", sender, rel, text, **fields)
+            if report_id and parent_job is not None and self._holds_report(parent_job, report_id):
+                outcome = Outcome.QUEUED  # posted before roostd went away, not yet answered
+            else:
+                outcome = await self.deliver(target, "report", sender, rel, text, **fields)
         except protocol.RequestError as exc:
             log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
             outcome = Outcome.NOT_RUNNING
@@ -192,6 +202,8 @@ class AgentRouter:
             child.undelivered_report = {**report, "text": text}
         else:
             child.undelivered_report = None
+            if report_id:
+                child.last_report = report_id
         if child.id in self.daemon.jobs:
             child.save()
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
@@ -200,6 +212,11 @@ class AgentRouter:
                 "job.report", child, to={"id": target.id, "name": target.name},
                 kind="ended" if report.get("ended") else "report",
                 firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome.value)
+
+    def _holds_report(self, parent: JobRecord, report_id: str) -> bool:
+        box = self.daemon.mailbox(parent)
+        return any(item.kind == "report" and item.extra.get("report") == report_id
+                   for item in (*box.pending(), *box.acked()))
 
     def retry_undelivered(self, session: str | None) -> None:
         """A peer or job for `session` appeared: deliver the reports kept for it."""
@@ -220,6 +237,4 @@ class AgentRouter:
         return [r for r in self.daemon.jobs.values()
                 if r.kind == JobKind.PI and r.state not in ENDED_JOB_STATES]
 
-    def collapsed_peers(self) -> list[Peer]:
-        return collapse(self.all_peers())
 

@@ -1,6 +1,6 @@
 """Crash points on the delivery path, for the tests that prove nothing is lost or doubled.
 
-Off unless the worker's environment has `ROOST_FAULTS=<file>`. The file holds one fault,
+Off unless the environment of the worker (or roostd) has `ROOST_FAULTS=<file>`. The file holds one fault,
 `{"point": POINT, "target": "worker"|"pi", "text": TAG, "job": ID}`: the first time an item
 whose text contains TAG passes POINT in job ID's worker, the worker SIGKILLs itself or its
 pi, and renames the file to `<file>.fired` (so a restarted worker does not fire it again).
@@ -9,7 +9,9 @@ The test writes the next fault when it wants one. Points, in the order an item p
 - `posted`: the item is in the mailbox and the worker is about to hand it to pi;
 - `sent`: handed to pi (RPC prompt written, or the extension told to inject it);
 - `taken`: pi printed its `message_end` (pi writes the entry to the session file around then);
-- `before_ack` / `after_ack`: around the mailbox ack that moves it to `cur/`.
+- `before_ack` / `after_ack`: around the mailbox ack that moves it to `cur/`;
+- `report_routed` (target `roostd`, TAG in the report's result): roostd has routed job ID's
+  hand-back to its parent and not yet answered the worker, which will send it again.
 
 With the variable unset, `hit` costs one comparison.
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 POINTS = ("posted", "sent", "taken", "before_ack", "after_ack")
 TARGETS = ("worker", "pi")
+REPORT_ROUTED = "report_routed"  # roostd's own point (target "roostd")
 
 _FILE = os.environ.get("ROOST_FAULTS")
 pi_pid: Callable[[], int | None] = lambda: None  # noqa: E731 - set by the worker
@@ -33,8 +36,9 @@ def enabled() -> bool:
     return _FILE is not None
 
 
-def hit(point: str, text: str) -> None:
-    """Fire the armed fault if it is for `point` and an item with `text`."""
+def hit(point: str, text: str, job: str | None = None) -> None:
+    """Fire the armed fault if it is for `point` and an item with `text` (of `job`, by
+    default this worker's)."""
     if _FILE is None:
         return
     try:
@@ -42,7 +46,7 @@ def hit(point: str, text: str) -> None:
             fault = json.load(handle)
     except (OSError, ValueError):
         return
-    if (fault.get("point") != point or fault.get("job") != job_id
+    if (fault.get("point") != point or fault.get("job") != (job or job_id)
             or str(fault.get("text")) not in text):
         return
     try:
@@ -54,4 +58,4 @@ def hit(point: str, text: str) -> None:
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
         return
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)  # the worker, or roostd

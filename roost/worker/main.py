@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import time
 from typing import Any
@@ -424,6 +425,7 @@ class Worker:
             return
         self.link.send_reliably(
             "handback",
+            report=secrets.token_hex(8),  # roostd hands each id over once
             result=run.final_text[:RESULT_MAX],
             state=self.runs.state.value,
             question=self.runs.question,

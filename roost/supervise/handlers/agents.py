@@ -7,6 +7,7 @@ Guards and limits answer with a `refused` error whose text says which rule; outc
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,10 +21,12 @@ from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, Reque
 from roost.states import SETTLED_JOB_STATES
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
+from roost.worker import faults
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
+REPORT_ID = re.compile(r"^[0-9a-f]{1,64}$")
 REPORT_STATES = sorted(s.value for s in SETTLED_JOB_STATES)  # a run ended in one of them
 
 
@@ -160,16 +163,24 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         state = str(request["state"])
         if state not in REPORT_STATES:
             raise RequestError(BAD_REQUEST, f"handback state must be one of {REPORT_STATES}")
+        report_id = request.get("report")
+        if report_id is not None and not (isinstance(report_id, str) and REPORT_ID.match(report_id)):
+            raise RequestError(BAD_REQUEST, "report must be a short hex id")
         if not record.spawned:
             return {"routed": False}
+        if report_id is not None and report_id == record.last_report:
+            return {"routed": True}  # sent again after roostd went away: it already went
         report = {
             "result": str(request.get("result") or "")[:RESULT_MAX],
             "state": state,
             "question": request.get("question"),
             "error": request.get("error"),
             "at": time.time(),
+            "id": report_id,
         }
-        router.report_for(record, report)
+        # Answered once it is in the parent's mailbox (or kept): the worker forgets it then.
+        await router.route_report(record, report)
+        faults.hit(faults.REPORT_ROUTED, str(report["result"]), record.id)
         return {"routed": True}
 
     return {
