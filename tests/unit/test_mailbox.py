@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support import wait_until
+from kit.wait import wait_until
 
 from roost.errors import RoostError
 from roost.mailbox import InvalidItem, Item, Mailbox, MailboxError, MailboxFull, fsutil, watch
 from roost.mailbox import box as box_module
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "roost-mailbox"
 CHILD = {"id": "a1b2c3d4", "name": "Checkout refactor", "relation": "child"}
 CREATED_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

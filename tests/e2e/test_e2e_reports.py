@@ -12,18 +12,20 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from agents_support import AgentLab, after_tool, fresh, kill_and_wait, task, wait_until
+from kit.matchers import after_tool, fresh, task
+from kit.wait import kill_and_wait, wait_until
 
 from roost.testkit.fakellm import last_user_contains, text, tool_call
+from roost.testkit.lab import Lab
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("real_pi")]
+pytestmark = pytest.mark.usefixtures("real_pi")
 
 T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
 
 
 @pytest.fixture
-def lab() -> Iterator[AgentLab]:
-    lab_ = AgentLab(None)
+def lab() -> Iterator[Lab]:
+    lab_ = Lab(llm=True)
     try:
         yield lab_
     finally:
@@ -38,7 +40,7 @@ def spawned_id(result_text: str) -> str:
 
 
 def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_again(
-    lab: AgentLab,
+    lab: Lab,
 ) -> None:
     llm = lab.llm
     hold = threading.Event()
@@ -75,7 +77,7 @@ def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_agai
         hold.set()
 
 
-def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: AgentLab) -> None:
+def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: Lab) -> None:
     lab.configure(restartBackoffSeconds=0.05, restartMaxCrashes=2, restartWindowSeconds=300)
     llm = lab.llm
     hold = threading.Event()

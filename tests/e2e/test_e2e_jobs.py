@@ -1,6 +1,6 @@
 """End to end: the real `roost` CLI, roostd, workers and the real pi against a FakeLLM.
 
-Each test gets its own ROOST_HOME, HOME and pi agent dir (see tests/e2e_support.py); the
+Each test gets its own ROOST_HOME, HOME and pi agent dir (a roost.testkit.lab.Lab); the
 scripted model runs in this process, so the tests can look at every request pi made and
 hold a response back to keep a run in flight.
 """
@@ -8,21 +8,15 @@ hold a response back to keep a run in flight.
 from __future__ import annotations
 
 import json
-import textwrap
+import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from e2e_support import (
-    RoostLab,
-    is_pi,
-    kill,
-    pid_alive,
-    processes_of_home,
-    request_user_texts,
-    user_texts,
-    wait_until,
-)
+from kit import FIXTURES
+from kit.matchers import user_messages, user_texts
+from kit.wait import is_pi, kill, pi_under, pid_alive, wait_until
 
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
@@ -36,31 +30,26 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
+from roost.testkit.lab import Lab
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
-
-
-def make_lab(tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest, **kw: object) -> RoostLab:
-    lab = RoostLab(tmp_path, llm, **kw)  # type: ignore[arg-type]
-    request.addfinalizer(lab.close)
-    return lab
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 
 
 @pytest.fixture
-def lab(tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest) -> RoostLab:
-    return make_lab(tmp_path, llm, request)
+def lab(make_lab: Callable[..., Lab], llm: FakeLLM) -> Lab:
+    return make_lab(llm=llm)
 
 
-def worker_pid(lab: RoostLab, job: str) -> int:
-    pid = lab.show(job)["worker"]["pid"]
-    assert pid, lab.show(job)
+def worker_pid(lab: Lab, job: str) -> int:
+    pid = lab.show(job, cli=True)["worker"]["pid"]
+    assert pid, lab.show(job, cli=True)
     return int(pid)
 
 
 # ---- run, logs, reply ----------------------------------------------------------------
 
 
-def test_run_done_and_logs(lab: RoostLab, llm: FakeLLM) -> None:
+def test_run_done_and_logs(lab: Lab, llm: FakeLLM) -> None:
     llm.add(last_user_contains("TASK-RUN"), text("ANSWER-RUN: all fine."))
     job = lab.run_job("--name", "runner", "TASK-RUN please")
 
@@ -79,12 +68,12 @@ def test_run_done_and_logs(lab: RoostLab, llm: FakeLLM) -> None:
     assert "ANSWER-RUN: all fine." in logs
 
     assert len(llm.requests) == 1
-    assert request_user_texts(llm.requests[0]) == ["TASK-RUN please"]
+    assert user_messages(llm.requests[0]) == ["TASK-RUN please"]
     assert user_texts(lab.session(job)) == ["TASK-RUN please"]
     assert lab.cli("mailbox", job, "--json").returncode == 0
 
 
-def test_reply_round_trip(lab: RoostLab, llm: FakeLLM) -> None:
+def test_reply_round_trip(lab: Lab, llm: FakeLLM) -> None:
     llm.add(last_user_contains("TASK-RT"), text("What colour should it be?"))
     llm.add(last_user_contains("REPLY-RT"), text("ANSWER-RT: blue it is."))
     job = lab.run_job("TASK-RT")
@@ -97,7 +86,7 @@ def test_reply_round_trip(lab: RoostLab, llm: FakeLLM) -> None:
     assert lab.wait(job) == "done"
 
     second = llm.wait_for_request(last_user_contains("REPLY-RT"), timeout=5)
-    assert request_user_texts(second) == ["TASK-RT", "REPLY-RT: blue"]
+    assert user_messages(second) == ["TASK-RT", "REPLY-RT: blue"]
     assistant = [m for m in second["messages"] if m["role"] == "assistant"]
     assert "What colour should it be?" in json.dumps(assistant)
     assert len(llm.requests) == 2
@@ -109,10 +98,8 @@ def test_reply_round_trip(lab: RoostLab, llm: FakeLLM) -> None:
     assert "ANSWER-RT: blue it is." in lab.cli("logs", job).stdout
 
 
-def test_reply_to_reaped_job_starts_it(
-    tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest
-) -> None:
-    lab = make_lab(tmp_path, llm, request, roost_settings={"reapAfterSeconds": 1})
+def test_reply_to_reaped_job_starts_it(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+    lab = make_lab(llm=llm, reapAfterSeconds=1)
     llm.add(last_user_contains("TASK-REAP"), text("ANSWER-REAP-1"))
     llm.add(last_user_contains("REPLY-REAP"), text("ANSWER-REAP-2"))
     job = lab.run_job("TASK-REAP")
@@ -121,7 +108,7 @@ def test_reply_to_reaped_job_starts_it(
     lab.wait_state(job, "reaped", timeout=60)
     assert lab.row(job)["state"] == "reaped"
     wait_until(lambda: not pid_alive(first_worker), 10, "the reaped worker to exit")
-    assert lab.show(job)["worker"]["pid"] is None
+    assert lab.show(job, cli=True)["worker"]["pid"] is None
 
     reply = lab.cli("reply", job, "REPLY-REAP now")
     assert reply.stdout.strip() == "started"
@@ -129,13 +116,13 @@ def test_reply_to_reaped_job_starts_it(
 
     second = llm.wait_for_request(last_user_contains("REPLY-REAP"), timeout=5)
     # The new worker resumed the session: the model sees the whole history.
-    assert request_user_texts(second) == ["TASK-REAP", "REPLY-REAP now"]
+    assert user_messages(second) == ["TASK-REAP", "REPLY-REAP now"]
     assert "ANSWER-REAP-1" in json.dumps(second["messages"])
     assert user_texts(lab.session(job)) == ["TASK-REAP", "REPLY-REAP now"]
     assert lab.row(job)["summary"] == "ANSWER-REAP-2"
 
 
-def test_stop_then_reply_is_refused(lab: RoostLab, llm: FakeLLM) -> None:
+def test_stop_then_reply_is_refused(lab: Lab, llm: FakeLLM) -> None:
     hold = threading.Event()
     llm.add(last_user_contains("TASK-STOP"), text("never seen", hold=hold))
     try:
@@ -156,7 +143,7 @@ def test_stop_then_reply_is_refused(lab: RoostLab, llm: FakeLLM) -> None:
         row = lab.row(job)
         assert row["state"] == "stopped"
         assert row["pending"] == {"replies": 0, "agent": 0}  # nothing was queued
-        assert lab.show(job)["worker"]["pid"] is None
+        assert lab.show(job, cli=True)["worker"]["pid"] is None
         assert len(llm.requests) == 1
     finally:
         hold.set()
@@ -164,31 +151,13 @@ def test_stop_then_reply_is_refused(lab: RoostLab, llm: FakeLLM) -> None:
 
 # ---- dialogs ---------------------------------------------------------------------------
 
-ASK_EXTENSION = textwrap.dedent(
-    """\
-    import { Type } from "typebox";
-
-    export default function (pi: any) {
-        pi.registerTool({
-            name: "ask_colour",
-            label: "Ask colour",
-            description: "Ask the user to pick a colour.",
-            parameters: Type.Object({}),
-            async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
-                const choice = await ctx.ui.select("Pick a colour", ["red", "green", "blue"]);
-                return { content: [{ type: "text", text: `picked: ${choice}` }], details: {} };
-            },
-        });
-    }
-    """
-)
 
 
-def test_dialog_needs_input_then_reply_answers_it(lab: RoostLab, llm: FakeLLM) -> None:
+def test_dialog_needs_input_then_reply_answers_it(lab: Lab, llm: FakeLLM) -> None:
     # pi loads every extension in <agent dir>/extensions/ by itself (the worker passes
     # only roost's own with -e).
     (lab.agent_dir / "extensions").mkdir()
-    (lab.agent_dir / "extensions" / "ask.ts").write_text(ASK_EXTENSION)
+    shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
     llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(),
             tool_call("ask_colour", {}), times=1)
     llm.add(last_tool_result_contains("picked:"), text("ANSWER-DIALOG: done."))
@@ -232,7 +201,7 @@ export default function (pi: any) {
 
 
 def test_a_reply_that_an_extension_command_handles_is_done_at_once(
-    lab: RoostLab, llm: FakeLLM
+    lab: Lab, llm: FakeLLM
 ) -> None:
     """pi 1.x says a prompt was `handled` (no message, no run follows): the reply is
     acknowledged and the job is idle, so `roost wait` returns. (0.73 says nothing: such a
@@ -253,7 +222,7 @@ def test_a_reply_that_an_extension_command_handles_is_done_at_once(
     assert user_texts(lab.session(job)) == ["TASK-NOOP"]
 
 
-def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: FakeLLM) -> None:
+def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: Lab, llm: FakeLLM) -> None:
     hold_task, hold_reply = threading.Event(), threading.Event()
     # A run cut short is continued by roost's own note (pi 1.x has the cut input in the
     # session already; 0.73 may not, and then gets it again).
@@ -272,7 +241,7 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: F
         assert lab.wait(job) == "done"
         second = worker_pid(lab, job)
         assert second != first
-        assert lab.show(job)["worker"]["crashes"] >= 1
+        assert lab.show(job, cli=True)["worker"]["crashes"] >= 1
         # The task is in the session once: delivered again (0.73 had not written it), or
         # kept and its run continued (pi 1.x wrote it as it shut down).
         assert user_texts(lab.session(job)) == ["TASK-KILL"]
@@ -281,11 +250,11 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: F
         # A reply in flight when the worker dies: in the session once, never twice.
         assert lab.cli("reply", job, "REPLY-KILL-A").stdout.strip() == "started"
         held = llm.wait_for_request(last_user_contains("REPLY-KILL-A"), timeout=30)
-        assert without_notes(request_user_texts(held)) == ["TASK-KILL", "REPLY-KILL-A"]
+        assert without_notes(user_messages(held)) == ["TASK-KILL", "REPLY-KILL-A"]
         wait_until(lambda: "REPLY-KILL-A" in user_texts(lab.session(job)), 10,
                    "the reply to reach the session file")
         kill(second)
-        wait_until(lambda: lab.show(job)["worker"]["pid"] not in (None, second), 30,
+        wait_until(lambda: lab.show(job, cli=True)["worker"]["pid"] not in (None, second), 30,
                    "a new worker")
         # The reply is in the session but its run was cut short: roost continues the run,
         # and the model gets the reply once, before roost's note.
@@ -294,26 +263,26 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: RoostLab, llm: F
         cont = llm.wait_for_request(
             last_user_contains("[roost] Your previous run") & any_message_contains("REPLY-KILL-A"),
             timeout=5)
-        assert without_notes(request_user_texts(cont)) == ["TASK-KILL", "REPLY-KILL-A"]
+        assert without_notes(user_messages(cont)) == ["TASK-KILL", "REPLY-KILL-A"]
         third = worker_pid(lab, job)
         assert third not in (first, second)
 
         assert lab.cli("reply", job, "REPLY-KILL-B").stdout.strip() == "started"
         assert lab.wait(job) == "done"
         last = llm.wait_for_request(last_user_contains("REPLY-KILL-B"), timeout=5)
-        assert without_notes(request_user_texts(last)) == [
+        assert without_notes(user_messages(last)) == [
             "TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
         assert user_texts(lab.session(job)) == ["TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
         assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
         # One pi per worker: the killed workers' pi processes are gone.
-        pis = [p for p in processes_of_home(lab.roost_home) if is_pi(p)]
+        pis = [p for p in lab.processes() if is_pi(p)]
         assert len(pis) == 1, [p.cmdline() for p in pis]
     finally:
         hold_task.set()
         hold_reply.set()
 
 
-def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: FakeLLM) -> None:
+def test_roostd_sigkill_workers_survive_and_are_adopted(lab: Lab, llm: FakeLLM) -> None:
     hold = threading.Event()
     llm.add(last_user_contains("TASK-ADOPT"), text("ANSWER-ADOPT-1", hold=hold))
     llm.add(last_user_contains("REPLY-ADOPT"), text("ANSWER-ADOPT-2"))
@@ -325,7 +294,7 @@ def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: Fake
         assert status["running"] is True
         daemon_pid = status["pid"]
         worker = worker_pid(lab, job)
-        pis = lab.pi_of(worker)
+        pis = pi_under(worker)
         assert pis, "the worker has no pi child"
 
         kill(daemon_pid)
@@ -338,7 +307,7 @@ def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: Fake
         assert row["state"] == "running"
         new_status = lab.daemon_status()
         assert new_status["running"] and new_status["pid"] != daemon_pid
-        wait_until(lambda: lab.show(job)["worker"]["state"] == "running", 15,
+        wait_until(lambda: lab.show(job, cli=True)["worker"]["state"] == "running", 15,
                    "the worker to reconnect to the new roostd")
         assert worker_pid(lab, job) == worker
 
@@ -349,7 +318,7 @@ def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: Fake
         assert lab.cli("reply", job, "REPLY-ADOPT").stdout.strip() == "started"
         assert lab.wait(job) == "done"
         last = llm.wait_for_request(last_user_contains("REPLY-ADOPT"), timeout=5)
-        assert request_user_texts(last) == ["TASK-ADOPT", "REPLY-ADOPT"]
+        assert user_messages(last) == ["TASK-ADOPT", "REPLY-ADOPT"]
         assert worker_pid(lab, job) == worker  # never restarted
         assert all(p.is_running() for p in pis)
         assert lab.row(job)["summary"] == "ANSWER-ADOPT-2"
@@ -358,16 +327,13 @@ def test_roostd_sigkill_workers_survive_and_are_adopted(lab: RoostLab, llm: Fake
 
 
 def test_crash_loop_gives_up_with_the_reason(
-    tmp_path: Path, llm: FakeLLM, request: pytest.FixtureRequest
+    tmp_path: Path, make_lab: Callable[..., Lab], llm: FakeLLM
 ) -> None:
     broken_pi = tmp_path / "broken-pi"
     broken_pi.write_text("#!/bin/sh\necho 'broken pi: cannot start' >&2\nexit 1\n")
     broken_pi.chmod(0o755)
-    lab = make_lab(
-        tmp_path, llm, request,
-        roost_settings={"restartBackoffSeconds": 0.05, "restartMaxCrashes": 3},
-        extra_env={"ROOST_PI": str(broken_pi)},
-    )
+    lab = make_lab(llm=llm, env={"ROOST_PI": str(broken_pi)},
+                   restartBackoffSeconds=0.05, restartMaxCrashes=3)
     project = lab.work / "project"
     project.mkdir()
     job = lab.run_job("--cwd", str(project), "TASK-CRASH")
@@ -375,7 +341,7 @@ def test_crash_loop_gives_up_with_the_reason(
     assert lab.wait(job) == "failed"
     row = lab.row(job)
     assert row["state"] == "failed"
-    detail = lab.show(job)
+    detail = lab.show(job, cli=True)
     assert "crashed 3 times" in detail["error"], detail
     assert "gave up" in detail["error"]
     assert detail["worker"]["pid"] is None
@@ -392,17 +358,17 @@ def test_crash_loop_gives_up_with_the_reason(
     project.rmdir()
     assert lab.cli("start", job).returncode == 0
     assert lab.wait(job) == "failed"
-    detail = lab.show(job)
+    detail = lab.show(job, cli=True)
     assert "does not exist" in detail["error"], detail
     assert str(work) in detail["error"]
     assert detail["worker"]["crashes"] == 0
 
 
-def test_teardown_leaves_no_process(tmp_path: Path, llm: FakeLLM) -> None:
-    lab = RoostLab(tmp_path, llm)
+def test_teardown_leaves_no_process(llm: FakeLLM) -> None:
+    lab = Lab(llm=llm)
     try:
         job = lab.run_job("--shell", "--", "sleep", "60")
-        wait_until(lambda: lab.show(job)["worker"]["pid"], 10, "a worker pid")
+        wait_until(lambda: lab.show(job, cli=True)["worker"]["pid"], 10, "a worker pid")
     finally:
         lab.close()
-    assert processes_of_home(lab.roost_home) == []
+    assert lab.processes() == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import wait_until
+from kit.wait import wait_until
 
 from roost.locks import (
     LockHolder,
@@ -28,7 +28,7 @@ from roost.locks import (
 )
 from roost.locks.session_lock import _read
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # A process that takes the lock, says "ok"/"no", releases on "release", exits on EOF.
 HOLDER = r"""

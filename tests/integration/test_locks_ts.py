@@ -24,7 +24,7 @@ from roost.locks import SessionLock, SessionLocked, lock_path_for
 from roost.pi.locate import node_binary
 from roost.testkit.pi import require_pi
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LOCK_TS = REPO / "roost" / "extension" / "session_lock.ts"
 NODE_MODULES = paths.pi_prefix() / "node_modules"
 JITI = NODE_MODULES / "jiti" / "lib" / "jiti.cjs"

@@ -27,7 +27,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support import wait_until
+from kit.wait import wait_until
 
 from roost.pi.compat import features_of
 from roost.pi.locate import PiNotFound, find_pi, parse_version
@@ -40,9 +40,10 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
-from roost.testkit.pi import PiLab, PiRpc, read_session
+from roost.testkit.lab import Lab
+from roost.testkit.pi import PiRpc, read_session
 
-pytestmark = [pytest.mark.e2e, pytest.mark.pifacts, pytest.mark.usefixtures("real_pi")]
+pytestmark = [pytest.mark.pifacts, pytest.mark.usefixtures("real_pi")]
 
 try:
     FEATURES = features_of(find_pi())
@@ -63,8 +64,8 @@ Event = dict[str, Any]
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[PiLab]:
-    with PiLab(tmp_path) as lab_:
+def lab() -> Iterator[Lab]:
+    with Lab(llm=True) as lab_:
         yield lab_
 
 
@@ -137,7 +138,7 @@ def report(name: str, seconds: float) -> None:
 # ---- a, h: one prompt with one tool call ---------------------------------------------------
 
 
-def test_prompt_with_tool_call_event_sequence(lab: PiLab) -> None:
+def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     """Events, message shapes and session entries of a prompt whose answer calls bash.
 
     Holds for: 0.73.1; 1.6.0 (a `system` message opens the session's first run, in events,
@@ -155,7 +156,7 @@ def test_prompt_with_tool_call_event_sequence(lab: PiLab) -> None:
     lab.llm.add(last_is_tool_result("bash"), text("the tool said hi"), name="after-bash")
 
     t0 = time.monotonic()
-    pi = lab.spawn(session=session)
+    pi = lab.spawn_pi(session=session)
     state = pi.get_state()
     report("spawn -> get_state response", time.monotonic() - t0)
     assert state["model"]["provider"] == "fake" and state["model"]["id"] == "fake-model"
@@ -294,7 +295,7 @@ def test_prompt_with_tool_call_event_sequence(lab: PiLab) -> None:
 # ---- b: prompt / steer while running -------------------------------------------------------
 
 
-def test_steer_is_applied_after_the_tool_batch(lab: PiLab) -> None:
+def test_steer_is_applied_after_the_tool_batch(lab: Lab) -> None:
     """RPC steer / follow_up / prompt+streamingBehavior during a run, and a steer while idle.
 
     Holds for: 0.73.1; 1.6.0 (same order and queue_updates, plus the first run's system
@@ -308,7 +309,7 @@ def test_steer_is_applied_after_the_tool_batch(lab: PiLab) -> None:
     lab.llm.add(last_user_contains("STEER-1"), text("saw steer 1", hold=gate2), times=1)
     lab.llm.add(last_user_contains("STEER-2"), text("saw steer 2"), times=1)
     lab.llm.add(last_user_contains("FOLLOW"), text("saw follow-up"), times=1)
-    pi = lab.spawn()
+    pi = lab.spawn_pi()
     pi.get_state()
     start = pi.mark()
     disposition(pi.prompt("TASK-S"), "started")
@@ -375,7 +376,7 @@ def test_steer_is_applied_after_the_tool_batch(lab: PiLab) -> None:
 # ---- c, e: session files -------------------------------------------------------------------
 
 
-def test_session_file_create_resume_and_empty_file(lab: PiLab) -> None:
+def test_session_file_create_resume_and_empty_file(lab: Lab) -> None:
     """`--session FILE`: made where, restored how, which cwd; an empty existing FILE.
 
     Holds for: 0.73.1; 1.6.0 (the restored history starts with the system message; an empty
@@ -384,7 +385,7 @@ def test_session_file_create_resume_and_empty_file(lab: PiLab) -> None:
     session = lab.root / "deep" / "er" / "s.jsonl"
     lab.llm.add(last_user_contains("first"), text("first answer"))
     lab.llm.add(last_user_contains("where"), tool_call("bash", {"command": "pwd"}), times=1)
-    pi = lab.spawn(session=session)
+    pi = lab.spawn_pi(session=session)
     state = pi.get_state()
     assert state["sessionFile"] == str(session) and state["messageCount"] == 0
     # The directories are made at start-up, the file only with the first run (see l).
@@ -396,7 +397,7 @@ def test_session_file_create_resume_and_empty_file(lab: PiLab) -> None:
     # Resume from another cwd: history is restored, the header's cwd is kept.
     other = lab.root / "elsewhere"
     other.mkdir()
-    pi2 = lab.spawn(session=session, cwd=other)
+    pi2 = lab.spawn_pi(session=session, cwd=other)
     state2 = pi2.get_state()
     restored = ["system", "user", "assistant"] if V1 else ["user", "assistant"]
     assert state2["messageCount"] == len(restored) and state2["sessionId"] == state["sessionId"]
@@ -415,7 +416,7 @@ def test_session_file_create_resume_and_empty_file(lab: PiLab) -> None:
     # thinking level entries).
     empty = lab.root / "empty.jsonl"
     empty.touch()
-    pi3 = lab.spawn(session=empty)
+    pi3 = lab.spawn_pi(session=empty)
     state3 = pi3.get_state()
     assert [e["type"] for e in read_session(empty)] == (
         ["session", "model_change", "thinking_level_change"] if V1 else ["session"]
@@ -426,7 +427,7 @@ def test_session_file_create_resume_and_empty_file(lab: PiLab) -> None:
 # ---- d: what follows agent_end -------------------------------------------------------------
 
 
-def test_auto_retry_follows_agent_end_before_any_later_response(tmp_path: Path) -> None:
+def test_auto_retry_follows_agent_end_before_any_later_response() -> None:
     """A retryable model error: `auto_retry_start` is the line after `agent_end`, before the
     response to any command sent on seeing `agent_end`.
 
@@ -435,15 +436,15 @@ def test_auto_retry_follows_agent_end_before_any_later_response(tmp_path: Path) 
     `agent_settled` after the retry's `agent_end`).
     """
     # A back-off long enough that the probe surely lands inside it.
-    with PiLab(tmp_path, settings={"retry": {"baseDelayMs": 1000}}) as lab:
+    with Lab(llm=True, pi_settings={"retry": {"baseDelayMs": 1000}}) as lab:
         _retry_scenario(lab)
 
 
-def _retry_scenario(lab: PiLab) -> None:
+def _retry_scenario(lab: Lab) -> None:
     lab.llm.add(last_user_contains("TASK-R"), error(500, "upstream exploded"), times=1)
     lab.llm.add(last_user_contains("TASK-R"), text("recovered"))
     session = lab.root / "r.jsonl"
-    pi = lab.spawn(session=session)
+    pi = lab.spawn_pi(session=session)
     pi.get_state()
     start = pi.mark()
     pi.prompt("TASK-R")
@@ -506,7 +507,7 @@ def _retry_scenario(lab: PiLab) -> None:
     assert pi.close() == 0
     # On resume 0.73 puts the failed attempt back in the context (it is on the entry chain);
     # 1.6 keeps it out (the context_edit is on the chain too).
-    resumed = lab.spawn(session=session)
+    resumed = lab.spawn_pi(session=session)
     assert resumed.get_state()["messageCount"] == 3
     restored = resumed.call("get_messages")["messages"]
     if V1:
@@ -517,7 +518,7 @@ def _retry_scenario(lab: PiLab) -> None:
         assert [m["stopReason"] for m in restored[1:]] == ["error", "stop"]
 
 
-def test_compaction_follows_agent_end_before_any_later_response(tmp_path: Path) -> None:
+def test_compaction_follows_agent_end_before_any_later_response() -> None:
     """Threshold compaction after a run: `compaction_start` is the line after `agent_end`,
     before the response to any command sent on seeing `agent_end`.
 
@@ -526,11 +527,11 @@ def test_compaction_follows_agent_end_before_any_later_response(tmp_path: Path) 
     compacts, `isStreaming` stays true and `agent_settled` follows `compaction_end`).
     """
     # 10000 prompt tokens > 20000 - reserveTokens(16384): over the threshold.
-    with PiLab(tmp_path / "default", context_window=20000) as lab:
+    with Lab(llm=True, context_window=20000) as lab:
         lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)),
                     times=1)
         lab.llm.set_default(text("summary of the conversation"))
-        pi = lab.spawn(session=lab.root / "c.jsonl")
+        pi = lab.spawn_pi(session=lab.root / "c.jsonl")
         pi.get_state()
         start = pi.mark()
         pi.prompt("TASK-C")
@@ -552,13 +553,13 @@ def test_compaction_follows_agent_end_before_any_later_response(tmp_path: Path) 
             assert len(lab.llm.requests) == 2  # the summary is a request of its own
 
     # With a tiny keepRecentTokens both compact the first exchange.
-    with PiLab(tmp_path / "small-keep", context_window=20000,
-               settings={"compaction": {"keepRecentTokens": 1}}) as lab:
+    with Lab(llm=True, context_window=20000,
+             pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
         lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)),
                     times=1)
         summary_gate = threading.Event()  # keeps the compaction in progress for the probe
         lab.llm.set_default(text("summary of the conversation", hold=summary_gate))
-        pi = lab.spawn(session=lab.root / "c.jsonl")
+        pi = lab.spawn_pi(session=lab.root / "c.jsonl")
         pi.get_state()
         start = pi.mark()
         pi.prompt("TASK-C")
@@ -682,7 +683,7 @@ class ExtSocket:
         self.sock.close()
 
 
-def test_extension_send_message_ui_and_session_info(lab: PiLab) -> None:
+def test_extension_send_message_ui_and_session_info(lab: Lab) -> None:
     """An extension: what it knows, `pi.sendMessage` idle and busy, dialogs from a tool.
 
     Holds for: 0.73.1; 1.6.0 (the first run, even one a custom message starts, opens with
@@ -703,7 +704,7 @@ def test_extension_send_message_ui_and_session_info(lab: PiLab) -> None:
     lab.llm.add(last_user_contains("TASK-UI"), tool_call("ask_user", {"question": "Colour?"}),
                 times=1)
     lab.llm.add(last_is_tool_result("ask_user"), text("thanks"), times=1)
-    pi = lab.spawn(
+    pi = lab.spawn_pi(
         session=session, extensions=[ext],
         extra_env={"PITEST_EXT_SOCK": str(sock_path), "PITEST_TOKEN": "t0k"},
     )
@@ -810,7 +811,7 @@ def test_extension_send_message_ui_and_session_info(lab: PiLab) -> None:
 # ---- i: agent_settled ------------------------------------------------------------------------
 
 
-def test_agent_settled_once_per_prompt_after_retry_and_compaction(tmp_path: Path) -> None:
+def test_agent_settled_once_per_prompt_after_retry_and_compaction() -> None:
     """`agent_settled` closes a prompt's work: right after a plain run's `agent_end`, after
     the retry's `agent_end` when a run is retried, after `compaction_end` when the run is
     followed by a compaction; exactly one per prompt. roost's worker settles on it
@@ -818,15 +819,15 @@ def test_agent_settled_once_per_prompt_after_retry_and_compaction(tmp_path: Path
 
     Holds for: 1.6.0 (`{"type":"agent_settled","aborted":false}`); 0.73.1 prints none.
     """
-    with PiLab(tmp_path, context_window=20000,
-               settings={"compaction": {"keepRecentTokens": 1}}) as lab:
+    with Lab(llm=True, context_window=20000,
+             pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
         lab.llm.add(last_user_contains("PLAIN"), text("plain answer"), times=1)
         lab.llm.add(last_user_contains("RETRY"), error(503, "busy upstream"), times=1)
         lab.llm.add(last_user_contains("RETRY"), text("second try worked"), times=1)
         # 10000 prompt tokens > 20000 - reserveTokens(16384): compaction after the run.
         lab.llm.add(last_user_contains("BIG"), text("big answer", usage=(10000, 10)), times=1)
         lab.llm.set_default(text("summary"))
-        pi = lab.spawn(session=lab.root / "s.jsonl")
+        pi = lab.spawn_pi(session=lab.root / "s.jsonl")
         pi.get_state()
 
         # A plain run.
@@ -893,7 +894,7 @@ export default function (pi: ExtensionAPI) {
 """
 
 
-def test_prompt_response_disposition(lab: PiLab) -> None:
+def test_prompt_response_disposition(lab: Lab) -> None:
     """What a `prompt` response says happened to the prompt: `started` a run (idle),
     `queued` into the running one (`streamingBehavior: "steer"`), or `handled` by an
     extension command (no message, no run follows). roost's worker finishes a handled item
@@ -906,7 +907,7 @@ def test_prompt_response_disposition(lab: PiLab) -> None:
     gate = threading.Event()
     lab.llm.add(last_user_contains("TASK-D"), text("answer", hold=gate), times=1)
     lab.llm.add(last_user_contains("STEER-D"), text("saw the steer"), times=1)
-    pi = lab.spawn(extensions=[ext])
+    pi = lab.spawn_pi(extensions=[ext])
     pi.get_state()
 
     # An extension command while idle: handled, its notify comes first; nothing follows.
@@ -943,7 +944,7 @@ def test_prompt_response_disposition(lab: PiLab) -> None:
 # ---- k: shutdown by signal in the middle of a tool ------------------------------------------
 
 
-def _start_long_tool_with_queued_steer(lab: PiLab, name: str) -> tuple[PiRpc, Path, list[psutil.Process]]:
+def _start_long_tool_with_queued_steer(lab: Lab, name: str) -> tuple[PiRpc, Path, list[psutil.Process]]:
     """A pi running `bash: sleep` with an extension steer queued behind it; its session
     file, and the tool's processes."""
     ext = lab.root / "ext.ts"
@@ -952,7 +953,7 @@ def _start_long_tool_with_queued_steer(lab: PiLab, name: str) -> tuple[PiRpc, Pa
     session = lab.root / f"{name}.jsonl"
     lab.llm.add(last_user_contains(f"TASK-{name}"),
                 tool_call("bash", {"command": "echo started; sleep 60; echo never"}), times=1)
-    pi = lab.spawn(session=session, extensions=[ext], extra_env={"PITEST_EXT_SOCK": str(sock)})
+    pi = lab.spawn_pi(session=session, extensions=[ext], extra_env={"PITEST_EXT_SOCK": str(sock)})
     pi.get_state()
     ch = ExtSocket(sock)
     try:
@@ -977,7 +978,7 @@ def _start_long_tool_with_queued_steer(lab: PiLab, name: str) -> tuple[PiRpc, Pa
     return pi, session, wait_until(tool_processes, 10, "the tool's bash and sleep")
 
 
-def test_sigterm_mid_tool_with_queued_extension_steer(lab: PiLab) -> None:
+def test_sigterm_mid_tool_with_queued_extension_steer(lab: Lab) -> None:
     """SIGTERM to pi while a tool runs and an extension steer (`pi.sendMessage(...,
     {deliverAs: "steer", triggerTurn: true})`) waits: what the session keeps. roost's
     transcript.interrupted() reads such an ending as a run cut short. SIGKILL writes nothing.
@@ -1047,7 +1048,7 @@ def test_sigterm_mid_tool_with_queued_extension_steer(lab: PiLab) -> None:
 # ---- l: when the session file is first written ------------------------------------------------
 
 
-def test_session_file_is_written_at_the_first_user_message(lab: PiLab) -> None:
+def test_session_file_is_written_at_the_first_user_message(lab: Lab) -> None:
     """Is a new session on disk before the model has answered, e.g. if pi dies then?
 
     Holds for: 1.6.0 (yes: the file is created with the first user message, before the
@@ -1058,7 +1059,7 @@ def test_session_file_is_written_at_the_first_user_message(lab: PiLab) -> None:
     session = lab.root / "new" / "s.jsonl"
     gate = threading.Event()
     lab.llm.add(last_user_contains("TASK-W"), text("late answer", hold=gate), times=1)
-    pi = lab.spawn(session=session)
+    pi = lab.spawn_pi(session=session)
     pi.get_state()
     assert not session.exists()
     start = pi.mark()
@@ -1078,7 +1079,7 @@ def test_session_file_is_written_at_the_first_user_message(lab: PiLab) -> None:
     pi.proc.wait(10)
     gate.set()
 
-    resumed = lab.spawn(session=session)
+    resumed = lab.spawn_pi(session=session)
     restored = resumed.call("get_messages")["messages"]
     if V1:
         assert roles(restored) == ["system", "user"]
@@ -1090,7 +1091,7 @@ def test_session_file_is_written_at_the_first_user_message(lab: PiLab) -> None:
 # ---- m: extension imports ---------------------------------------------------------------------
 
 
-def test_extension_with_legacy_imports_loads(lab: PiLab) -> None:
+def test_extension_with_legacy_imports_loads(lab: Lab) -> None:
     """An extension importing `Text` from "@mariozechner/pi-tui" and `Type` from "typebox"
     (as roost's own extension does) loads, and its TypeBox tool works.
 
@@ -1101,7 +1102,7 @@ def test_extension_with_legacy_imports_loads(lab: PiLab) -> None:
     ext.write_text(LEGACY_EXT_TS)
     lab.llm.add(last_user_contains("TASK-L"), tool_call("probe_tool", {"q": "x"}), times=1)
     lab.llm.add(last_is_tool_result("probe_tool"), text("done"), times=1)
-    pi = lab.spawn(extensions=[ext])
+    pi = lab.spawn_pi(extensions=[ext])
     pi.get_state()
     lines = run_settled(pi, "TASK-L")
     tools = {t["function"]["name"]: t["function"] for t in lab.llm.requests[0]["tools"]}

@@ -10,13 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import torture  # noqa: E402
-
-pytestmark = pytest.mark.e2e
 
 
 def test_crash_torture_loses_and_doubles_nothing() -> None:

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import RoostEnv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roost import protocol
 from roost.protocol import MAX_FRAME, ProtocolError
+from roost.testkit.lab import Lab
 
 OPS = ["status", "run", "list", "show", "reply", "wait", "stop", "start", "rm", "attach",
        "detach", "peers", "send", "spawn", "peer_register", "worker_hello", "handback",
@@ -49,7 +49,7 @@ def test_decode_refuses_deep_nesting_and_oversize() -> None:
 class Raw:
     """A raw connection to roostd: write bytes, read its JSON lines."""
 
-    def __init__(self, env: RoostEnv) -> None:
+    def __init__(self, env: Lab) -> None:
         self.sock = env.connect(timeout=20)
         self.file = self.sock.makefile("rb")
         assert json.loads(self.file.readline())["type"] == "hello"
@@ -68,7 +68,7 @@ class Raw:
 
 
 @pytest.fixture
-def live(fake_pi_env: RoostEnv) -> Iterator[tuple[RoostEnv, list[dict[str, Any]]]]:
+def live(fake_pi_env: Lab) -> Iterator[tuple[Lab, list[dict[str, Any]]]]:
     env = fake_pi_env
     env.roost_ok("run", "--name", "keeper", "a job that must not change")
     before = env.request("list")["jobs"]
@@ -107,7 +107,7 @@ def _frames() -> st.SearchStrategy[tuple[bytes, set[str | None]]]:
 @given(burst=st.lists(_frames(), min_size=1, max_size=8))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_hostile_frames_get_their_error_and_change_nothing(
-    live: tuple[RoostEnv, list[dict[str, Any]]], burst: list[tuple[bytes, set[str | None]]]
+    live: tuple[Lab, list[dict[str, Any]]], burst: list[tuple[bytes, set[str | None]]]
 ) -> None:
     env, before = live
     raw = Raw(env)
@@ -130,7 +130,7 @@ def test_hostile_frames_get_their_error_and_change_nothing(
         == [(j["id"], j["name"], j["kind"]) for j in before]
 
 
-def test_oversize_truncated_and_closed_frames(live: tuple[RoostEnv, list[dict[str, Any]]]) -> None:
+def test_oversize_truncated_and_closed_frames(live: tuple[Lab, list[dict[str, Any]]]) -> None:
     env, before = live
     raw = Raw(env)
     raw.send(b"{" + b"x" * (MAX_FRAME + 10) + b"\n")

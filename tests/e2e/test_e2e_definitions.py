@@ -8,19 +8,18 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-from agents_support import AgentLab, after_tool, fresh, task, wait_until
+from kit.matchers import after_tool, fresh, task
+from kit.wait import wait_until
 
 from roost.testkit.fakellm import text, tool_call
 from roost.testkit.fakellm.requests import message_text, system_text, tool_names
-
-pytestmark = pytest.mark.e2e
+from roost.testkit.lab import Lab
 
 T = 90.0
 SCOUT_TOOLS = {"read", "grep", "find", "ls", "roost_agents", "roost_send"}
 
 
-def define(lab: AgentLab, name: str, body: str, project: bool = False) -> Path:
+def define(lab: Lab, name: str, body: str, project: bool = False) -> Path:
     directory = (lab.work / ".pi" / "roost" / "agents" if project
                  else lab.agent_dir / "roost" / "agents")
     directory.mkdir(parents=True, exist_ok=True)
@@ -29,7 +28,7 @@ def define(lab: AgentLab, name: str, body: str, project: bool = False) -> Path:
     return path
 
 
-def run_agent(lab: AgentLab, agent: str, task_text: str, *extra: str) -> str:
+def run_agent(lab: Lab, agent: str, task_text: str, *extra: str) -> str:
     job = lab.cli("run", "--agent", agent, *extra, task_text).stdout.strip()
     assert re.fullmatch(r"[0-9a-f]{8}", job), job
     return job

@@ -15,7 +15,8 @@ import pytest
 from roost import paths
 from roost.cli import install as installer
 from roost.testkit.fakellm import tool_names
-from roost.testkit.pi import PiLab, require_pi
+from roost.testkit.lab import Lab
+from roost.testkit.pi import require_pi
 
 ROOST_TOOLS = {"roost_agents", "roost_send", "roost_spawn"}
 
@@ -73,20 +74,20 @@ def test_install_refuses_a_directory_it_did_not_make(tmp_path: Path) -> None:
 
 # -- the real pi loads it --------------------------------------------------------------------
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[PiLab]:
+def lab() -> Iterator[Lab]:
     try:
         require_pi()
     except FileNotFoundError as e:
         pytest.fail(f"this test needs the real pi: {e}", pytrace=False)
-    with PiLab(tmp_path) as lab_:
+    with Lab(llm=True) as lab_:
         yield lab_
 
 
-def offered_tools(lab: PiLab, extensions: tuple[Path, ...] = (),
+def offered_tools(lab: Lab, extensions: tuple[Path, ...] = (),
                   extra: dict[str, str] | None = None) -> list[str]:
     """Start pi, prompt once, and return the tool names of its model request."""
     env = {"ROOST_HOME": str(lab.root / "roost-home"), **(extra or {})}
-    pi = lab.spawn(extensions=extensions, extra_env=env)
+    pi = lab.spawn_pi(extensions=extensions, extra_env=env)
     since = len(lab.llm.requests)
     pi.run_prompt("hello", timeout=30)
     request = lab.llm.wait_for_request(since=since, timeout=10)
@@ -96,7 +97,7 @@ def offered_tools(lab: PiLab, extensions: tuple[Path, ...] = (),
     return tool_names(request)
 
 
-def test_pi_loads_the_installed_extension(lab: PiLab) -> None:
+def test_pi_loads_the_installed_extension(lab: Lab) -> None:
     before = offered_tools(lab)
     assert not ROOST_TOOLS & set(before)
 
@@ -114,7 +115,7 @@ def test_pi_loads_the_installed_extension(lab: PiLab) -> None:
     assert not ROOST_TOOLS & set(in_job)
 
 
-def test_agent_tools_false_hides_the_tools(lab: PiLab) -> None:
+def test_agent_tools_false_hides_the_tools(lab: Lab) -> None:
     assert roost_cli(lab.agent_dir).returncode == 0
     (lab.agent_dir / "roost.json").write_text(json.dumps({"agentTools": False}))
     tools = offered_tools(lab)
@@ -128,7 +129,7 @@ def test_install_uses_the_package_files() -> None:
     assert installer.MARKER.encode() in files["index.ts"]
 
 
-def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: PiLab) -> None:
+def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: Lab) -> None:
     from roost.testkit.fakellm import last_is_tool_result, last_user_contains, text, tool_call
 
     assert roost_cli(lab.agent_dir).returncode == 0
@@ -136,7 +137,7 @@ def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: PiLab) 
     env = {"ROOST_HOME": str(home)}
     lab.llm.add(last_user_contains("who is there"), tool_call("roost_agents", {}), times=1)
     lab.llm.add(last_is_tool_result("roost_agents"), text("nobody"))
-    pi = lab.spawn(session=lab.root / "fg.jsonl", extra_env=env)
+    pi = lab.spawn_pi(session=lab.root / "fg.jsonl", extra_env=env)
     try:
         assert not (home / "roostd.sock").exists()
         pi.run_prompt("who is there", timeout=60)

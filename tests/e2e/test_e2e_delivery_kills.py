@@ -22,25 +22,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_support import AgentLab, new_user_texts, wait_file_command, wait_until
+from kit.matchers import new_user_texts, wait_file_command
+from kit.wait import wait_until
 
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
 from roost.testkit.fakellm import Reply, first_user_contains, text, tool_call
 from roost.testkit.fakellm.requests import message_text, messages
+from roost.testkit.lab import Lab
 from roost.worker.faults import POINTS, TARGETS
-
-pytestmark = pytest.mark.e2e
 
 T = 90.0
 KINDS = ("reply", "message")
 MODES = ("idle", "busy")
 
 
-class DeliveryLab:
-    """A sender job and a receiver job; the receiver's model is scripted by one function."""
+class SenderReceiver:
+    """A sender job and a receiver job on a Lab; the receiver's model is scripted by one
+    function."""
 
-    def __init__(self, lab: AgentLab) -> None:
+    def __init__(self, lab: Lab) -> None:
         self.lab = lab
         self.fault = lab.root / "fault.json"
         lab.llm.add(first_user_contains("KR-RECEIVER"), self._receiver)
@@ -124,13 +125,13 @@ def message_text_all(request: Mapping[str, Any]) -> str:
 
 
 @pytest.fixture
-def delivery_lab() -> Iterator[DeliveryLab]:
+def pair() -> Iterator[SenderReceiver]:
     # Every case crashes the receiver once: a short window keeps the backoff at its first step.
-    lab = AgentLab({"agentExternalMessages": True, "restartBackoffSeconds": 0.05,
-                    "restartWindowSeconds": 0.5, "restartMaxCrashes": 1000})
+    lab = Lab(llm=True, settings={"agentExternalMessages": True, "restartBackoffSeconds": 0.05,
+                                  "restartWindowSeconds": 0.5, "restartMaxCrashes": 1000})
     lab.env["ROOST_FAULTS"] = str(lab.root / "fault.json")
     try:
-        yield DeliveryLab(lab)
+        yield SenderReceiver(lab)
     finally:
         print(lab.diagnostics())
         lab.close()
@@ -138,7 +139,7 @@ def delivery_lab() -> Iterator[DeliveryLab]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(delivery_lab: DeliveryLab,
+def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(pair: SenderReceiver,
                                                                  kind: str, mode: str) -> None:
     results = []
     kills: Counter[str] = Counter()
@@ -146,7 +147,7 @@ def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(delivery_lab: 
     for target in TARGETS:
         for point in POINTS:
             n += 1
-            results.append(delivery_lab.run_case(n, point, target, kind, mode))
+            results.append(pair.run_case(n, point, target, kind, mode))
             kills[target] += 1
     summary = {
         "pi": features_of(find_pi()).label,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -24,41 +25,33 @@ from pathlib import Path
 
 import psutil
 import pytest
-from agents_support import (
-    EXTENSION,
-    after_tool,
-    agent_messages_in,
-    envelopes,
-    fresh,
-    last_user_has,
-    task,
-)
-from attach_support import (
+from kit import FIXTURES
+from kit.attach import (
     LockWatch,
     PiSessions,
     RawPeer,
     Tmux,
-    alive,
     assert_single_branch,
     attach_wrapper,
-    pi_children,
 )
-from attach_support import wait_for as wait_until
-from e2e_support import RoostLab, user_texts
+from kit.matchers import after_tool, agent_messages_in, envelopes, fresh, last_user_has, task, user_texts
+from kit.wait import pi_under, wait_until
+from kit.wait import pid_alive as alive
 
 from roost.locks import holder_is_alive, read_holder
 from roost.testkit.fakellm import FakeLLM, Matcher, text, tool_call
 from roost.testkit.fakellm.requests import message_text
+from roost.testkit.lab import Lab
 from roost.testkit.pi import PiRpc, read_session
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
 T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
 
 
 @pytest.fixture
-def lab(tmp_path: Path, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> Iterator[RoostLab]:
-    lab = RoostLab(tmp_path, llm, roost_settings={"agentExternalMessages": True})
+def lab(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    lab = Lab(llm=llm, settings={"agentExternalMessages": True})
     # This process reads (and, as a raw peer, takes) locks in the lab's ROOST_HOME.
     monkeypatch.setenv("ROOST_HOME", str(lab.roost_home))
     try:
@@ -78,25 +71,25 @@ def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
         session.close()
 
 
-def wait_request(lab: RoostLab, match: Matcher, timeout: float = T, since: int = 0) -> dict:
+def wait_request(lab: Lab, match: Matcher, timeout: float = T, since: int = 0) -> dict:
     try:
         return lab.llm.wait_for_request(match, timeout=timeout, since=since)
     except TimeoutError as exc:
         raise AssertionError(f"{exc}\n{lab.diagnostics()}") from None
 
 
-def worker_pid(lab: RoostLab, job: str) -> int | None:
-    pid = (lab.show(job).get("worker") or {}).get("pid")
+def worker_pid(lab: Lab, job: str) -> int | None:
+    pid = (lab.show(job, cli=True).get("worker") or {}).get("pid")
     return int(pid) if pid and alive(int(pid)) else None
 
 
 def the_pi_under(pid: int) -> psutil.Process:
-    pis = wait_until(lambda: pi_children(pid), T, f"a pi under pid {pid}")
+    pis = wait_until(lambda: pi_under(pid), T, f"a pi under pid {pid}")
     assert len(pis) == 1, pis
     return pis[0]
 
 
-def open_attach(lab: RoostLab, tmux: Tmux, job: str) -> int:
+def open_attach(lab: Lab, tmux: Tmux, job: str) -> int:
     """Start `roost attach JOB` in tmux; the pid of the attach CLI (the pane's process)."""
     wrapper = attach_wrapper(lab.root / f"attach-{job}.sh", lab.env, job, lab.work)
     tmux.start(str(wrapper))
@@ -106,7 +99,7 @@ def open_attach(lab: RoostLab, tmux: Tmux, job: str) -> int:
     return cli
 
 
-def quit_tui(tmux: Tmux, lab: RoostLab, job: str) -> str:
+def quit_tui(tmux: Tmux, lab: Lab, job: str) -> str:
     """`/quit` in the TUI; waits for `roost attach` to end; the screen."""
     tmux.type_text("/quit")
     wait_until(lambda: "/quit" in tmux.capture(), 10, "the TUI's editor to show /quit")
@@ -119,7 +112,7 @@ def quit_tui(tmux: Tmux, lab: RoostLab, job: str) -> str:
     return screen
 
 
-def holder_pid(lab: RoostLab, session: str) -> int | None:
+def holder_pid(lab: Lab, session: str) -> int | None:
     """The pid of the live process holding the session's writer lock, or None."""
     holder = read_holder(session)
     return holder.pid if holder is not None and holder_is_alive(holder) else None
@@ -136,7 +129,7 @@ def answers(entries: list[dict]) -> list[str]:
 
 
 # -- attach ----------------------------------------------------------------------------------
-def test_attach_idle_job_message_quit_and_restart(lab: RoostLab, llm: FakeLLM, tmux: Tmux) -> None:
+def test_attach_idle_job_message_quit_and_restart(lab: Lab, llm: FakeLLM, tmux: Tmux) -> None:
     """Attach to an idle job: the TUI shows its earlier answer and holds its session's lock
     (the job is `attached`); a message to the job reaches the TUI pi; /quit returns the job
     to the background, and a later message starts it again in a worker."""
@@ -233,7 +226,7 @@ def test_attach_idle_job_message_quit_and_restart(lab: RoostLab, llm: FakeLLM, t
     assert not [t for t in user_texts(entries) if "PING-ATTACHED" in t], "a message became a prompt"
 
 
-def test_attach_waits_for_a_running_job_to_settle(lab: RoostLab, llm: FakeLLM, tmux: Tmux) -> None:
+def test_attach_waits_for_a_running_job_to_settle(lab: Lab, llm: FakeLLM, tmux: Tmux) -> None:
     """Attach to a running job: `roost attach` says it waits for the run to settle and
     starts no pi until the run is over; then the TUI opens with the run's answer."""
     hold = threading.Event()
@@ -257,7 +250,7 @@ def test_attach_waits_for_a_running_job_to_settle(lab: RoostLab, llm: FakeLLM, t
         # While the model's answer is held: no TUI pi, the job's pi still holds the session.
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
-            assert not pi_children(cli), "roost attach started pi before the run settled"
+            assert not pi_under(cli), "roost attach started pi before the run settled"
             assert holder_pid(lab, session) == job_pi.pid
             time.sleep(0.1)
         assert lab.record(job).get("status") in ("attaching", "thinking", "running"), \
@@ -286,7 +279,7 @@ def test_attach_waits_for_a_running_job_to_settle(lab: RoostLab, llm: FakeLLM, t
 
 
 def test_attach_given_up_while_waiting_strands_nothing(
-    lab: RoostLab, llm: FakeLLM, tmux: Tmux
+    lab: Lab, llm: FakeLLM, tmux: Tmux
 ) -> None:
     """Ctrl+C while `roost attach` waits for the run: the job stays in the background, and
     a reply queued meanwhile is still delivered once the run is over."""
@@ -305,7 +298,7 @@ def test_attach_given_up_while_waiting_strands_nothing(
     tmux.send_keys("C-c")
     wait_until(lambda: tmux.exit_status() is not None, 30,
                lambda: f"roost attach to give up; screen:\n{tmux.capture()}")
-    assert not pi_children(cli)
+    assert not pi_under(cli)
     wait_until(lambda: lab.record(job).get("attached") is False, 30,
                lambda: f"the job back in the background ({lab.record(job)})")
 
@@ -316,31 +309,15 @@ def test_attach_given_up_while_waiting_strands_nothing(
     assert_single_branch(Path(lab.record(job)["session"]))
 
 
-ASK_EXTENSION = """\
-import { Type } from "typebox";
-
-export default function (pi: any) {
-    pi.registerTool({
-        name: "ask_colour",
-        label: "Ask colour",
-        description: "Ask the user to pick a colour.",
-        parameters: Type.Object({}),
-        async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
-            const choice = await ctx.ui.select("Pick a colour", ["red", "green", "blue"]);
-            return { content: [{ type: "text", text: `picked: ${choice}` }], details: {} };
-        },
-    });
-}
-"""
 
 
 def test_attach_to_a_job_waiting_on_a_dialog_opens_once_a_reply_answers_it(
-    lab: RoostLab, llm: FakeLLM, tmux: Tmux
+    lab: Lab, llm: FakeLLM, tmux: Tmux
 ) -> None:
     """A job whose run waits on a dialog: `roost attach` waits; `roost reply` still answers
     the dialog (the run can only end that way), and then the TUI opens."""
     (lab.agent_dir / "extensions").mkdir()
-    (lab.agent_dir / "extensions" / "ask.ts").write_text(ASK_EXTENSION)
+    shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
     llm.add(after_tool("MK-AT4", "ask_colour"), text("COLOUR-ANSWER-AT4 done"))
     llm.add(fresh("MK-AT4"), tool_call("ask_colour", {}))
 
@@ -363,11 +340,11 @@ def test_attach_to_a_job_waiting_on_a_dialog_opens_once_a_reply_answers_it(
 
 
 # -- hand-off --------------------------------------------------------------------------------
-def start_foreground(lab: RoostLab, session: Path) -> PiRpc:
+def start_foreground(lab: Lab, session: Path) -> PiRpc:
     """`pi --mode rpc --session FILE -e roost.ts` outside roost (roostd already up: the
     extension connects to it but does not start it)."""
     lab.cli("daemon", "start")
-    fg = PiRpc(cwd=lab.work, env=lab.env, session=session, extensions=[EXTENSION])
+    fg = lab.foreground(session)
     fg.get_state(timeout=T)
     return fg
 
@@ -383,13 +360,13 @@ def assert_exits_by_itself(fg: PiRpc) -> None:
         notes
 
 
-def job_of_session(lab: RoostLab, session: Path) -> dict:
+def job_of_session(lab: Lab, session: Path) -> dict:
     rows = [r for r in lab.ls() if r["session"] == str(session)]
     assert len(rows) == 1, rows
     return rows[0]
 
 
-def test_roost_bg_hands_off_and_the_childs_report_follows(lab: RoostLab, llm: FakeLLM) -> None:
+def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM) -> None:
     """A foreground pi with a running child runs `/roost-bg`: it exits by itself, a job now
     owns its session, and the child's report reaches that job (relation child)."""
     child_hold = threading.Event()
@@ -452,7 +429,7 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: RoostLab, llm: Fa
     assert any("PARENT-SPAWNED" in a for a in said) and "PARENT-GOT-REPORT thanks" in said[-1]
 
 
-def test_roost_bg_with_a_task_continues_in_the_background(lab: RoostLab, llm: FakeLLM) -> None:
+def test_roost_bg_with_a_task_continues_in_the_background(lab: Lab, llm: FakeLLM) -> None:
     """`/roost-bg TASK`: the job that takes the session over goes on with TASK."""
     llm.add(task("MK-HV") & last_user_has("BG-TASK-MARK"), text("BG-TASK-DONE in the bg"))
     llm.add(fresh("MK-HV"), text("FG-FIRST-ANSWER"))

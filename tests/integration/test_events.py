@@ -16,10 +16,11 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import RoostEnv, wait_until
+from kit.wait import wait_until
 
 from roost.supervise import events as eventlog
 from roost.supervise.events import EVENT_TYPES, EventLog
+from roost.testkit.lab import Lab
 
 WAIT = 30.0
 
@@ -71,15 +72,15 @@ def test_event_filters() -> None:
 
 
 # -- helpers ------------------------------------------------------------------------------
-def run_job(env: RoostEnv, task: str, *options: str) -> str:
+def run_job(env: Lab, task: str, *options: str) -> str:
     return env.roost_ok("run", *options, task).strip()
 
 
-def events(env: RoostEnv) -> list[dict[str, Any]]:
-    return list(eventlog.read_events(env.home))
+def events(env: Lab) -> list[dict[str, Any]]:
+    return list(eventlog.read_events(env.roost_home))
 
 
-def of_type(env: RoostEnv, kind: str, job: str | None = None) -> list[dict[str, Any]]:
+def of_type(env: Lab, kind: str, job: str | None = None) -> list[dict[str, Any]]:
     return [e for e in events(env) if e["type"] == kind
             and (job is None or (e["job"] or {}).get("id") == job)]
 
@@ -89,7 +90,7 @@ def check_fields(event: dict[str, Any]) -> None:
     assert set(event) - {"seq", "time", "type", "job"} == set(EVENT_TYPES[event["type"]]), event
 
 
-def hook_script(env: RoostEnv, name: str, body: str) -> list[str]:
+def hook_script(env: Lab, name: str, body: str) -> list[str]:
     script = env.root / f"{name}.py"
     script.write_text(body)
     return [sys.executable, str(script)]
@@ -106,7 +107,7 @@ with open(sys.argv[1], "a") as out:
 
 # -- the log, from a real roostd ------------------------------------------------------------
 def test_lifecycle_events_in_order_with_their_fields_and_seq_across_a_restart(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05, restartMaxCrashes=2)
@@ -149,7 +150,7 @@ def test_lifecycle_events_in_order_with_their_fields_and_seq_across_a_restart(
     assert [e["type"] for e in only] == ["worker.crashed", "worker.gave_up"]
 
 
-def test_follow_started_mid_stream_gets_every_event_exactly_once(fake_pi_env: RoostEnv) -> None:
+def test_follow_started_mid_stream_gets_every_event_exactly_once(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     first = run_job(env, "one")
     env.wait_settled(first, WAIT)
@@ -180,7 +181,7 @@ def test_follow_started_mid_stream_gets_every_event_exactly_once(fake_pi_env: Ro
         follower.wait()
 
 
-def test_follow_pushes_without_polling(fake_pi_env: RoostEnv) -> None:
+def test_follow_pushes_without_polling(fake_pi_env: Lab) -> None:
     """A follower with nothing to print uses no CPU: it blocks on roostd's socket."""
     env = fake_pi_env
     env.roost_ok("daemon", "start")
@@ -208,7 +209,7 @@ def test_follow_pushes_without_polling(fake_pi_env: RoostEnv) -> None:
 
 
 # -- hooks ----------------------------------------------------------------------------------
-def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: RoostEnv) -> None:
+def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     seen = env.root / "seen.jsonl"
     env.configure(hooks={"job.created": [*hook_script(env, "rec", RECORD_HOOK), str(seen)],
@@ -218,12 +219,12 @@ def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: RoostEnv) -
     got = json.loads(line)
     (created,) = of_type(env, "job.created", job)
     assert got == {"event": created, "type": "job.created", "job": job}
-    log = (env.home / "roostd.log").read_text()
+    log = (env.roost_home / "roostd.log").read_text()
     assert "for job.created (seq" in log and "exited 0" in log
     assert "ignoring the hook for 'bogus.type'" in log and "job.failed='not a list'" in log
 
 
-def test_a_hanging_hook_is_killed(fake_pi_env: RoostEnv) -> None:
+def test_a_hanging_hook_is_killed(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     pidfile = env.root / "hook.pid"
     hang = hook_script(env, "hang", "import os, sys, time\n"
@@ -234,11 +235,11 @@ def test_a_hanging_hook_is_killed(fake_pi_env: RoostEnv) -> None:
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), WAIT, "the hook"))
     wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
                WAIT, "the hook to be killed")
-    wait_until(lambda: "killed after 1s" in (env.home / "roostd.log").read_text(), WAIT,
+    wait_until(lambda: "killed after 1s" in (env.roost_home / "roostd.log").read_text(), WAIT,
                "the kill in roostd.log")
 
 
-def test_slow_hooks_do_not_delay_delivery(fake_pi_env: RoostEnv) -> None:
+def test_slow_hooks_do_not_delay_delivery(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     slow = hook_script(env, "slow", "import time; time.sleep(5)\n")
     env.configure(hooks={kind: slow for kind in EVENT_TYPES}, hookMaxConcurrent=2)
@@ -251,7 +252,7 @@ def test_slow_hooks_do_not_delay_delivery(fake_pi_env: RoostEnv) -> None:
     assert env.show(job)["summary"] == "echo: while hooks run"
 
 
-def test_hooks_in_a_project_directory_are_ignored(fake_pi_env: RoostEnv) -> None:
+def test_hooks_in_a_project_directory_are_ignored(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     marker = env.root / "project-hook-ran"
     project = env.work / ".pi"
@@ -270,7 +271,7 @@ def test_hooks_in_a_project_directory_are_ignored(fake_pi_env: RoostEnv) -> None
 
 # -- roost wait --any / --all ----------------------------------------------------------------
 def test_wait_any_returns_the_job_that_got_there_and_all_waits_for_every_one(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     a = run_job(env, "[[hold gate-a]] a", "--name", "a")
@@ -297,7 +298,7 @@ def test_wait_any_returns_the_job_that_got_there_and_all_waits_for_every_one(
 
 # -- roost notify ----------------------------------------------------------------------------
 @pytest.fixture
-def notify_env(fake_pi_env: RoostEnv) -> RoostEnv:
+def notify_env(fake_pi_env: Lab) -> Lab:
     """fake_pi_env with a recording notify-send first on PATH."""
     env = fake_pi_env
     bin_dir = env.root / "bin"
@@ -309,7 +310,7 @@ def notify_env(fake_pi_env: RoostEnv) -> RoostEnv:
     return env
 
 
-def test_notify_enable_send_rate_limit_and_disable(notify_env: RoostEnv) -> None:
+def test_notify_enable_send_rate_limit_and_disable(notify_env: Lab) -> None:
     env = notify_env
     env.configure(agentMaxDepth=2)
     assert "on for" in env.roost_ok("notify", "--enable")
@@ -330,7 +331,7 @@ def test_notify_enable_send_rate_limit_and_disable(notify_env: RoostEnv) -> None
     assert json.loads((env.agent_dir / "roost.json").read_text()) == {"agentMaxDepth": 2}
 
 
-def test_notify_enable_without_notify_send_writes_nothing(fake_pi_env: RoostEnv) -> None:
+def test_notify_enable_without_notify_send_writes_nothing(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(agentMaxDepth=2)
     before = (env.agent_dir / "roost.json").read_text()

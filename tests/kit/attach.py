@@ -1,4 +1,4 @@
-"""Helpers for tests/test_e2e_attach.py: the interactive pi under tmux, a writer-lock
+"""Helpers for tests/e2e/test_e2e_attach.py: the interactive pi under tmux, a writer-lock
 watcher, a raw foreground peer, and session-file checks.
 
 - `Tmux`: one private tmux server (`tmux -L <unique socket>`) with one session running a
@@ -30,14 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from support import is_pi, wait_until
-from support import pid_alive as alive
 
 from roost.client import Client
 from roost.locks import SessionLock, holder_is_alive, read_holder
 from roost.testkit.pi import read_session
-
-wait_for = wait_until
 
 
 # -- tmux ------------------------------------------------------------------------------------
@@ -129,15 +125,6 @@ def attach_wrapper(path: Path, env: Mapping[str, str], job: str, cwd: Path) -> P
 
 
 # -- processes -------------------------------------------------------------------------------
-def pi_children(pid: int) -> list[psutil.Process]:
-    """Live node (pi) processes under `pid`."""
-    try:
-        kids = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    return [k for k in kids if is_pi(k) and alive(k.pid)]
-
-
 def _session_arg(cmdline: list[str]) -> str | None:
     for i, part in enumerate(cmdline[:-1]):
         if part == "--session":

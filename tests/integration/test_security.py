@@ -1,8 +1,8 @@
 """Security probes: what another user, a raw socket client, a tool run by an agent, and a
 planted symlink cannot do.
 
-Most run against the fake pi (fast); the token probes that need a real pi running a real
-bash tool are marked e2e. The other-uid probes create a user when run as root and are
+They run against the fake pi (fast); the token probe that needs a real pi running a real
+bash tool is tests/e2e/test_security_pi.py. The other-uid probes create a user when run as root and are
 skipped (with the reason) otherwise.
 """
 
@@ -13,41 +13,19 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import RoostEnv, wait_until
-from test_integration_fakepi import Raw, pi_child, run_job, settle, status_is
+from kit.jobs import Raw, error_code, pi_child, raw_unix, request, run_job, settle, status_is
+from kit.wait import wait_until
 
 from roost.locks import SessionLock
+from roost.testkit.lab import Lab
 
 PROBE_USER = "roost-probe"
-
-
-def error_code(frame: dict) -> str:
-    assert frame["type"] == "response" and frame["ok"] is False, frame
-    return str(frame["error"]["code"])
-
-
-def raw_unix(path: Path) -> Raw:
-    """A Raw client on any roost socket (the worker's ext.sock too)."""
-    raw = Raw.__new__(Raw)
-    raw.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    raw.sock.settimeout(10)
-    raw.sock.connect(str(path))
-    raw.file = raw.sock.makefile("rb")
-    raw.greeting = raw.read()
-    return raw
-
-
-def request(raw: Raw, **frame: Any) -> dict:
-    return raw.send(json.dumps({"id": 1, **frame}).encode() + b"\n")
 
 
 # -- another user on the same machine -----------------------------------------------------------
@@ -91,7 +69,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def test_another_user_can_reach_nothing_of_roost(fake_pi_env: RoostEnv) -> None:
+def test_another_user_can_reach_nothing_of_roost(fake_pi_env: Lab) -> None:
     uid, gid = probe_user()
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] private work")
@@ -102,14 +80,14 @@ def test_another_user_can_reach_nothing_of_roost(fake_pi_env: RoostEnv) -> None:
     worker = row["worker"]["pid"]
     pi = pi_child(worker).pid
     d = env.job_dir(job)
-    session_lock = next((env.home / "locks").glob("*.json"))
+    session_lock = next((env.roost_home / "locks").glob("*.json"))
     items = sorted((d / "mailbox").glob("*/*.json"))
     assert items
     args = {
-        "socket": str(env.socket_path), "ext": str(d / "ext.sock"), "home": str(env.home),
+        "socket": str(env.socket_path), "ext": str(d / "ext.sock"), "home": str(env.roost_home),
         "read": [str(d / "job.json"), str(items[0]), str(d / "worker.log"),
                  row["session"], str(session_lock)],
-        "lock": str(env.home / "locks" / "planted.json"), "session_lock": str(session_lock),
+        "lock": str(env.roost_home / "locks" / "planted.json"), "session_lock": str(session_lock),
         "pids": [env.daemon_pid(), worker, pi],
     }
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -126,13 +104,13 @@ def test_another_user_can_reach_nothing_of_roost(fake_pi_env: RoostEnv) -> None:
     assert settle(env, job) == "done"
 
     # And nothing under ROOST_HOME is open to group or others in the first place.
-    for path in [env.home, *env.home.rglob("*")]:
+    for path in [env.roost_home, *env.roost_home.rglob("*")]:
         mode = stat.S_IMODE(path.lstat().st_mode)
         assert mode & 0o077 == 0, (path, oct(mode))
 
 
 # -- raw clients of roostd ------------------------------------------------------------------------
-def test_a_raw_client_cannot_pass_for_a_worker_even_with_the_token(fake_pi_env: RoostEnv) -> None:
+def test_a_raw_client_cannot_pass_for_a_worker_even_with_the_token(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] mine")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
@@ -151,7 +129,7 @@ def test_a_raw_client_cannot_pass_for_a_worker_even_with_the_token(fake_pi_env: 
     assert settle(env, job) == "done"
 
 
-def test_a_raw_client_cannot_take_the_extensions_place(fake_pi_env: RoostEnv) -> None:
+def test_a_raw_client_cannot_take_the_extensions_place(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] mine")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
@@ -169,7 +147,7 @@ def test_a_raw_client_cannot_take_the_extensions_place(fake_pi_env: RoostEnv) ->
     assert env.show(job)["summary"] == "echo: after the probe"
 
 
-def test_peer_register_is_for_the_callers_own_session_only(fake_pi_env: RoostEnv) -> None:
+def test_peer_register_is_for_the_callers_own_session_only(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("daemon", "start")
     theirs = env.root / "theirs.jsonl"
@@ -195,13 +173,13 @@ def test_peer_register_is_for_the_callers_own_session_only(fake_pi_env: RoostEnv
         holder.wait()
 
 
-def test_a_registered_peer_cannot_reach_outside_its_tree(fake_pi_env: RoostEnv) -> None:
+def test_a_registered_peer_cannot_reach_outside_its_tree(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     other = run_job(env, "someone else's job")
     settle(env, other)
     mine = env.root / "mine.jsonl"
     lock = SessionLock(str(mine))
-    os.environ["ROOST_HOME"] = str(env.home)  # the lock lives in this roost's locks/
+    os.environ["ROOST_HOME"] = str(env.roost_home)  # the lock lives in this roost's locks/
     try:
         lock = SessionLock(str(mine))
         assert lock.acquire()
@@ -219,7 +197,7 @@ def test_a_registered_peer_cannot_reach_outside_its_tree(fake_pi_env: RoostEnv) 
     assert env.show(other)["pending"] == {"replies": 0, "agent": 0}
 
 
-def test_a_client_cannot_claim_a_run_cause(fake_pi_env: RoostEnv) -> None:
+def test_a_client_cannot_claim_a_run_cause(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "hello")
     settle(env, job)
@@ -233,7 +211,7 @@ def test_a_client_cannot_claim_a_run_cause(fake_pi_env: RoostEnv) -> None:
 
 
 # -- planted symlinks -------------------------------------------------------------------------------
-def test_symlinks_planted_where_roost_writes_are_not_followed(fake_pi_env: RoostEnv) -> None:
+def test_symlinks_planted_where_roost_writes_are_not_followed(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     outside = env.root / "outside"
     outside.mkdir()
@@ -278,54 +256,3 @@ def test_symlinks_planted_where_roost_writes_are_not_followed(fake_pi_env: Roost
 
 
 # -- the real pi: no secret reaches a tool ---------------------------------------------------------
-@pytest.mark.e2e
-def test_no_job_secret_reaches_pi_or_its_tools_and_the_extension_cannot_be_replaced() -> None:
-    from agents_support import AgentLab, after_tool, fresh, new_user_has, task, wait_file_command
-
-    from roost.testkit.fakellm import text, tool_call
-
-    lab = AgentLab()
-    try:
-        gate = lab.root / "gate"
-        probe = ("tr '\\0' '\\n' < /proc/$PPID/environ; echo ---; env; echo ---; "
-                 + wait_file_command(gate))
-        lab.llm.add(fresh("SEC-T1"), tool_call("bash", {"command": probe}))
-        lab.llm.add(after_tool("SEC-T1", "bash"), text("probed"))
-        lab.llm.add(task("SEC-T1") & new_user_has("AFTER-PROBE"), text("still connected"))
-        job = lab.run("SEC-T1 probe the environment")
-        lab.wait_request(fresh("SEC-T1"))
-        record = lab.record(job)
-        worker = record["workerPid"]
-        import psutil
-
-        pi = wait_until(lambda: psutil.Process(worker).children(), 60, "pi")[0]
-        pi_environ = Path(f"/proc/{pi.pid}/environ").read_bytes().decode(errors="replace")
-        token = record["token"]
-        assert token not in pi_environ and "PI_JOB_TOKEN" not in pi_environ
-
-        # A client that is not the worker's pi cannot replace the extension.
-        raw = raw_unix(lab.job_dir(job) / "ext.sock")
-        assert error_code(request(raw, op="ext_hello", pid=pi.pid)) == "unauthorized"
-        raw.close()
-
-        gate.touch()
-        assert lab.wait(job) == "done"
-        out = lab.tool_results_of("SEC-T1", "bash")[0]["text"]
-        assert "ROOST_JOB_ID=" in out  # the probe did read pi's environment
-        assert token not in out and "PI_JOB_TOKEN" not in out
-
-        # The extension's channel still works after the probe: a reply reaches pi and a
-        # message from roost's side is answered.
-        assert lab.reply(job, "AFTER-PROBE") == "started"
-        assert lab.wait(job) == "done"
-        assert lab.record(job)["summary"].endswith("still connected")
-
-        # Nowhere on disk where others could read it, and in no log.
-        for path in [lab.roost_home, *lab.roost_home.rglob("*")]:
-            assert stat.S_IMODE(path.lstat().st_mode) & 0o077 == 0, path
-        for log in [lab.roost_home / "roostd.log", *lab.roost_home.glob("jobs/*/worker.log")]:
-            if log.exists():
-                assert token not in log.read_text(errors="replace"), log
-    finally:
-        print(lab.diagnostics())
-        lab.close()

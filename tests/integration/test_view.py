@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RoostEnv
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from roost.cli.live import GROUP_PREFIX, TranscriptScreen, TranscriptSource, ViewApp, table_rows
 from roost.cli.views import tree_order
 from roost.client import daemon_running
+from roost.testkit.lab import Lab
 
 SIZE = (160, 40)
 
@@ -110,7 +110,7 @@ def test_transcript_source_reads_a_session_incrementally(tmp_path: Path) -> None
 
 # -- the app against a real roostd ------------------------------------------------------------
 @pytest.fixture
-def view_env(roost_env: RoostEnv, monkeypatch: pytest.MonkeyPatch) -> RoostEnv:
+def view_env(roost_env: Lab, monkeypatch: pytest.MonkeyPatch) -> Lab:
     """roost_env whose variables this process uses too (the app talks to its roostd)."""
     for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE"):
         monkeypatch.setenv(key, roost_env.env[key])
@@ -151,7 +151,7 @@ async def select(pilot: Pilot[None], app: ViewApp, job: str) -> None:
     assert app.selected_key() == job
 
 
-def test_view_starts_roostd_and_shows_no_jobs_then_a_new_one(view_env: RoostEnv) -> None:
+def test_view_starts_roostd_and_shows_no_jobs_then_a_new_one(view_env: Lab) -> None:
     assert not daemon_running()
 
     async def scenario() -> None:
@@ -184,7 +184,7 @@ def test_view_starts_roostd_and_shows_no_jobs_then_a_new_one(view_env: RoostEnv)
     asyncio.run(scenario())
 
 
-def test_view_is_live_and_opens_transcripts(view_env: RoostEnv) -> None:
+def test_view_is_live_and_opens_transcripts(view_env: Lab) -> None:
     env = view_env
     gate = env.root / "go"
     script = f"echo first-line; while [ ! -e {gate} ]; do sleep 0.05; done; echo second-line; sleep 30"

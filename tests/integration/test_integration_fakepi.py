@@ -14,48 +14,35 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 
-import psutil
 import pytest
-from conftest import RoostEnv, wait_until
+from kit.jobs import WAIT, Raw, alive, pi_child, run_job, settle, status_is
+from kit.wait import wait_until
 
 from roost.protocol import MAX_FRAME
+from roost.testkit.lab import Lab
 from roost.transcript import content_text, read_entries
 
 JOBROW_KEYS = {
     "id", "name", "kind", "state", "status", "summary", "question", "cwd", "session", "parent",
     "parentSession", "rootSession", "pending", "created", "updated", "agent",
 }
-WAIT = "30"  # seconds a `roost wait` may take here (2 loaded cores); fast when unloaded
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def run_job(env: RoostEnv, task: str, *options: str) -> str:
-    job_id = env.roost_ok("run", *options, task).strip()
-    assert re.fullmatch(r"[0-9a-f]{8}", job_id), job_id
-    return job_id
-
-
-def settle(env: RoostEnv, job: str) -> str:
-    """Wait until the job's run settled (roostd's `wait` op, in-process: a CLI process per
-    wait costs ~0.4 s of CPU); its state. `roost wait` itself is tested on its own."""
-    return str(env.wait_settled(job, float(WAIT))["state"])
-
-
-def cli_wait(env: RoostEnv, job: str) -> str:
+def cli_wait(env: Lab, job: str) -> str:
     """`roost wait JOB` (must settle); the state it prints."""
     return env.roost_ok("wait", job, "--timeout", WAIT, timeout=float(WAIT) + 30).strip()
 
 
-def reply(env: RoostEnv, job: str, text: str) -> subprocess.CompletedProcess[str]:
+def reply(env: Lab, job: str, text: str) -> subprocess.CompletedProcess[str]:
     return env.roost("reply", job, text)
 
 
-def user_texts(env: RoostEnv, job: str) -> list[str]:
+def user_texts(env: Lab, job: str) -> list[str]:
     """The user messages in the job's session file, in order."""
     session = env.show(job)["session"]
     return [
@@ -65,34 +52,16 @@ def user_texts(env: RoostEnv, job: str) -> list[str]:
     ]
 
 
-def session_entries(env: RoostEnv, job: str) -> list[dict]:
+def session_entries(env: Lab, job: str) -> list[dict]:
     return read_entries(env.show(job)["session"])
 
 
-def status_is(env: RoostEnv, job: str, prefix: str) -> bool:
-    return env.show(job)["status"].startswith(prefix)
-
-
-def pi_child(worker_pid: int) -> psutil.Process:
-    """The (fake) pi the worker runs."""
-    children = wait_until(lambda: psutil.Process(worker_pid).children(), what="the pi child")
-    assert len(children) == 1, children
-    return children[0]
-
-
-def open_gate(env: RoostEnv, name: str) -> None:
+def open_gate(env: Lab, name: str) -> None:
     (env.work / name).touch()
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 # -- runs and the CLI contracts ----------------------------------------------------------------
-def test_run_settles_done_with_the_answer_in_logs(fake_pi_env: RoostEnv) -> None:
+def test_run_settles_done_with_the_answer_in_logs(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[sleep 0.1]] hello there", "--name", "greeter")
     assert cli_wait(env, job) == "done"
@@ -107,7 +76,7 @@ def test_run_settles_done_with_the_answer_in_logs(fake_pi_env: RoostEnv) -> None
     assert row["pending"] == {"replies": 0, "agent": 0}
 
 
-def test_ls_json_rows_have_exactly_the_jobrow_keys(fake_pi_env: RoostEnv) -> None:
+def test_ls_json_rows_have_exactly_the_jobrow_keys(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     pi_job = run_job(env, "list me")
     shell_job = env.roost_ok("run", "--shell", "--", "true").strip()
@@ -124,7 +93,7 @@ def test_ls_json_rows_have_exactly_the_jobrow_keys(fake_pi_env: RoostEnv) -> Non
     assert next(r for r in rows if r["id"] == pi_job)["session"].endswith("session.jsonl")
 
 
-def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env: RoostEnv) -> None:
+def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "first")
     settle(env, job)
@@ -153,7 +122,7 @@ def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env:
     assert user_texts(env, job) == ["first", "second", "[[hold gate]] third", "mid-run note"]
 
 
-def test_reply_to_a_stopped_job_is_refused_until_it_is_started(fake_pi_env: RoostEnv) -> None:
+def test_reply_to_a_stopped_job_is_refused_until_it_is_started(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "before stop")
     settle(env, job)
@@ -175,7 +144,7 @@ def test_reply_to_a_stopped_job_is_refused_until_it_is_started(fake_pi_env: Roos
     assert "echo: after start" in env.roost_ok("logs", job)
 
 
-def test_reply_to_a_reaped_job_starts_it(fake_pi_env: RoostEnv) -> None:
+def test_reply_to_a_reaped_job_starts_it(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(reapAfterSeconds=1)
     job = run_job(env, "soon idle")
@@ -193,7 +162,7 @@ def test_reply_to_a_reaped_job_starts_it(fake_pi_env: RoostEnv) -> None:
     assert len(headers) == 1
 
 
-def test_dialog_needs_input_and_a_reply_answers_it(fake_pi_env: RoostEnv) -> None:
+def test_dialog_needs_input_and_a_reply_answers_it(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[dialog select A,B]] choose")
     row = wait_until(lambda: (r := env.show(job))["state"] == "needs_input" and r,
@@ -209,7 +178,7 @@ def test_dialog_needs_input_and_a_reply_answers_it(fake_pi_env: RoostEnv) -> Non
     assert user_texts(env, job) == ["[[dialog select A,B]] choose"]  # an answer is no message
 
 
-def test_ask_leaves_the_job_needing_input_with_the_question(fake_pi_env: RoostEnv) -> None:
+def test_ask_leaves_the_job_needing_input_with_the_question(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[ask]] plan")
     assert settle(env, job) == "needs_input"
@@ -220,7 +189,7 @@ def test_ask_leaves_the_job_needing_input_with_the_question(fake_pi_env: RoostEn
 
 
 # -- crashes -----------------------------------------------------------------------------------
-def test_worker_sigkill_mid_run_resumes_without_losing_or_doubling(fake_pi_env: RoostEnv) -> None:
+def test_worker_sigkill_mid_run_resumes_without_losing_or_doubling(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05)
     job = run_job(env, "[[hold never]] long task")
@@ -245,7 +214,7 @@ def test_worker_sigkill_mid_run_resumes_without_losing_or_doubling(fake_pi_env: 
     assert len([e for e in session_entries(env, job) if e.get("type") == "session"]) == 1
 
 
-def kill_worker_between_delivery_and_ack(env: RoostEnv) -> tuple[str, str]:
+def kill_worker_between_delivery_and_ack(env: Lab) -> tuple[str, str]:
     """A job whose worker dies after pi took (and saved) a reply, before the ack; returns
     the job and the reply once a new worker is up."""
     job = run_job(env, "first")
@@ -260,7 +229,7 @@ def kill_worker_between_delivery_and_ack(env: RoostEnv) -> tuple[str, str]:
 
 
 def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05, resumeInterrupted=False)
@@ -279,13 +248,13 @@ def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
     assert user_texts(env, job) == ["first", text, "third"]
 
 
-def notes_in(env: RoostEnv, job: str) -> list[str]:
+def notes_in(env: Lab, job: str) -> list[str]:
     entries = read_entries(env.show(job)["session"])
     return [e["content"] for e in entries
             if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-note"]
 
 
-def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: RoostEnv) -> None:
+def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05)
     job, text = kill_worker_between_delivery_and_ack(env)
@@ -302,7 +271,7 @@ def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: RoostEnv) -
         (env.job_dir(job) / "run.json").read_text())["cause"] is None
 
 
-def test_continuations_in_a_row_are_limited(fake_pi_env: RoostEnv) -> None:
+def test_continuations_in_a_row_are_limited(fake_pi_env: Lab) -> None:
     """Each continuation crashes again: after resumeMaxInRow of them the job waits for a
     person, as with resumeInterrupted off."""
     env = fake_pi_env
@@ -320,7 +289,7 @@ def test_continuations_in_a_row_are_limited(fake_pi_env: RoostEnv) -> None:
     assert len(notes_in(env, job)) == 2
 
 
-def test_a_stopped_run_is_not_continued(fake_pi_env: RoostEnv) -> None:
+def test_a_stopped_run_is_not_continued(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[sleep 30]] slow")
     wait_until(lambda: env.show(job)["status"].startswith("running"), 20, what="the tool")
@@ -332,7 +301,7 @@ def test_a_stopped_run_is_not_continued(fake_pi_env: RoostEnv) -> None:
 
 
 def test_a_new_jobs_first_prompt_survives_a_kill_before_pi_wrote_the_session(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     """pi writes a new session file only at the first assistant message: a task that pi
     took (message_end) is still only in its memory during the first model call."""
@@ -354,7 +323,7 @@ def test_a_new_jobs_first_prompt_survives_a_kill_before_pi_wrote_the_session(
     assert env.show(job)["summary"] == f"echo: {task}"
 
 
-def test_a_restarted_worker_waits_for_its_previous_pi_to_let_go(fake_pi_env: RoostEnv) -> None:
+def test_a_restarted_worker_waits_for_its_previous_pi_to_let_go(fake_pi_env: Lab) -> None:
     """A pi that takes a while to exit after its worker died still holds the session lock;
     the next worker must wait for it, not start a second pi that finds the lock taken."""
     env = fake_pi_env
@@ -376,7 +345,7 @@ def test_a_restarted_worker_waits_for_its_previous_pi_to_let_go(fake_pi_env: Roo
 
 
 def test_roostd_sigkill_leaves_workers_running_and_the_next_roostd_adopts_them(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] survive")
@@ -409,7 +378,7 @@ def test_roostd_sigkill_leaves_workers_running_and_the_next_roostd_adopts_them(
 
 
 def test_a_new_roostd_restarts_working_jobs_and_leaves_idle_ones_to_their_next_item(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     """Everything died while no roostd watched: only the job that was working restarts."""
     env = fake_pi_env
@@ -435,7 +404,7 @@ def test_a_new_roostd_restarts_working_jobs_and_leaves_idle_ones_to_their_next_i
     assert env.show(idle)["summary"] == "echo: wake up"
 
 
-def test_a_crash_loop_ends_failed_and_roostd_gives_up(fake_pi_env: RoostEnv) -> None:
+def test_a_crash_loop_ends_failed_and_roostd_gives_up(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05, restartMaxCrashes=3)
     job = run_job(env, "[[crash]] every time")
@@ -448,29 +417,7 @@ def test_a_crash_loop_ends_failed_and_roostd_gives_up(fake_pi_env: RoostEnv) -> 
 
 
 # -- the socket --------------------------------------------------------------------------------
-class Raw:
-    """A raw JSON-lines connection to roostd."""
-
-    def __init__(self, env: RoostEnv) -> None:
-        self.sock = env.connect()
-        self.file = self.sock.makefile("rb")
-        self.greeting = self.read()
-
-    def read(self) -> dict:
-        line = self.file.readline(MAX_FRAME + 2)
-        assert line, "roostd closed the connection"
-        return json.loads(line)
-
-    def send(self, data: bytes) -> dict:
-        self.sock.sendall(data)
-        return self.read()
-
-    def close(self) -> None:
-        self.file.close()
-        self.sock.close()
-
-
-def test_bad_frames_get_clear_errors_and_break_nothing(fake_pi_env: RoostEnv) -> None:
+def test_bad_frames_get_clear_errors_and_break_nothing(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("daemon", "start")
     raw = Raw(env)
@@ -512,7 +459,7 @@ def test_bad_frames_get_clear_errors_and_break_nothing(fake_pi_env: RoostEnv) ->
 
 
 # -- shell jobs --------------------------------------------------------------------------------
-def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: RoostEnv) -> None:
+def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: Lab) -> None:
     env = roost_env
     failing = env.roost_ok("run", "--shell", "--", "sh", "-c", "echo hi; exit 3").strip()
     passing = env.roost_ok("run", "--shell", "--", "true").strip()
@@ -529,7 +476,7 @@ def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: RoostEnv) -
 
 
 # -- the daemon --------------------------------------------------------------------------------
-def test_daemon_status_json(roost_env: RoostEnv) -> None:
+def test_daemon_status_json(roost_env: Lab) -> None:
     env = roost_env
     keys = {"running", "pid", "socket", "version", "jobs"}
     proc = env.roost("daemon", "status", "--json")
@@ -545,7 +492,7 @@ def test_daemon_status_json(roost_env: RoostEnv) -> None:
     assert up["socket"] == str(env.socket_path) and isinstance(up["version"], str)
 
 
-def test_a_second_daemon_on_the_same_home_refuses(roost_env: RoostEnv) -> None:
+def test_a_second_daemon_on_the_same_home_refuses(roost_env: Lab) -> None:
     env = roost_env
     env.roost_ok("daemon", "start")
     first = env.daemon_pid()
@@ -560,7 +507,7 @@ def test_a_second_daemon_on_the_same_home_refuses(roost_env: RoostEnv) -> None:
     assert json.loads(env.roost_ok("daemon", "status", "--json"))["pid"] == first
 
 
-def test_wait_with_timeout_exits_1_while_the_run_goes_on(fake_pi_env: RoostEnv) -> None:
+def test_wait_with_timeout_exits_1_while_the_run_goes_on(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] slow")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from support import wait_until
+from kit.wait import wait_until
 
 from roost.mailbox import Item, Mailbox
 

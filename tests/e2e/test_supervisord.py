@@ -15,13 +15,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from e2e_support import RoostLab, kill, pid_alive, request_user_texts, wait_until
+from kit.matchers import user_messages
+from kit.wait import kill, pi_under, pid_alive, wait_until
 
 from roost.testkit.fakellm import FakeLLM, last_user_contains, text
+from roost.testkit.lab import Lab
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
+pytestmark = [pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "etc" / "supervisord.conf"
 BIN = Path(sys.executable).parent
 
@@ -29,7 +31,7 @@ BIN = Path(sys.executable).parent
 class Supervisor:
     """supervisord -n with etc/supervisord.conf, its paths in `sv_dir`."""
 
-    def __init__(self, lab: RoostLab, sv_dir: Path) -> None:
+    def __init__(self, lab: Lab, sv_dir: Path) -> None:
         sv_dir.mkdir(parents=True, exist_ok=True)
         self.dir = sv_dir
         self.env = dict(
@@ -86,7 +88,7 @@ def _tools_installed() -> None:
 def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
     tmp_path: Path, llm: FakeLLM
 ) -> None:
-    lab = RoostLab(tmp_path, llm)
+    lab = Lab(llm=llm)
     sv = Supervisor(lab, tmp_path / "sv")
     hold = threading.Event()
     llm.add(last_user_contains("TASK-SV"), text("ANSWER-SV-1", hold=hold))
@@ -105,11 +107,11 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         shell_job = lab.run_job("--shell", "--", "sleep", "120")
         llm.wait_for_request(last_user_contains("TASK-SV"), timeout=60)
         lab.wait_state(pi_job, "running")
-        pi_worker = lab.show(pi_job)["worker"]["pid"]
-        shell_worker = wait_until(lambda: lab.show(shell_job)["worker"]["pid"], 15,
+        pi_worker = lab.show(pi_job, cli=True)["worker"]["pid"]
+        shell_worker = wait_until(lambda: lab.show(shell_job, cli=True)["worker"]["pid"], 15,
                                   "the shell job's worker")
         assert lab.row(shell_job)["state"] == "running"
-        pi_procs = lab.pi_of(pi_worker)
+        pi_procs = pi_under(pi_worker)
         assert pi_procs, "the pi job's worker has no pi"
 
         kill(first_pid)
@@ -130,10 +132,10 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         assert set(rows) == {pi_job, shell_job}
         assert rows[pi_job]["state"] == "running"
         assert rows[shell_job]["state"] == "running"
-        wait_until(lambda: lab.show(pi_job)["worker"]["state"] == "running", 15,
+        wait_until(lambda: lab.show(pi_job, cli=True)["worker"]["state"] == "running", 15,
                    "the pi job's worker to reconnect")
-        assert lab.show(pi_job)["worker"]["pid"] == pi_worker
-        assert lab.show(shell_job)["worker"]["pid"] == shell_worker
+        assert lab.show(pi_job, cli=True)["worker"]["pid"] == pi_worker
+        assert lab.show(shell_job, cli=True)["worker"]["pid"] == shell_worker
 
         # The run in flight settles under the new roostd, and the job takes a reply.
         hold.set()
@@ -142,8 +144,8 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         assert lab.cli("reply", pi_job, "REPLY-SV").stdout.strip() == "started"
         assert lab.wait(pi_job) == "done"
         last = llm.wait_for_request(last_user_contains("REPLY-SV"), timeout=5)
-        assert request_user_texts(last) == ["TASK-SV", "REPLY-SV"]
-        assert lab.show(pi_job)["worker"]["pid"] == pi_worker
+        assert user_messages(last) == ["TASK-SV", "REPLY-SV"]
+        assert lab.show(pi_job, cli=True)["worker"]["pid"] == pi_worker
 
         # A clean shutdown of supervisord stops roostd (TERM) and leaves the jobs running.
         shutdown = sv.ctl("shutdown")
@@ -157,7 +159,7 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         # A roostd started by the CLI adopts them again.
         rows = {row["id"]: row for row in lab.ls()}
         assert rows[pi_job]["state"] == "done"
-        assert lab.show(shell_job)["worker"]["pid"] == shell_worker
+        assert lab.show(shell_job, cli=True)["worker"]["pid"] == shell_worker
     finally:
         hold.set()
         sv.stop()

@@ -13,20 +13,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agents_support import AgentLab, after_tool, fresh, kill_and_wait, new_user_has, task, wait_until
+from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.wait import kill_and_wait, wait_until
 
 from roost.supervise import events as eventlog
 from roost.supervise.events import EVENT_TYPES
 from roost.testkit.fakellm import text, tool_call
-
-pytestmark = pytest.mark.e2e
+from roost.testkit.lab import Lab
 
 T = 120.0
 
 
 @pytest.fixture
-def lab() -> Iterator[AgentLab]:
-    lab = AgentLab({"restartBackoffSeconds": 0.05, "restartMaxCrashes": 2})
+def lab() -> Iterator[Lab]:
+    lab = Lab(llm=True, settings={"restartBackoffSeconds": 0.05, "restartMaxCrashes": 2})
     try:
         yield lab
     finally:
@@ -34,7 +34,7 @@ def lab() -> Iterator[AgentLab]:
         lab.close()
 
 
-def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: AgentLab) -> None:
+def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: Lab) -> None:
     llm = lab.llm
     llm.add(fresh("MK-EVP"), tool_call("roost_spawn", {"task": "MK-EVC child", "name": "evkid"}))
     llm.add(after_tool("MK-EVP", "roost_spawn"), text("spawned"))

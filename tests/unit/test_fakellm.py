@@ -36,7 +36,7 @@ from roost.testkit.fakellm import (
 )
 from roost.testkit.fakellm.script import ScriptError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ import signal
 import stat
 
 import psutil
-from conftest import RoostEnv, wait_until
-from test_integration_fakepi import Raw, alive, pi_child, run_job, settle, status_is
+from kit.jobs import Raw, alive, pi_child, run_job, settle, status_is
+from kit.wait import wait_until
 
 from roost.mailbox.item import MAX_ITEM_BYTES
+from roost.testkit.lab import Lab
 
 
 def error_code(frame: dict) -> str:
@@ -27,7 +28,7 @@ def error_code(frame: dict) -> str:
 
 # -- 4: a deeply nested frame ---------------------------------------------------------------
 def test_a_deeply_nested_frame_is_a_bad_frame_and_the_connection_stays(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     env.roost_ok("daemon", "start")
@@ -39,7 +40,7 @@ def test_a_deeply_nested_frame_is_a_bad_frame_and_the_connection_stays(
 
 
 # -- 9: wait with a timeout that is not a number ----------------------------------------------
-def test_wait_with_a_non_numeric_timeout_is_a_bad_request(fake_pi_env: RoostEnv) -> None:
+def test_wait_with_a_non_numeric_timeout_is_a_bad_request(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "hello")
     settle(env, job)
@@ -51,7 +52,7 @@ def test_wait_with_a_non_numeric_timeout_is_a_bad_request(fake_pi_env: RoostEnv)
 
 
 # -- 3: a task over the item size limit -------------------------------------------------------
-def test_a_task_over_the_item_limit_creates_nothing(fake_pi_env: RoostEnv) -> None:
+def test_a_task_over_the_item_limit_creates_nothing(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("daemon", "start")
     big = "x" * (MAX_ITEM_BYTES + 10)
@@ -61,13 +62,13 @@ def test_a_task_over_the_item_limit_creates_nothing(fake_pi_env: RoostEnv) -> No
     assert error_code(frame) == "bad_request" and "too large" in frame["error"]["message"]
     raw.close()
     assert json.loads(env.roost_ok("ls", "--json")) == []
-    jobs = env.home / "jobs"
+    jobs = env.roost_home / "jobs"
     assert not jobs.exists() or list(jobs.iterdir()) == []
 
 
 # -- 5: control characters in names -------------------------------------------------------------
 def test_names_with_control_characters_are_refused_and_never_printed_raw(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     refused = env.roost("run", "--name", "evil\x1b[2J", "task")
@@ -85,7 +86,7 @@ def test_names_with_control_characters_are_refused_and_never_printed_raw(
 
 
 # -- 2: a corrupted job.json --------------------------------------------------------------------
-def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: RoostEnv) -> None:
+def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     good = run_job(env, "good one")
     settle(env, good)
@@ -130,7 +131,7 @@ def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: RoostEnv) -> No
 
 # -- 1: two workers for one job -----------------------------------------------------------------
 def test_a_roostd_killed_before_saving_the_worker_pid_adopts_instead_of_doubling(
-    fake_pi_env: RoostEnv,
+    fake_pi_env: Lab,
 ) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] working")
@@ -160,7 +161,7 @@ def test_a_roostd_killed_before_saving_the_worker_pid_adopts_instead_of_doubling
     assert settle(env, job) == "done"
 
 
-def test_a_second_worker_for_a_job_exits_at_once(fake_pi_env: RoostEnv) -> None:
+def test_a_second_worker_for_a_job_exits_at_once(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] working")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
@@ -181,7 +182,7 @@ def test_a_second_worker_for_a_job_exits_at_once(fake_pi_env: RoostEnv) -> None:
 
 
 # -- 9: private files -----------------------------------------------------------------------------
-def test_logs_journals_and_sessions_are_private(fake_pi_env: RoostEnv) -> None:
+def test_logs_journals_and_sessions_are_private(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "hello")
     settle(env, job)

@@ -2,7 +2,7 @@
 
 The real roost CLI, roostd, workers and the real pi 0.73.1 with the roost extension, against
 the scripted FakeLLM running in this process. Every job's model is scripted by rules keyed
-on a unique marker in its task (see tests/agents_support.py). Waits are condition waits.
+on a unique marker in its task (see tests/kit/matchers.py). Waits are condition waits.
 """
 
 from __future__ import annotations
@@ -18,27 +18,24 @@ from typing import Any
 
 import psutil
 import pytest
-from agents_support import (
+from kit.matchers import (
     after_tool,
     agent_messages_in,
     all_tool_results,
     envelopes,
     fresh,
-    kill_and_wait,
     new_user_has,
     session_custom_messages,
-    session_user_texts,
     task,
+    user_texts,
     wait_file_command,
-    wait_until,
 )
+from kit.wait import kill_and_wait, wait_until
 
 from roost.client import Client
 from roost.locks import lock_path_for
 from roost.protocol import RequestError
 from roost.testkit.fakellm import text, tool_call, tool_calls
-
-pytestmark = pytest.mark.e2e
 
 T = 90.0  # seconds; pi start-up is slow on a loaded 2-core machine
 
@@ -72,7 +69,7 @@ def assert_custom_not_user(entries: list[dict[str, Any]], needle: str) -> dict[s
     customs = [e for e in session_custom_messages(entries)
                if needle in json.dumps(e.get("content"))]
     assert len(customs) == 1, customs
-    assert not [t for t in session_user_texts(entries) if needle in t]
+    assert not [t for t in user_texts(entries) if needle in t]
     return customs[0]
 
 
@@ -501,7 +498,7 @@ def test_spawn_report_question_answer_and_parent_chain(make_lab) -> None:
     customs = [e for e in session_custom_messages(lab.session(parent))
                if e["details"]["kind"] == "report"]
     assert len(customs) == 4
-    assert not [t for t in session_user_texts(lab.session(parent)) if "agent-message" in t]
+    assert not [t for t in user_texts(lab.session(parent)) if "agent-message" in t]
 
 
 def test_siblings_ping_pong_ends_and_ended_reports(make_lab) -> None:
