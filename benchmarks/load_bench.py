@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 spawned.extend(p for p in Procs(lab.daemon.pid).all() if p not in spawned)
             with contextlib.suppress(Exception):
                 b.close()
-        lab.close()  # shutdown with jobs=True, then roostd's process group
+        lab.shutdown()  # shutdown with jobs=True, then roostd's process group
         leftover = []
         for p in spawned:
             with contextlib.suppress(psutil.Error):
@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                     leftover.append(p.pid)
                     p.kill()
         out["leftover_processes_killed"] = leftover
+        lab.close()
 
     base = out["baseline_1_job"]["to_idle_receivers_ms"].get("p99")
     load = out["load_n_jobs"]["to_idle_receivers_ms"].get("p99")

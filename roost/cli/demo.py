@@ -27,7 +27,8 @@ from roost.testkit.fakellm import (
     tool_call,
     tool_calls,
 )
-from roost.testkit.lab import Lab, wait_until
+from roost.testkit.lab import Lab
+from roost.testkit.procs import wait_until
 
 DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
 

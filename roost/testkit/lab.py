@@ -33,7 +33,8 @@ with Lab(llm=True, settings={"agentExternalMessages": True}) as lab:   # the rea
   `wait_tool_results()`, `wait_request()`, `reports_seen()`, `messages_seen()`;
 - a foreground pi: `spawn_pi()` (any extensions), `foreground()` (with roost's extension);
 - `diagnostics()` (roostd's and the workers' logs), `processes()` (the one process finder),
-  `close()` (stop roostd with its jobs, kill what is left, remove the root unless `keep`).
+  `shutdown()` (roostd with its jobs), `stop()` (and kill what is left), `close()` (and
+  remove the root unless `keep`).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import psutil
 
@@ -60,8 +61,7 @@ from roost.jobs import load_record
 from roost.testkit.fakellm import FakeLLM, Matcher, first_user_contains
 from roost.testkit.fakellm.requests import all_tool_results, envelopes, message_text, messages
 from roost.testkit.pi import PiRpc, make_agent_dir, pi_env, read_session
-
-T = TypeVar("T")
+from roost.testkit.procs import kill_processes, processes_of, wait_until
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 EXTENSION = REPO_DIR / "roost" / "extension" / "roost.ts"
@@ -70,84 +70,6 @@ FAKE_PI = REPO_DIR / "tests" / "fakepi" / "fakepi.py"
 
 CLI_TIMEOUT = 60.0
 """A CLI call that takes longer than this is a hang (start-up of roostd is ~0.5 s)."""
-
-
-# -- waiting and processes -----------------------------------------------------------------------
-def wait_until(
-    predicate: Callable[[], T | Literal[False] | None],
-    timeout: float = 30.0,
-    what: str | Callable[[], str] = "condition",
-    interval: float = 0.05,
-) -> T:
-    """Poll `predicate` until it returns something truthy and return that (never a fixed
-    sleep); AssertionError after `timeout` seconds naming `what` (a callable gives detail)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            detail = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {detail}")
-        time.sleep(interval)
-
-
-def pid_alive(pid: int | None) -> bool:
-    """A live process (an exited child not yet reaped is a zombie: not alive)."""
-    if not pid:
-        return False
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def is_pi(proc: psutil.Process) -> bool:
-    """pi is a node program that renames itself (`process.title = "pi"`)."""
-    with contextlib.suppress(psutil.Error):
-        return proc.name() in ("pi", "node")
-    return False
-
-
-def pi_under(pid: int) -> list[psutil.Process]:
-    """The live pi (node) processes under `pid`, at any depth."""
-    try:
-        kids = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    return [k for k in kids if is_pi(k) and pid_alive(k.pid)]
-
-
-def processes_of(root: Path) -> list[psutil.Process]:
-    """Every process but this one whose environment or command line names `root` (or a path
-    under it): roostd, workers and pi get ROOST_HOME, HOME and the agent dir under it in
-    their environment, and a process started with a cleaned environment (a hook, a tool's
-    child) still names the root in its arguments as a rule."""
-    marker, under = str(root), str(root) + os.sep
-    me = os.getpid()
-
-    def names(value: str) -> bool:
-        return value == marker or under in value
-
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if proc.pid == me:
-            continue
-        with contextlib.suppress(psutil.Error):
-            if any(names(part) for part in proc.info["cmdline"] or ()) or any(
-                    names(value) for value in proc.environ().values()):
-                found.append(proc)
-    return found
-
-
-def kill_processes(procs: Iterable[psutil.Process]) -> list[int]:
-    """SIGKILL each and wait (5 s at most) until they are gone; their pids."""
-    procs = list(procs)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGKILL)
-    psutil.wait_procs(procs, timeout=5)
-    return [p.pid for p in procs]
 
 
 # -- the lab -------------------------------------------------------------------------------------
@@ -488,7 +410,13 @@ class Lab:
         return processes_of(self.root)
 
     def stop(self) -> None:
-        """Stop roostd with its jobs and kill every process of the lab that is left."""
+        """`shutdown()`, then kill every process of the lab that is left."""
+        self.shutdown()
+        kill_processes(self.processes())
+
+    def shutdown(self) -> None:
+        """Close the foreground pis and stop roostd with its jobs (what is left is not
+        killed: see `processes()`)."""
         for rpc in self._pis:
             with contextlib.suppress(Exception):
                 rpc.close(timeout=3)
@@ -505,7 +433,6 @@ class Lab:
         elif self.roost_home.exists():  # else no roostd ever ran here
             with contextlib.suppress(Exception):
                 self.cli("daemon", "stop", "--jobs", check=False, timeout=40)
-        kill_processes(self.processes())
 
     def close(self) -> None:
         """`stop()`, stop the lab's own model, and remove the root (unless `keep`)."""
