@@ -219,7 +219,9 @@ def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: Lab) -> Non
     got = json.loads(line)
     (created,) = of_type(env, "job.created", job)
     assert got == {"event": created, "type": "job.created", "job": job}
-    log = (env.roost_home / "roostd.log").read_text()
+    # roostd logs the hook's exit once it reaped it, which may be after its output is written.
+    log = wait_until(lambda: "exited 0" in (t := (env.roost_home / "roostd.log").read_text()) and t,
+                     WAIT, "the hook's exit in roostd.log")
     assert "for job.created (seq" in log and "exited 0" in log
     assert "ignoring the hook for 'bogus.type'" in log and "job.failed='not a list'" in log
 
