@@ -3,10 +3,11 @@
 
     .venv/bin/python benchmarks/agents_bench.py [--sends 30] [--reports 5] [--spawns 4]
 
-One isolated roost (see overhead_bench.Lab: FakeLLM in this process, probe roostd whose
-workers write phase marks to their worker.log). This process is a foreground peer: it
-holds a session writer lock (roost.locks.SessionLock) and registers with `peer_register`,
-so it can call `send` and `spawn` like a pi with the roost extension would. Its tree:
+One isolated roost (overhead_bench.bench_lab, a roost.testkit.lab.Lab: FakeLLM in this
+process, probe roostd whose workers write phase marks to their worker.log). This process is
+a foreground peer: it holds a session writer lock (roost.locks.SessionLock) and registers
+with `peer_register`, so it can call `send` and `spawn` like a pi with the roost extension
+would. Its tree:
 
     bench (foreground peer)
      |- R   receiver of the `send` measurements (idle between sends)
@@ -46,8 +47,9 @@ sys.path.insert(0, str(HERE.parent))
 import mailbox_bench  # noqa: E402
 from overhead_bench import (  # noqa: E402
     TIMEOUT,
-    Lab,
     bare_trial,
+    bench_lab,
+    daemon_phases,
     first_after,
     load_average,
     ms,
@@ -57,6 +59,7 @@ from overhead_bench import (  # noqa: E402
     summary,
     wait_settled,
     worker_overlap,
+    worker_phases,
 )
 
 from roost.client import Client  # noqa: E402
@@ -72,6 +75,7 @@ from roost.testkit.fakellm import (  # noqa: E402
     tool_call,
 )
 from roost.testkit.fakellm.requests import last_user_text, message_text  # noqa: E402
+from roost.testkit.lab import Lab  # noqa: E402
 
 SETTINGS = {  # the limits would refuse a benchmark's burst of sends and spawns
     "agentMessagesPerMinute": 100000,
@@ -193,13 +197,13 @@ def send_trial(b: Bench, receiver: str, i: int) -> dict[str, Any]:
     t_resp = time.monotonic()
     req = b.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
     b.settled(receiver)  # then every mark of this delivery is in the logs
-    marks = b.lab.phases(receiver)
+    marks = worker_phases(b.lab, receiver)
     out = {"status": res.get("status"), "send_response": ms(t_resp - t0)}
     for name in ("inotify", "pump", "inject", "inject_sent", "pi_custom_end"):
         t = first_after(marks, name, t0)
         out[name] = ms(t - t0) if t is not None else None
     out["model_request"] = ms(req.t - t0)
-    dm = b.lab.daemon_phases()
+    dm = daemon_phases(b.lab)
     for name in ("d_send", "d_post_begin", "d_post_end"):
         t = first_after(dm, name, t0)
         out[name] = ms(t - t0) if t is not None else None
@@ -223,7 +227,7 @@ def report_trial(b: Bench, parent: str, child: str, k: int) -> dict[str, Any]:
         predicate(lambda q: answer in last_user_text(q) and "agent-message" in last_user_text(q),
                   f"report {answer}"), TIMEOUT, since=since)
     b.settled(child, parent)  # then every mark of this hand-back is in the logs
-    cm, pm = b.lab.phases(child), b.lab.phases(parent)
+    cm, pm = worker_phases(b.lab, child), worker_phases(b.lab, parent)
     t_end = first_after(cm, "pi_agent_end", t_release)
     t_hand = first_after(cm, "handback", t_release)
     out: dict[str, Any] = {"reply_status": r.get("status"),
@@ -236,7 +240,7 @@ def report_trial(b: Bench, parent: str, child: str, k: int) -> dict[str, Any]:
         for name in ("inotify", "inject", "pi_custom_end"):
             t = first_after(pm, name, t_hand)
             out[f"handback_to_parent_{name}"] = ms(t - t_hand) if t is not None else None
-        dm = b.lab.daemon_phases()
+        dm = daemon_phases(b.lab)
         t_d = first_after(dm, "d_handback", t_hand)
         if t_d is not None:
             out["handback_to_daemon_handback"] = ms(t_d - t_hand)
@@ -246,7 +250,7 @@ def report_trial(b: Bench, parent: str, child: str, k: int) -> dict[str, Any]:
             out["daemon_post_duration"] = ms(t_posted - t_post) if t_post and t_posted else None
     if t_end is not None:
         # Everything roostd did from the child's agent_end to the parent's model request.
-        dm = b.lab.daemon_phases()
+        dm = daemon_phases(b.lab)
         out["daemon_timeline"] = [(n, ms(t - t_end)) for n, t in dm if t_end <= t <= req.t]
     return out
 
@@ -259,7 +263,7 @@ def fg_spawn_trial(b: Bench, i: int) -> dict[str, Any]:
     job = b.spawn(f"{token} start", token.lower())
     t_resp = time.monotonic()
     req = b.llm.wait_for_request(first_user_contains(token), TIMEOUT, since=since)
-    marks = b.lab.phases(job)
+    marks = worker_phases(b.lab, job)
     out: dict[str, Any] = {"start_ms": ms(req.t - t0), "spawn_response": ms(t_resp - t0)}
     for name in ("pi_spawn", "pi_spawned", "launched", "imported", "ext_serving",
                  "get_state_sent", "ext_connect", "ext_hello", "get_state_ok", "prompt_sent"):
@@ -280,7 +284,7 @@ def tool_spawn_trial(b: Bench, parent: str, i: int, keep: bool) -> tuple[dict[st
     b.fg.request("send", to=parent, message=f"DO-SPAWN:{token}")
     req = b.llm.wait_for_request(first_user_contains(f"{token} start"), TIMEOUT, since=since)
     asked = b.llm.wait_for_request(last_user_contains(f"DO-SPAWN:{token}"), TIMEOUT, since=since)
-    t_fwd = first_after(b.lab.phases(parent), "ext_spawn", asked.t)
+    t_fwd = first_after(worker_phases(b.lab, parent), "ext_spawn", asked.t)
     job = b.job_by_name(token.lower())
     out = {"start_ms": ms(req.t - t_fwd) if t_fwd is not None else None,
            "model_tool_call_to_child_request": ms(req.t - asked.t)}
@@ -307,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     load_before = load_average()
     out: dict[str, Any] = {"bench": "agents", "pi": pi_label(), "cpus": os.cpu_count()}
-    with Lab(roost_settings=SETTINGS, keep=args.keep) as lab:
+    with bench_lab(roost_settings=SETTINGS, keep=args.keep) as lab:
         llm = lab.llm
         # Rules checked first to last: a tool result ends P's turn; "DO-SPAWN:" makes P spawn.
         llm.add(last_is_tool_result("roost_spawn"), text("spawned; waiting for the report"))

@@ -27,29 +27,21 @@ Output: one JSON object (see benchmarks/README.md).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import shlex
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 REPO_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_DIR))
 
-from roost.client import Client  # noqa: E402
+from roost.testkit.lab import Lab  # noqa: E402
 
-FAKE_PI = REPO_DIR / "tests" / "fakepi" / "fakepi.py"
 SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
 TARGET_MS = 80.0
 HEAVY = ("rich", "textual", "watchdog", "portalocker", "psutil", "asyncio", "roost.mailbox",
@@ -74,115 +66,14 @@ def load_average() -> list[float]:
 
 
 # ---- an isolated roost ----------------------------------------------------------------------
-class Lab:
-    """ROOST_HOME, HOME, the pi agent dir and a work dir under a short temp root (socket
-    paths are limited to 107 bytes), and a roostd whose jobs run the fake pi."""
-
-    def __init__(self, *, bytecode_cache: bool, keep: bool) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="roost-clib-", dir="/tmp"))
-        self.keep = keep
-        self.roost_home = self.root / "home"
-        self.home = self.root / "user"
-        self.agent_dir = self.home / ".pi" / "agent"
-        self.work = self.root / "work"
-        for directory in (self.home, self.agent_dir, self.work):
-            directory.mkdir(parents=True, exist_ok=True)
-        # No reaping while the benchmark runs: a reaped job's reply would start a worker.
-        (self.agent_dir / "roost.json").write_text(json.dumps({"reapAfterSeconds": 3600}))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ROOST_", "PI_", "XDG_STATE_HOME"))}
-        env.update(
-            ROOST_HOME=str(self.roost_home),
-            PI_CODING_AGENT_DIR=str(self.agent_dir),
-            HOME=str(self.home),
-            PI_OFFLINE="1",
-            ROOST_PI=f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_PI))}",
-        )
-        if bytecode_cache:
-            # Like an installed package: roost's modules compiled once, not by every CLI
-            # process (this sandbox sets PYTHONDONTWRITEBYTECODE=1 and roost/ has no pyc).
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "roost-bench-pycache")
-        self.env = env
-        self.daemon: subprocess.Popen[bytes] | None = None
-
-    def start_daemon(self) -> None:
-        self.roost_home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.roost_home / "roostd.log", "ab") as log:
-            self.daemon = subprocess.Popen(
-                [sys.executable, "-m", "roost.cli.main", "daemon", "run"], env=self.env,
-                cwd=self.roost_home, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.client().close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.daemon.poll() is not None:
-                    raise
-                time.sleep(0.02)  # start-up wait only: the socket appears once
-
-    def client(self, timeout: float = TIMEOUT) -> Client:
-        import socket
-
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(self.roost_home / "roostd.sock"))
-        except OSError:
-            sock.close()
-            raise
-        return Client(sock)
-
-    def settle(self, job: str) -> dict[str, Any]:
-        with self.client() as client:
-            result = client.call("wait", {"job": job, "timeout": TIMEOUT}, TIMEOUT + 30)
-        if not result["settled"]:
-            raise RuntimeError(f"job {job} did not settle: {result['row']}")
-        return dict(result["row"])
-
-    def remove(self, job: str) -> None:
-        with self.client() as client:
-            client.request("rm", timeout=TIMEOUT, job=job)
-
-    def leftover_processes(self) -> list[psutil.Process]:
-        """Every process (but this one) whose command line or environment names our root."""
-        marker = str(self.root)
-        found = []
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            if proc.pid == os.getpid():
-                continue
-            try:
-                if any(marker in part for part in proc.info["cmdline"] or ()) or any(
-                        marker in value for value in proc.environ().values()):
-                    found.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-        return found
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception), self.client() as client:
-            client.request("shutdown", timeout=60, jobs=True)
-        if self.daemon is not None:
-            try:
-                self.daemon.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.daemon.pid, signal.SIGKILL)
-                self.daemon.wait()
-        leftovers = self.leftover_processes()
-        for proc in leftovers:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                proc.send_signal(signal.SIGKILL)
-        psutil.wait_procs(leftovers, timeout=5)
-        if not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> Lab:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def make_lab(*, bytecode_cache: bool, keep: bool) -> Lab:
+    """A Lab whose jobs run the fake pi; roostd is started by the caller (`start_daemon`)."""
+    # No reaping while the benchmark runs: a reaped job's reply would start a worker.
+    lab = Lab(pi="fake", settings={"reapAfterSeconds": 3600}, keep=keep, prefix="roost-clib-")
+    lab.env.pop("PYTHONUNBUFFERED", None)  # the CLI as a person runs it
+    if bytecode_cache:
+        lab.use_bytecode_cache()
+    return lab
 
 
 # ---- one timed process ------------------------------------------------------------------------
@@ -216,11 +107,11 @@ def command_args(name: str, job: str, trial: int) -> list[str]:
 def after(lab: Lab, name: str, job: str, output: str) -> None:
     """Untimed clean-up after a command, so its effects do not load the next measurement."""
     if name == "reply":
-        lab.settle(job)
+        lab.wait_settled(job, TIMEOUT)
     elif name == "run":
         new_job = output.strip()
-        lab.settle(new_job)
-        lab.remove(new_job)
+        lab.wait_settled(new_job, TIMEOUT)
+        lab.request("rm", timeout=TIMEOUT, job=new_job)
 
 
 def timed_request(lab: Lab, name: str, job: str, trial: int) -> tuple[float, str]:
@@ -279,10 +170,10 @@ def main() -> int:
     names = ("help", "version", "ls_json", "reply", "run")
     started = time.monotonic()
     load_before = load_average()
-    with Lab(bytecode_cache=not args.no_bytecode_cache, keep=args.keep) as lab:
+    with make_lab(bytecode_cache=not args.no_bytecode_cache, keep=args.keep) as lab:
         lab.start_daemon()
         job = timed(lab, ENTRIES["module"] + ["run", "--name", "bench", "bench job"])[1].stdout.strip()
-        lab.settle(job)
+        lab.wait_settled(job, TIMEOUT)
         # Warm-up (untimed): disk caches, bytecode, roostd's first requests.
         for entry in ENTRIES.values():
             for name in names:

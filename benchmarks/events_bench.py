@@ -3,8 +3,8 @@
 
     .venv/bin/python benchmarks/events_bench.py [--sends 30]
 
-One isolated roost (agents_bench's Lab and Bench: FakeLLM here, probe roostd whose
-workers write phase marks). A foreground peer sends to a live idle job, as in
+One isolated roost (overhead_bench.bench_lab and agents_bench's Bench: FakeLLM here, probe
+roostd whose workers write phase marks). A foreground peer sends to a live idle job, as in
 agents_bench's send measurement, in three variants *interleaved* in the same run (each
 trial rewrites the user-level roost.json, which roostd re-reads by mtime):
 
@@ -32,9 +32,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from agents_bench import SETTINGS, Bench, send_trial, summary99  # noqa: E402
-from overhead_bench import Lab, load_average, pi_label  # noqa: E402
+from overhead_bench import bench_lab, load_average, pi_label  # noqa: E402
 
 from roost.supervise.events import EVENT_TYPES  # noqa: E402
+from roost.testkit.lab import Lab  # noqa: E402
 
 VARIANTS = ("off", "log", "hooks")
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"bench": "events", "pi": pi_label(), "cpus": os.cpu_count(),
                            "loadavg_before": load_average()}
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
-    with Lab(roost_settings=SETTINGS) as lab:
+    with bench_lab(roost_settings=SETTINGS) as lab:
         b = Bench(lab)
         try:
             receiver = b.spawn("RECEIVER start", "receiver")

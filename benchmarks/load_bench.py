@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/load_bench.py [--jobs 32] [--rate 200] [--duration 180]
                                               [--baseline 60] [--idle 30] [--busy 8]
 
-One isolated roost (overhead_bench.Lab with the *stock* daemon and workers: no probes, so
+One isolated roost (overhead_bench.bench_lab with the *stock* daemon and workers: no probes, so
 the CPU figures are roost's own; a FakeLLM in this process is the only model). This
 process is a foreground peer, as in agents_bench: it holds a session writer lock,
 registers with `peer_register` and spawns the jobs, then calls the `send` op (what a pi's
@@ -56,7 +56,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from agents_bench import SETTINGS, Bench, summary99  # noqa: E402
-from overhead_bench import Lab, load_average, ms, percentile, pi_label, wait_settled  # noqa: E402
+from overhead_bench import bench_lab, load_average, ms, percentile, pi_label, wait_settled  # noqa: E402
 
 from roost.testkit.fakellm import predicate, text, tool_call  # noqa: E402
 from roost.testkit.fakellm.requests import first_user_text, message_text  # noqa: E402
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     counter = [0]
     busy_on = threading.Event()
     spawned: list[psutil.Process] = []
-    lab = Lab(probe=False, roost_settings=settings, keep=args.keep)
+    lab = bench_lab(probe=False, roost_settings=settings, keep=args.keep)
     b: Bench | None = None
     try:
         llm = lab.llm
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 spawned.extend(p for p in Procs(lab.daemon.pid).all() if p not in spawned)
             with contextlib.suppress(Exception):
                 b.close()
-        lab.close()  # shutdown with jobs=True, then roostd's process group
+        lab.shutdown()  # shutdown with jobs=True, then roostd's process group
         leftover = []
         for p in spawned:
             with contextlib.suppress(psutil.Error):
@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                     leftover.append(p.pid)
                     p.kill()
         out["leftover_processes_killed"] = leftover
+        lab.close()
 
     base = out["baseline_1_job"]["to_idle_receivers_ms"].get("p99")
     load = out["load_n_jobs"]["to_idle_receivers_ms"].get("p99")

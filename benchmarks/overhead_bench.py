@@ -299,8 +299,9 @@ def _daemon_probe() -> int:
     # Daemon-side marks (in roostd.log): requests handled, durable writes around them.
     from roost.jobs import JobRecord
     from roost.mailbox import Mailbox
-    from roost.supervise import ops_jobs, ops_worker
     from roost.supervise.handlers import agents as agent_ops
+    from roost.supervise.handlers import jobs as ops_jobs
+    from roost.supervise.handlers import worker as ops_worker
 
     def marked_handlers(module):
         orig_handlers = module.handlers
@@ -347,10 +348,8 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -359,9 +358,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from roost import paths  # noqa: E402
-from roost.client import Client, DaemonUnavailable, connect  # noqa: E402
-from roost.testkit.fakellm import FakeLLM, last_user_contains  # noqa: E402
-from roost.testkit.pi import PiRpc, make_agent_dir, pi_env, require_pi  # noqa: E402
+from roost.client import Client  # noqa: E402
+from roost.testkit.fakellm import last_user_contains  # noqa: E402
+from roost.testkit.lab import Lab  # noqa: E402
+from roost.testkit.pi import PiRpc, require_pi  # noqa: E402
 
 TIMEOUT = 90.0
 
@@ -393,108 +393,49 @@ def load_average() -> list[float]:
 
 
 # ---- an isolated roost + pi installation ------------------------------------------------------
-class Lab:
-    """A FakeLLM, a pi agent dir, HOME, work dir and ROOST_HOME under a temp root, and a
-    roostd (the probe, or the stock daemon) running in it."""
+def bench_lab(*, probe: bool = True, roost_settings: dict[str, Any] | None = None,
+              keep: bool = False, bytecode_cache: bool = True) -> Lab:
+    """A Lab (the real pi, the lab's own FakeLLM) with roostd (the probe, or the stock daemon)
+    running in it, which this process's roost.client reaches too."""
+    require_pi()
+    settings = {"reapAfterSeconds": 3600}
+    settings.update(roost_settings or {})
+    lab = Lab(llm=True, settings=settings, keep=keep, prefix="roost-bench-", hold_timeout=300.0)
+    lab.env.pop("PYTHONUNBUFFERED", None)  # roostd and the workers as they run for real
+    if bytecode_cache:
+        lab.use_bytecode_cache()
+    lab.activate()  # roost.client and roost.paths in this process resolve the same ROOST_HOME
+    paths.ensure_dir(lab.roost_home)
+    lab.start_daemon([sys.executable, os.path.abspath(__file__), "--daemon-probe"] if probe else None)
+    return lab
 
-    def __init__(self, *, probe: bool = True, roost_settings: dict[str, Any] | None = None,
-                 keep: bool = False, bytecode_cache: bool = True) -> None:
-        require_pi()
-        self.root = Path(tempfile.mkdtemp(prefix="roost-bench-"))
-        self.keep = keep
-        self.llm = FakeLLM().start()
-        self.agent_dir = make_agent_dir(self.root / "agent", self.llm.base_url)
-        settings = {"reapAfterSeconds": 3600}
-        settings.update(roost_settings or {})
-        (self.agent_dir / "roost.json").write_text(json.dumps(settings))
-        self.home = self.root / "home"
-        self.work = self.root / "work"
-        self.roost_home = self.root / "roost"
-        for d in (self.home, self.work):
-            d.mkdir(parents=True, exist_ok=True)
-        self.env = pi_env(self.agent_dir, self.home,
-                          extra={"ROOST_HOME": str(self.roost_home), "ROOST_LOG_LEVEL": "INFO"})
-        self.bytecode_cache = bytecode_cache
-        if bytecode_cache:
-            # Like an installed package: roost's modules compiled once, not at every worker
-            # start (this sandbox sets PYTHONDONTWRITEBYTECODE=1 and roost/ has no pyc).
-            self.env.pop("PYTHONDONTWRITEBYTECODE", None)
-            self.env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "roost-bench-pycache")
-        # roost.client and roost.paths in this process resolve the same ROOST_HOME.
-        for key in [k for k in os.environ if k.startswith(("PI_", "ROOST_"))]:
-            del os.environ[key]
-        os.environ.update(self.env)
-        paths.ensure_dir(self.roost_home)
-        argv = ([sys.executable, os.path.abspath(__file__), "--daemon-probe"] if probe
-                else [sys.executable, "-m", "roost.cli.main", "daemon", "run"])
-        self.probe = probe
-        with open(self.roost_home / "roostd.log", "ab") as log:
-            self.daemon = subprocess.Popen(argv, env=self.env, cwd=self.roost_home,
-                                           stdin=subprocess.DEVNULL, stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                connect(autostart=False).close()
-                break
-            except DaemonUnavailable:
-                if time.monotonic() > deadline or self.daemon.poll() is not None:
-                    raise
-                time.sleep(0.02)  # start-up wait only
 
-    def client(self) -> Client:
-        return connect(autostart=False)
+def _marks(log: Path, tag: str) -> list[tuple[str, float]]:
+    out = []
+    with contextlib.suppress(OSError):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(tag + " "):
+                _, name, value = line.split()
+                out.append((name, float(value)))
+    return out
 
-    def job_dir(self, job: str) -> Path:
-        return self.roost_home / "jobs" / job
 
-    def phases(self, job: str) -> list[tuple[str, float]]:
-        """The probe's phase marks of a job's worker(s), in order."""
-        out = []
-        with contextlib.suppress(OSError):
-            for line in (self.job_dir(job) / "worker.log").read_text(errors="replace").splitlines():
-                if line.startswith(PHASE_TAG + " "):
-                    _, name, t = line.split()
-                    out.append((name, float(t)))
-        return out
+def worker_phases(lab: Lab, job: str) -> list[tuple[str, float]]:
+    """The probe's phase marks of a job's worker(s), in order."""
+    return _marks(lab.job_dir(job) / "worker.log", PHASE_TAG)
 
-    def cpu_marks(self, job: str) -> dict[str, float]:
-        """The probe's CPU readings of a job's worker (first of each name), in ms."""
-        out: dict[str, float] = {}
-        with contextlib.suppress(OSError):
-            for line in (self.job_dir(job) / "worker.log").read_text(errors="replace").splitlines():
-                if line.startswith(CPU_TAG + " "):
-                    _, name, value = line.split()
-                    out.setdefault(name, float(value))
-        return out
 
-    def daemon_phases(self) -> list[tuple[str, float]]:
-        """The daemon probe's marks (requests handled, mailbox posts, job.json saves)."""
-        out = []
-        with contextlib.suppress(OSError):
-            for line in (self.roost_home / "roostd.log").read_text(errors="replace").splitlines():
-                if line.startswith(PHASE_TAG + " "):
-                    _, name, t = line.split()
-                    out.append((name, float(t)))
-        return out
+def cpu_marks(lab: Lab, job: str) -> dict[str, float]:
+    """The probe's CPU readings of a job's worker (first of each name), in ms."""
+    out: dict[str, float] = {}
+    for name, value in _marks(lab.job_dir(job) / "worker.log", CPU_TAG):
+        out.setdefault(name, value)
+    return out
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception), self.client() as c:
-            c.request("shutdown", timeout=60, jobs=True)
-        try:
-            self.daemon.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.daemon.pid, 9)
-            self.daemon.wait()
-        self.llm.stop()
-        if not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> Lab:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def daemon_phases(lab: Lab) -> list[tuple[str, float]]:
+    """The daemon probe's marks (requests handled, mailbox posts, job.json saves)."""
+    return _marks(lab.roost_home / "roostd.log", PHASE_TAG)
 
 
 def roost_added(p: dict[str, float]) -> float | None:
@@ -621,20 +562,20 @@ def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
         req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
         out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
                                "run_response_ms": ms(t_resp - t0)}
-        marks = lab.phases(job)
+        marks = worker_phases(lab, job)
         phases = {"run_response": ms(t_resp - t0)}
         for name in START_PHASES:
             t = first_after(marks, name, 0.0)
             if t is not None:
                 phases[name] = ms(t - t0)
         phases["model_request"] = ms(req.t - t0)
-        t_run = first_after(lab.daemon_phases(), "d_run", t0)
+        t_run = first_after(daemon_phases(lab), "d_run", t0)
         if t_run is not None:
             phases["d_run"] = ms(t_run - t0)
         out["phases"] = phases
         out["added_ms"] = roost_added(phases)
         out["overlap"] = worker_overlap(phases)
-        out["cpu"] = lab.cpu_marks(job)
+        out["cpu"] = cpu_marks(lab, job)
         if "prompt_sent" in phases:
             out["prompt_to_request_ms"] = round(phases["model_request"] - phases["prompt_sent"], 2)
         wait_settled(c, job)
@@ -649,20 +590,20 @@ def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
             out["reply_ms"].append(ms(req.t - t))
             out["reply_status"].append(r.get("status"))
             wait_settled(c, job)  # then every mark of this reply is in the logs
-            marks = lab.phases(job)
+            marks = worker_phases(lab, job)
             rp = {"reply_response": ms(t_ack - t)}
             for name in ("inotify", "pump", "prompt_sent"):
                 tm = first_after(marks, name, t)
                 if tm is not None:
                     rp[name] = ms(tm - t)
             rp["model_request"] = ms(req.t - t)
-            dm = lab.daemon_phases()
+            dm = daemon_phases(lab)
             for name in ("d_reply", "d_post_begin", "d_post_end"):
                 tm = first_after(dm, name, t)
                 if tm is not None:
                     rp[name] = ms(tm - t)
             out["reply_phases"].append(rp)
-        rtt = idle_get_state_rtt(lab.phases(job))  # the settle checks after each run
+        rtt = idle_get_state_rtt(worker_phases(lab, job))  # the settle checks after each run
         if rtt is not None:
             out["overlap"]["idle_get_state_rtt"] = rtt
         c.request("rm", job=job)
@@ -784,8 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     started = time.monotonic()
     load_before = load_average()
-    with Lab(probe=not args.stock, keep=args.keep,
-             bytecode_cache=not args.no_bytecode_cache) as lab:
+    with bench_lab(probe=not args.stock, keep=args.keep,
+                   bytecode_cache=not args.no_bytecode_cache) as lab:
         # Warm-up (untimed): disk caches, pi's modules + the extension, roost's bytecode.
         variants["roost"](lab, "WARM-roost")
         for i in range(args.trials):

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/torture.py [--duration 600] [--rate 3] [--kill-every 3]
                                            [--seed 1] [--ci]
 
-One isolated roost + real pi + FakeLLM (`tests/agents_support.AgentLab`), with roostd
+One isolated roost + real pi + FakeLLM (`roost.testkit.lab.Lab`), with roostd
 managed as supervisord would (ROOST_NO_AUTOSTART=1; after a kill this script runs
 `roost daemon start`). The load:
 
@@ -55,13 +55,16 @@ from typing import Any
 import psutil
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-from agents_support import AgentLab, new_user_texts  # noqa: E402
-
 from roost.testkit.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
-from roost.testkit.fakellm.requests import content_text, message_text, messages  # noqa: E402
+from roost.testkit.fakellm.requests import (  # noqa: E402
+    content_text,
+    message_text,
+    messages,
+    new_user_texts,
+)
+from roost.testkit.lab import Lab  # noqa: E402
 from roost.worker.faults import POINTS, TARGETS  # noqa: E402
 
 SETTINGS = {
@@ -189,7 +192,7 @@ class Torture:
         self.children, self.fault_share, self.settle_limit = children, fault_share, settle
         self.rng = random.Random(seed)
         self.log = log or (lambda *a: print(*a, file=sys.stderr, flush=True))
-        self.lab = AgentLab(SETTINGS)
+        self.lab = Lab(llm=True, settings=SETTINGS)
         self.fault = self.lab.root / "fault.json"
         self.lab.env["ROOST_FAULTS"] = str(self.fault)
         self.lab.env["ROOST_NO_AUTOSTART"] = "1"
@@ -542,18 +545,10 @@ def torture(duration: float, rate: float, kill_every: float, seed: int = 1,
             result["diagnostics"] = "kept in " + str(run.lab.root)
         return result
     finally:
-        if keep or not locals().get("result") or result["lost"] or result["duplicated"]:
-            # keep the evidence: stop the processes but leave the files
-            with contextlib.suppress(Exception):
-                run.start_daemon()
-            with contextlib.suppress(Exception):
-                run.lab.cli("daemon", "stop", "--jobs", check=False, timeout=40)
-            for proc in run.lab.processes():
-                with contextlib.suppress(psutil.Error):
-                    proc.send_signal(signal.SIGKILL)
-            run.lab.llm.stop()
-        else:
-            run.close()
+        # Keep the evidence (the files; the processes are stopped) when asked or when it failed.
+        failed = not locals().get("result") or result["lost"] or result["duplicated"]
+        run.lab.keep = keep or bool(failed)
+        run.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,8 @@
 - `pi_env(agent_dir, home)`: the environment for such a pi (no network at start-up, no
   real API keys).
 - `PiRpc`: a small synchronous driver for `pi --mode rpc`.
-- `PiLab`: all of the above in one temp dir (a FakeLLM, agent dir, HOME, work dir) with
-  `spawn()` for pi processes that are closed with the lab.
+
+All of it in one temp dir, with roost around it, is roost.testkit.lab.Lab.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from roost.pi.locate import find_pi
-from roost.testkit.fakellm import FakeLLM
 
 FAKE_PROVIDER = "fake"
 FAKE_MODEL = "fake-model"
@@ -405,70 +404,3 @@ def read_session(path: Path) -> list[dict[str, Any]]:
         if line.strip():
             out.append(json.loads(line))
     return out
-
-
-class PiLab:
-    """A FakeLLM plus an isolated agent dir, HOME and work dir under `root`.
-
-    ```python
-    with PiLab(tmp_path) as lab:
-        lab.llm.add(last_user_contains("hi"), text("hello"))
-        pi = lab.spawn(session=lab.root / "s.jsonl")
-        pi.get_state(); pi.run_prompt("hi")
-    ```
-    """
-
-    def __init__(
-        self,
-        root: Path,
-        *,
-        llm: FakeLLM | None = None,
-        settings: Mapping[str, Any] | None = None,
-        context_window: int | None = None,
-    ) -> None:
-        self.root = Path(root)
-        self.llm = llm if llm is not None else FakeLLM()
-        self._own_llm = llm is None
-        self.llm.start()
-        self.agent_dir = make_agent_dir(
-            self.root / "agent", self.llm.base_url, settings=settings,
-            context_window=context_window,
-        )
-        self.home = self.root / "home"
-        self.work = self.root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.procs: list[PiRpc] = []
-
-    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        return pi_env(self.agent_dir, self.home, extra=extra)
-
-    def spawn(
-        self,
-        *,
-        session: Path | None = None,
-        extensions: Iterable[Path] = (),
-        extra_env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        args: Iterable[str] = (),
-    ) -> PiRpc:
-        """Start `pi --mode rpc` (`--no-session` unless `session`); closed by `close()`."""
-        rpc = PiRpc(
-            cwd=cwd or self.work, env=self.env(extra_env), session=session,
-            extensions=extensions, args=args,
-        )
-        self.procs.append(rpc)
-        return rpc
-
-    def close(self) -> None:
-        for rpc in self.procs:
-            rpc.close()
-        self.procs = []
-        if self._own_llm:
-            self.llm.stop()
-
-    def __enter__(self) -> PiLab:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

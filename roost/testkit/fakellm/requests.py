@@ -8,7 +8,8 @@ chat-completions shape: `messages` (`system` | `user` | `assistant` | `tool`), `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -156,3 +157,48 @@ def tool_names(request: Mapping[str, Any]) -> list[str]:
         if fn.get("name"):
             names.append(fn["name"])
     return names
+
+
+def new_user_texts(request: Mapping[str, Any]) -> list[str]:
+    """The texts of the user messages since the model last spoke (what a request adds)."""
+    tail = []
+    for message in reversed(messages(request)):
+        if message.get("role") != "user":
+            break
+        tail.append(message_text(message))
+    return tail[::-1]
+
+
+def all_tool_results(requests: Iterable[Mapping[str, Any]], tool: str | None = None
+                     ) -> list[dict[str, Any]]:
+    """Tool results across requests, once each (by tool_call_id), oldest first; each with
+    `name` and `text`."""
+    seen: set[str] = set()
+    out = []
+    for request in requests:
+        for result in tool_results(request):
+            call_id = str(result.get("tool_call_id"))
+            if call_id in seen:
+                continue
+            seen.add(call_id)
+            if tool is not None and result.get("name") != tool:
+                continue
+            out.append({**result, "text": content_text(result.get("content"))})
+    return out
+
+
+_ENVELOPE = re.compile(
+    r"<agent-message (?P<attrs>[^\n]*)>\n(?P<body>.*?)\n</agent-message>", re.DOTALL
+)
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
+
+
+def envelopes(text: str) -> list[dict[str, Any]]:
+    """Every `<agent-message ...>` frame in `text`: its attributes plus `body` and `raw`."""
+    out = []
+    for match in _ENVELOPE.finditer(text):
+        attrs = dict(_ATTR.findall(match.group("attrs")))
+        attrs["body"] = match.group("body")
+        attrs["raw"] = match.group(0)
+        out.append(attrs)
+    return out

@@ -1,0 +1,96 @@
+"""Waiting on a condition, and finding processes: what the Lab, the tests and the demo share.
+
+`processes_of(root)` is the one way to find what a lab left running (roostd, workers, pi,
+their children); `kill_processes` ends them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import psutil
+
+T = TypeVar("T")
+
+
+def wait_until(
+    predicate: Callable[[], T | Literal[False] | None],
+    timeout: float = 30.0,
+    what: str | Callable[[], str] = "condition",
+    interval: float = 0.05,
+) -> T:
+    """Poll `predicate` until it returns something truthy and return that (never a fixed
+    sleep); AssertionError after `timeout` seconds naming `what` (a callable gives detail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {detail}")
+        time.sleep(interval)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """A live process (an exited child not yet reaped is a zombie: not alive)."""
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def is_pi(proc: psutil.Process) -> bool:
+    """pi is a node program that renames itself (`process.title = "pi"`)."""
+    with contextlib.suppress(psutil.Error):
+        return proc.name() in ("pi", "node")
+    return False
+
+
+def pi_under(pid: int) -> list[psutil.Process]:
+    """The live pi (node) processes under `pid`, at any depth."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [k for k in kids if is_pi(k) and pid_alive(k.pid)]
+
+
+def processes_of(root: Path) -> list[psutil.Process]:
+    """Every process but this one whose environment or command line names `root` (or a path
+    under it): roostd, workers and pi get ROOST_HOME, HOME and the agent dir under it in
+    their environment, and a process started with a cleaned environment (a hook, a tool's
+    child) still names the root in its arguments as a rule."""
+    marker, under = str(root), str(root) + os.sep
+    me = os.getpid()
+
+    def names(value: str) -> bool:
+        return value == marker or under in value
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if any(names(part) for part in proc.info["cmdline"] or ()) or any(
+                    names(value) for value in proc.environ().values()):
+                found.append(proc)
+    return found
+
+
+def kill_processes(procs: Iterable[psutil.Process]) -> list[int]:
+    """SIGKILL each and wait (5 s at most) until they are gone; their pids."""
+    procs = list(procs)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGKILL)
+    psutil.wait_procs(procs, timeout=5)
+    return [p.pid for p in procs]

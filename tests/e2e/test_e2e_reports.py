@@ -1,0 +1,107 @@
+"""Report routing when the parent is away (seed M9b, Hand-back), on the real pi:
+
+- a foreground parent that disconnected gets its child's report when it registers again
+  (the report is kept on the child as `undeliveredReport` meanwhile);
+- a child that crash-loops gives its parent an `ended` report once roostd gives up.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kit.matchers import after_tool, fresh, task
+from kit.wait import kill_and_wait, wait_until
+
+from roost.testkit.fakellm import last_user_contains, text, tool_call
+from roost.testkit.lab import Lab
+
+pytestmark = pytest.mark.usefixtures("real_pi")
+
+T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    lab_ = Lab(llm=True)
+    try:
+        yield lab_
+    finally:
+        print(lab_.diagnostics())
+        lab_.close()
+
+
+def spawned_id(result_text: str) -> str:
+    match = re.match(r'^spawned ([0-9a-f]{8}) "', result_text)
+    assert match, result_text
+    return match.group(1)
+
+
+def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_again(
+    lab: Lab,
+) -> None:
+    llm = lab.llm
+    hold = threading.Event()
+    llm.add(fresh("MK-AWAY"), tool_call("roost_spawn", {"task": "MK-KIDAWAY work", "name": "kid"}))
+    llm.add(after_tool("MK-AWAY", "roost_spawn"), text("spawned; going away"))
+    llm.add(task("MK-AWAY") & last_user_contains("MK-BACK"), tool_call("roost_agents", {}))
+    llm.add(after_tool("MK-AWAY", "roost_agents"), text("listed"))
+    llm.add(fresh("MK-KIDAWAY"), text("KID-RESULT-42", hold=hold))
+    lab.cli("daemon", "start")
+    try:
+        session = lab.root / "fg" / "away.jsonl"
+        fg = lab.foreground(session)
+        assert fg.prompt("MK-AWAY start")["success"]
+        kid = spawned_id(lab.wait_tool_results("MK-AWAY", "roost_spawn")[0]["text"])
+        wait_until(lambda: lab.record(kid)["state"] == "running", T, "the kid to run")
+        fg.close()  # the parent goes away: no peer holds its session, no job has it
+
+        hold.set()  # the kid settles now; its report has nowhere to go
+        kept = wait_until(lambda: lab.record(kid).get("undeliveredReport"), T,
+                          "the report to be kept on the kid")
+        assert "KID-RESULT-42" in str(kept)
+        assert not lab.reports_seen("MK-AWAY")
+
+        back = lab.foreground(session)  # the same session, a new pi
+        assert back.prompt("MK-BACK are you there")["success"]  # its first roost_* call
+        # registers it; the kept report follows at once.
+        report = wait_until(lambda: lab.reports_seen("MK-AWAY"), T, "the kept report")[0]
+        assert report["relation"] == "child" and report["id"] == kid
+        assert "KID-RESULT-42" in report["raw"]
+        wait_until(lambda: not lab.record(kid).get("undeliveredReport"), 10,
+                   "the kid to forget the delivered report")
+        back.close()
+    finally:
+        hold.set()
+
+
+def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: Lab) -> None:
+    lab.configure(restartBackoffSeconds=0.05, restartMaxCrashes=2, restartWindowSeconds=300)
+    llm = lab.llm
+    hold = threading.Event()
+    llm.add(fresh("MK-CRASHP"), tool_call("roost_spawn", {"task": "MK-CRASHKID", "name": "cr"}))
+    llm.add(after_tool("MK-CRASHP", "roost_spawn"), text("spawned"))
+    llm.add(task("MK-CRASHP") & last_user_contains("ended:"), text("PARENT-SAW-ENDED"))
+    # Every request of the kid is held: its first, and the run that a restart continues.
+    llm.add(task("MK-CRASHKID"), text("never", hold=hold))
+    try:
+        parent = lab.run("MK-CRASHP spawn one")
+        kid = spawned_id(lab.wait_tool_results("MK-CRASHP", "roost_spawn")[0]["text"])
+        for crash in (1, 2):
+            # Each kill lands while the kid's run is in flight (its reply is held).
+            wait_until(lambda n=crash: len(lab.requests_of("MK-CRASHKID")) >= n, T,
+                       f"the kid's model request {crash}")
+            kill_and_wait(lab.record(kid)["workerPid"])
+        row = lab.wait_state(kid, "failed", timeout=T)
+        assert "gave up" in (row["error"] or "")
+        report = wait_until(
+            lambda: [r for r in lab.reports_seen("MK-CRASHP") if r["id"] == kid], T,
+            "the ended report")[0]
+        assert report["relation"] == "child"
+        assert "ended: crashed repeatedly" in report["raw"]
+        assert lab.wait(parent) == "done"
+        assert lab.record(parent)["summary"] == "PARENT-SAW-ENDED"
+    finally:
+        hold.set()

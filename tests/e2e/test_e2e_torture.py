@@ -1,0 +1,23 @@
+"""Crash torture, the short CI preset of benchmarks/torture.py: a storm of tagged replies,
+agent messages and child reports into real-pi jobs while workers, pis and roostd are
+SIGKILLed at random (and at chosen points of the delivery path). Nothing the senders were
+told was accepted may be lost or doubled. The figures are printed as JSON (-s to see them).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import torture  # noqa: E402
+
+
+def test_crash_torture_loses_and_doubles_nothing() -> None:
+    ci = torture.CI
+    result = torture.torture(ci["duration"], ci["rate"], ci["kill_every"], seed=7)
+    print(json.dumps(result))
+    assert result["accepted"] > 100 and result["kills_total"] > 20, result
+    assert result["lost"] == 0 and result["duplicated"] == 0, result
