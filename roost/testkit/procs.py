@@ -16,6 +16,8 @@ from typing import Literal, TypeVar
 
 import psutil
 
+from roost import procs
+
 T = TypeVar("T")
 
 
@@ -40,12 +42,7 @@ def wait_until(
 
 def pid_alive(pid: int | None) -> bool:
     """A live process (an exited child not yet reaped is a zombie: not alive)."""
-    if not pid:
-        return False
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
+    return bool(pid) and procs.alive(pid or 0)
 
 
 def is_pi(proc: psutil.Process) -> bool:
