@@ -19,6 +19,7 @@ from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.states import ENDED_JOB_STATES, JobKind, Outcome
 from roost.supervise.table import accept_item, detach
+from roost.worker import faults
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -195,6 +196,7 @@ class AgentRouter:
                 outcome = Outcome.QUEUED  # posted before roostd went away, not yet answered
             else:
                 outcome = await self.deliver(target, "report", sender, rel, text, **fields)
+                faults.hit(faults.REPORT_ROUTED, text, child.id)
         except protocol.RequestError as exc:
             log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
             outcome = Outcome.NOT_RUNNING

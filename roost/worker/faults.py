@@ -10,8 +10,9 @@ The test writes the next fault when it wants one. Points, in the order an item p
 - `sent`: handed to pi (RPC prompt written, or the extension told to inject it);
 - `taken`: pi printed its `message_end` (pi writes the entry to the session file around then);
 - `before_ack` / `after_ack`: around the mailbox ack that moves it to `cur/`;
-- `report_routed` (target `roostd`, TAG in the report's result): roostd has routed job ID's
-  hand-back to its parent and not yet answered the worker, which will send it again.
+- `report_routed` (target `roostd`, TAG in the report's result): roostd has put job ID's
+  hand-back into its parent's mailbox, and neither noted that in the child's record nor
+  answered the worker, which will send it again.
 
 With the variable unset, `hit` costs one comparison.
 """

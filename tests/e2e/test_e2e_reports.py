@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kit.matchers import after_tool, fresh, task
-from kit.wait import kill_and_wait, wait_until
+from kit.wait import kill_and_wait, pid_alive, wait_until
 
 from roost.testkit.fakellm import last_user_contains, text, tool_call
 from roost.testkit.lab import Lab
@@ -105,3 +107,43 @@ def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: Lab) -> Non
         assert lab.record(parent)["summary"] == "PARENT-SAW-ENDED"
     finally:
         hold.set()
+
+
+def test_a_hand_back_sent_again_after_roostd_died_reaches_the_parent_once(tmp_path_factory) -> None:
+    """roostd dies after putting a child's report in its parent's mailbox and before it
+    answered the worker, which sends the hand-back again to the next roostd: the parent
+    still gets it once (the report's id is found in the parent's mailbox)."""
+    fault = tmp_path_factory.mktemp("fault") / "fault.json"
+    lab = Lab(llm=True, env={"ROOST_FAULTS": str(fault)})
+    llm = lab.llm
+    hold = threading.Event()
+    llm.add(fresh("MK-ONCE"), tool_call("roost_spawn", {"task": "MK-KIDONCE work", "name": "kid"}))
+    llm.add(after_tool("MK-ONCE", "roost_spawn"), text("spawned"))
+    llm.add(task("MK-ONCE") & last_user_contains("KID-ONCE-7"), text("PARENT-GOT-IT"))
+    llm.add(fresh("MK-KIDONCE"), text("KID-ONCE-7", hold=hold))
+    try:
+        parent = lab.run("MK-ONCE start", name="parent")
+        kid = spawned_id(lab.wait_tool_results("MK-ONCE", "roost_spawn")[0]["text"])
+        lab.wait(parent)
+        first_daemon = lab.daemon_pid()
+        fault.write_text(json.dumps({"point": "report_routed", "target": "roostd",
+                                     "text": "KID-ONCE-7", "job": kid}))
+        hold.set()
+        wait_until(Path(f"{fault}.fired").exists, T, "roostd to die after routing the report")
+        wait_until(lambda: not pid_alive(first_daemon), 10, "the first roostd to be gone")
+        lab.cli("daemon", "start")  # the kid's worker reconnects and sends the hand-back again
+        wait_until(lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)), T,
+                   "the parent to answer the report")
+        lab.wait(parent)
+        lab.wait(kid)
+        items = [i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub)
+                 if i.get("kind") == "report"]
+        assert len(items) == 1 and items[0]["result"] == "KID-ONCE-7", items
+        in_session = [e for e in lab.session(parent)
+                      if e.get("type") == "custom_message" and "KID-ONCE-7" in json.dumps(e)]
+        assert len(in_session) == 1, in_session
+        assert lab.record(kid)["lastReport"] == items[0]["report"]
+    finally:
+        hold.set()
+        print(lab.diagnostics())
+        lab.close()

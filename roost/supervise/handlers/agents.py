@@ -21,7 +21,6 @@ from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, Reque
 from roost.states import SETTLED_JOB_STATES
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
-from roost.worker import faults
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -180,7 +179,6 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         }
         # Answered once it is in the parent's mailbox (or kept): the worker forgets it then.
         await router.route_report(record, report)
-        faults.hit(faults.REPORT_ROUTED, str(report["result"]), record.id)
         return {"routed": True}
 
     return {
