@@ -18,6 +18,7 @@ from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, UNAUTHORIZED, RequestError
 from roost.supervise.ops_jobs import strip_controls
+from roost.usage import daemon as usage_daemon
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -151,6 +152,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
+        usage_daemon.apply_budget(daemon, record, request)  # within the tree's budget
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         launch(daemon, record)
         return {"id": record.id, "name": record.name}

@@ -35,13 +35,14 @@ from roost.cli.views import STATE_STYLE, display_row, tree_order
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
 from roost.transcript import render
+from roost.usage import show
 
 Row = dict[str, Any]
 REFRESH_PER_SECOND = 10
 RECONNECT_SECONDS = 2.0
 POLL_SECONDS = 0.5  # an open transcript checks its file this often (shell output moves no row)
 COLUMNS = ("id", "name", "state", "status", "summary", "meta")
-HEADERS = ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META")
+HEADERS = ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "COST / META")
 STATE_ORDER = ("needs_input", "running", "starting", "failed", "done", "reaped", "stopped")
 GROUP_PREFIX = "@group:"
 CONNECTION_ERRORS = (DaemonUnavailable, ProtocolError, RequestError, OSError, ValueError)
@@ -62,6 +63,11 @@ def _home_relative(directory: str) -> str:
 
 def meta_text(row: Row, names: dict[str, str], group: str) -> str:
     parts = []
+    if row.get("usage") and row.get("kind") != "shell":  # live: moves with every request
+        parts.append(show.cost_cell(row))
+        if not row.get("parentSession") and (row["usage"].get("treeCost") or 0) > (
+                row["usage"].get("cost") or 0):
+            parts.append(f"Σ{show.tree_cell(row)}")
     if group == "state" and row.get("parentSession") in names:
         parts.append(f"↳ {names[row['parentSession']]}")
     if row.get("agent"):

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roost.usage import show  # the usage cells (issue 12)
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -125,6 +127,9 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
         table.add_column("NAME", width=name_width, no_wrap=True, overflow="ellipsis")
         table.add_column("STATE", width=11, no_wrap=True)
         table.add_column("STATUS", max_width=18, no_wrap=True, overflow="ellipsis")
+        table.add_column("COST", max_width=12, no_wrap=True, justify="right")
+        if tree:
+            table.add_column("TREE", max_width=16, no_wrap=True, justify="right")
         table.add_column("SUMMARY / QUESTION", ratio=1, overflow="fold")
         table.add_column("META", max_width=16, no_wrap=True)
         for row in members:
@@ -139,8 +144,11 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
                 summary = Text(f"? {row['question']}", style="yellow")
             state = Text(row["state"], style=STATE_STYLE.get(row["state"], ""))
             # Text, not str: a str cell is rich markup, and "[" in a name is not markup.
-            table.add_row(row["id"], Text(name), state, Text(row.get("status") or ""), summary,
-                          Text(meta))
+            costs = [Text(show.cost_cell(row))]
+            if tree:
+                costs.append(Text(show.tree_cell(row)))
+            table.add_row(row["id"], Text(name), state, Text(row.get("status") or ""), *costs,
+                          summary, Text(meta))
         out.print(table)
 
 
@@ -177,6 +185,8 @@ def print_detail(row: dict[str, Any]) -> None:
     for key, value in fields:
         if value not in (None, ""):
             out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+    for key, value in show.usage_lines(row):
+        out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:

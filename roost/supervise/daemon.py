@@ -38,6 +38,7 @@ from roost.supervise.events import EventLog
 from roost.supervise.hooks import HookRunner
 from roost.supervise.jobs import JobRecord
 from roost.supervise.workers import WorkerProcess
+from roost.usage import daemon as usage_daemon
 
 log = logging.getLogger("roostd")
 
@@ -260,7 +261,7 @@ class Daemon:
         from roost.supervise import ops_attach, ops_events, ops_jobs, ops_worker
 
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events):
+        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events, usage_daemon):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -449,6 +450,7 @@ class Daemon:
             "parentSession": record.parent_session,
             "rootSession": record.root_session,
             "pending": pending,
+            "usage": usage_daemon.row_usage(self, record),
             "created": record.created,
             "updated": record.updated,
         }

@@ -17,6 +17,7 @@ from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobState, ProcState
 from roost.supervise.jobs import JobRecord, new_job_id
+from roost.usage import daemon as usage_daemon
 
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition
@@ -206,6 +207,8 @@ def post_item(
     daemon.job_changed(record, persist=False)  # pending counts changed
     if proc.state != ProcState.RUNNING or record.state == JobState.STARTING:
         return "queued"
+    if usage_daemon.blocked(record):  # over budget: waits until `roost budget` raises it
+        return "queued"
     if record.dialog:
         if kind != "reply":
             return "queued"
@@ -271,6 +274,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = create_job(daemon, request)
+        usage_daemon.apply_budget(daemon, record, request)
         launch(daemon, record)
         return {"id": record.id, "name": record.name}
 
@@ -390,6 +394,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             proc.forget()
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
+        usage_daemon.on_removed(daemon, record)  # `roost usage` keeps its figures
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)

@@ -1,0 +1,181 @@
+"""Usage, cost and budgets with the real pi and the scripted model reporting usage
+(issue 12). Runs on either pi line (ROOST_PI / ROOST_NODE pick it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from agents_support import after_tool, fresh, new_user_has, task, wait_until
+
+from roost.cli.live import table_rows
+from roost.fakellm import text, tool_call
+from roost.fakellm.requests import message_text, messages, tool_results
+from roost.pitest import make_agent_dir
+
+pytestmark = pytest.mark.e2e
+
+T = 90.0
+# Prices per million tokens (pi's models.json `cost`), and what every scripted request
+# reports: 10000 prompt tokens of which 4000 cached, 2000 completion tokens.
+PRICES = {"input": 10.0, "output": 40.0, "cacheRead": 1.0, "cacheWrite": 12.5}
+USAGE = (10000, 2000, 4000)
+PER_REQUEST = {"input": 6000, "output": 2000, "cacheRead": 4000, "cacheWrite": 0}
+COST = (6000 * 10.0 + 2000 * 40.0 + 4000 * 1.0) / 1e6  # $0.144
+
+
+def priced_lab(make_lab: Any, **settings: Any) -> Any:
+    lab = make_lab(**settings)
+    make_agent_dir(lab.agent_dir, lab.llm.base_url, cost=PRICES)
+    return lab
+
+
+def expected(requests: int) -> dict[str, Any]:
+    return {**{k: v * requests for k, v in PER_REQUEST.items()}, "requests": requests}
+
+
+def assert_figures(usage: dict[str, Any], requests: int, tree: int | None = None) -> None:
+    for key, value in expected(requests).items():
+        assert usage[key] == value, (key, usage)
+    assert usage["cost"] == pytest.approx(COST * requests, abs=1e-9), usage
+    assert usage["treeCost"] == pytest.approx(COST * (tree or requests), abs=1e-9), usage
+
+
+def loop_steps(steps: int) -> Any:
+    """A reply: `steps` bash calls, then a final text; each request reports USAGE."""
+    def reply(request: dict[str, Any]) -> Any:
+        done = len(tool_results(request))
+        if done < steps:
+            return tool_call("bash", {"command": f"echo step {done}"}, usage=USAGE)
+        return text(f"finished {steps} steps", usage=USAGE)
+    return reply
+
+
+def test_figures_equal_what_the_model_reported_across_restarts(make_lab: Any) -> None:
+    """Row, show, usage report and view agree with the model's usage; a roostd restart and
+    a worker restart (which re-reads the session file) neither lose nor double anything;
+    `roost usage` keeps a removed job's figures."""
+    lab = priced_lab(make_lab)
+    lab.llm.add(task("UA-1"), loop_steps(3))
+    job = lab.run("UA-1 count my tokens", name="counter")
+    assert lab.wait(job) == "done"
+    row = lab.ls()[0]
+    assert_figures(row["usage"], 4)
+    assert len(lab.requests_of("UA-1")) == 4
+
+    lab.cli("daemon", "stop")  # the worker lives on; roostd comes back with the next call
+    assert_figures([r for r in lab.ls() if r["id"] == job][0]["usage"], 4)
+
+    lab.cli("stop", job)
+    lab.cli("start", job)
+    lab.wait_state(job, "done")
+    shown = json.loads(lab.cli("show", job, "--json").stdout)
+    assert_figures(shown["usage"], 4)
+    assert len(lab.requests_of("UA-1")) == 4  # the restart asked the model nothing
+
+    # The same numbers in the CLI table, the show block, the JSON report and the view.
+    cost_text = f"${COST * 4:.2f}"
+    assert cost_text in lab.cli("ls").stdout
+    assert cost_text in lab.cli("show", job).stdout
+    report = json.loads(lab.cli("usage", "--json").stdout)
+    [line] = [r for r in report["rows"] if r["key"] == job]
+    assert line["cost"] == pytest.approx(COST * 4) and line["removed"] is False
+    assert {k: line[k] for k in PER_REQUEST} == {k: v * 4 for k, v in PER_REQUEST.items()}
+    view = dict(table_rows(lab.ls()))
+    assert cost_text in view[job][5].plain
+    by_model = json.loads(lab.cli("usage", "--json", "--by", "model").stdout)
+    assert by_model["rows"][0]["key"].endswith("fake-model")
+    assert by_model["total"]["cost"] == pytest.approx(COST * 4)
+
+    lab.cli("rm", job)
+    report = json.loads(lab.cli("usage", "--json").stdout)
+    [line] = [r for r in report["rows"] if r["key"] == job]
+    assert line["removed"] is True and line["requests"] == 4
+    assert line["cost"] == pytest.approx(COST * 4)
+    assert "(rm)" in lab.cli("usage").stdout
+    later = json.loads(lab.cli("usage", "--json", "--since", "2999-01-01").stdout)
+    assert later["rows"] == []
+
+
+def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -> None:
+    """A child spawned with a budget of $1.00 spends $0.144 a request: one warning at 80%
+    (to it and to its parent), stopped within one request of the limit, `failed` with the
+    reason, the parent gets `ended:`; `roost budget` lets it continue."""
+    lab = priced_lab(make_lab)
+    llm = lab.llm
+    llm.add(fresh("UB-P"), tool_call("roost_spawn", {"task": "UB-C spend money",
+                                                     "name": "spender", "budget": 1.0}))
+    llm.add(after_tool("UB-P", "roost_spawn"), text("spawned"))
+    llm.add(task("UB-P"), text("noted"))
+    after_raise = new_user_has("budget was raised") | new_user_has("keep going")
+    llm.add(task("UB-C") & after_raise, text("finished after the raise", usage=(100, 10)))
+    llm.add(task("UB-C"), lambda r: tool_call("bash", {"command": "echo spend"}, usage=USAGE))
+
+    parent = lab.run("UB-P parent task", name="payer")
+    child = wait_until(lambda: lab.job_named("spender"), T, "the child")["id"]
+    record = lab.wait_state(child, "failed", timeout=T)
+    # $0.144 a request: the 7th crosses $1.00 ($1.008); at most one more request was made
+    # (cut short by the abort, so it reported nothing).
+    assert record["error"] == "budget exhausted: $1.01 of $1.00", record
+    child_requests = lab.requests_of("UB-C")
+    assert 7 <= len(child_requests) <= 8, len(child_requests)
+    row = [r for r in lab.ls() if r["id"] == child][0]
+    assert row["state"] == "failed" and row["status"] == "budget exhausted: $1.01 of $1.00"
+    assert row["usage"]["requests"] in (7, 8) and row["usage"]["budget"] == 1.0
+    assert row["usage"]["cost"] == pytest.approx(COST * 7)
+
+    # The warning: a note from roost in the child's session (not a user message), once.
+    notes = [e for e in lab.session(child) if e.get("type") == "custom_message"
+             and "you have used 80% of your budget" in json.dumps(e.get("content"))]
+    assert len(notes) == 1, notes
+    assert "[roost]" in json.dumps(notes[0]["content"])
+
+    def parent_saw(needle: str) -> bool:
+        return any(needle in message_text(m) for r in lab.requests_of("UB-P")
+                   for m in messages(r) if m.get("role") == "user")
+
+    wait_until(lambda: parent_saw("you have used 80% of your budget"), T, "the parent's warning")
+    wait_until(lambda: parent_saw("ended: budget exhausted: $1.01 of $1.00"), T,
+               "the parent's ended: report")
+    assert lab.wait(parent) == "done"
+
+    # No new run while over budget: a reply waits.
+    assert lab.reply(child, "keep going") == "queued"
+    assert len(lab.requests_of("UB-C")) == len(child_requests)
+
+    out = lab.cli("budget", child, "5").stdout
+    assert "budget $5.00" in out
+    lab.wait_request(task("UB-C") & new_user_has("budget was raised"), timeout=T)
+    wait_until(lambda: lab.record(child).get("error") is None
+               and lab.record(child).get("state") in ("done", "running"), T, "the raise")
+
+
+def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> None:
+    lab = priced_lab(make_lab)
+    llm = lab.llm
+    llm.add(fresh("UC-P"), tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey",
+                                                     "budget": 2.0}))
+    llm.add(task("UC-P") & new_user_has("AGAIN"),
+            tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey", "budget": 2.0}))
+    llm.add(after_tool("UC-P", "roost_spawn"), text("tried"))
+    llm.add(task("UC-C"), text("child ok"))
+    parent = lab.cli("run", "--tree-budget", "0.5", "--name", "frugal", "UC-P root").stdout.strip()
+    assert lab.wait(parent) == "done"
+    [result] = lab.tool_results_of("UC-P", "roost_spawn")
+    assert re.search(r"error: budget \$2\.00 exceeds what is left of the tree's budget "
+                     r"\(\$0\.\d\d\)", result["text"]), result
+    assert lab.job_named("pricey") is None
+    root = [r for r in lab.ls() if r["id"] == parent][0]
+    assert root["usage"]["treeBudget"] == 0.5
+
+    lab.cli("budget", parent, "10", "--tree")
+    lab.reply(parent, "AGAIN please")
+    assert lab.wait(parent) == "done"
+    results = lab.tool_results_of("UC-P", "roost_spawn")
+    assert results[-1]["text"].startswith("spawned "), results
+    child = lab.job_named("pricey")
+    assert child is not None and child["budget"] == 2.0
+    bad = lab.cli("budget", child["id"], "3", "--tree", check=False)
+    assert bad.returncode != 0 and "not a tree's root" in bad.stderr
