@@ -179,3 +179,76 @@ def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> No
     assert child is not None and child["budget"] == 2.0
     bad = lab.cli("budget", child["id"], "3", "--tree", check=False)
     assert bad.returncode != 0 and "not a tree's root" in bad.stderr
+
+
+def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab: Any) -> None:
+    """Two children of a root with a $1.00 tree budget spend until the tree's sum crosses
+    it: roostd stops every job of the tree (at most one request each past the line); the
+    root's row shows the tree's total, the same after a roostd restart; raising the tree
+    budget lets the children continue."""
+    lab = priced_lab(make_lab)
+    llm = lab.llm
+    llm.add(fresh("UD-P"), tool_call("roost_spawn", {"task": "UD-C1 spend", "name": "kid1"})
+            + tool_call("roost_spawn", {"task": "UD-C2 spend", "name": "kid2"}))
+    llm.add(after_tool("UD-P", "roost_spawn"), text("spawned", usage=(100, 10)))
+    llm.add(task("UD-P"), text("noted", usage=(100, 10)))
+    raised = new_user_has("budget was raised")
+    llm.add(task("UD-C1") & raised, text("kid1 finished", usage=(100, 10)))
+    llm.add(task("UD-C2") & raised, text("kid2 finished", usage=(100, 10)))
+    spend = lambda r: tool_call("bash", {"command": "sleep 0.2"}, usage=USAGE)  # noqa: E731
+    llm.add(task("UD-C1"), spend)
+    llm.add(task("UD-C2"), spend)
+
+    root = lab.cli("run", "--tree-budget", "1", "--name", "treetop", "UD-P root").stdout.strip()
+    kids = [wait_until(lambda n=n: lab.job_named(n), T, n)["id"] for n in ("kid1", "kid2")]
+    for kid in kids:
+        record = lab.wait_state(kid, "failed", timeout=T)
+        assert record["error"].startswith("tree budget exhausted: $"), record
+        assert record["error"].endswith(" of $1.00"), record
+    rows = {r["id"]: r for r in lab.ls()}
+    tree_cost = rows[root]["usage"]["treeCost"]
+    assert tree_cost == pytest.approx(sum(r["usage"]["cost"] or 0 for r in rows.values()))
+    # Past the line by at most one request of each live job of the tree.
+    assert 1.0 <= tree_cost <= 1.0 + 2 * COST + 0.01, tree_cost
+    spent = len(lab.requests_of("UD-C1")) + len(lab.requests_of("UD-C2"))
+
+    lab.cli("daemon", "stop")
+    again = {r["id"]: r for r in lab.ls()}
+    assert again[root]["usage"]["treeCost"] == pytest.approx(tree_cost)
+    assert "$" in lab.cli("ls", "--tree").stdout
+    assert len(lab.requests_of("UD-C1")) + len(lab.requests_of("UD-C2")) == spent
+
+    lab.cli("budget", root, "5", "--tree")
+    for marker in ("UD-C1", "UD-C2"):
+        lab.wait_request(task(marker) & raised, timeout=T)
+    for kid in kids:
+        wait_until(lambda kid=kid: lab.record(kid).get("state") == "done", T, f"{kid} done")
+
+
+def test_unpriced_model_token_budget_and_turn_cap(make_lab: Any) -> None:
+    """Without prices: `—` for the cost, tokens counted, --budget-tokens and --max-turns
+    stop the run; bad budget input is refused with a clear error."""
+    lab = make_lab()  # models.json without `cost`
+    lab.llm.add(task("UE-"), lambda r: tool_call("bash", {"command": "echo t"}, usage=USAGE))
+    tokens = lab.cli("run", "--budget-tokens", "30000", "UE-1 tokens").stdout.strip()
+    turns = lab.cli("run", "--max-turns", "2", "UE-2 turns").stdout.strip()
+    record = lab.wait_state(tokens, "failed", timeout=T)
+    assert record["error"] == "token budget exhausted: 36000 of 30000 tokens", record
+    record = lab.wait_state(turns, "failed", timeout=T)
+    assert record["error"] == "turn limit reached: 2 of 2 model requests", record
+    assert len(lab.requests_of("UE-2")) <= 3
+    row = [r for r in lab.ls() if r["id"] == tokens][0]
+    assert row["usage"]["cost"] is None and row["usage"]["treeCost"] is None
+    assert row["usage"]["input"] == 3 * 6000 or row["usage"]["requests"] == 4
+    shown = lab.cli("show", tokens).stdout
+    assert "no prices" in shown
+
+    for args, message in ((["--budget", "0"], "0"), (["--max-turns", "x"], "x")):
+        bad = lab.cli("run", *args, "UE-bad", check=False)
+        assert bad.returncode != 0 and message in bad.stderr
+    bad = lab.cli("budget", tokens, check=False)
+    assert bad.returncode != 0 and "give an AMOUNT" in bad.stderr
+    bad = lab.cli("budget", "nosuchjob", "5", check=False)
+    assert bad.returncode != 0 and "no job" in bad.stderr
+    bad = lab.cli("usage", "--since", "last week", check=False)
+    assert bad.returncode != 0 and "YYYY-MM-DD" in bad.stderr

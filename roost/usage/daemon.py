@@ -186,10 +186,13 @@ def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
     if root.tree_budget is not None and spent.priced and spent.cost >= root.tree_budget:
         return
     stopped = book(daemon).tree_stopped
+    # Every live job of the tree, not only those this roostd stopped: a restarted roostd
+    # does not know which workers an earlier one told.
     for member in list(daemon.jobs.values()):
-        if member.id in stopped and tree_key(member) == key:
-            del stopped[member.id]
-            send_limits(daemon, member, None)
+        if tree_key(member) == key and member.kind == "pi":
+            stopped.pop(member.id, None)
+            if member is not root:
+                send_limits(daemon, member, None)
 
 
 def on_removed(daemon: Daemon, record: JobRecord) -> None:

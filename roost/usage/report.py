@@ -52,7 +52,8 @@ def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = Non
     groups: dict[str, dict[str, Any]] = {}
     total = Usage()
     for line in lines:
-        if since is not None and str(line.get("day") or "") < since:
+        if since is not None and not (_DATE.fullmatch(str(line.get("day") or ""))
+                                      and str(line["day"]) >= since):
             continue
         if by == "job":
             key, name = str(line["job"]), line.get("name")
