@@ -44,8 +44,7 @@ def _parts(usage: Usage, limits: Limits) -> list[tuple[float, str, str]]:
     if limits.budget is not None:
         spent = usage.cost if usage.priced else 0.0
         fraction = spent / limits.budget if limits.budget > 0 else math.inf
-        parts.append((fraction, f"{format_cost(spent)} of {format_cost(limits.budget)}",
-                      "budget"))
+        parts.append((fraction, _of(spent, limits.budget), "budget"))
     if limits.budget_tokens is not None:
         fraction = (usage.tokens / limits.budget_tokens if limits.budget_tokens > 0
                     else math.inf)
@@ -56,6 +55,14 @@ def _parts(usage: Usage, limits: Limits) -> list[tuple[float, str, str]]:
         parts.append((fraction, f"{usage.requests} of {limits.max_turns} model requests",
                       "turn limit"))
     return parts
+
+
+def _of(spent: float, limit: float) -> str:
+    """`$2.51 of $2.50`; more digits where cents would show $0.25 of $0.25 below it."""
+    text = f"{format_cost(spent)} of {format_cost(limit)}"
+    if spent != limit and format_cost(spent) == format_cost(limit):
+        text = f"${spent:.4f} of ${limit:.4f}"
+    return text
 
 
 def used_fraction(usage: Usage, limits: Limits) -> float:
