@@ -5,7 +5,8 @@ Everything runs in a temporary ROOST_HOME and pi agent dir (no API key, no netwo
 jobs arriving mid-turn, and a parent that spawns two children — one asks the parent a
 question and gets its answer by roost_send, both report back — with the tree shown as it
 changes; then costs (the scripted model has prices) and a child stopped by its budget, whose
-`ended:` report reaches its parent. The demo's own roost.json allows external reach (so two unrelated jobs can talk).
+`ended:` report reaches its parent. The demo's own roost.json allows external reach (so
+two unrelated jobs can talk).
 """
 
 from __future__ import annotations
