@@ -108,6 +108,8 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     llm.add(fresh("UB-P"), tool_call("roost_spawn", {"task": "UB-C spend money",
                                                      "name": "spender", "budget": 1.0}))
     llm.add(after_tool("UB-P", "roost_spawn"), text("spawned"))
+    llm.add(task("UB-P") & new_user_has("LIST-PEERS"), tool_call("roost_agents", {}))
+    llm.add(after_tool("UB-P", "roost_agents"), text("listed"))
     llm.add(task("UB-P"), text("noted"))
     after_raise = new_user_has("budget was raised") | new_user_has("keep going")
     llm.add(task("UB-C") & after_raise, text("finished after the raise", usage=(100, 10)))
@@ -141,9 +143,21 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
                "the parent's ended: report")
     assert lab.wait(parent) == "done"
 
-    # No new run while over budget: a reply waits.
+    # roost_agents shows each peer's cost.
+    lab.reply(parent, "LIST-PEERS")
+    [listing] = lab.wait_tool_results("UB-P", "roost_agents")
+    assert re.search(rf'{child} "spender" child failed \(budget exhausted: \$1\.01 of \$1\.00\) '
+                     r"\$1\.01", listing["text"]), listing
+    assert lab.wait(parent) == "done"
+
+    # No new run while over budget, not even after a worker restart: a reply waits.
+    lab.cli("stop", child)
+    lab.cli("start", child)
+    record = lab.wait_state(child, "failed", timeout=T)
+    assert record["error"] == "budget exhausted: $1.01 of $1.00", record
     assert lab.reply(child, "keep going") == "queued"
     assert len(lab.requests_of("UB-C")) == len(child_requests)
+    assert lab.record(child)["usage"]["requests"] == row["usage"]["requests"]  # not doubled
 
     out = lab.cli("budget", child, "5").stdout
     assert "budget $5.00" in out

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from roost import protocol
 from roost.config import load_settings
+from roost.fsutil import atomic_write_json
 from roost.states import JobState, RunCause
 from roost.usage import budget
 from roost.usage.budget import Limits
@@ -33,8 +35,28 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.worker")
 
 
+STOP_NOTE = "budget-stop.json"  # in the job's dir: the cause of the run a budget stopped
+
+
 def new_meter(record: JobRecord) -> Meter:
-    return Meter(Limits.of(record), warn_at=load_settings().budgetWarnAt)
+    meter = Meter(Limits.of(record), warn_at=load_settings().budgetWarnAt)
+    # A restarted worker still continues the stopped run (with its cause) once raised.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        cause = json.loads((record.dir / STOP_NOTE).read_text(encoding="utf-8")).get("cause")
+        if cause in {c.value for c in RunCause}:
+            meter.stopped_cause = cause
+    return meter
+
+
+def _save_stop(worker: Worker) -> None:
+    path = worker.record.dir / STOP_NOTE
+    try:
+        if worker.meter.stopped_cause is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write_json(path, {"cause": worker.meter.stopped_cause})
+    except OSError as exc:
+        log.warning("could not write %s: %s", path, exc)
 
 
 def add_to_snapshot(worker: Worker, snap: dict[str, Any]) -> None:
@@ -60,9 +82,9 @@ def gate_resume(worker: Worker, resume: str | None) -> str | None:
     if worker.meter.blocked is None:
         return resume
     log.info("over budget (%s): no run starts until it is raised", worker.meter.blocked)
-    if worker.runs.next_cause is not None:
+    if worker.runs.next_cause is not None and worker.meter.stopped_cause is None:
         worker.meter.stopped_cause = worker.runs.next_cause.value
-        worker.runs.next_cause = None
+    worker.runs.next_cause = None
     _block(worker)
     return None
 
@@ -118,6 +140,7 @@ def on_settled(worker: Worker, run: Run | None) -> None:
     if worker.meter.blocked is not None:
         if run is not None and worker.meter.stopped_cause is None:
             worker.meter.stopped_cause = run.cause.value
+        _save_stop(worker)
         _block(worker)
         _tell_ended(worker)
     if worker.features is not None and worker.features.session_stats_whole_file:
@@ -164,6 +187,7 @@ def on_budget_event(worker: Worker, event: dict[str, Any]) -> None:
     worker.meter.ended_sent = False
     worker.runs.state, worker.runs.status = JobState.DONE, ""
     cause, meter.stopped_cause = meter.stopped_cause, None
+    _save_stop(worker)
     if cause is not None and worker.ext is not None:
         worker.runs.next_cause = RunCause(cause)  # the continuation keeps the run's cause
         asyncio.ensure_future(worker.ext.send(protocol.event(
