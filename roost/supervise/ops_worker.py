@@ -84,7 +84,9 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if changed:
             # What the agent is doing right now is not worth an fsync on the daemon's loop
             # (it would delay every message behind it); the rest of the record is.
-            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS))
+            # Usage after a settle (pi 1.x's get_session_stats) is saved: no run follows it.
+            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS) or (
+                "usage" in changed and not record.busy))
         return {}
 
     async def worker_exiting(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
