@@ -232,7 +232,8 @@ def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab
     assert "$" in lab.cli("ls", "--tree").stdout
     assert len(lab.requests_of("UD-C1")) + len(lab.requests_of("UD-C2")) == spent
 
-    lab.cli("budget", root, "5", "--tree")
+    out = lab.cli("budget", root, "5").stdout  # a tree root: AMOUNT is the tree's budget
+    assert "tree budget $5.00" in out, out
     for marker in ("UD-C1", "UD-C2"):
         lab.wait_request(task(marker) & raised, timeout=T)
     for kid in kids:

@@ -45,7 +45,9 @@ def run_args(budget: float | None, budget_tokens: int | None, max_turns: int | N
 @click.option("--json", "as_json", is_flag=True)
 def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: int | None,
                tree: bool, as_json: bool) -> None:
-    """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues."""
+    """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
+
+    On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
     from roost.cli.main import daemon, fail, print_json
 
     if amount is None and tokens is None and max_turns is None:
@@ -59,6 +61,7 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
         print_json(result)
         return
     usage = result["usage"]
+    tree = bool(result.get("tree"))
     what = f"tree budget {format_cost(usage['treeBudget'])}" if tree else ", ".join(
         part for part in (
             f"budget {format_cost(usage['budget'])}" if usage["budget"] is not None else "",

@@ -227,7 +227,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         turns = _amount(request, "maxTurns", integer=True)
         if amount is None and tokens is None and turns is None:
             raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
-        if request.get("tree"):
+        # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
+        tree = bool(request.get("tree")) or (
+            amount is not None and not record.root_session and record.tree_budget is not None
+            and record.budget is None and tokens is None and turns is None)
+        if tree:
             if record.root_session:
                 raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
                                             "tree budget is set on the root")
@@ -249,7 +253,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             if (proc is None or not proc.alive) and budget.is_stop_reason(record.error):
                 daemon.start_worker(record, "budget raised")
         daemon.job_changed(record)
-        return {"id": record.id, "usage": row_usage(daemon, record)}
+        return {"id": record.id, "tree": tree, "usage": row_usage(daemon, record)}
 
     async def usage_note(conn: Any, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None
