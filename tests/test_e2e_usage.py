@@ -225,6 +225,11 @@ def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab
     # Past the line by at most one request of each live job of the tree.
     assert 1.0 <= tree_cost <= 1.0 + 2 * COST + 0.01, tree_cost
     spent = len(lab.requests_of("UD-C1")) + len(lab.requests_of("UD-C2"))
+    # The root was warned once, by a framed note, when the tree reached 80 %.
+    notes = wait_until(lambda: [e for e in lab.session(root) if e.get("type") == "custom_message"
+                                and "used 80% of your tree's budget" in json.dumps(e)], T,
+                       "the tree budget warning")
+    assert len(notes) == 1, notes
 
     lab.cli("daemon", "stop")
     again = {r["id"]: r for r in lab.ls()}

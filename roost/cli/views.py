@@ -127,9 +127,9 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
         table.add_column("NAME", width=name_width, no_wrap=True, overflow="ellipsis")
         table.add_column("STATE", width=11, no_wrap=True)
         table.add_column("STATUS", max_width=18, no_wrap=True, overflow="ellipsis")
-        table.add_column("COST", max_width=12, no_wrap=True, justify="right")
+        table.add_column("COST", max_width=9, no_wrap=True, justify="right")
         if tree:
-            table.add_column("TREE", max_width=16, no_wrap=True, justify="right")
+            table.add_column("TREE", max_width=13, no_wrap=True, justify="right")
         table.add_column("SUMMARY / QUESTION", ratio=1, overflow="fold")
         table.add_column("META", max_width=16, no_wrap=True)
         for row in members:

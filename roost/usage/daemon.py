@@ -31,6 +31,7 @@ class UsageBook:
     def __init__(self) -> None:
         self._removed: dict[str, Usage] | None = None  # tree -> removed jobs' usage
         self.tree_stopped: dict[str, str] = {}  # job -> why its tree's budget stopped it
+        self.tree_warned: set[str] = set()  # roots warned about their tree's budget
 
     @property
     def removed(self) -> dict[str, Usage]:
@@ -168,7 +169,10 @@ def after_usage(daemon: Daemon, record: JobRecord) -> None:
     if root is None or root.tree_budget is None:
         return
     spent = tree_usage(daemon, key)
-    if not spent.priced or spent.cost < root.tree_budget:
+    if not spent.priced:
+        return
+    if spent.cost < root.tree_budget:
+        _tree_warning(daemon, root, spent)
         return
     reason = (f"tree budget exhausted: {format_cost(spent.cost)} of "
               f"{format_cost(root.tree_budget)}")
@@ -180,11 +184,29 @@ def after_usage(daemon: Daemon, record: JobRecord) -> None:
             log.info("job %s: %s", member.id, reason)
 
 
+def _tree_warning(daemon: Daemon, root: JobRecord, spent: Usage) -> None:
+    """Once per tree (per roostd): the root gets a framed note at `budgetWarnAt`."""
+    assert root.tree_budget is not None
+    line = budget.warning(spent, budget.Limits(budget=root.tree_budget),
+                          daemon.settings().budgetWarnAt)
+    warned = book(daemon).tree_warned
+    if line is None or root.id in warned:
+        return
+    proc = daemon.procs.get(root.id)
+    if proc is None or not proc.connected or proc.conn is None:
+        return
+    warned.add(root.id)
+    asyncio.ensure_future(proc.conn.send(protocol.event(
+        "budget", budget=root.budget, budgetTokens=root.budget_tokens, maxTurns=root.max_turns,
+        treeExhausted=None, treeWarning=line.replace("your budget", "your tree's budget"))))
+
+
 def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
     key = tree_key(root)
     spent = tree_usage(daemon, key)
     if root.tree_budget is not None and spent.priced and spent.cost >= root.tree_budget:
         return
+    book(daemon).tree_warned.discard(root.id)
     stopped = book(daemon).tree_stopped
     # Every live job of the tree, not only those this roostd stopped: a restarted roostd
     # does not know which workers an earlier one told.

@@ -91,6 +91,10 @@ def gate_resume(worker: Worker, resume: str | None) -> str | None:
 
 def on_message(worker: Worker, message: dict[str, Any]) -> None:
     verdict = worker.meter.on_message(message)
+    meter = worker.meter
+    if meter.usage.requests == 1 and meter.limits.budget is not None and not meter.usage.priced:
+        log.warning("the model has no prices: a cost budget never stops this job "
+                    "(use a token budget, roost budget JOB --tokens N)")
     if message.get("role") == "assistant":
         worker.report()  # the row's figures move live
     if verdict == "warn":
@@ -165,6 +169,12 @@ def on_budget_event(worker: Worker, event: dict[str, Any]) -> None:
     """roostd says the limits changed (`roost budget`) or the tree's budget ran out."""
     meter = worker.meter
     was_blocked = meter.blocked
+    warning = event.get("treeWarning")
+    if warning and worker.ext is not None:
+        log.info("tree budget warning: %s", warning)
+        asyncio.ensure_future(worker.ext.send(protocol.event(
+            "budget_note", content=budget.note_text(str(warning)[:300]),
+            steer=worker.runs.streaming)))
 
     def opt(key: str) -> Any:
         value = event.get(key)
