@@ -157,6 +157,7 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     assert record["error"] == "budget exhausted: $1.01 of $1.00", record
     assert lab.reply(child, "keep going") == "queued"
     assert len(lab.requests_of("UB-C")) == len(child_requests)
+    assert lab.wait(child, timeout=10) == "failed"  # settled: nothing runs until raised
     assert lab.record(child)["usage"]["requests"] == row["usage"]["requests"]  # not doubled
 
     out = lab.cli("budget", child, "5").stdout

@@ -226,6 +226,8 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
     proc = daemon.procs.get(record.id)
     if record.state == JobState.STOPPED:
         return True
+    if usage_daemon.blocked(record) and not record.busy:
+        return True  # over budget: nothing runs (items wait) until the person raises it
     if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
         return record.state == JobState.FAILED or not daemon.mailbox(record).pending()
     if record.kind == "shell":
