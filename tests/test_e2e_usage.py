@@ -69,6 +69,8 @@ def test_figures_equal_what_the_model_reported_across_restarts(make_lab: Any) ->
     assert_figures([r for r in lab.ls() if r["id"] == job][0]["usage"], 4)
 
     lab.cli("stop", job)
+    lab.cli("daemon", "stop")  # no worker now: the figures come from job.json
+    assert_figures([r for r in lab.ls() if r["id"] == job][0]["usage"], 4)
     lab.cli("start", job)
     lab.wait_state(job, "done")
     shown = json.loads(lab.cli("show", job, "--json").stdout)
