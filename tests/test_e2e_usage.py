@@ -247,6 +247,25 @@ def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab
     for kid in kids:
         wait_until(lambda kid=kid: lab.record(kid).get("state") == "done", T, f"{kid} done")
 
+    # Removing a child keeps its figures in the tree's total (no refund, not counted twice),
+    # also after a roostd restart (then read from the usage log).
+    removed_cost = {r["id"]: r for r in lab.ls()}[kids[0]]["usage"]["cost"]
+    lab.cli("rm", kids[0])
+    lab.wait(root)  # its `ended:` report about the removal runs a turn of the root
+
+    def tree_total() -> tuple[float, float]:
+        rows = {r["id"]: r for r in lab.ls()}
+        own = rows[root]["usage"]["cost"] + rows[kids[1]]["usage"]["cost"]
+        return rows[root]["usage"]["treeCost"], own + removed_cost
+
+    shown, expected_total = tree_total()
+    assert shown == pytest.approx(expected_total)
+    lab.cli("daemon", "stop")
+    shown, expected_total = tree_total()
+    assert shown == pytest.approx(expected_total)
+    tree = json.loads(lab.cli("usage", "--json", "--by", "tree").stdout)
+    assert [r["cost"] for r in tree["rows"]] == [pytest.approx(expected_total)]
+
 
 def test_unpriced_model_token_budget_and_turn_cap(make_lab: Any) -> None:
     """Without prices: `—` for the cost, tokens counted, --budget-tokens and --max-turns

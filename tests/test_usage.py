@@ -208,3 +208,28 @@ def test_scripted_model_reports_cache_tokens() -> None:
     assert "prompt_tokens_details" not in usage_for(text("x", usage=(10, 2)), 0)
     with pytest.raises(ValueError, match="unknown usage keys"):
         reply_from_obj({"text": "x", "usage": {"prompt": 1}})
+
+
+def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: Any) -> None:
+    """`rm` appends the job's figures to the log and to roostd's cache of removed trees,
+    whether or not that cache was read before (no double count)."""
+    from types import SimpleNamespace
+
+    from roost.supervise.jobs import JobRecord
+    from roost.usage import daemon as usage_daemon
+
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
+    (tmp_path / "rh").mkdir()
+    session = tmp_path / "kid.jsonl"
+    session.write_text("".join(json.dumps(e) + "\n" for e in ENTRIES))
+    for preload in (False, True):
+        (tmp_path / "rh" / "usage.jsonl").unlink(missing_ok=True)
+        fake = SimpleNamespace(jobs={})
+        if preload:
+            assert usage_daemon.book(fake).removed == {}  # type: ignore[arg-type]
+        kid = JobRecord(id="0000000a", name="kid", kind="pi", cwd="/", session=str(session),
+                        root_session="/s/root", spawned=True)
+        usage_daemon.on_removed(fake, kid)  # type: ignore[arg-type]
+        assert usage_daemon.tree_usage(fake, "/s/root").cost == pytest.approx(0.8)  # type: ignore[arg-type]
+        assert usage_log.removed_tree_costs(tmp_path / "rh" / "usage.jsonl")["/s/root"].cost == \
+            pytest.approx(0.8)

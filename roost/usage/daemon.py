@@ -223,6 +223,7 @@ def on_removed(daemon: Daemon, record: JobRecord) -> None:
         return
     from roost.transcript import read_entries
 
+    removed = book(daemon).removed  # loaded before the append: the new lines are added once
     try:
         entries = read_entries(record.session)
         lines = usage_log.lines_for({"id": record.id, "name": record.name,
@@ -233,7 +234,6 @@ def on_removed(daemon: Daemon, record: JobRecord) -> None:
         log.error("job %s: could not keep its usage in %s: %s", record.id,
                   usage_log.log_path(), exc)
         return
-    removed = book(daemon).removed
     for line in lines:
         removed.setdefault(tree_key(record), Usage()).add_usage(Usage.from_json(line))
     book(daemon).tree_stopped.pop(record.id, None)
