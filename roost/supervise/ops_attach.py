@@ -81,6 +81,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
     async def handoff(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         """A foreground pi gives its session to a job (new, or the session's old one)."""
         from roost.supervise.ops_jobs import create_job
+        from roost.usage import daemon as usage_daemon
 
         router = daemon.agents
         fg = router.foreground.get(conn.peer_id or "")
@@ -103,6 +104,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 "model": request.get("model"), "thinking": request.get("thinking"),
             })
             record.session = fg.session
+            usage_daemon.apply_budget(daemon, record, {})  # the user's default budgets
             daemon.add_job(record)
         record.task = task or record.task
         record.attached = True
