@@ -68,6 +68,14 @@ class Settings:
     """Append events to $ROOST_HOME/events.jsonl (false: only followers and hooks see
     them; for measurements)."""
 
+    defaultJobBudget: float | None = None
+    """Budget (in the currency of the model's prices) of a job started without one
+    (`roost run --budget`, `roost_spawn {budget}`); none by default."""
+    defaultTreeBudget: float | None = None
+    """Budget a new tree root shares with all its descendants; none by default."""
+    budgetWarnAt: float = 0.8
+    """Share of a budget at which the job (and its parent) get one warning; 0 turns it off."""
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -90,9 +98,10 @@ class Settings:
                 ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             if not ok:
                 log.warning("roost.json: ignoring %s=%r (expected %s)", key, value,
-                            type(default).__name__)
+                            "a number" if default is None else type(default).__name__)
                 continue
-            values[key] = float(value) if isinstance(default, float) else value
+            # An optional amount (a budget: None by default) is a float like the others.
+            values[key] = float(value) if default is None or isinstance(default, float) else value
         return cls(**values)
 
 

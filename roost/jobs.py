@@ -40,6 +40,9 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
     "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR, "last_report": _OPT_STR,
+    # issue 12 (roost.usage): figures as the worker last reported them, and the limits.
+    "usage": (dict, type(None)), "budget": _OPT_NUM, "budget_tokens": _OPT_INT,
+    "max_turns": _OPT_INT, "tree_budget": _OPT_NUM,
 }
 
 
@@ -102,6 +105,13 @@ class JobRecord:
     # went away before answering, and it must not reach the parent twice.
     last_report: str | None = None
     attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
+    # Usage and budgets (roost.usage): the job's own figures (its session file's sum, as the
+    # worker last reported them) and its limits; a root's tree_budget is shared by its tree.
+    usage: dict[str, Any] | None = None
+    budget: float | None = None
+    budget_tokens: int | None = None
+    max_turns: int | None = None
+    tree_budget: float | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.table.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})

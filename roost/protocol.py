@@ -176,6 +176,8 @@ DAEMON_OPS: dict[str, Op] = {
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
         Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
         Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
+        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent"),
+        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget)"),
         # `session` may be null (a --no-session pi): the handler checks it, so not required.
         Op("peer_register", "any", ("pid",), "bind this connection to a fg peer"),
         Op("peers", "peer", (), "peers the caller may reach"),

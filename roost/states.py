@@ -244,13 +244,14 @@ ITEM_KINDS = ("reply", "message", "report")
 
 def item_outcome(
     *, kind: str, job: JobState, attached: bool, worker: ProcState | None,
-    worker_alive: bool, dialog: bool, busy: bool,
+    worker_alive: bool, dialog: bool, busy: bool, over_budget: bool = False,
 ) -> ItemDecision:
     """The one place an item's outcome is decided (seed M9: delivery rules).
 
     `kind` is one of ITEM_KINDS: a person's reply (it may answer a dialog), an agent's
     message, or a child's report. `worker` is the state of the job's worker process, None
-    when roostd has none.
+    when roostd has none. `over_budget`: the job was stopped by its budget, and nothing runs
+    until the person raises it (issue 12).
     """
     if job == JobState.STOPPED:
         if kind == "report":  # kept for when the person starts the parent again
@@ -262,7 +263,7 @@ def item_outcome(
         if worker == ProcState.BACKOFF or job == JobState.FAILED:
             return ItemDecision(Outcome.QUEUED)  # the restart (or `roost start`) takes it
         return ItemDecision(Outcome.STARTED, wake=True)
-    if worker != ProcState.RUNNING or job == JobState.STARTING:
+    if worker != ProcState.RUNNING or job == JobState.STARTING or over_budget:
         return ItemDecision(Outcome.QUEUED)
     if dialog:
         if kind == "reply":

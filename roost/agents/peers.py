@@ -47,7 +47,7 @@ class Peer:
         return {
             "id": self.id, "name": self.name, "relation": relation, "state": self.state,
             "status": self.status, "summary": self.summary, "question": self.question,
-            "cwd": self.cwd,
+            "cwd": self.cwd, "cost": self.extra.get("cost"),
         }
 
 

@@ -7,13 +7,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from roost.states import Outcome
+from roost.usage.account import format_cost
 
 
 def peer_line(peer: Mapping[str, Any]) -> str:
-    """One peer: `ID "NAME" RELATION STATE (status) — summary ? question`."""
+    """One peer: `ID "NAME" RELATION STATE (status) $COST — summary ? question`."""
     line = f'{peer["id"]} "{peer["name"]}" {peer["relation"]} {peer["state"]}'
     if peer.get("status"):
         line += f' ({peer["status"]})'
+    if isinstance(peer.get("cost"), int | float):
+        line += f" {format_cost(peer['cost'])}"
     if peer.get("summary"):
         line += f' — {peer["summary"]}'
     if peer.get("question"):

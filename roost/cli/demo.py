@@ -4,7 +4,9 @@ Everything runs in a temporary ROOST_HOME and pi agent dir (no API key, no netwo
 127.0.0.1): a job answers and asks the user, a reply round trip, a message between two
 jobs arriving mid-turn, and a parent that spawns two children — one asks the parent a
 question and gets its answer by roost_send, both report back — with the tree shown as it
-changes. The demo's own roost.json allows external reach (so two unrelated jobs can talk).
+changes; then costs (the scripted model has prices) and a child stopped by its budget, whose
+`ended:` report reaches its parent. The demo's own roost.json allows external reach (so
+two unrelated jobs can talk).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from roost.testkit.lab import Lab
 from roost.testkit.procs import wait_until
 
 DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
+# The scripted model's prices (per million tokens, as a models.json `cost`), so the demo
+# shows costs; every request reports usage (estimated from the sizes unless a rule says).
+DEMO_PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+RUNAWAY_USAGE = (20000, 1000, 5000)  # prompt, completion, cached: about $0.06 a request
 
 
 def say(line: str = "") -> None:
@@ -80,6 +86,17 @@ def script(llm: FakeLLM) -> None:
         (last_user_contains("[lead]"), tool_calls(
             ("roost_spawn", {"task": "[kid-a] Count the TODOs in the project.", "name": "kid-a"}),
             ("roost_spawn", {"task": "[kid-b] Export the findings.", "name": "kid-b"}))))
+    # 5. A parent that spawns a child with a small budget; the child never stops by itself.
+    job("[saver]",
+        (last_user_contains("ended:"), lambda req: text(
+            "The spender was stopped by roost: " + _between(_last_user(req), "ended: ", "\n"))),
+        (last_is_tool_result("roost_spawn"), text("The spender is working within $0.25.")),
+        (last_user_contains("[saver]"), tool_call("roost_spawn", {
+            "task": "[spender] Keep refactoring until it is perfect.", "name": "spender",
+            "budget": 0.25})),
+        (None, text("Noted.")))
+    job("[spender]", (None, lambda req: tool_call(
+        "bash", {"command": "echo refactoring"}, usage=RUNAWAY_USAGE)))
     job("[kid-a]", (None, text("Found 3 TODOs: two in src/, one in README.")))
     job("[kid-b]",
         (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
@@ -121,7 +138,8 @@ def run_demo(keep: bool = False) -> int:
     except PiNotFound as exc:
         say(f"roost demo: {exc}")
         return 1
-    lab = Lab(llm=True, settings=DEMO_SETTINGS, prefix="roost-demo-", hold_timeout=300.0)
+    lab = Lab(llm=True, settings=DEMO_SETTINGS, prices=DEMO_PRICES, prefix="roost-demo-",
+              hold_timeout=300.0)
     work = lab.work
     (work / "src").mkdir(parents=True)
     (work / "README").write_text("A demo project.\n")
@@ -198,6 +216,22 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
             break
         time.sleep(0.3)
     _transcript(client, lead["id"])
+
+    step("5. costs, and a budget that stops a runaway child")
+    saver = client.request("run", task="[saver] Refactor with a helper, within budget.",
+                           name="saver", cwd=cwd)
+    say(f"$ roost run --name saver '…'   → {saver['id']}  (it spawns 'spender' with budget $0.25)")
+    wait_until(lambda: any(r["name"] == "spender" and r["state"] == "failed"
+                           for r in client.request("list")["jobs"]), 120)
+    wait_until(lambda: any(first_user_contains("[saver]")(r) and "ended:" in _last_user(r)
+                           for r in llm.requests), 60)
+    _wait(client, saver["id"])
+    say("$ roost ls --tree   (COST: the job's own; TREE: the root and all its descendants)")
+    table(client, tree=True)
+    spender = next(r for r in client.request("list")["jobs"] if r["name"] == "spender")
+    say(f"spender: {spender['state']} — {spender['status']}; raise it with: "
+        f"roost budget {spender['id']} 1.00")
+    _transcript(client, saver["id"])
     step("done")
     say("every job above was a real pi process supervised by roostd; try `roost view`, "
         "`roost ls --tree` and `roost logs JOB` on your own jobs.")

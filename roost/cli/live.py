@@ -39,7 +39,7 @@ Row = dict[str, Any]
 REFRESH_PER_SECOND = 10
 RECONNECT_SECONDS = 2.0
 POLL_SECONDS = 0.5  # an open transcript checks its file this often (shell output moves no row)
-COLUMNS = ("id", "name", "state", "status", "summary", "meta")
+COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")
 GROUP_PREFIX = "@group:"
 CONNECTION_ERRORS = (DaemonUnavailable, ProtocolError, RequestError, OSError, ValueError)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from roost import __version__
+from roost.cli import usage as usage_cli  # roost budget, roost usage, run --budget
 from roost.cli import views  # light: it imports rich and the mailbox package where used
 
 if TYPE_CHECKING:
@@ -153,18 +154,24 @@ def daemon_status(as_json: bool) -> None:
 @click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
 @click.option("--agent", help="Run as this agent definition (roost agents ls).")
 @click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
+@usage_cli.run_options
 @click.argument("task", nargs=-1, required=True)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
-        agent: str | None, shell: bool, task: tuple[str, ...]) -> None:
+        agent: str | None, shell: bool, task: tuple[str, ...], budget: float | None = None,
+        budget_tokens: int | None = None, max_turns: int | None = None,
+        tree_budget: float | None = None) -> None:
     """Start a pi job with TASK (or a shell job); prints its id."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory}
     if shell:
         if agent:
             fail("--agent is for pi jobs, not --shell")
+        if budget or budget_tokens or max_turns or tree_budget:
+            fail("budgets are for pi jobs, not --shell")
         args.update(shell=True, command=list(task))
     else:
         args.update(task=" ".join(task), model=model, thinking=thinking, agent=agent)
+        args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
@@ -557,6 +564,10 @@ def demo(keep: bool) -> None:
     from roost.cli.demo import run_demo
 
     sys.exit(run_demo(keep=keep))
+
+
+cli.add_command(usage_cli.budget_cmd)
+cli.add_command(usage_cli.usage_cmd)
 
 
 def main() -> None:

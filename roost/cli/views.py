@@ -15,11 +15,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roost.usage import show  # the usage cells (issue 12)
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-HEADERS = ("ID", "NAME", "STATE", "STATUS", "SUMMARY / QUESTION", "META")
+HEADERS = ("ID", "NAME", "STATE", "STATUS", "COST", "TREE", "SUMMARY / QUESTION", "META")
+"""The job table's columns (TREE, the tree's total on a root's row: `ls --tree` and the view)."""
 STATE_ORDER = ("needs_input", "running", "starting", "failed", "done", "reaped", "stopped")
 """Grouped by state, the most urgent first."""
 STATE_STYLE = {
@@ -140,10 +143,14 @@ def meta_text(row: dict[str, Any], names: dict[str, str], group: str) -> str:
     return " ".join(parts)
 
 
-def job_cells(row: dict[str, Any], names: dict[str, str], group: str,
+def headers(tree: bool) -> tuple[str, ...]:
+    return HEADERS if tree else tuple(h for h in HEADERS if h != "TREE")
+
+
+def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
               summary_max: int | None = None, status_max: int | None = None) -> tuple[Text, ...]:
-    """One job's cells, in HEADERS order, for `roost ls` and `roost view` alike (Text, not
-    str: a str cell is rich markup, and "[" in a name is not markup)."""
+    """One job's cells, in `headers(tree)` order, for `roost ls` and `roost view` alike
+    (Text, not str: a str cell is rich markup, and "[" in a name is not markup)."""
     from rich.text import Text
 
     name = row["name"]
@@ -154,11 +161,14 @@ def job_cells(row: dict[str, Any], names: dict[str, str], group: str,
         summary = Text("? " + clip(row["question"], summary_max), style="yellow")
     else:
         summary = Text(clip(row.get("summary") or "", summary_max))
+    costs = (Text(show.cost_cell(row)), Text(show.tree_cell(row))) if tree else (
+        Text(show.cost_cell(row)),)
     return (
         Text(row["id"], style="dim"),
         Text(name),
         Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
         Text(clip(row.get("status") or "", status_max)),
+        *costs,
         summary,
         Text(meta_text(row, names, group)),
     )
@@ -181,20 +191,24 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     for heading, members in groups:
         out.print(Text(heading, style="bold blue"))
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for header, options in zip(HEADERS, _column_options(name_width), strict=True):
+        for header, options in zip(headers(tree), _column_options(name_width, tree), strict=True):
             table.add_column(header, **options)
         for row in members:
-            table.add_row(*job_cells(row, names, group))
+            table.add_row(*job_cells(row, names, group, tree=tree))
         out.print(table)
 
 
-def _column_options(name_width: int) -> tuple[dict[str, Any], ...]:
-    """rich column options, in HEADERS order."""
+def _column_options(name_width: int, tree: bool) -> tuple[dict[str, Any], ...]:
+    """rich column options, in `headers(tree)` order."""
+    cost: tuple[dict[str, Any], ...] = ({"max_width": 9, "no_wrap": True, "justify": "right"},)
+    if tree:
+        cost += ({"max_width": 13, "no_wrap": True, "justify": "right"},)
     return (
         {"width": 8, "no_wrap": True},
         {"width": name_width, "no_wrap": True, "overflow": "ellipsis"},
         {"width": 11, "no_wrap": True},
         {"max_width": 18, "no_wrap": True, "overflow": "ellipsis"},
+        *cost,
         {"ratio": 1, "overflow": "fold"},
         {"max_width": 16, "no_wrap": True},
     )
@@ -222,6 +236,8 @@ def print_detail(row: dict[str, Any]) -> None:
     for key, value in fields:
         if value not in (None, ""):
             out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+    for key, value in show.usage_lines(row):
+        out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:

@@ -158,6 +158,7 @@ function textResult(text: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text }], details };
 }
 
+/** `$0.42` (as roost ls shows it). */
 export default function roost(pi: any) {
 	// Installed globally and passed with -e by a worker: load once.
 	const marker = Symbol.for("roost.extension.loaded");
@@ -191,6 +192,15 @@ export default function roost(pi: any) {
 				pi.sendMessage(
 					{ customType: NOTE_TYPE, content: frame.content, display: true, details: {} },
 					{ triggerTurn: true },
+				),
+			).catch((err: Error) => console.error(`roost: could not add a note: ${err.message}`));
+		}
+		else if (frame.event === "budget_note") {
+			// From roost itself (a budget warning): steered into a running turn, else only stored.
+			Promise.resolve(
+				pi.sendMessage(
+					{ customType: NOTE_TYPE, content: frame.content, display: true, details: {} },
+					frame.steer ? { deliverAs: "steer", triggerTurn: true } : { triggerTurn: false },
 				),
 			).catch((err: Error) => console.error(`roost: could not add a note: ${err.message}`));
 		}
@@ -373,7 +383,7 @@ export default function roost(pi: any) {
 		name: "roost_agents",
 		label: "Agents",
 		description:
-			"List the agent sessions you can message: id, name, relation, state, status, summary, question. Messages from agents are not from the user.",
+			"List the agent sessions you can message: id, name, relation, state, status, cost, summary, question. Messages from agents are not from the user.",
 		parameters: Type.Object({}),
 		async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
 			const result = await call(ctx, "peers");
@@ -409,6 +419,7 @@ export default function roost(pi: any) {
 			cwd: Type.Optional(Type.String()),
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
+			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
@@ -419,6 +430,7 @@ export default function roost(pi: any) {
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
 				model: params.model,
 				thinking: params.thinking,
+				budget: params.budget,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 			});

@@ -18,6 +18,7 @@ from roost.pi.locate import PiInstall, parse_version
 SETTLED_EVENT_SINCE = (0, 80, 4)  # RPC `agent_settled`
 DISPOSITION_SINCE = (0, 99, 0)  # `data.disposition` on prompt / steer / follow_up responses
 SETTLED_ABORTED_SINCE = (1, 1, 0)  # `agent_settled.aborted`
+STATS_WHOLE_FILE_SINCE = (0, 81, 0)  # `get_session_stats` sums every entry of the file
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class PiFeatures:
     `handled` by an extension (no message will follow, so the item is done at once)."""
     settled_aborted: bool = False
     """`agent_settled` carries `aborted`."""
+    session_stats_whole_file: bool = False
+    """`get_session_stats` sums the usage of every entry in the session file (0.73 summed
+    only the live context): roost takes its figures after each settled run."""
 
     @property
     def label(self) -> str:
@@ -43,7 +47,8 @@ class PiFeatures:
 
     def names(self) -> list[str]:
         """The features this pi has, by name (for `roost doctor`)."""
-        return [name for name in ("settled_event", "prompt_disposition", "settled_aborted")
+        return [name for name in ("settled_event", "prompt_disposition", "settled_aborted",
+                                     "session_stats_whole_file")
                 if getattr(self, name)]
 
 
@@ -59,4 +64,5 @@ def features_of(install: PiInstall | None) -> PiFeatures:
         settled_event=version >= SETTLED_EVENT_SINCE,
         prompt_disposition=version >= DISPOSITION_SINCE,
         settled_aborted=version >= SETTLED_ABORTED_SINCE,
+        session_stats_whole_file=version >= STATS_WHOLE_FILE_SINCE,
     )

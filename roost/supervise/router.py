@@ -55,7 +55,10 @@ class AgentRouter:
             live=proc is not None and proc.alive,
             status=record.status, summary=record.summary, question=record.question,
             parent_session=record.parent_session, parent_peer=record.parent_peer,
-            root_session=record.root_session, extra={"shell": record.kind == JobKind.SHELL},
+            root_session=record.root_session, extra={
+                "shell": record.kind == JobKind.SHELL,
+                "cost": (record.usage or {}).get("cost"),  # roost_agents shows it
+            },
         )
 
     def foreground_peer(self, fg: ForegroundPeer) -> Peer:

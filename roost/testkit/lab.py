@@ -80,7 +80,8 @@ class Lab:
     caller, else the pinned one); "fake" the fake pi; a command (list) that program.
     `llm`: a FakeLLM to use (the caller starts and stops it), True for the lab's own
     (started now, stopped by `close()`), False for none. With a model, the agent dir's
-    models.json points pi at it (`pi_settings` and `context_window` go to make_agent_dir).
+    models.json points pi at it (`pi_settings`, `context_window` and the model's `prices`, per
+    million tokens, go to make_agent_dir).
     `settings`: the user-level roost.json. `env`: extra variables. `keep`: `close()` leaves
     the root (and prints where) for a post-mortem.
     """
@@ -93,6 +94,7 @@ class Lab:
         settings: Mapping[str, Any] | None = None,
         pi_settings: Mapping[str, Any] | None = None,
         context_window: int | None = None,
+        prices: Mapping[str, float] | None = None,
         env: Mapping[str, str] | None = None,
         keep: bool = False,
         prefix: str = "roost-",
@@ -111,7 +113,7 @@ class Lab:
                      else llm if isinstance(llm, FakeLLM) else None)
         if self._llm is not None:
             make_agent_dir(self.agent_dir, self._llm.base_url, settings=pi_settings,
-                           context_window=context_window)
+                           context_window=context_window, cost=prices)
         if settings:
             self.configure(**settings)
         self.env: dict[str, str] = pi_env(self.agent_dir, self.home, extra={

@@ -65,6 +65,7 @@ def make_agent_dir(
     settings: Mapping[str, Any] | None = None,
     context_window: int | None = None,
     max_tokens: int | None = None,
+    cost: Mapping[str, float] | None = None,
 ) -> Path:
     """Write `<root>/models.json` (provider "fake" at `llm_base_url`) and `settings.json`.
 
@@ -78,6 +79,9 @@ def make_agent_dir(
         model["contextWindow"] = context_window
     if max_tokens is not None:
         model["maxTokens"] = max_tokens
+    if cost is not None:  # prices per million tokens: {input, output, cacheRead, cacheWrite}
+        model["cost"] = {key: float(cost.get(key, 0.0))
+                         for key in ("input", "output", "cacheRead", "cacheWrite")}
     models = {
         "providers": {
             FAKE_PROVIDER: {

@@ -34,6 +34,7 @@ from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op,
 from roost.states import ATTACH_REASON, EXIT_FATAL, ITEM_CAUSES, JobState, RunCause, run_cause
 from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker import faults, launch, runnote
+from roost.worker import usage as usage_hooks
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
@@ -74,11 +75,13 @@ class Worker:
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self._session_private = False  # the session file was made 0600
+        self.meter = usage_hooks.new_meter(self.record)  # usage and budgets (roost.usage)
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         snap = self.runs.snapshot()
         snap["busy"] = self.busy
+        usage_hooks.add_to_snapshot(self, snap)
         return snap
 
     @property
@@ -183,7 +186,8 @@ class Worker:
         )
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
-        resume = self._restore(entries)
+        self.meter.load(entries)
+        resume = usage_hooks.gate_resume(self, self._restore(entries))
         self.report()
         if resume is not None and self.ext is not None:
             log.info("continuing the run a restart cut short (%s)", self.run_note.cause)
@@ -273,6 +277,9 @@ class Worker:
         while True:
             await self.wake.wait()
             self.wake.clear()
+            if self.meter.blocked is not None:
+                self._release_if_idle()
+                continue  # over budget: items wait until the person raises it
             if self.runs.compacting or self.stopping.is_set() or self.releasing:
                 self._release_if_idle()
                 # `roost attach` waits for the run to end; a run waiting on a dialog ends only
@@ -351,6 +358,7 @@ class Worker:
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
                 self.delivery.durable = True  # by now every pi has written the session file
+            usage_hooks.on_message(self, message)
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 faults.hit("taken", taken.text)
@@ -407,6 +415,7 @@ class Worker:
 
     def _settled(self) -> None:
         run = self.runs.settle()
+        usage_hooks.on_settled(self, run)
         if self.run_note.cause is not None:
             self._save_note(runnote.RunNote())
         self.report()
@@ -436,6 +445,8 @@ class Worker:
     def _on_daemon_event(self, event: dict[str, Any]) -> None:
         if event.get("event") == "stop":
             self.request_stop(str(event.get("reason") or "stopped"))
+        elif event.get("event") == "budget":
+            usage_hooks.on_budget_event(self, event)
         elif event.get("event") == "release":
             self.releasing = True  # let go of the session once nothing is in progress
             self._release_if_idle()

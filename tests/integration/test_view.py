@@ -72,8 +72,9 @@ def test_table_rows_group_by_directory_with_arrows() -> None:
     assert [key for key, _ in out] == [GROUP_PREFIX + "/w/a", "00000001", "00000002",
                                        GROUP_PREFIX + "/w/b", "00000003"]
     assert plain(out[0][1])[1] == "/w/a (2)"
-    assert plain(out[2][1]) == ["00000002", "↳ helper", "running", "", "", "✉3"]
-    assert plain(out[4][1])[4] == "? which branch?"
+    # ID, NAME, STATE, STATUS, COST (no prices: —), TREE (a child: none), SUMMARY, META
+    assert plain(out[2][1]) == ["00000002", "↳ helper", "running", "", "—", "", "", "✉3"]
+    assert plain(out[4][1])[6] == "? which branch?"
 
 
 def test_table_rows_group_by_state_names_the_parent() -> None:
@@ -85,7 +86,7 @@ def test_table_rows_group_by_state_names_the_parent() -> None:
     assert [key for key, _ in out] == [GROUP_PREFIX + "running", "00000002",
                                        GROUP_PREFIX + "done", "00000001"]
     assert plain(out[1][1])[1] == "helper"  # no arrow in the name column
-    assert plain(out[1][1])[5] == "↳ lead"
+    assert plain(out[1][1])[7] == "↳ lead"
 
 
 def test_transcript_source_reads_a_session_incrementally(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_roost_json_of_any_shape_gives_valid_settings(data: dict[str, object]) -
     for name in Settings.__dataclass_fields__:
         value = getattr(settings_, name)
         default = getattr(defaults, name)
-        assert type(value) is type(default) or (isinstance(default, float) and isinstance(value, float)), (
-            name, value)
+        assert type(value) is type(default) or (
+            (default is None or isinstance(default, float)) and isinstance(value, float)), (name, value)
         if name not in data:
             assert value == default

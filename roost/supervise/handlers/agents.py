@@ -19,6 +19,7 @@ from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES
+from roost.supervise import usage as usage_daemon
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
 
@@ -151,6 +152,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
+        usage_daemon.apply_budget(daemon, record, request)  # within the tree's budget
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         launch(daemon, record)
         return {"id": record.id, "name": record.name,

@@ -17,6 +17,7 @@ from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
+from roost.supervise import usage as usage_daemon
 from roost.supervise.table import accept_item, is_settled, new_job_id
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = create_job(daemon, request)
+        usage_daemon.apply_budget(daemon, record, request)
         launch(daemon, record)
         return {"id": record.id, "name": record.name}
 
@@ -314,6 +316,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             proc.forget()
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
+        usage_daemon.on_removed(daemon, record)  # `roost usage` keeps its figures
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)

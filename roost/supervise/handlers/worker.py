@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 from roost.jsonlines import Connection
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
+from roost.supervise import usage as usage_daemon
 from roost.worker import joblock
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
 
 # What a worker may report, and the job states it may move its job to.
-WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy")
-EPHEMERAL_FIELDS = {"status", "busy"}  # re-sent by the worker after every reconnect
+WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "usage", "error")
+# Re-sent by the worker after every reconnect; `usage` is also recomputed from the session
+# file at every worker start, and saved with the record's next persisted change.
+EPHEMERAL_FIELDS = {"status", "busy", "usage"}
 
 
 def handlers(daemon: Daemon) -> dict[str, Any]:
@@ -70,13 +73,19 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             if target != record.state:
                 daemon.set_state(record, target, **fields)
                 return {}
+        if "usage" in fields and not isinstance(fields["usage"], dict):
+            raise RequestError(REFUSED, "usage must be an object")
         changed = {key for key, value in fields.items() if getattr(record, key) != value}
         for key, value in fields.items():
             setattr(record, key, value)
+        if "usage" in changed:
+            usage_daemon.after_usage(daemon, record)
         if changed:
             # What the agent is doing right now is not worth an fsync on the daemon's loop
             # (it would delay every message behind it); the rest of the record is.
-            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS))
+            # Usage after a settle (pi 1.x's get_session_stats) is saved: no run follows it.
+            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS) or (
+                "usage" in changed and not record.busy))
         return {}
 
     async def worker_exiting(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

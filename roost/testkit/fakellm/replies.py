@@ -45,8 +45,11 @@ class Reply:
       `error_message` in an OpenAI-style error body.
     - `finish_reason`: overrides the computed one ("stop" / "tool_calls"); e.g.
       "network_error" makes pi record an error stop reason mid-stream.
-    - `usage`: (prompt_tokens, completion_tokens) reported in the usage chunk; the
-      default estimates from the sizes (4 characters a token).
+    - `usage`: (prompt_tokens, completion_tokens[, cached_tokens[, cache_write_tokens]])
+      reported in the usage chunk (pi counts prompt - cached - cache write as input, the
+      cached ones as cache read/write); the default estimates from the sizes (4 characters
+      a token). pi prices it with the model's `cost` in models.json (testkit
+      `make_agent_dir(cost=...)`).
     """
 
     text: str = ""
@@ -58,7 +61,7 @@ class Reply:
     status: int | None = None
     error_message: str = ""
     finish_reason: str | None = None
-    usage: tuple[int, int] | None = None
+    usage: tuple[int, ...] | None = None
 
     def with_(self, **changes: Any) -> Reply:
         return dataclasses.replace(self, **changes)
@@ -153,7 +156,14 @@ def from_json(obj: Any) -> Reply:
     usage = obj.get("usage")
     usage_t = None
     if usage is not None:
-        usage_t = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+        if not isinstance(usage, Mapping):
+            raise ValueError(f"usage must be an object, got {usage!r}")
+        unknown_usage = set(usage) - {"prompt_tokens", "completion_tokens", "cached_tokens",
+                                      "cache_write_tokens"}
+        if unknown_usage:
+            raise ValueError(f"unknown usage keys {sorted(unknown_usage)}")
+        usage_t = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
+                   int(usage.get("cached_tokens", 0)), int(usage.get("cache_write_tokens", 0)))
     return Reply(
         text=str(obj.get("text", "")),
         tool_calls=tuple(calls),

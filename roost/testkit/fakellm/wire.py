@@ -25,19 +25,24 @@ def resolve_calls(reply: Reply) -> list[ToolCall]:
     return [c if c.id else ToolCall(c.name, c.arguments, new_call_id()) for c in reply.tool_calls]
 
 
-def usage_for(reply: Reply, request_chars: int) -> dict[str, int]:
+def usage_for(reply: Reply, request_chars: int) -> dict[str, Any]:
+    cached = cache_write = 0
     if reply.usage is not None:
-        prompt, completion = reply.usage
+        prompt, completion, cached, cache_write = (*reply.usage, 0, 0)[:4]
     else:
         out_chars = len(reply.text) + sum(
             len(c.name) + len(c.arguments_json()) for c in reply.tool_calls
         )
         prompt, completion = _estimate_tokens(request_chars), _estimate_tokens(out_chars)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached or cache_write:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached,
+                                          "cache_write_tokens": cache_write}
+    return usage
 
 
 def _split(s: str, size: int) -> list[str]:

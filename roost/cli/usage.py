@@ -1,0 +1,117 @@
+"""`roost budget` and `roost usage` (registered by roost.cli.main)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import click
+
+from roost.usage import report as usage_report
+from roost.usage.account import format_cost, format_tokens
+
+F = TypeVar("F")
+POSITIVE = click.FloatRange(min=0, min_open=True)
+POSITIVE_INT = click.IntRange(min=1)
+
+
+def run_options(func: F) -> F:
+    """`roost run`'s budget options."""
+    for option in reversed((
+        click.option("--budget", type=POSITIVE, default=None,
+                     help="Stop the job once it has cost this much (the model's currency)."),
+        click.option("--budget-tokens", type=POSITIVE_INT, default=None,
+                     help="Stop the job after this many tokens (models without prices)."),
+        click.option("--max-turns", type=POSITIVE_INT, default=None,
+                     help="Stop the job after this many model requests."),
+        click.option("--tree-budget", type=POSITIVE, default=None,
+                     help="A budget the job shares with every child it spawns."),
+    )):
+        func = option(func)  # type: ignore[type-var]
+    return func
+
+
+def run_args(budget: float | None, budget_tokens: int | None, max_turns: int | None,
+             tree_budget: float | None) -> dict[str, object]:
+    return {"budget": budget, "budgetTokens": budget_tokens, "maxTurns": max_turns,
+            "treeBudget": tree_budget}
+
+
+@click.command("budget")
+@click.argument("job")
+@click.argument("amount", type=POSITIVE, required=False)
+@click.option("--tokens", type=POSITIVE_INT, default=None, help="A budget in tokens.")
+@click.option("--max-turns", type=POSITIVE_INT, default=None, help="A cap on model requests.")
+@click.option("--tree", is_flag=True, help="Set the tree budget of JOB, a tree's root.")
+@click.option("--json", "as_json", is_flag=True)
+def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: int | None,
+               tree: bool, as_json: bool) -> None:
+    """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
+
+    On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
+    from roost.cli.main import daemon, fail, print_json
+
+    if amount is None and tokens is None and max_turns is None:
+        fail("give an AMOUNT, --tokens N or --max-turns N")
+    if tree and amount is None:
+        fail("--tree needs an AMOUNT")
+    with daemon() as client:
+        result = client.request("budget", job=job, budget=amount, budgetTokens=tokens,
+                                maxTurns=max_turns, tree=tree)
+    if as_json:
+        print_json(result)
+        return
+    usage = result["usage"]
+    tree = bool(result.get("tree"))
+    what = f"tree budget {format_cost(usage['treeBudget'])}" if tree else ", ".join(
+        part for part in (
+            f"budget {format_cost(usage['budget'])}" if usage["budget"] is not None else "",
+            f"{usage['budgetTokens']} tokens" if usage["budgetTokens"] is not None else "",
+            f"{usage['maxTurns']} requests" if usage["maxTurns"] is not None else "",
+        ) if part)
+    click.echo(f"{result['id']}: {what} (spent {format_cost(usage['cost'])})")
+
+
+@click.command("usage")
+@click.option("--since", metavar="DATE", help="Only from this day on (YYYY-MM-DD, UTC).")
+@click.option("--by", type=click.Choice(usage_report.GROUPS), default="job", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
+    """Tokens and cost of every job, removed ones included."""
+    from roost.cli.main import daemon, fail, print_json
+    from roost.transcript import read_entries
+    from roost.usage import log as usage_log
+
+    try:
+        day = usage_report.parse_since(since)
+    except ValueError as exc:
+        fail(str(exc))
+    with daemon() as client:
+        rows = client.request("list")["jobs"]
+    lines = usage_report.live_lines(rows, read_entries) + list(usage_log.read())
+    result = usage_report.report(lines, by=by, since=day)
+    if as_json:
+        print_json(result)
+        return
+    if not result["rows"]:
+        click.echo("no usage recorded" + (f" since {day}" if day else ""))
+        return
+    header = f"{by.upper():<24} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} " \
+             f"{'CACHE W':>8} {'COST':>10}"
+    click.echo(header)
+
+    def line(label: str, row: dict[str, Any]) -> str:
+        tokens = [format_tokens(int(row[key])) for key in ("input", "output", "cacheRead",
+                                                             "cacheWrite")]
+        return (f"{label[:24]:<24} {row['requests']:>5} "
+                + " ".join(f"{t:>8}" for t in tokens) + f" {format_cost(row['cost']):>10}")
+
+    for row in result["rows"]:
+        label = row["key"]
+        if by == "job":
+            label = f"{row['key']} {row.get('name') or ''}".strip()
+            if row.get("removed"):
+                label += " (rm)"
+        elif by == "tree":
+            label = str(row.get("name") or row["key"])
+        click.echo(line(label, row))
+    click.echo(line("total", result["total"]))

@@ -1,0 +1,317 @@
+"""roostd's side of usage and budgets: rows, budgets at run/spawn, the tree budget, `rm`.
+
+The worker meters its own job (roost.usage.meter) and reports the figures; roostd keeps
+them in the job record (saved with the record's next persisted change, and recomputed from
+the session file by every worker start), sums trees, enforces a root's tree budget (the sum
+crosses processes, so only roostd can), and logs a removed job's figures (roost.usage.log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from roost import protocol
+from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.usage import budget
+from roost.usage import log as usage_log
+from roost.usage.account import Usage, format_cost
+
+if TYPE_CHECKING:
+    from roost.jobs import JobRecord
+    from roost.supervise.daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+
+class UsageBook:
+    """roostd's usage state beyond the job records."""
+
+    def __init__(self) -> None:
+        self._removed: dict[str, Usage] | None = None  # tree -> removed jobs' usage
+        self.tree_stopped: dict[str, str] = {}  # job -> why its tree's budget stopped it
+        self.tree_warned: set[str] = set()  # roots warned about their tree's budget
+
+    @property
+    def removed(self) -> dict[str, Usage]:
+        if self._removed is None:
+            self._removed = usage_log.removed_tree_costs()
+        return self._removed
+
+
+def book(daemon: Daemon) -> UsageBook:
+    found = getattr(daemon, "usage_book", None)
+    if found is None:
+        found = UsageBook()
+        daemon.usage_book = found  # type: ignore[attr-defined]
+    return found
+
+
+def tree_key(record: JobRecord) -> str:
+    return record.root_session or record.session or record.id
+
+
+def own(record: JobRecord) -> Usage:
+    return Usage.from_json(record.usage)
+
+
+def tree_root(daemon: Daemon, key: str) -> JobRecord | None:
+    for record in daemon.jobs.values():
+        if record.session == key and not record.root_session:
+            return record
+    return None
+
+
+def tree_usage(daemon: Daemon, key: str) -> Usage:
+    """The root and every descendant, removed ones included."""
+    total = Usage()
+    for record in daemon.jobs.values():
+        if tree_key(record) == key:
+            total.add_usage(own(record))
+    removed = book(daemon).removed.get(key)
+    if removed is not None:
+        total.add_usage(removed)
+    return total
+
+
+def subtree_usage(daemon: Daemon, record: JobRecord) -> Usage:
+    """A job and its live descendants (a root: its whole tree, removed jobs included)."""
+    if not record.root_session and record.session:
+        return tree_usage(daemon, record.session)
+    children: dict[str, list[JobRecord]] = {}
+    for other in daemon.jobs.values():
+        if other.parent_session:
+            children.setdefault(other.parent_session, []).append(other)
+    total, stack, seen = Usage(), [record], set()
+    while stack:
+        job = stack.pop()
+        if job.id in seen:
+            continue
+        seen.add(job.id)
+        total.add_usage(own(job))
+        stack.extend(children.get(job.session or "", []))
+    return total
+
+
+def row_usage(daemon: Daemon, record: JobRecord) -> dict[str, Any]:
+    """JobRow `usage` (README: JSON output)."""
+    mine = own(record).to_json()
+    tree = subtree_usage(daemon, record)
+    return {
+        "input": mine["input"], "output": mine["output"], "cacheRead": mine["cacheRead"],
+        "cacheWrite": mine["cacheWrite"], "cost": mine["cost"],
+        "treeCost": round(tree.cost, 6) if tree.priced else None,
+        "requests": mine["requests"], "treeTokens": tree.tokens,
+        "budget": record.budget, "budgetTokens": record.budget_tokens,
+        "maxTurns": record.max_turns, "treeBudget": record.tree_budget,
+    }
+
+
+def _amount(request: dict[str, Any], key: str, integer: bool = False) -> Any:
+    try:
+        return budget.check_amount(request.get(key), key, integer)
+    except ValueError as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
+
+
+def blocked(record: JobRecord) -> bool:
+    """The job is stopped by a budget (its worker starts no run until it is raised)."""
+    from roost.states import JobState
+
+    return record.state == JobState.FAILED and budget.is_stop_reason(record.error)
+
+
+def apply_budget(daemon: Daemon, record: JobRecord, request: dict[str, Any]) -> None:
+    """Set a new job's limits from a run/spawn request and the user's defaults; a spawn
+    over what is left of its tree's budget is refused (RequestError)."""
+    settings = daemon.settings()
+    requested = _amount(request, "budget")
+    record.budget_tokens = _amount(request, "budgetTokens", integer=True)
+    record.max_turns = _amount(request, "maxTurns", integer=True)
+    default = settings.defaultJobBudget if (settings.defaultJobBudget or 0) > 0 else None
+    if not record.spawned:
+        tree = _amount(request, "treeBudget")
+        default_tree = settings.defaultTreeBudget
+        record.tree_budget = tree if tree is not None else (
+            float(default_tree) if default_tree and default_tree > 0 else None)
+        record.budget = requested if requested is not None else (
+            float(default) if default is not None else None)
+        return
+    if request.get("treeBudget") is not None:
+        raise RequestError(BAD_REQUEST, "treeBudget is set on a tree's root, not on a child")
+    key = tree_key(record)
+    root = tree_root(daemon, key)
+    left = None
+    if root is not None and root.tree_budget is not None:
+        spent = tree_usage(daemon, key)
+        left = root.tree_budget - (spent.cost if spent.priced else 0.0)
+    value, refusal = budget.child_budget(requested, default, left)
+    if refusal:
+        raise RequestError(REFUSED, refusal)
+    record.budget = value
+
+
+def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = None) -> bool:
+    proc = daemon.procs.get(record.id)
+    if proc is None or not proc.connected or proc.conn is None:
+        return False
+    asyncio.ensure_future(proc.conn.send(protocol.event(
+        "budget", budget=record.budget, budgetTokens=record.budget_tokens,
+        maxTurns=record.max_turns, treeExhausted=tree_reason)))
+    return True
+
+
+def after_usage(daemon: Daemon, record: JobRecord) -> None:
+    """A job's figures changed: stop its tree's live jobs once the tree's budget is used."""
+    key = tree_key(record)
+    root = tree_root(daemon, key)
+    if root is None or root.tree_budget is None:
+        return
+    spent = tree_usage(daemon, key)
+    if not spent.priced:
+        return
+    if spent.cost < root.tree_budget:
+        _tree_warning(daemon, root, spent)
+        return
+    reason = (f"tree budget exhausted: {format_cost(spent.cost)} of "
+              f"{format_cost(root.tree_budget)}")
+    stopped = book(daemon).tree_stopped
+    for member in daemon.jobs.values():
+        if (tree_key(member) == key and member.id not in stopped and member.kind == "pi"
+                and send_limits(daemon, member, reason)):
+            stopped[member.id] = reason
+            log.info("job %s: %s", member.id, reason)
+
+
+def _tree_warning(daemon: Daemon, root: JobRecord, spent: Usage) -> None:
+    """Once per tree (per roostd): the root gets a framed note at `budgetWarnAt`."""
+    assert root.tree_budget is not None
+    line = budget.warning(spent, budget.Limits(budget=root.tree_budget),
+                          daemon.settings().budgetWarnAt)
+    warned = book(daemon).tree_warned
+    if line is None or root.id in warned:
+        return
+    proc = daemon.procs.get(root.id)
+    if proc is None or not proc.connected or proc.conn is None:
+        return
+    warned.add(root.id)
+    asyncio.ensure_future(proc.conn.send(protocol.event(
+        "budget", budget=root.budget, budgetTokens=root.budget_tokens, maxTurns=root.max_turns,
+        treeExhausted=None, treeWarning=line.replace("your budget", "your tree's budget"))))
+
+
+def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
+    key = tree_key(root)
+    spent = tree_usage(daemon, key)
+    if root.tree_budget is not None and spent.priced and spent.cost >= root.tree_budget:
+        return
+    book(daemon).tree_warned.discard(root.id)
+    stopped = book(daemon).tree_stopped
+    # Every live job of the tree, not only those this roostd stopped: a restarted roostd
+    # does not know which workers an earlier one told.
+    for member in list(daemon.jobs.values()):
+        if tree_key(member) == key and member.kind == "pi":
+            stopped.pop(member.id, None)
+            if member is not root:
+                send_limits(daemon, member, None)
+
+
+def on_removed(daemon: Daemon, record: JobRecord) -> None:
+    """Before `rm` deletes the job's directory: keep its figures in the usage log."""
+    if record.kind != "pi" or not record.session:
+        return
+    from roost.transcript import read_entries
+
+    removed = book(daemon).removed  # loaded before the append: the new lines are added once
+    try:
+        entries = read_entries(record.session)
+        lines = usage_log.lines_for({"id": record.id, "name": record.name,
+                                     "session": record.session,
+                                     "rootSession": record.root_session}, entries)
+        usage_log.append(lines)
+    except OSError as exc:
+        log.error("job %s: could not keep its usage in %s: %s", record.id,
+                  usage_log.log_path(), exc)
+        return
+    for line in lines:
+        removed.setdefault(tree_key(record), Usage()).add_usage(Usage.from_json(line))
+    book(daemon).tree_stopped.pop(record.id, None)
+
+
+def handlers(daemon: Daemon) -> dict[str, Any]:
+    async def set_budget(conn: Any, request: dict[str, Any]) -> dict[str, Any]:
+        record = daemon.find_job(str(request["job"]))
+        if record.kind != "pi":
+            raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
+        amount = _amount(request, "budget")
+        tokens = _amount(request, "budgetTokens", integer=True)
+        turns = _amount(request, "maxTurns", integer=True)
+        if amount is None and tokens is None and turns is None:
+            raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
+        # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
+        tree = bool(request.get("tree")) or (
+            amount is not None and not record.root_session and record.tree_budget is not None
+            and record.budget is None and tokens is None and turns is None)
+        if tree:
+            if record.root_session:
+                raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
+                                            "tree budget is set on the root")
+            if amount is None:
+                raise RequestError(BAD_REQUEST, "a tree budget is an amount (budget)")
+            record.tree_budget = amount
+        else:
+            if amount is not None:
+                record.budget = amount
+            if tokens is not None:
+                record.budget_tokens = tokens
+            if turns is not None:
+                record.max_turns = turns
+        record.save()
+        if record.tree_budget is not None and not record.root_session:
+            _lift_tree(daemon, record)
+        if not send_limits(daemon, record, book(daemon).tree_stopped.get(record.id)):
+            proc = daemon.procs.get(record.id)
+            if (proc is None or not proc.alive) and budget.is_stop_reason(record.error):
+                daemon.start_worker(record, "budget raised")
+        daemon.job_changed(record)
+        return {"id": record.id, "tree": tree, "usage": row_usage(daemon, record)}
+
+    async def usage_note(conn: Any, request: dict[str, Any]) -> dict[str, Any]:
+        assert conn.job_id is not None
+        record = daemon.jobs.get(conn.job_id)
+        if record is None:
+            return {}
+        kind, text = request.get("kind"), str(request.get("text") or "")[:500]
+        if kind == "exhausted":
+            daemon.agents.job_ended(record, text)
+        elif kind == "warn":
+            await _tell_parent(daemon, record, f"[roost] budget warning: {text}")
+        else:
+            raise RequestError(BAD_REQUEST, "kind must be warn or exhausted")
+        return {}
+
+    return {"budget": set_budget, "usage_note": usage_note}
+
+
+async def _tell_parent(daemon: Daemon, child: JobRecord, text: str) -> None:
+    from roost.agents.peers import relation
+
+    router = daemon.agents
+    if not child.spawned:
+        return
+    target = None
+    for fg in router.foreground.values():
+        if child.parent_session and fg.session == child.parent_session:
+            target = router.foreground_peer(fg)
+    parent = router.job_for_session(child.parent_session) if target is None else None
+    if target is None and parent is not None:
+        target = router.job_peer(parent)
+    if target is None:
+        return
+    sender = router.job_peer(child)
+    try:
+        await router.deliver(target, "message", sender, relation(target, sender), text)
+    except RequestError as exc:
+        log.warning("job %s: budget warning not delivered to its parent: %s", child.id,
+                    exc.message)
