@@ -28,7 +28,7 @@ from roost.transcript import content_text, read_entries
 
 JOBROW_KEYS = {
     "id", "name", "kind", "state", "status", "summary", "question", "cwd", "session", "parent",
-    "parentSession", "rootSession", "pending", "created", "updated", "agent",
+    "parentSession", "rootSession", "pending", "created", "updated", "agent", "worktree",
 }
 WAIT = "30"  # seconds a `roost wait` may take here (2 loaded cores); fast when unloaded
 

@@ -151,9 +151,20 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
+        from roost.worktrees import manage as worktrees
+
+        await worktrees.prepare(daemon, record, request, spawned=True)
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
-        launch(daemon, record)
-        return {"id": record.id, "name": record.name}
+        try:
+            launch(daemon, record)
+        except BaseException:
+            await worktrees.discard(record)
+            raise
+        result: dict[str, Any] = {"id": record.id, "name": record.name}
+        if record.worktree:
+            result["worktree"] = {"path": record.worktree["path"],
+                                  "branch": record.worktree["branch"]}
+        return result
 
     async def handback(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None
@@ -163,8 +174,16 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(BAD_REQUEST, f"handback state must be one of {sorted(REPORT_STATES)}")
         if not record.spawned:
             return {"routed": False}
+        result = str(request.get("result") or "")[:RESULT_MAX]
+        if record.worktree:  # its branch, commits, diffstat and uncommitted work
+            import asyncio
+
+            from roost.worktrees.report import with_section
+
+            # The router keeps a report within RESULT_MAX: the section is kept whole.
+            result = await asyncio.to_thread(with_section, result, record.worktree, RESULT_MAX)
         report = {
-            "result": str(request.get("result") or "")[:RESULT_MAX],
+            "result": result,
             "state": state,
             "question": request.get("question"),
             "error": request.get("error"),

@@ -167,6 +167,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("cwd", row["cwd"]), ("task", row.get("task")),
         ("command", " ".join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
+        ("worktree", _worktree_line(row)),
         ("model", row.get("model")), ("session", row.get("session")),
         ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
@@ -177,6 +178,13 @@ def print_detail(row: dict[str, Any]) -> None:
     for key, value in fields:
         if value not in (None, ""):
             out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+
+
+def _worktree_line(row: dict[str, Any]) -> str | None:
+    worktree = row.get("worktree")
+    if not worktree:
+        return None
+    return f"{worktree['path']} on {worktree['branch']} (base {str(worktree['base'])[:12]})"
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:

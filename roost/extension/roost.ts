@@ -418,6 +418,11 @@ export default function roost(pi: any) {
 			cwd: Type.Optional(Type.String()),
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
+			worktree: Type.Optional(
+				Type.Boolean({ description: "run in its own git worktree and branch, if the user allows it" }),
+			),
+			branch: Type.Optional(Type.String({ description: "with worktree: the new branch" })),
+			base: Type.Optional(Type.String({ description: "with worktree: commit to start from; default your HEAD" })),
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
@@ -428,12 +433,16 @@ export default function roost(pi: any) {
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
 				model: params.model,
 				thinking: params.thinking,
+				worktree: params.worktree,
+				branch: params.branch,
+				base: params.base,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 				parentSession: ctx?.sessionManager?.getSessionFile?.() ?? null,
 			});
+			const where = result.worktree ? ` in worktree ${result.worktree.path} on branch ${result.worktree.branch}` : "";
 			return textResult(
-				`spawned ${result.id} "${result.name}". Its report will arrive by itself when it ends a turn; do not poll.`,
+				`spawned ${result.id} "${result.name}"${where}. Its report will arrive by itself when it ends a turn; do not poll.`,
 				result,
 			);
 		},

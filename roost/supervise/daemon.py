@@ -38,6 +38,7 @@ from roost.supervise.events import EventLog
 from roost.supervise.hooks import HookRunner
 from roost.supervise.jobs import JobRecord
 from roost.supervise.workers import WorkerProcess
+from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
 
@@ -258,9 +259,10 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Any]:
         from roost.agents import ops as agent_ops
         from roost.supervise import ops_attach, ops_events, ops_jobs, ops_worker
+        from roost.worktrees import handlers as worktree_ops
 
         handlers: dict[str, Any] = {}
-        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events):
+        for module in (ops_jobs, ops_worker, agent_ops, ops_attach, ops_events, worktree_ops):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -448,6 +450,7 @@ class Daemon:
             "agent": record.agent,
             "parentSession": record.parent_session,
             "rootSession": record.root_session,
+            "worktree": row_fields(record.worktree),
             "pending": pending,
             "created": record.created,
             "updated": record.updated,

@@ -41,6 +41,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
     "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR,
+    "worktree": (dict, type(None)),
 }
 
 
@@ -108,6 +109,8 @@ class JobRecord:
     crashes: list[float] = field(default_factory=list)
     undelivered_report: dict[str, Any] | None = None
     attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
+    # The job's git worktree (roost.worktrees): {path, branch, base, origin, toplevel, repo}.
+    worktree: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})

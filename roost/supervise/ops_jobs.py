@@ -270,8 +270,15 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         return {"stopped": stopped}
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        from roost.worktrees import manage as worktrees
+
         record = create_job(daemon, request)
-        launch(daemon, record)
+        await worktrees.prepare(daemon, record, request, spawned=False)
+        try:
+            launch(daemon, record)
+        except BaseException:
+            await worktrees.discard(record)
+            raise
         return {"id": record.id, "name": record.name}
 
     async def list_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -381,19 +388,26 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         return {"id": record.id, "state": record.state.value}
 
     async def rm(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        from roost.worktrees import manage as worktrees
+
         record = daemon.find_job(str(request["job"]))
+        force, delete_branch = bool(request.get("force")), bool(request.get("deleteBranch"))
+        await worktrees.check_removable(record, force, delete_branch)
         proc = daemon.procs.get(record.id)
         # Decided before the worker stops: its exit moves the record to `stopped`.
         was_stopped = record.state == JobState.STOPPED
         if proc is not None:
             await proc.stop("removed", daemon.settings().stopTimeoutSeconds)
             proc.forget()
+        # Its agent may have written until it stopped: asked again, now that it cannot.
+        await worktrees.check_removable(record, force, delete_branch)
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)
-        return {"id": record.id, "removed": True}
+        notes = await worktrees.remove(record, force, delete_branch)
+        return {"id": record.id, "removed": True, "worktree": notes}
 
     async def subscribe(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         daemon.subscribers.add(conn)
