@@ -70,7 +70,8 @@ def edit_and_commit(line: str, message: str, extra: str = "") -> str:
 
 def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     lab = make_lab(agentChildWorktrees="ask")
-    repo = make_repo(lab.work, {"f.txt": "base\n", "g.txt": "keep\n"})
+    repo = make_repo(lab.work, {"f.txt": "base\n", "g.txt": "keep\n",
+                                "AGENTS.md": "Project rule MK-AGENTS-FILE.\n"})
     gate = lab.root / "gate"
     llm = lab.llm
     llm.add(fresh("MK-WP"), tool_call("roost_spawn", {
@@ -88,7 +89,11 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     wt = lab.roost_home / "worktrees" / kid
     branch = f"roost/wt-kid-{kid}"
     assert f"in worktree {wt} on branch {branch}" in spawn_text
-    lab.wait_request(fresh("MK-WK"))
+    first = lab.wait_request(fresh("MK-WK"))
+    # pi read the worktree's AGENTS.md at start-up (written before pi boots; the rest of
+    # the files while it boots).
+    system = json.dumps([m for m in first["messages"] if m.get("role") == "system"])
+    assert "MK-AGENTS-FILE" in system
 
     row = show(lab, kid)
     base = sh_git(repo, "rev-parse", "main").strip()
@@ -127,6 +132,7 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     assert "+kid line" in patch and "-base" in patch and "+note" in patch
     stat = lab.cli("diff", kid, "--stat").stdout
     assert "f.txt" in stat and "notes.txt" in stat and "2 files changed" in stat
+    assert sh_git(wt, "status", "--porcelain").strip() == "?? notes.txt"  # every file there
 
     # roost merge: into the branch checked out where the parent runs (main).
     merged = lab.cli("merge", kid)

@@ -193,3 +193,28 @@ def test_conflicts_are_found_without_touching_anything(tmp_path: Path) -> None:
         git.merge(str(repo), "b2", "merge b2", squash=True)
     assert git.head(str(repo)) == head and git.tracked_changes(str(repo)) == []
     assert not os.path.exists(repo / ".git" / "MERGE_HEAD")
+
+
+def test_boot_files_first_then_the_rest(tmp_path: Path) -> None:
+    from roost.worktrees import checkout
+
+    assert checkout.boot_pathspecs("") == [":(glob)*", ":(glob).pi/**", ":(glob).agents/**",
+                                           ":(glob).claude/**"]
+    assert ":(glob)src/app/*" in checkout.boot_pathspecs("src/app")
+    assert ":(glob)src/.pi/**" in checkout.boot_pathspecs("src/app")
+    repo = make_repo(tmp_path / "repo", {"AGENTS.md": "a\n", "deep/x/y.txt": "y\n",
+                                         ".pi/settings.json": "{}\n", "src/app/AGENTS.md": "b\n",
+                                         "src/app/lib/z.py": "z\n", "src/other.py": "o\n"})
+    wt = tmp_path / "wt"
+    git.add_worktree(str(repo), wt, "b", git.head(str(repo)), no_checkout=True)
+    checkout.start(str(wt), "src/app")
+    written = sorted(str(p.relative_to(wt)) for p in wt.rglob("*") if p.is_file()
+                     and ".git" not in p.parts and p.name != ".git")
+    assert written == [".pi/settings.json", "AGENTS.md", "src/app/AGENTS.md", "src/other.py"]
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / checkout.MARKER).write_text("x")
+    assert checkout.finish_pending(job_dir, str(wt))
+    assert not checkout.pending(job_dir) and not checkout.finish_pending(job_dir, str(wt))
+    assert (wt / "deep/x/y.txt").read_text() == "y\n"
+    assert git.status(str(wt)) == []

@@ -154,12 +154,15 @@ class Worker:
         # Started while pi boots (a second or more), so the observer's own start-up (tens of
         # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
         watcher = self.box.watch(on_change=changed)
+        # A new worktree's files are written now, while pi boots; no prompt before that.
+        checkout = asyncio.ensure_future(self._finish_checkout())
         ready = asyncio.ensure_future(self._until_ready())
         stop = asyncio.ensure_future(self.stopping.wait())
         await asyncio.wait({ready, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         if not ready.done():  # told to stop while pi was still coming up
             ready.cancel()
+            checkout.cancel()
             watcher.close()
             server.close()
             await self.pi.shutdown()
@@ -169,6 +172,7 @@ class Worker:
             return 0
         try:
             ready.result()
+            await checkout
         except (PiError, TimeoutError) as exc:
             watcher.close()
             code = self.pi.returncode
@@ -206,6 +210,19 @@ class Worker:
         link_task.cancel()
         log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
         return 1
+
+    async def _finish_checkout(self) -> None:
+        worktree = self.record.worktree
+        if not worktree:
+            return
+        from roost.worktrees import checkout, git
+
+        try:
+            if await asyncio.to_thread(checkout.finish_pending, self.record.dir,
+                                       str(worktree["path"])):
+                log.info("wrote the files of worktree %s", worktree["path"])
+        except git.GitError as exc:
+            raise Fatal(str(exc)) from None
 
     def _restore(self, entries: list[dict[str, Any]]) -> str | None:
         """After a (re)start: was a run cut short, and is it continued? Returns the note

@@ -131,11 +131,14 @@ def head(cwd: str) -> str:
 
 
 # -- worktrees -----------------------------------------------------------------------------
-def add_worktree(cwd: str, path: Path, branch: str, base: str) -> None:
-    """A new worktree at `path` on a new branch `branch` made at commit `base`."""
+def add_worktree(cwd: str, path: Path, branch: str, base: str,
+                 no_checkout: bool = False) -> None:
+    """A new worktree at `path` on a new branch `branch` made at commit `base` (with
+    `no_checkout`: its files are not written, nor its index filled)."""
     if branch_exists(cwd, branch):
         raise GitError(f"branch {branch!r} already exists: choose another name")
-    git(["worktree", "add", "--quiet", "-b", branch, str(path), base], cwd,
+    git(["worktree", "add", "--quiet", *(["--no-checkout"] if no_checkout else []),
+         "-b", branch, str(path), base], cwd,
         doing=f"creating worktree {path} on branch {branch}")
 
 

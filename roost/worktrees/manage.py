@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from roost import paths
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobState
+from roost.worktrees import checkout as fill
 from roost.worktrees import git, policy, worktrees_dir
 
 if TYPE_CHECKING:
@@ -92,17 +93,30 @@ def _create(job_id: str, name: str, cwd: str, branch: str | None,
     path = root / job_id
     if os.path.lexists(path):
         raise git.GitError(f"{path} already exists: roost does not reuse it")
+    rel = os.path.relpath(origin, checkout.toplevel)
+    rel = "" if rel == "." or rel.startswith("..") else rel
     try:
-        git.add_worktree(origin, path, branch, base_sha)
+        # Without a checkout: the worker writes the files while pi boots (see checkout.py).
+        git.add_worktree(origin, path, branch, base_sha, no_checkout=True)
     except git.GitError:
         if os.path.lexists(path) and not git.branch_exists(origin, branch):
             import shutil
 
             shutil.rmtree(path, ignore_errors=True)
         raise
-    _remember_repo(checkout.common_dir)
-    return {"path": str(path), "branch": branch, "base": base_sha, "origin": origin,
+    made = {"path": str(path), "branch": branch, "base": base_sha, "origin": origin,
             "toplevel": checkout.toplevel, "repo": checkout.common_dir}
+    try:
+        fill.start(str(path), rel)
+        job_dir = paths.ensure_dir(paths.job_dir(job_id))
+        (job_dir / fill.MARKER).write_text("the worker writes the worktree's files\n")
+    except (git.GitError, OSError) as exc:
+        with contextlib.suppress(git.GitError):
+            git.remove_worktree(checkout.common_dir, str(path), force=True)
+            git.delete_branch(origin, branch)
+        raise git.GitError(f"preparing worktree {path}: {exc}") from None
+    _remember_repo(checkout.common_dir)
+    return made
 
 
 async def discard(record: JobRecord) -> None:
@@ -233,6 +247,8 @@ async def check_removable(record: JobRecord, force: bool, delete_branch: bool) -
     wt = record.worktree
     if not wt or force:
         return
+    if fill.pending(record.dir):
+        return  # its files are still being written: the agent has not run in it yet
     try:
         await asyncio.to_thread(_check_removable, wt, delete_branch)
     except git.GitError as exc:
