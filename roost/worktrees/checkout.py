@@ -50,14 +50,22 @@ def start(path: str, rel_cwd: str) -> None:
     os.makedirs(posixpath.join(path, rel_cwd) if rel_cwd else path, exist_ok=True)
 
 
+CHECKOUT_WORKERS = 8
+"""git's parallel checkout: a file's creation waits on the disk more than on a CPU (on
+this project's busy 2-core machines 5,000 files took 3.7 s with one worker, 1.0-1.6 s
+with 8), so more writers than cores pay off."""
+
+
 def finish(path: str) -> None:
     """Write every file of the worktree (the worker, while pi boots)."""
-    _checkout_index(path, ["-a", "-f", "-u"], None)
+    _checkout_index(path, ["-a", "-f", "-u"], None, parallel=True)
 
 
-def _checkout_index(path: str, args: list[str], stdin: str | None) -> None:
+def _checkout_index(path: str, args: list[str], stdin: str | None,
+                    parallel: bool = False) -> None:
+    config = ["-c", f"checkout.workers={CHECKOUT_WORKERS}"] if parallel else []
     try:
-        proc = subprocess.run(["git", "checkout-index", *args], cwd=path, input=stdin,
+        proc = subprocess.run(["git", *config, "checkout-index", *args], cwd=path, input=stdin,
                               env=git._env(), capture_output=True, text=True,
                               timeout=git.GIT_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
