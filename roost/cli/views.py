@@ -93,6 +93,8 @@ def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _meta(row: dict[str, Any], names: dict[str, str]) -> str:
     parts = []
+    if row.get("worktree"):
+        parts.append(f"⎇ {row['worktree']['branch']}")
     if row.get("agent"):
         parts.append(f"@{row['agent']}")
     pending = row.get("pending") or {}
@@ -146,12 +148,17 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
 
 def _grouped(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
+    last: str | None = None
     for row in rows:
         heading = row[key]
+        if key == "cwd" and row.get("worktree") and row.get("parentSession") and last:
+            groups[last].append(row)  # a child in its own worktree stays under its parent
+            continue
         if key == "cwd":
             home = str(Path.home())
             heading = "~" + heading[len(home):] if heading.startswith(home) else heading
         groups.setdefault(heading, []).append(row)
+        last = heading
     return list(groups.items())
 
 

@@ -403,10 +403,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         await worktrees.check_removable(record, force, delete_branch)
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
+        unfinished = worktrees.checkout_pending(record)
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)
-        notes = await worktrees.remove(record, force, delete_branch)
+        notes = await worktrees.remove(record, force, delete_branch, unfinished)
         return {"id": record.id, "removed": True, "worktree": notes}
 
     async def subscribe(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

@@ -286,13 +286,20 @@ def _merge_target_ref(wt: dict[str, Any]) -> str:
     return "HEAD"
 
 
-async def remove(record: JobRecord, force: bool, delete_branch: bool) -> list[str]:
+async def remove(record: JobRecord, force: bool, delete_branch: bool,
+                 unfinished: bool = False) -> list[str]:
     """Remove a removed job's worktree (and its branch when asked); what was done, or
-    kept and why, as lines for the user."""
+    kept and why, as lines for the user. `unfinished`: its checkout was still pending
+    (`checkout_pending`, asked before the job's directory went): it holds nothing of the
+    agent's, but its missing files look like changes to git."""
     wt = record.worktree
     if not wt:
         return []
-    return await asyncio.to_thread(_remove, wt, force, delete_branch)
+    return await asyncio.to_thread(_remove, wt, force or unfinished, delete_branch)
+
+
+def checkout_pending(record: JobRecord) -> bool:
+    return bool(record.worktree) and fill.pending(record.dir)
 
 
 def _remove(wt: dict[str, Any], force: bool, delete_branch: bool) -> list[str]:
