@@ -347,3 +347,50 @@ def test_worktree_job_survives_roostd_restart_and_worker_kill(make_lab) -> None:
     assert lab.wait(job) == "done"
     assert (Path(wt["path"]) / "again.txt").read_text() == "again\nagain\n"
     assert show(lab, job)["worktree"] == wt
+
+
+def test_tools_wait_for_the_worktree_to_be_written(make_lab) -> None:
+    """The worktree's files are written while pi boots and the model answers: the first
+    model request does not wait for them, the first tool call does (a git shim holds the
+    worker's `checkout-index -a` until the test opens a gate)."""
+    import shutil
+
+    lab = make_lab()
+    (lab.work / "data").mkdir()
+    make_repo(lab.work, {f"data/f{i:04d}.txt": f"{i}\n" for i in range(300)})
+    gate = lab.root / "checkout-gate"
+    shim = lab.root / "shim"
+    shim.mkdir()
+    real_git = shutil.which("git")
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" checkout-index -a "*)\n'
+        f"  for i in $(seq 1 600); do [ -e '{gate}' ] && break; sleep 0.05; done;;\n"
+        "esac\n"
+        f'exec {real_git} "$@"\n')
+    (shim / "git").chmod(0o755)
+    lab.env["PATH"] = f"{shim}:{lab.env['PATH']}"
+    llm = lab.llm
+    llm.add(fresh("MK-BIG"), tool_call("bash", {
+        "command": "git status --porcelain | wc -l; ls data | wc -l"}))
+    llm.add(after_tool("MK-BIG", "bash"), text("counted"))
+    job = lab.cli("run", "--worktree", "MK-BIG count").stdout.strip()
+    lab.wait_request(fresh("MK-BIG"))  # the model was asked before the files were there
+    marker = lab.job_dir(job) / "checkout.pending"
+    assert marker.exists()
+    wt = Path(show(lab, job)["worktree"]["path"])
+    assert not (wt / "data" / "f0100.txt").exists()
+    import time
+
+    time.sleep(1.0)  # the tool call is held meanwhile (nothing to wait for: it must not run)
+    assert not lab.tool_results_of("MK-BIG", "bash")
+    assert show(lab, job)["state"] == "running"
+    gate.touch()
+    assert lab.wait(job) == "done"
+    counts = lab.tool_results_of("MK-BIG", "bash")[0]["text"].split()
+    assert counts == ["0", "300"], counts
+    assert not marker.exists()
+    # A run that uses no tool ends (and reports) only once the files are all there.
+    llm.add(task("MK-BIG") & new_user_has("QUIET"), text("nothing to run"))
+    lab.reply(job, "QUIET")
+    assert lab.wait(job) == "done"

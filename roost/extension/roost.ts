@@ -36,6 +36,9 @@ const JOB_ID = process.env.ROOST_JOB_ID;
 // messages and reports for the session reach it live.
 const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
 delete process.env.ROOST_ATTACH_JOB;
+/** A new worktree whose files the worker is still writing (roost/worktrees/checkout.py). */
+let CHECKOUT_PENDING = process.env.ROOST_CHECKOUT_PENDING;
+delete process.env.ROOST_CHECKOUT_PENDING;
 
 // `pi --mode rpc` (pi accepts only this spelling).
 const MODE_ARG = process.argv.indexOf("--mode");
@@ -301,6 +304,18 @@ export default function roost(pi: any) {
 		} catch (err: any) {
 			throw new Error(`error: ${err?.message ?? err}`);
 		}
+	}
+
+	if (CHECKOUT_PENDING) {
+		// No tool runs in a half-written worktree: wait until the worker has written it
+		// (it removes the marker; if it dies, this pi dies with it).
+		pi.on("tool_call", async () => {
+			while (CHECKOUT_PENDING && fs.existsSync(CHECKOUT_PENDING)) {
+				await new Promise((resolve) => setTimeout(resolve, 20));
+			}
+			CHECKOUT_PENDING = undefined;
+			return undefined;
+		});
 	}
 
 	pi.on("session_start", async (_event: any, ctx: any) => {

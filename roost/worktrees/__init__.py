@@ -18,6 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+CHECKOUT_MARKER = "checkout.pending"
+"""`jobs/<id>/checkout.pending`: the worker is still writing the job's worktree (see
+`checkout`). Here, not in `checkout`, so the light launcher can name it for pi."""
+
 
 def worktrees_dir() -> Path:
     """`$ROOST_HOME/worktrees`: one directory per job that has a worktree."""

@@ -4,12 +4,15 @@ Checking out a 5,000-file tree takes ~0.2 s on a quiet disk (seconds on a busy o
 pi takes ~0.3 s (1.x) to ~1.1 s (0.73) to boot: done one after the other, the checkout
 would be on the way to the job's first model request in full. So roostd makes the
 worktree without a checkout, fills its index and writes only what pi reads at start-up
-(`boot_files`: the files directly in each directory from the checkout's top level down to
-the job's directory, AGENTS.md and CLAUDE.md among them, and every `.pi/`, `.agents/`,
+(`boot_pathspecs`: the files directly in each directory from the checkout's top level down
+to the job's directory, AGENTS.md and CLAUDE.md among them, and every `.pi/`, `.agents/`,
 `.claude/` tree there), and leaves a marker, `jobs/<id>/checkout.pending`. The worker then
-writes the rest (`finish`) while pi boots, and sends the first prompt only after that: the
-agent never sees a half-filled tree. A worker killed meanwhile leaves the marker, and the
-next one finishes the job; the agent had not run, so overwriting is safe.
+writes the rest (`finish`) while pi boots and the model answers the first prompt; the
+roost extension holds every tool call until the marker is gone (pi's `tool_call` event),
+and the worker holds the run's end (its report, `done`) until then too. So the agent never
+sees a half-filled tree, and the checkout is off the way to the first model request. A
+worker killed meanwhile leaves the marker (its pi dies with it: no tool ran), and the next
+one writes the files again; nothing of the agent's is there yet, so overwriting is safe.
 
 This module runs in the worker: it imports `roost.worktrees.git` and nothing of roostd.
 """
@@ -21,9 +24,9 @@ import posixpath
 import subprocess
 from pathlib import Path
 
+from roost.worktrees import CHECKOUT_MARKER as MARKER
 from roost.worktrees import git
 
-MARKER = "checkout.pending"
 BOOT_TREES = (".pi", ".agents", ".claude")
 
 
