@@ -59,6 +59,11 @@ this project's busy 2-core machines 5,000 files took 3.7 s with one worker, 1.0-
 with 8), so more writers than cores pay off."""
 
 
+CHECKOUT_NICE = 10
+"""The checkout runs at a lower CPU priority than pi: on 2 cores, pi's boot (which the
+job's first model request waits for) goes first, the checkout takes what is left."""
+
+
 def finish(path: str) -> None:
     """Write every file of the worktree (the worker, while pi boots)."""
     _checkout_index(path, ["-a", "-f", "-u"], None, parallel=True)
@@ -70,11 +75,16 @@ def _checkout_index(path: str, args: list[str], stdin: str | None,
     try:
         proc = subprocess.run(["git", *config, "checkout-index", *args], cwd=path, input=stdin,
                               env=git._env(), capture_output=True, text=True,
-                              timeout=git.GIT_TIMEOUT)
+                              timeout=git.GIT_TIMEOUT,
+                              preexec_fn=_lower_priority if parallel else None)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise git.GitError(f"checking out the worktree {path}: {exc}") from None
     if proc.returncode != 0:
         raise git.GitError(f"checking out the worktree {path}: {proc.stderr.strip()[-500:]}")
+
+
+def _lower_priority() -> None:
+    os.nice(CHECKOUT_NICE)
 
 
 def pending(job_dir: Path) -> bool:
