@@ -245,8 +245,11 @@ def test_rm_refuses_uncommitted_force_removes_and_gc_cleans_up(make_lab) -> None
     shutil.rmtree(lab.job_dir(gone))
     assert gone in worktrees_of(lab)
     assert "feature/gone" in sh_git(repo, "worktree", "list")
+    stale_merge = lab.roost_home / "worktrees" / ".merge-0badc0de"  # a killed merge's
+    sh_git(repo, "worktree", "add", "--quiet", "--detach", str(stale_merge))
     out = lab.cli("gc").stdout
     assert f"removed {lab.roost_home / 'worktrees' / gone}" in out
+    assert f"removed {stale_merge}" in out and not stale_merge.exists()
     assert gone not in worktrees_of(lab)
     assert "feature/gone" not in sh_git(repo, "worktree", "list")
     assert sh_git(repo, "branch", "--list", "feature/gone").strip()  # branches are kept

@@ -333,7 +333,8 @@ async def gc(daemon: Daemon, force: bool) -> dict[str, Any]:
     live = {r.id for r in daemon.jobs.values()}
     repos = set(_known_repos()) | {str(r.worktree["repo"]) for r in daemon.jobs.values()
                                    if r.worktree}
-    return await asyncio.to_thread(_gc, live, repos, force)
+    async with _merge_lock:  # a merge's own temporary checkout is not a leftover
+        return await asyncio.to_thread(_gc, live, repos, force)
 
 
 def _gc(live: set[str], repos: set[str], force: bool) -> dict[str, Any]:
@@ -342,8 +343,8 @@ def _gc(live: set[str], repos: set[str], force: bool) -> dict[str, Any]:
     root = worktrees_dir()
     entries = sorted(root.iterdir()) if root.is_dir() else []
     for entry in entries:
-        job_id = entry.name.removeprefix(".merge-")
-        if job_id in live or entry.is_symlink() or not entry.is_dir():
+        # `.merge-<id>`: a merge's temporary checkout that a killed roostd left behind.
+        if entry.name in live or entry.is_symlink() or not entry.is_dir():
             continue
         repo = None
         with contextlib.suppress(git.GitError):
