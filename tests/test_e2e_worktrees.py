@@ -55,6 +55,15 @@ def spawned(result_text: str) -> str:
     return match.group(1)
 
 
+def spawn_params(request: dict) -> set[str]:
+    """The parameters roost_spawn offers the model in a request."""
+    for tool in request.get("tools") or []:
+        function = tool.get("function") or {}
+        if function.get("name") == "roost_spawn":
+            return set((function.get("parameters") or {}).get("properties") or {})
+    raise AssertionError("no roost_spawn in the request's tools")
+
+
 def worktrees_of(lab: AgentLab) -> list[str]:
     root = lab.roost_home / "worktrees"
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
@@ -84,6 +93,8 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     llm.add(after_tool("MK-WK", "bash"), text("kid done: edited f.txt"))
 
     parent = lab.run("MK-WP parent")
+    # "ask": the model is offered worktree, branch and base.
+    assert {"worktree", "branch", "base"} <= spawn_params(lab.wait_request(fresh("MK-WP")))
     spawn_text = lab.wait_tool_results("MK-WP", "roost_spawn")[0]["text"]
     kid = spawned(spawn_text)
     wt = lab.roost_home / "worktrees" / kid
@@ -294,6 +305,8 @@ def test_clear_errors_and_nothing_made(make_lab, tmp_path: Path) -> None:
     for marker in ("MK-EK1", "MK-EK2", "MK-EK3", "MK-EK4", "MK-PLAIN"):
         llm.add(fresh(marker), text("kid"))
     parent = lab.run("MK-EP parent")
+    # "never" (the default): not offered; asked for anyway, refused by roostd.
+    assert not {"worktree", "branch", "base"} & spawn_params(lab.wait_request(fresh("MK-EP")))
     first = lab.wait_tool_results("MK-EP", "roost_spawn", 2)
     assert first[0]["text"].startswith("error:") and "agentChildWorktrees" in first[0]["text"]
     assert first[1]["text"].startswith("error:"), first[1]

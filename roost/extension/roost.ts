@@ -385,6 +385,19 @@ export default function roost(pi: any) {
 
 	if (settings.agentTools === false) return;
 	const catalog = agentCatalog().trim();
+	// Offered as the user's agentChildWorktrees allows (roostd decides either way): "ask"
+	// lets the model choose, "always" gives every child one (it may name the branch).
+	const worktreePolicy = settings.agentChildWorktrees;
+	const worktreeParams: Record<string, unknown> =
+		worktreePolicy === "ask" || worktreePolicy === "always"
+			? {
+					...(worktreePolicy === "ask"
+						? { worktree: Type.Optional(Type.Boolean({ description: "run in its own git worktree and branch" })) }
+						: {}),
+					branch: Type.Optional(Type.String({ description: "its worktree's new branch" })),
+					base: Type.Optional(Type.String({ description: "commit its worktree starts from; default your HEAD" })),
+				}
+			: {};
 
 	pi.registerTool({
 		name: "roost_agents",
@@ -433,11 +446,7 @@ export default function roost(pi: any) {
 			cwd: Type.Optional(Type.String()),
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
-			worktree: Type.Optional(
-				Type.Boolean({ description: "run in its own git worktree and branch, if the user allows it" }),
-			),
-			branch: Type.Optional(Type.String({ description: "with worktree: the new branch" })),
-			base: Type.Optional(Type.String({ description: "with worktree: commit to start from; default your HEAD" })),
+			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
