@@ -367,6 +367,11 @@ def diff(job: str, stat: bool) -> None:
         fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)", 2)
     if not os.path.isdir(worktree["path"]):
         fail(f"the worktree of job {row['id']} ({worktree['path']}) is gone")
+    from roost.worktrees import CHECKOUT_MARKER
+
+    if (Path(row["dir"]) / CHECKOUT_MARKER).exists():
+        fail(f"the worktree of job {row['id']} is still being written (the job is starting); "
+             "try again in a moment")
     try:
         click.echo(git.diff(worktree["path"], worktree["base"], stat=stat,
                             color=sys.stdout.isatty()), nl=False)
