@@ -157,7 +157,8 @@ class Worker:
         # Started while pi boots (a second or more), so the observer's own start-up (tens of
         # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
         watcher = self.box.watch(on_change=changed)
-        # A new worktree's files are written now, while pi boots; no prompt before that.
+        # A new worktree's files are written now, while pi boots and the model answers;
+        # the extension holds tool calls, and `_settled` the run's end, until they are.
         checkout = asyncio.ensure_future(self._finish_checkout())
         ready = asyncio.ensure_future(self._until_ready())
         stop = asyncio.ensure_future(self.stopping.wait())
