@@ -177,6 +177,15 @@ def test_two_children_same_file_second_merge_conflicts(make_lab) -> None:
     b_branch = show(lab, kid_b)["worktree"]["branch"]
     b_tip = sh_git(repo, "rev-parse", b_branch).strip()
 
+    # A target checkout with uncommitted changes to tracked files: refused, untouched.
+    (repo / "f.txt").write_text("my own edit\n")
+    dirty = lab.cli("merge", kid_a, check=False)
+    assert dirty.returncode == 2
+    assert f"the checkout of main at {repo} has uncommitted changes (f.txt)" in dirty.stderr
+    assert (repo / "f.txt").read_text() == "my own edit\n"
+    assert sh_git(repo, "rev-parse", "HEAD").strip() == head
+    sh_git(repo, "checkout", "--", "f.txt")
+
     assert "merged into main" in lab.cli("merge", kid_a).stdout
     merged_head = sh_git(repo, "rev-parse", "HEAD").strip()
     assert merged_head != head

@@ -218,3 +218,16 @@ def test_boot_files_first_then_the_rest(tmp_path: Path) -> None:
     assert not checkout.pending(job_dir) and not checkout.finish_pending(job_dir, str(wt))
     assert (wt / "deep/x/y.txt").read_text() == "y\n"
     assert git.status(str(wt)) == []
+
+
+def test_removing_a_worktree_deleted_by_hand_prunes_its_record(tmp_path: Path) -> None:
+    import shutil
+
+    repo = make_repo(tmp_path / "repo")
+    wt = tmp_path / "wt"
+    git.add_worktree(str(repo), wt, "b", git.head(str(repo)))
+    shutil.rmtree(wt)
+    assert str(wt) in sh_git(repo, "worktree", "list")
+    git.remove_worktree(str(repo / ".git"), str(wt))
+    assert str(wt) not in sh_git(repo, "worktree", "list")
+    assert git.branch_exists(str(repo), "b")

@@ -159,6 +159,10 @@ def remove_worktree(repo: str, path: str, force: bool = False) -> None:
     """`git worktree remove` (refuses untracked or modified files unless `force`); a
     directory git no longer knows is deleted and its record pruned."""
     args = ["worktree", "remove", *(["--force"] if force else []), path]
+    if not os.path.lexists(path):  # deleted by hand: only git's record is left
+        if os.path.isdir(repo):
+            prune(repo)
+        return
     if os.path.isdir(repo):
         try:
             git(args, repo, doing=f"removing worktree {path}")
