@@ -40,7 +40,8 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
     with open(os.path.join(home, "jobs", job_id, "job.json"), encoding="utf-8") as handle:
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
-        from roost.usage import hooks, meter
+        from roost.usage import meter
+        from roost.worker import usage as hooks
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False
@@ -75,18 +76,15 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--daemon-pro
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import shutil  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from roost import paths  # noqa: E402
-from roost.client import DaemonUnavailable, connect  # noqa: E402
-from roost.testkit.fakellm import FakeLLM, first_user_contains, text, tool_call  # noqa: E402
+from roost.client import connect  # noqa: E402
+from roost.testkit.fakellm import first_user_contains, text, tool_call  # noqa: E402
 from roost.testkit.fakellm.requests import tool_results  # noqa: E402
-from roost.testkit.pi import make_agent_dir, pi_env, require_pi  # noqa: E402
+from roost.testkit.lab import Lab  # noqa: E402
+from roost.testkit.pi import require_pi  # noqa: E402
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 
@@ -95,41 +93,21 @@ def median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
-class Lab:
+class UsageBench:
+    """The scripted jobs of the benchmark, in a testkit Lab whose roostd is the probe."""
+
     aa = False
 
     def __init__(self, steps: int) -> None:
         require_pi()
-        self.root = Path(tempfile.mkdtemp(prefix="roost-ubench-"))
-        self.llm = FakeLLM().start()
-        self.steps = steps
-        agent = make_agent_dir(self.root / "agent", self.llm.base_url, cost=PRICES)
-        (agent / "roost.json").write_text(json.dumps({"reapAfterSeconds": 3600}))
-        home, self.work, self.roost_home = self.root / "home", self.root / "work", self.root / "rh"
-        for d in (home, self.work):
-            d.mkdir(parents=True)
-        self.env = pi_env(agent, home, extra={"ROOST_HOME": str(self.roost_home),
-                                              "ROOST_LOG_LEVEL": "WARNING"})
-        self.env.pop("PYTHONDONTWRITEBYTECODE", None)  # installed-like bytecode
-        self.env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "roost-bench-pycache")
-        for key in [k for k in os.environ if k.startswith(("PI_", "ROOST_"))]:
-            del os.environ[key]
-        os.environ.update(self.env)
-        paths.ensure_dir(self.roost_home)
-        with open(self.roost_home / "roostd.log", "ab") as log:
-            self.daemon = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--daemon-probe"], env=self.env,
-                cwd=self.roost_home, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                connect(autostart=False).close()
-                break
-            except DaemonUnavailable:
-                if time.monotonic() > deadline or self.daemon.poll() is not None:
-                    raise
-                time.sleep(0.02)  # start-up wait only
+        self.lab = Lab(llm=True, settings={"reapAfterSeconds": 3600}, prices=PRICES,
+                       prefix="roost-ubench-")
+        self.llm, self.work, self.steps = self.lab.llm, self.lab.work, steps
+        self.lab.env["ROOST_LOG_LEVEL"] = "WARNING"
+        self.lab.use_bytecode_cache()  # installed-like bytecode
+        self.lab.activate()
+        paths.ensure_dir(self.lab.roost_home)
+        self.lab.start_daemon([sys.executable, os.path.abspath(__file__), "--daemon-probe"])
 
         def reply(request: Any) -> Any:
             if "AGAIN" in json.dumps(request["messages"][-1]):
@@ -170,14 +148,7 @@ class Lab:
         return {"spawn_ms": spawn_ms, "step_ms": statistics.median(steps), "reply_ms": reply_ms}
 
     def close(self) -> None:
-        try:
-            with connect(autostart=False) as client:
-                client.request("shutdown", timeout=60, jobs=True)
-            self.daemon.wait(20)
-        except Exception:  # noqa: BLE001 - best effort
-            os.killpg(self.daemon.pid, 9)
-        self.llm.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.lab.close()
 
 
 def micro() -> dict[str, float]:
@@ -227,7 +198,7 @@ def main() -> int:
     parser.add_argument("--aa", action="store_true",
                         help="A/A check: both variants run the stock worker (diff = noise)")
     args = parser.parse_args()
-    lab = Lab(args.steps)
+    lab = UsageBench(args.steps)
     lab.aa = args.aa
     results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     try:

@@ -67,6 +67,11 @@ class Settings:
     eventLog: bool = True
     """Append events to $ROOST_HOME/events.jsonl (false: only followers and hooks see
     them; for measurements)."""
+    agentChildWorktrees: str = "never"
+    """Spawned sessions in their own git worktree: "never", "ask" (the model chooses per
+    spawn with `worktree: true`) or "always"."""
+    agentMaxWorktrees: int = 8
+    """Worktrees one session tree may hold (made at spawn, until `roost rm`)."""
 
     defaultJobBudget: float | None = None
     """Budget (in the currency of the model's prices) of a job started without one
@@ -90,6 +95,15 @@ class Settings:
                     values[key] = hooks
                 continue
             default = spec.default
+            if key == "agentChildWorktrees":
+                from roost.worktrees.policy import POLICIES
+
+                if value in POLICIES:
+                    values[key] = value
+                else:
+                    log.warning("roost.json: ignoring %s=%r (expected one of %s)", key, value,
+                                ", ".join(POLICIES))
+                continue
             if isinstance(default, bool):
                 ok = isinstance(value, bool)
             elif isinstance(default, int):

@@ -43,6 +43,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     # issue 12 (roost.usage): figures as the worker last reported them, and the limits.
     "usage": (dict, type(None)), "budget": _OPT_NUM, "budget_tokens": _OPT_INT,
     "max_turns": _OPT_INT, "tree_budget": _OPT_NUM,
+    "worktree": (dict, type(None)),
 }
 
 
@@ -112,6 +113,8 @@ class JobRecord:
     budget_tokens: int | None = None
     max_turns: int | None = None
     tree_budget: float | None = None
+    # The job's git worktree (roost.worktrees): {path, branch, base, origin, toplevel, repo}.
+    worktree: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.table.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})

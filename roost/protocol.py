@@ -165,7 +165,10 @@ DAEMON_OPS: dict[str, Op] = {
         Op("wait", "any", ("job",), "resolve when the job's current run has settled"),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
         Op("start", "any", ("job",), "start a stopped/ended job again"),
-        Op("rm", "any", ("job",), "stop and remove a job"),
+        Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
+                                  "`deleteBranch`)"),
+        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)"),
+        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records"),
         Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
         Op("events", "any", (), "push the event log's entries after `since` (filtered by "
                                 "`types`, `job`), then each new one"),

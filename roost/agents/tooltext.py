@@ -34,6 +34,8 @@ def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
     return f'{outcome.value} ({relation}) → {peer_id} "{name}"'
 
 
-def spawn_text(job_id: str, name: str) -> str:
-    return (f'spawned {job_id} "{name}". Its report will arrive by itself when it ends a turn; '
-            "do not poll.")
+def spawn_text(job_id: str, name: str, worktree: Mapping[str, Any] | None = None) -> str:
+    where = (f" in worktree {worktree['path']} on branch {worktree['branch']}" if worktree
+             else "")
+    return (f'spawned {job_id} "{name}"{where}. Its report will arrive by itself when it ends '
+            "a turn; do not poll.")

@@ -5,8 +5,10 @@ Everything runs in a temporary ROOST_HOME and pi agent dir (no API key, no netwo
 jobs arriving mid-turn, and a parent that spawns two children — one asks the parent a
 question and gets its answer by roost_send, both report back — with the tree shown as it
 changes; then costs (the scripted model has prices) and a child stopped by its budget, whose
-`ended:` report reaches its parent. The demo's own roost.json allows external reach (so
-two unrelated jobs can talk).
+`ended:` report reaches its parent; then two children in their own git worktrees change one
+line two ways: one branch merges, the other conflicts and is reported (nothing changed). The
+demo's own roost.json allows external reach (so two unrelated jobs can talk) and lets the
+model choose worktrees for children.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from roost.testkit.fakellm import (
 from roost.testkit.lab import Lab
 from roost.testkit.procs import wait_until
 
-DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600}
+DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600,
+                 "agentChildWorktrees": "ask"}
 # The scripted model's prices (per million tokens, as a models.json `cost`), so the demo
 # shows costs; every request reports usage (estimated from the sizes unless a rule says).
 DEMO_PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
@@ -98,6 +101,22 @@ def script(llm: FakeLLM) -> None:
     job("[spender]", (None, lambda req: tool_call(
         "bash", {"command": "echo refactoring"}, usage=RUNAWAY_USAGE)))
     job("[kid-a]", (None, text("Found 3 TODOs: two in src/, one in README.")))
+    # 5. A lead that gives two children a worktree each; both change the same line.
+    job("[wt-lead]",
+        (last_user_contains('kind="report"'), lambda req: text(
+            "Report received from " + _between(_last_user(req), 'from="', '"') + ".")),
+        (last_is_tool_result("roost_spawn"), text("Two children, each in its own worktree.")),
+        (last_user_contains("[wt-lead]"), tool_calls(
+            ("roost_spawn", {"task": "[wt-fast] Make the retry count 5.", "name": "wt-fast",
+                             "worktree": True}),
+            ("roost_spawn", {"task": "[wt-safe] Make the retry count 1.", "name": "wt-safe",
+                             "worktree": True}))))
+    for marker, count in (("[wt-fast]", 5), ("[wt-safe]", 1)):
+        job(marker,
+            (last_is_tool_result("bash"), text(f"Set retries = {count} and committed it.")),
+            (last_user_contains(marker), tool_call("bash", {"command": (
+                f"sed -i 's/^retries = .*/retries = {count}/' settings.ini && "
+                f"git commit -qam 'retries = {count}' && git log --oneline -1")})))
     job("[kid-b]",
         (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
         (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
@@ -232,10 +251,63 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     say(f"spender: {spender['state']} — {spender['status']}; raise it with: "
         f"roost budget {spender['id']} 1.00")
     _transcript(client, saver["id"])
+    _worktrees(client, llm, work.parent / "repo")
     step("done")
     say("every job above was a real pi process supervised by roostd; try `roost view`, "
         "`roost ls --tree` and `roost logs JOB` on your own jobs.")
     return 0
+
+
+def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
+    import subprocess
+
+    from roost.protocol import RequestError
+
+    step("6. two children in their own git worktrees change the same line; one merges, "
+         "the other conflicts")
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                              text=True).stdout
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.name", "roost demo")
+    git("config", "user.email", "demo@example.invalid")
+    (repo / "settings.ini").write_text("[client]\nretries = 3\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "settings")
+    say(f"a git repository {repo} on main; the demo's roost.json says "
+        "agentChildWorktrees: \"ask\" (the model chooses per spawn)")
+    lead = client.request("run", task="[wt-lead] Tune the retries, two ways.", name="wt-lead",
+                          cwd=str(repo))
+    deadline = time.monotonic() + 120
+    kids: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        rows = client.request("list")["jobs"]
+        kids = [r for r in rows if r["name"] in ("wt-fast", "wt-safe")]
+        reported = [r for r in llm.requests if first_user_contains("[wt-lead]")(r)
+                    and 'kind="report"' in _last_user(r)]
+        if len(kids) == 2 and all(r["state"] == "done" and not r["status"] for r in kids) \
+                and len(reported) >= 2 and _row(client, lead["id"])["state"] == "done":
+            break
+        time.sleep(0.3)
+    table(client, tree=True)
+    for kid in sorted(kids, key=lambda r: r["name"]):
+        wt = kid["worktree"]
+        say(f"  {kid['name']}: worktree {wt['path']}, branch {wt['branch']}")
+    _transcript(client, lead["id"])
+    for name in ("wt-fast", "wt-safe"):
+        try:
+            result = client.request("merge", job=name)
+            say(f"$ roost merge {name}   → {result['branch']} merged into {result['into']} "
+                f"({result['commit'][:12]})")
+        except RequestError as exc:
+            say(f"$ roost merge {name}   → refused: {exc.message}")
+    say(f"main now has: {(repo / 'settings.ini').read_text().splitlines()[-1]!r}; "
+        f"`git status` in {repo}: {git('status', '--porcelain').strip() or 'clean'}")
+    say("the conflicting branch is kept as it was: merge it by hand, or `roost rm --force "
+        "--delete-branch` it")
 
 
 def _wait(client: Client, job_id: str) -> None:

@@ -155,23 +155,34 @@ def daemon_status(as_json: bool) -> None:
 @click.option("--agent", help="Run as this agent definition (roost agents ls).")
 @click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
 @usage_cli.run_options
+@click.option("--worktree", is_flag=True,
+              help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB).")
+@click.option("--branch", help="With --worktree: the new branch (default roost/<name>-<id>).")
+@click.option("--base", help="With --worktree: the commit to start from (default HEAD).")
 @click.argument("task", nargs=-1, required=True)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
         agent: str | None, shell: bool, task: tuple[str, ...], budget: float | None = None,
         budget_tokens: int | None = None, max_turns: int | None = None,
-        tree_budget: float | None = None) -> None:
+        tree_budget: float | None = None, worktree: bool = False, branch: str | None = None,
+        base: str | None = None) -> None:
     """Start a pi job with TASK (or a shell job); prints its id."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory}
+    if (branch or base) and not worktree:
+        fail("--branch and --base need --worktree")
     if shell:
         if agent:
             fail("--agent is for pi jobs, not --shell")
         if budget or budget_tokens or max_turns or tree_budget:
             fail("budgets are for pi jobs, not --shell")
+        if worktree:
+            fail("--worktree is for pi jobs, not --shell")
         args.update(shell=True, command=list(task))
     else:
         args.update(task=" ".join(task), model=model, thinking=thinking, agent=agent)
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
+        if worktree:
+            args.update(worktree=True, branch=branch, base=base)
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
@@ -335,11 +346,79 @@ def start(job: str) -> None:
 
 @cli.command()
 @click.argument("job")
-def rm(job: str) -> None:
-    """Stop and remove a job (its directory, mailbox and session file)."""
+@click.option("--force", is_flag=True,
+              help="Also when its worktree has uncommitted changes (they are lost); with "
+                   "--delete-branch, also when the branch has unmerged commits.")
+@click.option("--delete-branch", is_flag=True,
+              help="Also delete its worktree's branch (only when merged, unless --force).")
+def rm(job: str, force: bool, delete_branch: bool) -> None:
+    """Stop and remove a job (its directory, mailbox and session file, and its worktree;
+    the worktree's branch is kept unless --delete-branch)."""
     with daemon() as client:
-        result = client.request("rm", job=job)
+        result = client.request("rm", job=job, force=force, deleteBranch=delete_branch)
     click.echo(f"{result['id']} removed")
+    for note in result.get("worktree") or ():
+        click.echo(f"  {note}")
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--stat", is_flag=True, help="A diffstat instead of the patch.")
+def diff(job: str, stat: bool) -> None:
+    """The changes of a job in a worktree against its base (uncommitted work included)."""
+    from roost.worktrees import git
+
+    with daemon() as client:
+        row = client.request("show", job=job)["job"]
+    worktree = row.get("worktree")
+    if not worktree:
+        fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)", 2)
+    if not os.path.isdir(worktree["path"]):
+        fail(f"the worktree of job {row['id']} ({worktree['path']}) is gone")
+    from roost.worktrees import CHECKOUT_MARKER
+
+    if (Path(row["dir"]) / CHECKOUT_MARKER).exists():
+        fail(f"the worktree of job {row['id']} is still being written (the job is starting); "
+             "try again in a moment")
+    try:
+        click.echo(git.diff(worktree["path"], worktree["base"], stat=stat,
+                            color=sys.stdout.isatty()), nl=False)
+    except git.GitError as exc:
+        fail(str(exc))
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--into", metavar="BRANCH",
+              help="The branch to merge into (default: the branch checked out where the "
+                   "job was started).")
+@click.option("--squash", is_flag=True, help="One commit instead of a merge commit.")
+def merge(job: str, into: str | None, squash: bool) -> None:
+    """Merge a job's worktree branch (refused while it runs, into a checkout with
+    uncommitted changes, or on a conflict: then nothing changes)."""
+    with daemon() as client:
+        result = client.request("merge", job=job, into=into, squash=squash, timeout=300)
+    if result["merged"]:
+        how = "squashed into" if squash else "merged into"
+        click.echo(f"{result['branch']} {how} {result['into']} ({result['commit'][:12]})")
+    else:
+        click.echo(f"{result['branch']}: {result['outcome']} ({result['into']})")
+    if result.get("uncommitted"):
+        click.echo(f"note: the worktree has {result['uncommitted']} uncommitted changes; "
+                   "they were not merged (roost diff shows them)", err=True)
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Also orphaned worktrees with uncommitted changes.")
+def gc(force: bool) -> None:
+    """Remove the worktrees of removed jobs and prune git's worktree records."""
+    with daemon() as client:
+        result = client.request("gc", force=force, timeout=300)
+    for path in result["removed"]:
+        click.echo(f"removed {path}")
+    for line in result["kept"]:
+        click.echo(f"kept {line}")
+    click.echo(f"pruned the worktree records of {len(result['pruned'])} repositories")
 
 
 @cli.command()

@@ -124,16 +124,24 @@ def job_groups(rows: list[dict[str, Any]], group: str = "dir"
         for row in ordered:
             groups.setdefault(row["state"], []).append(row)
     else:
+        last: str | None = None
         for row in tree_order(rows):
-            groups.setdefault(home_relative(row["cwd"]), []).append(row)
+            if row.get("worktree") and row.get("parentSession") and last:
+                groups[last].append(row)  # a child in its own worktree stays under its parent
+                continue
+            last = home_relative(row["cwd"])
+            groups.setdefault(last, []).append(row)
     return list(groups.items())
 
 
 def meta_text(row: dict[str, Any], names: dict[str, str], group: str) -> str:
-    """The META cell: the parent's name (grouped by state), the agent, pending items."""
+    """The META cell: the parent's name (grouped by state), the worktree's branch, the
+    agent, pending items."""
     parts = []
     if group == "state" and row.get("parentSession") in names:
         parts.append(f"↳ {names[row['parentSession']]}")
+    if row.get("worktree"):
+        parts.append(f"⎇ {row['worktree']['branch']}")
     if row.get("agent"):
         parts.append(f"@{row['agent']}")
     pending = row.get("pending") or {}
@@ -226,6 +234,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("cwd", row["cwd"]), ("task", row.get("task")),
         ("command", " ".join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
+        ("worktree", _worktree_line(row)),
         ("model", row.get("model")), ("session", row.get("session")),
         ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
@@ -238,6 +247,13 @@ def print_detail(row: dict[str, Any]) -> None:
             out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
     for key, value in show.usage_lines(row):
         out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+
+
+def _worktree_line(row: dict[str, Any]) -> str | None:
+    worktree = row.get("worktree")
+    if not worktree:
+        return None
+    return f"{worktree['path']} on {worktree['branch']} (base {str(worktree['base'])[:12]})"
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:

@@ -36,6 +36,9 @@ const JOB_ID = process.env.ROOST_JOB_ID;
 // messages and reports for the session reach it live.
 const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
 delete process.env.ROOST_ATTACH_JOB;
+/** A new worktree whose files the worker is still writing (roost/worktrees/checkout.py). */
+let CHECKOUT_PENDING = process.env.ROOST_CHECKOUT_PENDING;
+delete process.env.ROOST_CHECKOUT_PENDING;
 
 // `pi --mode rpc` (pi accepts only this spelling).
 const MODE_ARG = process.argv.indexOf("--mode");
@@ -313,6 +316,18 @@ export default function roost(pi: any) {
 		}
 	}
 
+	if (CHECKOUT_PENDING) {
+		// No tool runs in a half-written worktree: wait until the worker has written it
+		// (it removes the marker; if it dies, this pi dies with it).
+		pi.on("tool_call", async () => {
+			while (CHECKOUT_PENDING && fs.existsSync(CHECKOUT_PENDING)) {
+				await new Promise((resolve) => setTimeout(resolve, 20));
+			}
+			CHECKOUT_PENDING = undefined;
+			return undefined;
+		});
+	}
+
 	pi.on("session_start", async (_event: any, ctx: any) => {
 		lastCtx = ctx;
 		if (!jobMode) foregroundPeer = peerIdFor(ctx);
@@ -378,6 +393,19 @@ export default function roost(pi: any) {
 
 	if (settings.agentTools === false) return;
 	const catalog = agentCatalog().trim();
+	// Offered as the user's agentChildWorktrees allows (roostd decides either way): "ask"
+	// lets the model choose, "always" gives every child one (it may name the branch).
+	const worktreePolicy = settings.agentChildWorktrees;
+	const worktreeParams: Record<string, unknown> =
+		worktreePolicy === "ask" || worktreePolicy === "always"
+			? {
+					...(worktreePolicy === "ask"
+						? { worktree: Type.Optional(Type.Boolean({ description: "run in its own git worktree and branch" })) }
+						: {}),
+					branch: Type.Optional(Type.String({ description: "its worktree's new branch" })),
+					base: Type.Optional(Type.String({ description: "commit its worktree starts from; default your HEAD" })),
+				}
+			: {};
 
 	pi.registerTool({
 		name: "roost_agents",
@@ -420,6 +448,7 @@ export default function roost(pi: any) {
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
+			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
@@ -431,6 +460,9 @@ export default function roost(pi: any) {
 				model: params.model,
 				thinking: params.thinking,
 				budget: params.budget,
+				worktree: params.worktree,
+				branch: params.branch,
+				base: params.base,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 			});

@@ -31,10 +31,11 @@ from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState
 from roost.supervise import table as jobstore
 from roost.supervise import usage as usage_daemon
 from roost.supervise.events import EventLog
-from roost.supervise.handlers import agents, attach, events, jobs, worker
+from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
 from roost.supervise.hooks import HookRunner
 from roost.supervise.router import AgentRouter
 from roost.supervise.workers import WorkerProcess
+from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
 
@@ -251,7 +252,7 @@ class Daemon:
 
     def _build_handlers(self) -> dict[str, Any]:
         handlers: dict[str, Any] = {}
-        for module in (jobs, worker, agents, attach, events, usage_daemon):
+        for module in (jobs, worker, agents, attach, events, usage_daemon, worktrees):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -437,6 +438,7 @@ class Daemon:
             "agent": record.agent,
             "parentSession": record.parent_session,
             "rootSession": record.root_session,
+            "worktree": row_fields(record.worktree),
             "pending": pending,
             "usage": usage_daemon.row_usage(self, record),
             "created": record.created,

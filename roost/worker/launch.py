@@ -100,6 +100,14 @@ def pi_env(job: dict[str, Any], ext_path: Path) -> dict[str, str]:
         ROOST_JOB_ID=job["id"],
         ROOST_HOME=str(paths.roost_home()),
     )
+    # A new worktree still being written: the extension holds tool calls until it is done.
+    env.pop("ROOST_CHECKOUT_PENDING", None)
+    if job.get("worktree"):
+        from roost.worktrees import CHECKOUT_MARKER
+
+        marker = paths.job_dir(job["id"]) / CHECKOUT_MARKER
+        if marker.exists():
+            env["ROOST_CHECKOUT_PENDING"] = str(marker)
     # roost_spawn's list of agents (the extension registers its tools at load).
     env.pop("ROOST_AGENT_CATALOG", None)
     if job.get("agentCatalog"):

@@ -72,6 +72,9 @@ class Worker:
         self.stop_reason: str | None = None
         self.stopping = asyncio.Event()
         self._settle_task: asyncio.Task[None] | None = None
+        # A new worktree's files, written while pi boots (roost.worktrees.checkout).
+        self.checkout: asyncio.Future[None] | None = None
+        self._settle_after_checkout = False
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self._session_private = False  # the session file was made 0600
@@ -157,12 +160,16 @@ class Worker:
         # Started while pi boots (a second or more), so the observer's own start-up (tens of
         # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
         watcher = self.box.watch(on_change=changed)
+        # A new worktree's files are written now, while pi boots and the model answers;
+        # the extension holds tool calls, and `_settled` the run's end, until they are.
+        checkout = asyncio.ensure_future(self._finish_checkout())
         ready = asyncio.ensure_future(self._until_ready())
         stop = asyncio.ensure_future(self.stopping.wait())
         await asyncio.wait({ready, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         if not ready.done():  # told to stop while pi was still coming up
             ready.cancel()
+            checkout.cancel()
             watcher.close()
             server.close()
             await self.pi.shutdown()
@@ -170,6 +177,8 @@ class Worker:
             link_task.cancel()
             ext_sock.unlink(missing_ok=True)
             return 0
+        self.checkout = checkout
+        checkout.add_done_callback(self._checkout_done)
         try:
             ready.result()
         except (PiError, TimeoutError) as exc:
@@ -210,6 +219,29 @@ class Worker:
         link_task.cancel()
         log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
         return 1
+
+    async def _finish_checkout(self) -> None:
+        worktree = self.record.worktree
+        if not worktree:
+            return
+        from roost.worktrees import checkout
+
+        if await asyncio.to_thread(checkout.finish_pending, self.record.dir,
+                                   str(worktree["path"])):
+            log.info("wrote the files of worktree %s", worktree["path"])
+
+    def _checkout_done(self, task: asyncio.Future[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # Its pi goes too (its tools wait for the files): roostd restarts the job, and
+            # the next worker writes them again (a crash loop ends the job as failed).
+            log.error("could not write the worktree's files: %s", exc)
+            asyncio.ensure_future(self.pi.shutdown(timeout=2))
+        elif self._settle_after_checkout:
+            self._settle_after_checkout = False
+            self._settled()
 
     def _restore(self, entries: list[dict[str, Any]]) -> str | None:
         """After a (re)start: was a run cut short, and is it continued? Returns the note
@@ -414,6 +446,11 @@ class Worker:
         self._settled()
 
     def _settled(self) -> None:
+        if self.checkout is not None and not self.checkout.done():
+            # A run that ended before the worktree was written (it used no tool) ends
+            # once it is: its report and `done` describe the whole tree.
+            self._settle_after_checkout = True
+            return
         run = self.runs.settle()
         usage_hooks.on_settled(self, run)
         if self.run_note.cause is not None:

@@ -28,7 +28,7 @@ from roost.transcript import content_text, read_entries
 
 JOBROW_KEYS = {
     "id", "name", "kind", "state", "status", "summary", "question", "cwd", "session", "parent",
-    "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage",
+    "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage", "worktree",
 }
 
 

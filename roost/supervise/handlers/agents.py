@@ -20,6 +20,7 @@ from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES
 from roost.supervise import usage as usage_daemon
+from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
 
@@ -153,10 +154,19 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
         usage_daemon.apply_budget(daemon, record, request)  # within the tree's budget
+        await worktree_jobs.prepare(daemon, record, request, spawned=True)
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
-        launch(daemon, record)
-        return {"id": record.id, "name": record.name,
-                "text": tooltext.spawn_text(record.id, record.name)}
+        try:
+            launch(daemon, record)
+        except BaseException:
+            await worktree_jobs.discard(record)
+            raise
+        result: dict[str, Any] = {"id": record.id, "name": record.name}
+        if record.worktree:
+            result["worktree"] = {"path": record.worktree["path"],
+                                  "branch": record.worktree["branch"]}
+        result["text"] = tooltext.spawn_text(record.id, record.name, record.worktree)
+        return result
 
     async def handback(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None
@@ -171,8 +181,16 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             return {"routed": False}
         if report_id is not None and report_id == record.last_report:
             return {"routed": True}  # sent again after roostd went away: it already went
+        result = str(request.get("result") or "")[:RESULT_MAX]
+        if record.worktree:  # its branch, commits, diffstat and uncommitted work
+            import asyncio
+
+            from roost.worktrees.report import with_section
+
+            # The router keeps a report within RESULT_MAX: the section is kept whole.
+            result = await asyncio.to_thread(with_section, result, record.worktree, RESULT_MAX)
         report = {
-            "result": str(request.get("result") or "")[:RESULT_MAX],
+            "result": result,
             "state": state,
             "question": request.get("question"),
             "error": request.get("error"),

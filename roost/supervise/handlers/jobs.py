@@ -18,6 +18,7 @@ from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
 from roost.supervise import usage as usage_daemon
+from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.table import accept_item, is_settled, new_job_id
 
 if TYPE_CHECKING:
@@ -196,7 +197,12 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = create_job(daemon, request)
         usage_daemon.apply_budget(daemon, record, request)
-        launch(daemon, record)
+        await worktree_jobs.prepare(daemon, record, request, spawned=False)
+        try:
+            launch(daemon, record)
+        except BaseException:
+            await worktree_jobs.discard(record)
+            raise
         return {"id": record.id, "name": record.name}
 
     async def list_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -308,19 +314,25 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def rm(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
+        force, delete_branch = bool(request.get("force")), bool(request.get("deleteBranch"))
+        await worktree_jobs.check_removable(record, force, delete_branch)
         proc = daemon.procs.get(record.id)
         # Decided before the worker stops: its exit moves the record to `stopped`.
         was_stopped = record.state == JobState.STOPPED
         if proc is not None:
             await proc.stop("removed", daemon.settings().stopTimeoutSeconds)
             proc.forget()
+        # Its agent may have written until it stopped: asked again, now that it cannot.
+        await worktree_jobs.check_removable(record, force, delete_branch)
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
         usage_daemon.on_removed(daemon, record)  # `roost usage` keeps its figures
+        unfinished = worktree_jobs.checkout_pending(record)
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)
         daemon.job_changed(record, persist=False)
-        return {"id": record.id, "removed": True}
+        notes = await worktree_jobs.remove(record, force, delete_branch, unfinished)
+        return {"id": record.id, "removed": True, "worktree": notes}
 
     async def subscribe(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         daemon.subscribers.add(conn)
