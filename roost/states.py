@@ -85,8 +85,9 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # A reply starts the next run; the dialog was cancelled; stopped; crashed.
     _J.NEEDS_INPUT: frozenset({_J.RUNNING, _J.DONE, _J.STOPPED, _J.FAILED, _J.STARTING}),
     # `roost start` or an item (restart); a reply to a model error whose worker still runs.
-    # An extension's dialog while it waits.
-    _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.NEEDS_INPUT}),
+    # An extension's dialog while it waits; idle again once a budget that stopped it is
+    # raised (issue 12).
+    _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.NEEDS_INPUT, _J.DONE}),
     _J.STOPPED: frozenset({_J.STARTING}),
     # An item wakes it; the user stops it; roostd could not resume it.
     _J.REAPED: frozenset({_J.STARTING, _J.STOPPED, _J.FAILED}),

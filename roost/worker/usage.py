@@ -73,7 +73,8 @@ def _block(worker: Worker) -> None:
     """The job is over a limit and no run is in progress: it shows why and waits."""
     reason = worker.meter.blocked
     assert reason is not None
-    worker.runs.state, worker.runs.status, worker.runs.question = JobState.FAILED, reason, None
+    worker.runs.enter(JobState.FAILED)
+    worker.runs.status, worker.runs.question = reason, None
     worker.meter.error_shown = True
 
 
@@ -195,7 +196,8 @@ def on_budget_event(worker: Worker, event: dict[str, Any]) -> None:
         return
     log.info("budget raised: the job may run again")
     worker.meter.ended_sent = False
-    worker.runs.state, worker.runs.status = JobState.DONE, ""
+    worker.runs.enter(JobState.DONE)
+    worker.runs.status = ""
     cause, meter.stopped_cause = meter.stopped_cause, None
     _save_stop(worker)
     if cause is not None and worker.ext is not None:
