@@ -3,15 +3,17 @@
 - `git`: every git call roost makes (argument lists, never a shell), with clear errors;
 - `policy`: the pure rules (who gets a worktree, the default branch, the limit);
 - `report`: the worktree section of a child's report;
-- `manage`: roostd's side: create at spawn, merge, remove, gc (blocking git work runs in
-  a thread, so roostd keeps serving meanwhile).
+- `checkout`: the worker writes a new worktree's files while pi boots.
+
+roostd's side (create at spawn, merge, remove, gc; blocking git work runs in a thread, so
+roostd keeps serving meanwhile) is `roost.supervise.worktrees`.
 
 A job's `worktree` record (job.json) is `{path, branch, base, origin, toplevel, repo}`:
 the worktree directory (`$ROOST_HOME/worktrees/<id>`), its branch (in the original
 repository), the base commit (full hash), the directory the job was started from
 (`roost merge`'s default target is the branch checked out there), that checkout's top
-level and the repository's common git dir. The worker never imports this package's
-`manage`: it only runs pi in the job's `cwd`, which is inside the worktree.
+level and the repository's common git dir. The worker runs pi in the job's `cwd`, which
+is inside the worktree.
 """
 
 from __future__ import annotations
