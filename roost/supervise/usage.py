@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost import protocol
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.states import JobKind, JobState
 from roost.usage import budget
 from roost.usage import log as usage_log
 from roost.usage.account import Usage, format_cost
@@ -117,8 +118,6 @@ def _amount(request: dict[str, Any], key: str, integer: bool = False) -> Any:
 
 def blocked(record: JobRecord) -> bool:
     """The job is stopped by a budget (its worker starts no run until it is raised)."""
-    from roost.states import JobState
-
     return record.state == JobState.FAILED and budget.is_stop_reason(record.error)
 
 
@@ -162,6 +161,28 @@ def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = Non
     return True
 
 
+def tree_reason(daemon: Daemon, record: JobRecord) -> str | None:
+    """Why the job's tree stops it now (its tree budget is used up), or None."""
+    stopped = book(daemon).tree_stopped.get(record.id)
+    if stopped:
+        return stopped
+    root = tree_root(daemon, tree_key(record))
+    if root is None or root.tree_budget is None:
+        return None
+    spent = tree_usage(daemon, tree_key(record))
+    if not spent.priced or spent.cost < root.tree_budget:
+        return None
+    return (f"tree budget exhausted: {format_cost(spent.cost)} of "
+            f"{format_cost(root.tree_budget)}")
+
+
+def worker_connected(daemon: Daemon, record: JobRecord) -> None:
+    """A worker (re)connected: it learns the limits as they are now, since a change made
+    while it was away (a raised budget, a tree stopped or lifted) reached only job.json."""
+    if record.kind == JobKind.PI:
+        send_limits(daemon, record, tree_reason(daemon, record))
+
+
 def after_usage(daemon: Daemon, record: JobRecord) -> None:
     """A job's figures changed: stop its tree's live jobs once the tree's budget is used."""
     key = tree_key(record)
@@ -178,7 +199,7 @@ def after_usage(daemon: Daemon, record: JobRecord) -> None:
               f"{format_cost(root.tree_budget)}")
     stopped = book(daemon).tree_stopped
     for member in daemon.jobs.values():
-        if (tree_key(member) == key and member.id not in stopped and member.kind == "pi"
+        if (tree_key(member) == key and member.id not in stopped and member.kind == JobKind.PI
                 and send_limits(daemon, member, reason)):
             stopped[member.id] = reason
             log.info("job %s: %s", member.id, reason)
@@ -211,7 +232,7 @@ def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
     # Every live job of the tree, not only those this roostd stopped: a restarted roostd
     # does not know which workers an earlier one told.
     for member in list(daemon.jobs.values()):
-        if tree_key(member) == key and member.kind == "pi":
+        if tree_key(member) == key and member.kind == JobKind.PI:
             stopped.pop(member.id, None)
             if member is not root:
                 send_limits(daemon, member, None)

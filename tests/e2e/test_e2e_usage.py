@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from typing import Any
 
 import pytest
@@ -293,3 +295,27 @@ def test_unpriced_model_token_budget_and_turn_cap(make_lab: Any) -> None:
     assert bad.returncode != 0 and "no job" in bad.stderr
     bad = lab.cli("usage", "--since", "last week", check=False)
     assert bad.returncode != 0 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_a_budget_raised_while_the_worker_is_away_reaches_it_when_it_reconnects(
+    make_lab: Any,
+) -> None:
+    """The raise reaches only job.json while the worker cannot hear it (here: stopped with
+    SIGSTOP across a roostd restart); the worker learns it when it connects again."""
+    lab = priced_lab(make_lab)
+    llm = lab.llm
+    llm.add(task("UE-J") & new_user_has("budget was raised"), text("resumed", usage=(100, 10)))
+    llm.add(task("UE-J"), lambda r: tool_call("bash", {"command": "echo spend"}, usage=USAGE))
+    job = lab.cli("run", "--budget", "0.5", "--name", "away", "UE-J spend").stdout.split()[0]
+    record = lab.wait_state(job, "failed", timeout=T)
+    assert record["error"] == "budget exhausted: $0.58 of $0.50", record
+    worker = record["workerPid"]
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        lab.cli("daemon", "stop")
+        assert "budget $5.00" in lab.cli("budget", job, "5").stdout  # a new roostd, unheard
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    lab.wait_request(task("UE-J") & new_user_has("budget was raised"), timeout=T)
+    wait_until(lambda: lab.record(job).get("error") is None, T, "the raise to lift the stop")
+    assert lab.record(job)["workerPid"] == worker  # the same worker: it heard it on reconnect

@@ -55,6 +55,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         proc.connected_as_worker(conn)
         record.save()
         daemon.agents.retry_undelivered(record.session)
+        usage_daemon.worker_connected(daemon, record)
         return {"job": record.id}
 
     async def worker_update(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
