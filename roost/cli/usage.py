@@ -6,8 +6,7 @@ from typing import Any, TypeVar
 
 import click
 
-from roost.usage import report as usage_report
-from roost.usage.account import format_cost, format_tokens
+from roost.usage import GROUPS
 
 F = TypeVar("F")
 POSITIVE = click.FloatRange(min=0, min_open=True)
@@ -49,6 +48,7 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
 
     On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
     from roost.cli.main import daemon, fail, print_json
+    from roost.usage.account import format_cost
 
     if amount is None and tokens is None and max_turns is None:
         fail("give an AMOUNT, --tokens N or --max-turns N")
@@ -73,13 +73,15 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
 
 @click.command("usage")
 @click.option("--since", metavar="DATE", help="Only from this day on (YYYY-MM-DD, UTC).")
-@click.option("--by", type=click.Choice(usage_report.GROUPS), default="job", show_default=True)
+@click.option("--by", type=click.Choice(GROUPS), default="job", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
     from roost.cli.main import daemon, fail, print_json
     from roost.transcript import read_entries
     from roost.usage import log as usage_log
+    from roost.usage import report as usage_report
+    from roost.usage.account import format_cost, format_tokens
 
     try:
         day = usage_report.parse_since(since)

@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.usage import show  # the usage cells (issue 12)
-
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
@@ -169,6 +167,8 @@ def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool
         summary = Text("? " + clip(row["question"], summary_max), style="yellow")
     else:
         summary = Text(clip(row.get("summary") or "", summary_max))
+    from roost.usage import show
+
     costs = (Text(show.cost_cell(row)), Text(show.tree_cell(row))) if tree else (
         Text(show.cost_cell(row)),)
     return (
@@ -245,6 +245,8 @@ def print_detail(row: dict[str, Any]) -> None:
     for key, value in fields:
         if value not in (None, ""):
             out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+    from roost.usage import show
+
     for key, value in show.usage_lines(row):
         out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
 

@@ -4,8 +4,14 @@
   file's entries; `get_session_stats` on pi 1.x). A re-read replaces the sum, never adds to it.
 - `budget`: the budget rules, pure functions (warn, stop, what a spawn may take).
 - `log`: the durable usage log that keeps a removed job's figures (`roost usage`).
-- `report`: `roost usage` grouped by job, tree, model or day.
-- `ops`: roostd's handlers (`budget`, the worker's `usage_note`).
+- `meter`: the worker's running sum and limits for one job.
+- `report`: `roost usage` grouped by job, tree, model or day (GROUPS).
+- `show`: the cells and the usage block the CLI prints.
 
-The worker imports `account` and `budget` only (never `roost.supervise`).
+roostd's side is `roost.supervise.usage`, the worker's `roost.worker.usage`, the commands
+`roost.cli.usage`. Every `roost` process imports this package's `__init__` only (the CLI's
+options), so it stays free of imports.
 """
+
+GROUPS = ("job", "tree", "model", "day")
+"""`roost usage --by`."""
