@@ -3,8 +3,9 @@
 git runs in a thread (`asyncio.to_thread`): a 5,000-file checkout takes ~0.2 s, which
 roostd's event loop must not spend blocked (deliveries to other jobs go on meanwhile).
 What must not race is decided on the loop before the thread starts: the limit counts the
-worktrees being made as well as those that exist (`_making`), and merges are one at a time
-(`_merge_lock`), as two merges into one checkout would step on each other.
+worktrees being made as well as those that exist (`_making`), and every change to git's
+worktree records (add, remove, merge, gc) is one at a time (`_git_changes`): two at once in
+one repository can fail, and two merges into one checkout would step on each other.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ REPOS_FILE = "worktree-repos.txt"
 their worktree records)."""
 
 _making: dict[str, int] = {}
-_merge_lock = asyncio.Lock()
+_git_changes = asyncio.Lock()
+"""One change to git's worktree records at a time: two `git worktree add` in one repository
+at once can fail (the second reads the first's half-made `.git/worktrees/<id>`), and a
+merge makes a temporary worktree too."""
 
 
 def tree_key(record: JobRecord) -> str:
@@ -66,8 +70,9 @@ async def prepare(daemon: Daemon, record: JobRecord, request: dict[str, Any],
         raise RequestError(REFUSED, refusal)
     _making[key] = _making.get(key, 0) + 1
     try:
-        made = await asyncio.to_thread(_create, record.id, record.name, record.cwd,
-                                       want.branch, want.base)
+        async with _git_changes:
+            made = await asyncio.to_thread(_create, record.id, record.name, record.cwd,
+                                           want.branch, want.base)
     except git.GitError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
     finally:
@@ -131,7 +136,8 @@ async def discard(record: JobRecord) -> None:
             git.remove_worktree(wt["repo"], wt["path"], force=True)
             git.delete_branch(wt["repo"], wt["branch"])
 
-    await asyncio.to_thread(undo)
+    async with _git_changes:
+        await asyncio.to_thread(undo)
 
 
 def _remember_repo(common_dir: str) -> None:
@@ -165,7 +171,7 @@ async def merge(daemon: Daemon, record: JobRecord, into: str | None,
         raise RequestError(BAD_REQUEST, f"job {record.id} has no worktree: nothing to merge")
     if into is not None and not isinstance(into, str):
         raise RequestError(BAD_REQUEST, "into must be a branch name")
-    async with _merge_lock:
+    async with _git_changes:
         if running(record):
             raise RequestError(REFUSED, f"job {record.id} is {record.state.value} (a run is in "
                                         "progress): merge once it has settled (roost wait)")
@@ -295,7 +301,8 @@ async def remove(record: JobRecord, force: bool, delete_branch: bool,
     wt = record.worktree
     if not wt:
         return []
-    return await asyncio.to_thread(_remove, wt, force or unfinished, delete_branch)
+    async with _git_changes:
+        return await asyncio.to_thread(_remove, wt, force or unfinished, delete_branch)
 
 
 def checkout_pending(record: JobRecord) -> bool:
@@ -333,7 +340,7 @@ async def gc(daemon: Daemon, force: bool) -> dict[str, Any]:
     live = {r.id for r in daemon.jobs.values()}
     repos = set(_known_repos()) | {str(r.worktree["repo"]) for r in daemon.jobs.values()
                                    if r.worktree}
-    async with _merge_lock:  # a merge's own temporary checkout is not a leftover
+    async with _git_changes:  # a merge's own temporary checkout is not a leftover
         return await asyncio.to_thread(_gc, live, repos, force)
 
 
