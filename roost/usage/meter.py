@@ -25,7 +25,7 @@ class Meter:
         self.exhausted: str | None = None  # why no run may start (the row's error)
         self.tree_exhausted: str | None = None  # said by roostd for the whole tree
         self.stopped_cause: str | None = None  # the cause of the run a budget stopped
-        self.error_shown = False  # the row shows the stop as its error (cleared on a raise)
+        self.error_shown = False  # a stop was shown as the row's error: snapshots carry `error`
         self.ended_sent = False  # roostd was told (the parent's `ended:` report)
 
     def load(self, entries: list[dict[str, Any]]) -> None:

@@ -204,6 +204,7 @@ def on_budget_event(worker: Worker, event: dict[str, Any]) -> None:
         worker.runs.next_cause = RunCause(cause)  # the continuation keeps the run's cause
         asyncio.ensure_future(worker.ext.send(protocol.event(
             "note", content=budget.raised_note(meter.limits))))
+    # error_shown stays set: every later snapshot clears the row's error, so the clearing is
+    # not lost when this report falls before the link is bound (a raise heard on reconnect).
     worker.report()
-    worker.meter.error_shown = False
     worker.wake.set()
