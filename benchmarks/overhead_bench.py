@@ -299,9 +299,7 @@ def _daemon_probe() -> int:
     # Daemon-side marks (in roostd.log): requests handled, durable writes around them.
     from roost.jobs import JobRecord
     from roost.mailbox import Mailbox
-    from roost.supervise.handlers import agents as agent_ops
-    from roost.supervise.handlers import jobs as ops_jobs
-    from roost.supervise.handlers import worker as ops_worker
+    from roost.supervise.handlers import agents, jobs, worker
 
     def marked_handlers(module):
         orig_handlers = module.handlers
@@ -315,7 +313,7 @@ def _daemon_probe() -> int:
 
         module.handlers = handlers
 
-    for module in (agent_ops, ops_jobs, ops_worker):
+    for module in (agents, jobs, worker):
         marked_handlers(module)
 
     def timed(cls, name, label):

@@ -10,7 +10,6 @@ before pi starts; psutil is the fallback where there is no /proc.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +107,3 @@ def same_process(pid: int | None, start: float | None) -> bool:
     actual = live_start_time(pid)
     return actual is not None and abs(actual - start) < START_TOLERANCE
 
-
-def current_start_time() -> float | None:
-    return start_time(os.getpid())

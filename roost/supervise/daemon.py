@@ -29,7 +29,7 @@ from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import table as jobstore
-from roost.supervise import usage as usage_daemon
+from roost.supervise import usage
 from roost.supervise.events import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
 from roost.supervise.hooks import HookRunner
@@ -252,7 +252,7 @@ class Daemon:
 
     def _build_handlers(self) -> dict[str, Any]:
         handlers: dict[str, Any] = {}
-        for module in (jobs, worker, agents, attach, events, usage_daemon, worktrees):
+        for module in (jobs, worker, agents, attach, events, usage, worktrees):
             handlers.update(module.handlers(self))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -440,7 +440,7 @@ class Daemon:
             "rootSession": record.root_session,
             "worktree": row_fields(record.worktree),
             "pending": pending,
-            "usage": usage_daemon.row_usage(self, record),
+            "usage": usage.row_usage(self, record),
             "created": record.created,
             "updated": record.updated,
         }

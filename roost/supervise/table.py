@@ -20,7 +20,7 @@ from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, item_outcome
-from roost.supervise import usage as usage_daemon
+from roost.supervise import usage
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -148,7 +148,7 @@ def accept_item(
         kind=kind, job=record.state, attached=record.attached,
         worker=proc.state if proc is not None else None,
         worker_alive=proc is not None and proc.alive, dialog=record.dialog, busy=record.busy,
-        over_budget=usage_daemon.blocked(record),
+        over_budget=usage.blocked(record),
     )
     if decision.post:
         try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
@@ -182,7 +182,7 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
     proc = daemon.procs.get(record.id)
     if record.state == JobState.STOPPED:
         return True
-    if usage_daemon.blocked(record) and not record.busy:
+    if usage.blocked(record) and not record.busy:
         return True  # over budget: nothing runs (items wait) until the person raises it
     if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
         return record.state == JobState.FAILED or not daemon.mailbox(record).pending()

@@ -151,13 +151,17 @@ def apply_budget(daemon: Daemon, record: JobRecord, request: dict[str, Any]) -> 
     record.budget = value
 
 
-def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = None) -> bool:
+def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = None,
+                tree_warning: str | None = None) -> bool:
+    """Tell the job's worker its limits (and why its tree stops it, or a tree warning);
+    False when no worker is connected to hear it."""
     proc = daemon.procs.get(record.id)
     if proc is None or not proc.connected or proc.conn is None:
         return False
+    extra = {"treeWarning": tree_warning} if tree_warning else {}
     asyncio.ensure_future(proc.conn.send(protocol.event(
         "budget", budget=record.budget, budgetTokens=record.budget_tokens,
-        maxTurns=record.max_turns, treeExhausted=tree_reason)))
+        maxTurns=record.max_turns, treeExhausted=tree_reason, **extra)))
     return True
 
 
@@ -213,13 +217,8 @@ def _tree_warning(daemon: Daemon, root: JobRecord, spent: Usage) -> None:
     warned = book(daemon).tree_warned
     if line is None or root.id in warned:
         return
-    proc = daemon.procs.get(root.id)
-    if proc is None or not proc.connected or proc.conn is None:
-        return
-    warned.add(root.id)
-    asyncio.ensure_future(proc.conn.send(protocol.event(
-        "budget", budget=root.budget, budgetTokens=root.budget_tokens, maxTurns=root.max_turns,
-        treeExhausted=None, treeWarning=line.replace("your budget", "your tree's budget"))))
+    if send_limits(daemon, root, None, line.replace("your budget", "your tree's budget")):
+        warned.add(root.id)
 
 
 def _lift_tree(daemon: Daemon, root: JobRecord) -> None:

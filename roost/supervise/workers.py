@@ -36,8 +36,8 @@ BACKOFF_CAP_SECONDS = 30.0
 
 
 class WorkerProcess:
-    """The process side of one job. `report(proc, outcome, detail)` tells the daemon of
-    every exit (outcome: expected, fatal, shell, crash) and of each backoff restart."""
+    """The process side of one job. `report(proc, how, detail)` tells the daemon of every
+    exit and of each backoff restart (`how`: a states.WorkerExit)."""
 
     def __init__(
         self,

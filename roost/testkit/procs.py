@@ -42,7 +42,7 @@ def wait_until(
 
 def pid_alive(pid: int | None) -> bool:
     """A live process (an exited child not yet reaped is a zombie: not alive)."""
-    return bool(pid) and procs.alive(pid or 0)
+    return pid is not None and procs.alive(pid)
 
 
 def is_pi(proc: psutil.Process) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from roost.usage import GROUPS  # noqa: F401 - the report groups by these
+from roost.usage import GROUPS
 from roost.usage.account import Usage, breakdown
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -33,8 +33,7 @@ from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
 from roost.states import ATTACH_REASON, EXIT_FATAL, ITEM_CAUSES, JobState, RunCause, run_cause
 from roost.transcript import content_text, delivered, interrupted, read_entries
-from roost.worker import faults, launch, runnote
-from roost.worker import usage as usage_hooks
+from roost.worker import faults, launch, runnote, usage
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
@@ -78,13 +77,13 @@ class Worker:
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self._session_private = False  # the session file was made 0600
-        self.meter = usage_hooks.new_meter(self.record)  # usage and budgets (roost.usage)
+        self.meter = usage.new_meter(self.record)  # usage and budgets (roost.usage)
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         snap = self.runs.snapshot()
         snap["busy"] = self.busy
-        usage_hooks.add_to_snapshot(self, snap)
+        usage.add_to_snapshot(self, snap)
         return snap
 
     @property
@@ -196,7 +195,7 @@ class Worker:
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
         self.meter.load(entries)
-        resume = usage_hooks.gate_resume(self, self._restore(entries))
+        resume = usage.gate_resume(self, self._restore(entries))
         self.report()
         if resume is not None and self.ext is not None:
             log.info("continuing the run a restart cut short (%s)", self.run_note.cause)
@@ -390,7 +389,7 @@ class Worker:
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
                 self.delivery.durable = True  # by now every pi has written the session file
-            usage_hooks.on_message(self, message)
+            usage.on_message(self, message)
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 faults.hit("taken", taken.text)
@@ -452,7 +451,7 @@ class Worker:
             self._settle_after_checkout = True
             return
         run = self.runs.settle()
-        usage_hooks.on_settled(self, run)
+        usage.on_settled(self, run)
         if self.run_note.cause is not None:
             self._save_note(runnote.RunNote())
         self.report()
@@ -483,7 +482,7 @@ class Worker:
         if event.get("event") == "stop":
             self.request_stop(str(event.get("reason") or "stopped"))
         elif event.get("event") == "budget":
-            usage_hooks.on_budget_event(self, event)
+            usage.on_budget_event(self, event)
         elif event.get("event") == "release":
             self.releasing = True  # let go of the session once nothing is in progress
             self._release_if_idle()

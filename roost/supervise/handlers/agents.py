@@ -6,6 +6,7 @@ Guards and limits answer with a `refused` error whose text says which rule; outc
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import secrets
@@ -19,10 +20,11 @@ from roost.jsonlines import Connection
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES
-from roost.supervise import usage as usage_daemon
+from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.handlers.jobs import strip_controls
 from roost.supervise.router import AgentRouter, ForegroundPeer
+from roost.worktrees.report import with_section
 
 if TYPE_CHECKING:
     from roost.supervise.daemon import Daemon
@@ -153,7 +155,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             daemon, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
-        usage_daemon.apply_budget(daemon, record, request)  # within the tree's budget
+        usage.apply_budget(daemon, record, request)  # within the tree's budget
         await worktree_jobs.prepare(daemon, record, request, spawned=True)
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         try:
@@ -183,10 +185,6 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             return {"routed": True}  # sent again after roostd went away: it already went
         result = str(request.get("result") or "")[:RESULT_MAX]
         if record.worktree:  # its branch, commits, diffstat and uncommitted work
-            import asyncio
-
-            from roost.worktrees.report import with_section
-
             # The router keeps a report within RESULT_MAX: the section is kept whole.
             result = await asyncio.to_thread(with_section, result, record.worktree, RESULT_MAX)
         report = {

@@ -62,7 +62,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def handoff(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         """A foreground pi gives its session to a job (new, or the session's old one)."""
-        from roost.supervise import usage as usage_daemon
+        from roost.supervise import usage
         from roost.supervise.handlers.jobs import create_job
 
         router = daemon.agents
@@ -86,7 +86,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 "model": request.get("model"), "thinking": request.get("thinking"),
             })
             record.session = fg.session
-            usage_daemon.apply_budget(daemon, record, {})  # the user's default budgets
+            usage.apply_budget(daemon, record, {})  # the user's default budgets
             daemon.add_job(record)
         record.task = task or record.task
         record.set_attach(Attach.HANDING_OFF, "/roost-bg")

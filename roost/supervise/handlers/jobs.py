@@ -17,7 +17,7 @@ from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
-from roost.supervise import usage as usage_daemon
+from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.table import accept_item, is_settled, new_job_id
 
@@ -196,7 +196,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = create_job(daemon, request)
-        usage_daemon.apply_budget(daemon, record, request)
+        usage.apply_budget(daemon, record, request)
         await worktree_jobs.prepare(daemon, record, request, spawned=False)
         try:
             launch(daemon, record)
@@ -326,7 +326,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         await worktree_jobs.check_removable(record, force, delete_branch)
         if not was_stopped:
             daemon.agents.job_ended(record, "removed")
-        usage_daemon.on_removed(daemon, record)  # `roost usage` keeps its figures
+        usage.on_removed(daemon, record)  # `roost usage` keeps its figures
         unfinished = worktree_jobs.checkout_pending(record)
         daemon.forget_job(record)
         shutil.rmtree(record.dir, ignore_errors=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from roost.jsonlines import Connection
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
-from roost.supervise import usage as usage_daemon
+from roost.supervise import usage
 from roost.worker import joblock
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         proc.connected_as_worker(conn)
         record.save()
         daemon.agents.retry_undelivered(record.session)
-        usage_daemon.worker_connected(daemon, record)
+        usage.worker_connected(daemon, record)
         return {"job": record.id}
 
     async def worker_update(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         for key, value in fields.items():
             setattr(record, key, value)
         if "usage" in changed:
-            usage_daemon.after_usage(daemon, record)
+            usage.after_usage(daemon, record)
         if changed:
             # What the agent is doing right now is not worth an fsync on the daemon's loop
             # (it would delay every message behind it); the rest of the record is.
