@@ -17,7 +17,7 @@ from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobKind, JobState
 from roost.usage import budget
 from roost.usage import log as usage_log
-from roost.usage.account import Usage, format_cost
+from roost.usage.account import Usage, format_cost, from_entries
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
@@ -235,6 +235,21 @@ def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
             stopped.pop(member.id, None)
             if member is not root:
                 send_limits(daemon, member, None)
+
+
+def recount(daemon: Daemon, record: JobRecord) -> None:
+    """The session comes back from a foreground pi (`roost attach`, `/roost-bg`): the job's
+    figures are its session's from its start, what that pi spent included. A worker that
+    starts later reads the same file again (the sum, never twice)."""
+    if record.kind != JobKind.PI or not record.session:
+        return
+    from roost.transcript import read_entries
+
+    counted = from_entries(read_entries(record.session))
+    if counted.requests == 0 and record.usage is None:
+        return  # nothing spent yet: the row stays as a fresh job's
+    record.usage = counted.to_json()
+    after_usage(daemon, record)
 
 
 def on_removed(daemon: Daemon, record: JobRecord) -> None:
