@@ -321,7 +321,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if kind == "exhausted":
             daemon.agents.job_ended(record, text)
         elif kind == "warn":
-            await _tell_parent(daemon, record, f"[roost] budget warning: {text}")
+            await _tell_parent(daemon, record, budget.warning_text(text))
         else:
             raise RequestError(BAD_REQUEST, "kind must be warn or exhausted")
         return {}

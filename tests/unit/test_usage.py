@@ -202,6 +202,18 @@ def test_report_by_tree_is_sorted_by_what_it_shows() -> None:
         ("alpha", "/s/0"), ("alpha", "/s/b"), ("mid", "/s/c"), ("zeta", "/s/a")]
 
 
+def test_readme_quotes_the_budget_warning_as_printed() -> None:
+    """The README's Warning paragraph quotes the job's note and the parent's line word for
+    word (its lines are wrapped: whitespace is compared as single spaces)."""
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    line = budget.warning(Usage(cost=2.0, priced=True), Limits(budget=2.5), 0.8)
+    assert line is not None
+    note, parent = budget.note_text(line), budget.warning_text(line)
+    assert note.startswith(parent)
+    assert f"`{note}`" in readme, note
+    assert f"`{parent}`" in readme, parent
+
+
 def test_show_block() -> None:
     row = {"kind": "pi", "usage": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4,
                                    "cost": 0.5, "treeCost": 1.25, "requests": 2,
