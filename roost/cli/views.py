@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,7 +233,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("state", row["state"]), ("status", row.get("status")), ("summary", row.get("summary")),
         ("question", row.get("question")), ("error", row.get("error")),
         ("cwd", row["cwd"]), ("task", row.get("task")),
-        ("command", " ".join(row["command"]) if row.get("command") else None),
+        ("command", shlex.join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
         ("worktree", _worktree_line(row)),
         ("model", row.get("model")), ("session", row.get("session")),

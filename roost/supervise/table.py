@@ -203,6 +203,7 @@ def detach(daemon: Daemon, record: JobRecord, why: str) -> str:
         proc = daemon.procs.get(record.id)
         return "started" if proc is not None and proc.alive else "idle"
     record.set_attach(Attach.DETACHED, why)
+    usage.recount(daemon, record)  # what the foreground pi spent counts too
     if record.state == JobState.STARTING or daemon.mailbox(record).pending():
         daemon.start_worker(record, why)
         daemon.job_changed(record)

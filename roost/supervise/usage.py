@@ -17,7 +17,7 @@ from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobKind, JobState
 from roost.usage import budget
 from roost.usage import log as usage_log
-from roost.usage.account import Usage, format_cost
+from roost.usage.account import Usage, format_cost, from_entries
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
@@ -237,6 +237,21 @@ def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
                 send_limits(daemon, member, None)
 
 
+def recount(daemon: Daemon, record: JobRecord) -> None:
+    """The session comes back from a foreground pi (`roost attach`, `/roost-bg`): the job's
+    figures are its session's from its start, what that pi spent included. A worker that
+    starts later reads the same file again (the sum, never twice)."""
+    if record.kind != JobKind.PI or not record.session:
+        return
+    from roost.transcript import read_entries
+
+    counted = from_entries(read_entries(record.session))
+    if counted.requests == 0 and record.usage is None:
+        return  # nothing spent yet: the row stays as a fresh job's
+    record.usage = counted.to_json()
+    after_usage(daemon, record)
+
+
 def on_removed(daemon: Daemon, record: JobRecord) -> None:
     """Before `rm` deletes the job's directory: keep its figures in the usage log."""
     if record.kind != "pi" or not record.session:
@@ -306,7 +321,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if kind == "exhausted":
             daemon.agents.job_ended(record, text)
         elif kind == "warn":
-            await _tell_parent(daemon, record, f"[roost] budget warning: {text}")
+            await _tell_parent(daemon, record, budget.warning_text(text))
         else:
             raise RequestError(BAD_REQUEST, "kind must be warn or exhausted")
         return {}

@@ -101,11 +101,18 @@ def warning(usage: Usage, limits: Limits, warn_at: float) -> str | None:
     return f"you have used {percent}% of your {noun} ({worst[1]})"
 
 
+def warning_text(line: str) -> str:
+    """What a spawned job's parent gets (as a message from the child): `[roost] Budget
+    warning: you have used 80% of your budget ($2.00 of $2.50).` The README quotes it."""
+    return f"[roost] Budget warning: {line}."
+
+
 def note_text(line: str) -> str:
-    """The framed note a job gets: from roost, not from the user."""
-    return (f"[roost] Budget warning: {line}. This note comes from roost, the supervisor, "
-            "not from the user. Finish the essential part of the task first; the run is "
-            "stopped when the budget is used up.")
+    """The framed note a job gets: the parent's words, then that they are roost's, not the
+    user's. The README quotes it."""
+    return (f"{warning_text(line)} This note comes from roost, the supervisor, not from the "
+            "user. Finish the essential part of the task first; the run is stopped when the "
+            "budget is used up.")
 
 
 def raised_note(limits: Limits) -> str:

@@ -69,8 +69,13 @@ def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = Non
         group["jobs"].add(line["job"])
         group["removed"] = group["removed"] and bool(line.get("removed"))
         total.add_usage(usage)
+    def shown(key: str) -> tuple[str, str]:
+        # Rows are sorted by their first column as printed: by tree that is the root's name
+        # (its session path, the key, only breaks a tie), else the key itself.
+        return (str(groups[key]["name"]), key) if by == "tree" else (key, "")
+
     rows = []
-    for key in sorted(groups):
+    for key in sorted(groups, key=shown):
         group = groups[key]
         row: dict[str, Any] = {"key": key}
         if by in ("job", "tree"):

@@ -38,7 +38,7 @@ from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
-from roost.worker.runs import Run, RunTracker, dialog_answer
+from roost.worker.runs import Run, RunTracker, dialog_answer, open_question
 
 log = logging.getLogger("roost.worker")
 
@@ -264,12 +264,16 @@ class Worker:
             return interrupted_note(when)
         self.runs.enter(JobState.DONE)
         self.runs.status = ""
+        question = open_question(entries)
         if cut_short:
             self.runs.enter(JobState.NEEDS_INPUT)
             self.runs.status = "interrupted"
             self.runs.question = (
                 "The last run was interrupted when its worker restarted; reply to continue."
             )
+        elif question is not None:  # still unanswered (e.g. stopped while it waited)
+            self.runs.enter(JobState.NEEDS_INPUT)
+            self.runs.question = question
         return None
 
     def _save_note(self, note: runnote.RunNote) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roost.states import DIALOGS, JOBS, Dialog, JobState, RunCause
-from roost.transcript import content_text
+from roost.transcript import INPUT_ROLES, content_text
 
 SUMMARY_MAX = 120
 QUESTION_MAX = 400
@@ -40,6 +40,26 @@ def question_in(text: str) -> str | None:
     sentences = _SENTENCE_END.split(last)
     question = sentences[-1] if len(last) > QUESTION_MAX else last
     return question[:QUESTION_MAX]
+
+
+def open_question(entries: list[dict[str, Any]]) -> str | None:
+    """The question a session's last answer left open (`question_in` of the last final
+    answer, with no input after it), so a worker started again (`roost start` after a stop,
+    a restart) waits on it as the run that asked it did."""
+    for entry in reversed(entries):
+        kind = entry.get("type")
+        if kind == "custom_message":
+            return None
+        if kind == "message":
+            message = entry.get("message") or {}
+            role = message.get("role")
+            if role == "assistant":
+                if message.get("stopReason") != "stop":
+                    return None
+                return question_in(content_text(message.get("content")))
+            if role in INPUT_ROLES:
+                return None
+    return None
 
 
 def dialog_question(request: dict[str, Any]) -> str:

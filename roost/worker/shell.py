@@ -9,6 +9,7 @@ a roostd that adopted this process (and so cannot wait() for it) still learns th
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     fd = os.open(record.dir / "output.log",
                  os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "ab") as output:
-        output.write(f"$ {' '.join(record.command)}   # {utc_now()}\n".encode())
+        # Quoted as a shell needs it (`sh -c 'echo a; b'`): pasted back, it runs the same.
+        output.write(f"$ {shlex.join(record.command)}   # {utc_now()}\n".encode())
         output.flush()
         child = subprocess.Popen(record.command, cwd=record.cwd, stdin=subprocess.DEVNULL,
                                  stdout=output, stderr=subprocess.STDOUT, umask=user_umask)

@@ -42,7 +42,7 @@ from roost.locks import holder_is_alive, read_holder
 from roost.testkit.fakellm import FakeLLM, Matcher, text, tool_call
 from roost.testkit.fakellm.requests import message_text
 from roost.testkit.lab import Lab
-from roost.testkit.pi import PiRpc, read_session
+from roost.testkit.pi import PiRpc, make_agent_dir, read_session
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
@@ -458,3 +458,41 @@ def test_roost_bg_with_a_task_continues_in_the_background(lab: Lab, llm: FakeLLM
     said = answers(entries)
     assert said[0] == "FG-FIRST-ANSWER" and said[-1] == "BG-TASK-DONE in the bg", said
     assert read_session(session)[0]["type"] == "session"
+
+
+def test_roost_bg_job_counts_the_sessions_usage_from_its_start(lab: Lab, llm: FakeLLM) -> None:
+    """A job that takes a session over with `/roost-bg` shows what the session cost since its
+    start (the foreground pi's requests too), at once and after it runs in the background."""
+    prices = {"input": 10.0, "output": 40.0, "cacheRead": 1.0, "cacheWrite": 12.5}
+    cost = (6000 * 10.0 + 2000 * 40.0 + 4000 * 1.0) / 1e6  # one request of `spent`, below
+    spent = (10000, 2000, 4000)  # prompt (of which cached), completion
+    make_agent_dir(lab.agent_dir, llm.base_url, cost=prices)
+    llm.add(task("MK-HU") & last_user_has("BG-USAGE-MARK"), text("BG-USAGE-DONE", usage=spent))
+    llm.add(fresh("MK-HU"), text("FG-USAGE-ANSWER", usage=spent))
+
+    session = lab.root / "fg3" / "fg.jsonl"
+    fg = start_foreground(lab, session)
+    try:
+        fg.run_prompt("MK-HU first, in the foreground", timeout=T)
+        response = fg.send({"type": "prompt", "message": "/roost-bg"}, timeout=30)
+        assert response.get("success"), response
+        assert_exits_by_itself(fg)
+    finally:
+        fg.close()
+    bg = job_of_session(lab, session)["id"]
+    wait_until(lambda: lab.record(bg).get("attached") is False, 30,
+               lambda: f"the job to own the session ({lab.record(bg)})")
+    # No worker runs yet (nothing to do): the figures are the foreground's request.
+    usage = lab.show(bg)["usage"]
+    assert usage["requests"] == 1 and usage["cost"] == pytest.approx(cost), usage
+    assert (usage["input"], usage["output"], usage["cacheRead"]) == (6000, 2000, 4000), usage
+    shown = lab.cli("show", bg).stdout
+    assert "no prices" not in shown and f"${cost:.2f}" in shown, shown
+
+    # A run in the background adds to them; nothing is counted twice.
+    lab.reply(bg, "BG-USAGE-MARK go on")
+    wait_request(lab, task("MK-HU") & last_user_has("BG-USAGE-MARK"))
+    assert lab.wait(bg, T) == "done"
+    usage = wait_until(lambda: (u := lab.show(bg)["usage"])["requests"] == 2 and u, 30,
+                       lambda: f"two requests counted ({lab.show(bg)['usage']})")
+    assert usage["cost"] == pytest.approx(2 * cost) and usage["output"] == 4000, usage

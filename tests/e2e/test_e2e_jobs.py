@@ -149,6 +149,39 @@ def test_stop_then_reply_is_refused(lab: Lab, llm: FakeLLM) -> None:
         hold.set()
 
 
+def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm: FakeLLM
+                                                                    ) -> None:
+    """`roost daemon stop --jobs` stops a job waiting on its question: its row (ls, show,
+    view) keeps the question, a reply is refused (nothing wakes a stopped job), and `roost
+    start` brings it back waiting on the same question, which a reply then answers."""
+    from roost.cli.live import table_rows
+
+    llm.add(last_user_contains("TASK-DQ"), text("Plan ready. Shall I apply it to main?"))
+    llm.add(last_user_contains("REPLY-DQ"), text("ANSWER-DQ: applied."))
+    job = lab.run_job("TASK-DQ")
+    assert lab.wait(job) == "needs_input"
+    question = "Plan ready. Shall I apply it to main?"
+    assert lab.row(job)["question"] == question
+
+    lab.cli("daemon", "stop", "--jobs")
+    assert lab.record(job)["state"] == "stopped"
+    row = lab.row(job)  # a new roostd
+    assert (row["state"], row["question"]) == ("stopped", question), row
+    assert f"question  {question}" in lab.cli("show", job).stdout
+    cells = dict(table_rows([row]))[job]
+    assert any(question in cell.plain for cell in cells), cells
+    assert lab.cli("reply", job, "REPLY-DQ early", check=False).returncode == 2
+
+    lab.cli("start", job)
+    row = wait_until(lambda: (r := lab.row(job))["state"] != "starting" and r, 60,
+                     "the job to come back")
+    assert (row["state"], row["question"]) == ("needs_input", question), row
+    assert len(llm.requests) == 1  # it waits: no run started by itself
+    assert lab.cli("reply", job, "REPLY-DQ: yes").stdout.strip() == "started"
+    assert lab.wait(job) == "done"
+    assert lab.row(job)["question"] is None
+
+
 # ---- dialogs ---------------------------------------------------------------------------
 
 

@@ -468,7 +468,11 @@ def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: Lab) -> Non
     row = env.show(failing)
     assert row["kind"] == "shell" and row["exitCode"] == 3 and "3" in row["error"]
     assert env.show(passing)["exitCode"] == 0
-    assert "hi" in env.roost_ok("logs", failing)
+    logs = env.roost_ok("logs", failing)
+    assert "hi" in logs
+    # The command as a shell needs it: pasted back, it runs the same thing.
+    assert logs.startswith("$ sh -c 'echo hi; exit 3'   # "), logs
+    assert "command  sh -c 'echo hi; exit 3'\n" in env.roost_ok("show", failing)
 
     proc = reply(env, failing, "hello?")
     assert proc.returncode == 2 and "shell job" in proc.stderr

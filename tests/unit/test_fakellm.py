@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -13,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,6 +39,7 @@ from roost.testkit.fakellm import (
     tool_calls,
 )
 from roost.testkit.fakellm.script import ScriptError
+from roost.testkit.fakellm.server import _Handler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -423,3 +428,67 @@ def test_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "rules[0].match.wat: unknown matcher" in proc.stderr
+
+
+# ---- a client that hangs up --------------------------------------------------------------------
+
+
+def _hang_up(client: socket.socket) -> None:
+    """Close with a reset, as the kernel does for a killed process with unread data."""
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()
+
+
+def _serve_one(fake: FakeLLM, talk: Any) -> list[BaseException]:
+    """One connection handled by the server's own handler, in a thread: `talk(client)` then a
+    reset; what the handler raised (socketserver prints it as a traceback)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname()[:2])
+    conn, addr = listener.accept()
+    listener.close()
+    raised: list[BaseException] = []
+
+    def handle() -> None:
+        try:
+            _Handler(conn, addr, SimpleNamespace(fake=fake))  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001 - the test's finding
+            raised.append(exc)
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=handle, daemon=True)
+    thread.start()
+    try:
+        talk(client)
+    finally:
+        _hang_up(client)
+    thread.join(10)
+    assert not thread.is_alive()
+    return raised
+
+
+def test_a_client_that_hangs_up_is_no_error() -> None:
+    """pi killed by roost at a job's budget resets its connections: the idle keep-alive one
+    (while the server waits for its next request), a stream being read, a body being sent.
+    Each ends that connection quietly (no traceback on the demo's terminal)."""
+    fake = FakeLLM()  # not started: its handler serves one socket per case below
+    fake.add(last_user_contains("slow"), text("abcdef", chunk_size=1, chunk_delay=0.2))
+
+    def idle_keep_alive(client: socket.socket) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1")
+        conn.sock = client
+        conn.request("GET", "/v1/models")
+        assert conn.getresponse().read()  # a whole answer; the connection stays open
+
+    def mid_stream(client: socket.socket) -> None:
+        data = json.dumps(chat([user("slow")])).encode()
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")
+
+    def mid_body(client: socket.socket) -> None:
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Length: 1000\r\n\r\n{\"model\":")
+
+    for talk in (idle_keep_alive, mid_stream, mid_body):
+        assert _serve_one(fake, talk) == [], talk.__name__

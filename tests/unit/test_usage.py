@@ -189,6 +189,31 @@ def test_report_groups_and_since() -> None:
     json.dumps(by_job)  # the JSON output
 
 
+def test_report_by_tree_is_sorted_by_what_it_shows() -> None:
+    """`--by tree` prints each tree's root name: rows are in that order, not by the root's
+    session path (the key), which the table does not show; equal names keep key order."""
+    rows = [{"id": f"0000000{i}", "name": name, "kind": "pi", "session": session,
+             "rootSession": None}
+            for i, (name, session) in enumerate([("zeta", "/s/a"), ("alpha", "/s/b"),
+                                                 ("mid", "/s/c"), ("alpha", "/s/0")])]
+    lines = report.live_lines(rows, lambda session: ENTRIES)
+    by_tree = report.report(lines, "tree")["rows"]
+    assert [(r["name"], r["key"]) for r in by_tree] == [
+        ("alpha", "/s/0"), ("alpha", "/s/b"), ("mid", "/s/c"), ("zeta", "/s/a")]
+
+
+def test_readme_quotes_the_budget_warning_as_printed() -> None:
+    """The README's Warning paragraph quotes the job's note and the parent's line word for
+    word (its lines are wrapped: whitespace is compared as single spaces)."""
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    line = budget.warning(Usage(cost=2.0, priced=True), Limits(budget=2.5), 0.8)
+    assert line is not None
+    note, parent = budget.note_text(line), budget.warning_text(line)
+    assert note.startswith(parent)
+    assert f"`{note}`" in readme, note
+    assert f"`{parent}`" in readme, parent
+
+
 def test_show_block() -> None:
     row = {"kind": "pi", "usage": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4,
                                    "cost": 0.5, "treeCost": 1.25, "requests": 2,

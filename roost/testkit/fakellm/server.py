@@ -317,6 +317,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    def handle(self) -> None:
+        # A client that hangs up is normal, not a server error: pi killed by roost (a job
+        # stopped at its budget, a worker told to stop) resets its idle keep-alive connection
+        # while this waits for the next request, or the one whose body it is sending. The
+        # stdlib would print a traceback for each; the connection just ends.
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
     # ---- helpers ---------------------------------------------------------------------
 
     def _send_json(self, status: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
