@@ -376,8 +376,8 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         out.print("mailbox empty" if show_all else "no pending items")
         return
     table = Table(box=None, header_style="bold")
-    for column in ("STATE", "SEQ", "KIND", "FROM", "CREATED", "TEXT"):
-        table.add_column(column)
+    for header in ("STATE", "SEQ", "KIND", "FROM", "CREATED", "TEXT"):
+        table.add_column(header, no_wrap=not out.is_terminal)  # a pipe: one item per line
     for state, item in items:
         sender = item.sender or {}
         who = "user"
@@ -388,8 +388,6 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         if out.is_terminal:  # in a pipe: the whole text, one item per line
             text = clip(text, 60)
         table.add_row(state, str(item.seq), item.kind, Text(who), item.created, Text(text))
-    if not out.is_terminal:
-        for column in table.columns:
-            column.no_wrap = True
+    if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
         out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
     _print_block(out, table)
