@@ -54,8 +54,9 @@ def display_row(row: dict[str, Any]) -> dict[str, Any]:
     for key in DISPLAY_KEYS:
         if isinstance(out.get(key), str):
             out[key] = printable(out[key])
-    if isinstance(out.get("command"), list):
-        out["command"] = [printable(part) for part in out["command"]]
+    for key in ("command", "options"):
+        if isinstance(out.get(key), list):
+            out[key] = [printable(part) for part in out[key]]
     return out
 
 
