@@ -422,7 +422,7 @@ class ViewApp(App[None]):
         """The table's keys do nothing over a transcript (a reply goes to its job), and none
         works over the reply box or the help: hide them there."""
         if isinstance(self.screen, ModalScreen):
-            return action in ("quit",)
+            return action not in ("open", "reply", "toggle_group", "refresh", "help")
         over_transcript = isinstance(self.screen, TranscriptScreen)
         return not (over_transcript and action in ("open", "toggle_group"))
 

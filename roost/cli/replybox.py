@@ -33,7 +33,7 @@ the table
   ↳ NAME     (grouped by directory) a child under its parent
   ? …        SUMMARY / QUESTION: the job waits for your answer (a)
   —          COST: the model has no prices (tokens counted: `— 12kt`)
-META
+  META:
   ✉N         N pending mailbox items (replies and agent messages)
   @AGENT     runs as this agent definition (roost agents ls)
   ⎇ BRANCH   works in its own git worktree on this branch
@@ -113,10 +113,9 @@ class HelpScreen(ModalScreen[None]):
                 Binding("question_mark", "app.pop_screen", "Back")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: auto; max-width: 100%; height: auto; max-height: 100%;
+    #help { width: auto; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto;
             border: round $accent; background: $surface; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help"):
-            yield Static(Text(LEGEND))
+        yield Static(Text(LEGEND), id="help")
