@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -271,6 +272,7 @@ class ViewApp(App[None]):
         self.loaded = False  # the first rows have arrived
         self.group = "dir"
         self.columns: list[tuple[str, str, int]] = []  # the table's columns as last fitted
+        self._width = 0  # the screen's width, as the last resize said
         self.replies: list[tuple[str, str]] = []  # (job id, roostd's answer or the error)
         self.connected = False
         self.connection_text = "connecting to roostd…"
@@ -427,13 +429,15 @@ class ViewApp(App[None]):
         return not (over_transcript and action in ("open", "toggle_group"))
 
     # -- the table ---------------------------------------------------------------------------
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width  # self.size follows a moment later
         self._render_table()
 
     def _render_table(self) -> None:
         table = self.query_one(DataTable)
         # The cells' padding (1 each side of the table) and a vertical scrollbar (2).
-        columns, wanted = fitted_rows(table_rows(self.rows, self.group), self.size.width - 4)
+        width = self._width or self.size.width
+        columns, wanted = fitted_rows(table_rows(self.rows, self.group), width - 4)
         empty = self.query_one("#empty", Static)
         empty.display = not self.rows
         if not self.rows:

@@ -503,7 +503,13 @@ def _detach(job_id: str) -> str:
 
 @cli.command()
 def view() -> None:
-    """The live agent view: the tree of sessions, states, status and questions."""
+    """The live agent view: the tree of sessions, states, status and questions.
+
+    \b
+    Keys: enter/o open the transcript, a reply (or answer the job's dialog),
+    g group by directory/state, r refresh, ? help (keys and symbols), q quit.
+    META: ✉N pending items, @AGENT agent definition, ⎇ BRANCH git worktree,
+    ↳ NAME (grouped by state) a child of NAME; a ↳ before a name: a child."""
     from roost.cli.live import run_view
 
     run_view()

@@ -177,6 +177,11 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed")
             assert len(app.replies) == 2
+
+            # A wider screen: the table fits again, every column back.
+            assert "status" not in [k for k, _, _ in app.columns]
+            await pilot.resize_terminal(200, 24)
+            await until(pilot, lambda: "status" in [k for k, _, _ in app.columns], "refit")
             await pilot.press("q")
 
     asyncio.run(scenario())
