@@ -17,8 +17,9 @@ from kit.attach import Tmux
 from kit.wait import wait_until
 from textual.widgets import DataTable
 
-from roost.cli.live import GROUP_PREFIX, QUESTION_LINES, ViewApp, fitted_rows, table_rows
+from roost.cli.live import ViewApp
 from roost.cli.replybox import HelpScreen, ReplyScreen, reply_text
+from roost.cli.viewtable import GROUP_PREFIX, QUESTION_LINES, fitted_rows, table_rows
 from roost.testkit.lab import Lab
 
 OPTIONS = ("Export the findings as JSON into findings.json in the project root",
