@@ -4,7 +4,9 @@ that fits, ids and STATE whole and the question readable; `--wide` everything.""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from kit.term import columns_of, in_pty, roost_argv
@@ -94,3 +96,19 @@ def test_mailbox_in_a_pipe_shows_each_item_whole_on_one_line(jobs: tuple[Lab, st
     task = f"[[dialog select {','.join(OPTIONS)}]] go"
     lines = [line for line in env.roost_ok("mailbox", asking).splitlines() if "pending" in line]
     assert len(lines) == 1 and lines[0].endswith(task), lines
+
+
+def test_usage_report_never_cuts_a_name(roost_env: Lab) -> None:
+    """A removed job's figures (a line of the usage log, as `roost rm` writes it) under a
+    name longer than the old 24-character label column."""
+    env = roost_env
+    line = {"job": "0badc0de", "name": LONG_NAME, "session": "/s/x", "rootSession": None,
+            "day": "2026-01-02", "model": "p/m", "input": 1200, "output": 30, "cacheRead": 0,
+            "cacheWrite": 0, "cost": 0.0123, "requests": 2, "removed": "2026-01-02T00:00:00Z"}
+    home = Path(env.env["ROOST_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "usage.jsonl").write_text(json.dumps(line) + "\n")
+    out = env.roost_ok("usage")
+    header, row, total = out.splitlines()
+    assert row.startswith(f"0badc0de {LONG_NAME} (rm) "), out
+    assert header.index("REQ") + 3 == row.index(" 2 ") + 2 and row.endswith("$0.01"), out

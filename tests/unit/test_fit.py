@@ -12,6 +12,7 @@ import pytest
 from kit.term import in_pty
 
 from roost.cli.fit import FLEX, MIN_FLEX, fit, hidden, shortened
+from roost.usage.account import format_cost
 
 NATURAL = {"ID": 8, "NAME": 22, "STATE": 11, "STATUS": 19, "COST": 7, "TREE": 11, FLEX: 120,
            "META": 26}
@@ -75,3 +76,9 @@ def test_costs_and_ids_are_whole_or_absent(columns: int | None) -> None:
         assert "$1.23/$5.00" in out and "hidden" not in out, out
     else:  # TREE and STATUS hidden whole, and said so
         assert "/$5.00" not in out and "(hidden: STATUS, TREE;" in out, out
+
+
+def test_a_cost_never_reads_as_free_or_cut() -> None:
+    assert format_cost(0.00001) == "<$0.0001" and format_cost(0.0001) == "$0.0001"
+    assert format_cost(0.0042) == "$0.0042" and format_cost(0.0) == "$0.00"
+    assert format_cost(1234.5) == "$1234.50" and format_cost(None) == "—"
