@@ -9,7 +9,7 @@ is what a person scans for. Without a width (a pipe, `--wide`) nothing is shorte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 FLEX = "SUMMARY / QUESTION"
 """The column that takes the room left over and wraps (the question must stay readable)."""
@@ -23,13 +23,16 @@ STEPS: tuple[tuple[str, int], ...] = (
 )
 
 
-def fit(natural: Mapping[str, int], width: int | None, sep: int = 2) -> dict[str, int]:
+def fit(natural: Mapping[str, int], width: int | None, sep: int = 2,
+        keep: Collection[str] = ()) -> dict[str, int]:
     """Each column's width, in `natural`'s order (0: hidden), so that the table, with `sep`
-    cells between columns, fits in `width` cells. None: the natural widths."""
+    cells between columns, fits in `width` cells. None: the natural widths. The columns in
+    `keep` (asked for by name, like `ls --tree`'s TREE) stay whole."""
     widths = dict(natural)
     if width is None or FLEX not in widths:
         return widths
-    steps: tuple[tuple[str | None, int], ...] = ((None, 0), *STEPS)
+    steps: tuple[tuple[str | None, int], ...] = (
+        (None, 0), *((column, limit) for column, limit in STEPS if column not in keep))
     room = 0
     for column, limit in steps:
         if column in widths and widths[column]:

@@ -211,7 +211,9 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     natural = {head: max(len(head), *(row_cells[i].cell_len for row_cells in cells.values()))
                for i, head in enumerate(heads)}
     fitted = out.is_terminal and not wide
-    widths = fit.fit(natural, out.width if fitted else None)
+    # `--tree` asks for the costs: TREE and COST stay whole.
+    widths = fit.fit(natural, out.width if fitted else None,
+                     keep=("TREE", "COST") if tree else ())
     shown = [i for i, head in enumerate(heads) if widths[head]]
     # Never squeezed by rich (to a pipe's default 80 columns, or an id cut on a tiny screen).
     out.width = max(out.width, sum(widths.values()) + 2 * len(heads))

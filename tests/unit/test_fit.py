@@ -44,6 +44,13 @@ def test_the_least_useful_columns_go_first_and_id_and_state_never(width: int) ->
         assert sorted(gone) == ["COST", "STATUS", "TREE"] and widths["META"] == 6
 
 
+def test_a_column_asked_for_stays_whole() -> None:
+    widths = fit(NATURAL, 100, keep=("TREE",))
+    assert widths["TREE"] == 11 and hidden(NATURAL, widths) and "TREE" not in hidden(
+        NATURAL, widths)
+    assert total(widths) <= 100
+
+
 def test_a_short_summary_keeps_every_column_it_can() -> None:
     widths = fit({**NATURAL, FLEX: 18}, 130)
     assert widths[FLEX] == 18 and hidden(NATURAL, widths) == ["TREE"]
@@ -74,8 +81,8 @@ def test_costs_and_ids_are_whole_or_absent(columns: int | None) -> None:
     assert "$0.0012" in out and "$12.50" in out, out
     if columns != 80:  # room for TREE too (in a pipe: always)
         assert "$1.23/$5.00" in out and "hidden" not in out, out
-    else:  # TREE and STATUS hidden whole, and said so
-        assert "/$5.00" not in out and "(hidden: STATUS, TREE;" in out, out
+    else:  # STATUS and META hidden whole, and said so; TREE (asked for) and COST stay
+        assert "$1.23/$5.00" in out and "(hidden: STATUS, META;" in out, out
 
 
 def test_a_cost_never_reads_as_free_or_cut() -> None:
