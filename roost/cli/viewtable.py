@@ -29,15 +29,19 @@ def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Tex
 
 
 QUESTION_LINES = 3  # a waiting job's row shows this many lines of its question
+# The states that wait for a person: their SUMMARY / QUESTION (a question, or why a run
+# failed) wraps; any other job's is one line.
+WRAPPED_STATES = ("needs_input", "failed")
 Column = tuple[str, str, int]  # key, header, width
 
 
 def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
                 ) -> tuple[list[Column], list[tuple[str, tuple[Text, ...], int]]]:
     """`table_rows`' rows fitted to a table `width` cells wide (roost.cli.fit, as `roost ls`):
-    the columns shown (key, header, width) and each row's (key, cells, height). A question
-    wraps over up to QUESTION_LINES lines; any other long cell ends in `…`; a group's heading
-    (in the NAME column) keeps its end, where a directory's name is."""
+    the columns shown (key, header, width) and each row's (key, cells, height). A waiting or
+    failed job's SUMMARY / QUESTION wraps over up to QUESTION_LINES lines; any other long
+    cell ends in `…`; a group's heading (in the NAME column) keeps its end, where a
+    directory's name is."""
     from roost.cli import fit
 
     natural = {header: len(header) for header in HEADERS}
@@ -57,7 +61,7 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
         fitted, height = [], 1
         for i in shown:
             cell, cell_width = cells[i].copy(), widths[HEADERS[i]]
-            if HEADERS[i] == fit.FLEX and cell.plain.startswith("? "):
+            if HEADERS[i] == fit.FLEX and cells[2].plain in WRAPPED_STATES:
                 cell, height = _wrapped(cell, cell_width)
             elif key.startswith(GROUP_PREFIX) and cell.cell_len > cell_width:
                 cell = cell[cell.cell_len - cell_width + 1:]

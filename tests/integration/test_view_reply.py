@@ -206,6 +206,12 @@ def test_fitted_rows_keep_ids_and_wrap_a_question_in_80_columns() -> None:
     assert by["id"].plain == "0000000a" and by["state"].plain == "needs_input"
     assert height == QUESTION_LINES == len(by["summary"].plain.splitlines())
     assert by["summary"].plain.startswith("? Which of these") and by["summary"].plain.endswith("…")
+    # A failed job's reason wraps too; a running job's summary is one line.
+    long = "x " * 100
+    for state, lines in (("failed", QUESTION_LINES), ("running", 1)):
+        _, out = fitted_rows(table_rows([{**rows[0], "state": state, "question": None,
+                                          "summary": long}]), 76)
+        assert out[1][2] == lines
     wide_columns, _ = fitted_rows(table_rows(rows), 400)
     assert len(wide_columns) == 8  # all of them (TREE too: the view always has it)
 
