@@ -352,9 +352,9 @@ class ViewApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The table's keys do nothing over a transcript (a reply goes to its job), and none
-        works over the reply box or the help: hide them there."""
+        works over the reply box or the help (q there must not quit the view): hide them."""
         if isinstance(self.screen, ModalScreen):
-            return action not in ("open", "reply", "toggle_group", "refresh", "help")
+            return action not in ("open", "reply", "toggle_group", "refresh", "help", "quit")
         over_transcript = isinstance(self.screen, TranscriptScreen)
         return not (over_transcript and action in ("open", "toggle_group"))
 

@@ -150,6 +150,8 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
             box = await until(pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen,
                               "the reply box")
             assert box.options == list(OPTIONS)
+            await pilot.press("q")  # over the choices: neither quits nor closes the box
+            assert app.is_running and app.screen is box
             await pilot.press("down", "enter")
             await until(pilot, lambda: app.replies == [(dialog, "delivered")], "the answer")
             await asyncio.to_thread(wait_until, lambda: f"chose: {OPTIONS[1]}" in
