@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
-from roost.cli.views import HEADERS, STATE_ORDER, STATE_STYLE, display_row, job_cells, job_groups
+from roost.cli.replybox import HelpScreen, ReplyScreen
+from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
+from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
 from roost.transcript import render
@@ -39,24 +42,7 @@ Row = dict[str, Any]
 REFRESH_PER_SECOND = 10
 RECONNECT_SECONDS = 2.0
 POLL_SECONDS = 0.5  # an open transcript checks its file this often (shell output moves no row)
-COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")
-GROUP_PREFIX = "@group:"
 CONNECTION_ERRORS = (DaemonUnavailable, ProtocolError, RequestError, OSError, ValueError)
-
-
-# -- the table's contents (pure) -----------------------------------------------------------
-def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Text, ...]]]:
-    """(key, cells) for the table: a heading row per group (key `@group:...`), then its jobs
-    (key = job id). `group` is `dir` (tree under parents) or `state`."""
-    names = {row["session"]: row["name"] for row in rows if row.get("session")}
-    out: list[tuple[str, tuple[Text, ...]]] = []
-    for heading, members in job_groups(rows, group):
-        style = STATE_STYLE.get(heading, "bold blue") if group == "state" else "bold blue"
-        title = Text(f"{heading} ({len(members)})", style=style)
-        out.append((GROUP_PREFIX + heading, (Text(""), title, *(Text("") for _ in COLUMNS[2:]))))
-        out.extend((row["id"], job_cells(row, names, group, summary_max=80, status_max=24))
-                   for row in members)
-    return out
 
 
 # -- transcripts ----------------------------------------------------------------------------
@@ -202,8 +188,10 @@ class ViewApp(App[None]):
     """
     BINDINGS = [
         Binding("o", "open", "Open", key_display="enter/o"),
+        Binding("a", "reply", "Reply"),
         Binding("g", "toggle_group", "Group dir/state"),
         Binding("r", "refresh", "Refresh"),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -213,6 +201,9 @@ class ViewApp(App[None]):
         self.rows: list[Row] = []
         self.loaded = False  # the first rows have arrived
         self.group = "dir"
+        self.columns: list[tuple[str, str, int]] = []  # the table's columns as last fitted
+        self._width = 0  # the screen's width, as the last resize said
+        self.replies: list[tuple[str, str]] = []  # (job id, roostd's answer or the error)
         self.connected = False
         self.connection_text = "connecting to roostd…"
         self._stop = threading.Event()
@@ -232,8 +223,6 @@ class ViewApp(App[None]):
     def on_mount(self) -> None:
         self.sub_title = "grouped by directory"
         table = self.query_one(DataTable)
-        for key, header in zip(COLUMNS, HEADERS, strict=True):
-            table.add_column(header, key=key)
         self.query_one("#empty", Static).display = False
         table.focus()
         self.run_worker(self._subscriber, thread=True, name="roost-subscribe", group="roost")
@@ -362,31 +351,44 @@ class ViewApp(App[None]):
         self.query_one("#status", Static).update(status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The table's keys do nothing over a transcript: hide them there."""
+        """The table's keys do nothing over a transcript (a reply goes to its job), and none
+        works over the reply box or the help (q there must not quit the view): hide them."""
+        if isinstance(self.screen, ModalScreen):
+            return action not in ("open", "reply", "toggle_group", "refresh", "help", "quit")
         over_transcript = isinstance(self.screen, TranscriptScreen)
         return not (over_transcript and action in ("open", "toggle_group"))
 
     # -- the table ---------------------------------------------------------------------------
+    def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width  # self.size follows a moment later
+        self._render_table()
+
     def _render_table(self) -> None:
         table = self.query_one(DataTable)
-        wanted = table_rows(self.rows, self.group)
+        # The cells' padding (1 each side of the table) and a vertical scrollbar (2).
+        width = self._width or self.size.width
+        columns, wanted = fitted_rows(table_rows(self.rows, self.group), width - 4)
         empty = self.query_one("#empty", Static)
         empty.display = not self.rows
         if not self.rows:
             empty.update("no jobs (start one with: roost run TASK, or roost run --shell -- CMD)")
         selected = self.selected_key()
-        current = [key.value for key in table.rows]
-        if current == [key for key, _ in wanted]:
-            for key, cells in wanted:
+        current = [(key.value, row.height) for key, row in table.rows.items()]
+        if columns == self.columns and current == [(key, h) for key, _, h in wanted]:
+            for key, cells, _ in wanted:
                 old = table.get_row(key)
-                for column, old_cell, cell in zip(COLUMNS, old, cells, strict=True):
+                for (column, _, _), old_cell, cell in zip(columns, old, cells, strict=True):
                     if old_cell != cell:
-                        table.update_cell(key, column, cell, update_width=True)
+                        table.update_cell(key, column, cell)
             return
-        table.clear()
-        for key, cells in wanted:
-            table.add_row(*cells, key=key)
-        keys = [key for key, _ in wanted]
+        table.clear(columns=columns != self.columns)
+        if columns != self.columns:
+            for key, header, width in columns:
+                table.add_column(header, key=key, width=width)
+            self.columns = columns
+        for key, cells, height in wanted:
+            table.add_row(*cells, key=key, height=height)
+        keys = [key for key, _, _ in wanted]
         if selected in keys:
             table.move_cursor(row=keys.index(selected), animate=False)
         else:
@@ -418,6 +420,43 @@ class ViewApp(App[None]):
         row = self.selected_row()
         if row is not None:
             self.push_screen(TranscriptScreen(row))
+
+    def action_reply(self) -> None:
+        """The reply box for the selected job (over a transcript: its job)."""
+        row = self.screen.row if isinstance(self.screen, TranscriptScreen) else self.selected_row()
+        if row is None:
+            self.notify("select a job first", severity="warning")
+            return
+        self.push_screen(ReplyScreen(row), lambda text: self._send_reply(row, text))
+
+    def _send_reply(self, row: Row, text: str | None) -> None:
+        if text is not None:
+            self.run_worker(lambda: self._reply(row, text), thread=True, name="roost-reply",
+                            group="roost")
+
+    def _reply(self, row: Row, text: str) -> None:
+        """Thread: `roost reply` over a connection of its own; the outcome as a toast."""
+        try:
+            client = self._open(autostart=False)
+        except CONNECTION_ERRORS as exc:
+            outcome, ok = f"not sent: {exc}", False
+        else:
+            try:
+                result = client.request("reply", job=row["id"], text=text, timeout=30)
+                outcome, ok = str(result["status"]), True
+                if outcome == "stopped":
+                    outcome, ok = f"not sent: the job is stopped (roost start {row['id']} first)", False
+            except CONNECTION_ERRORS as exc:
+                outcome, ok = f"not sent: {exc}", False
+            finally:
+                self._close(client)
+        self.replies.append((row["id"], outcome))
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            self.call_from_thread(self.notify, f"{row['name']}: {outcome}",
+                                  severity="information" if ok else "error")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
 
     def action_toggle_group(self) -> None:
         self.group = "state" if self.group == "dir" else "dir"

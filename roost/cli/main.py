@@ -192,14 +192,29 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of JobRow.")
 @click.option("--tree", is_flag=True, help="Show children under their parents.")
 @click.option("--group", type=click.Choice(["dir", "state"]), default="dir", show_default=True)
-def ls(as_json: bool, tree: bool, group: str) -> None:
-    """List jobs."""
+@click.option("--wide", is_flag=True,
+              help="Every column in full, never shortened (as in a pipe).")
+def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
+    """List jobs.
+
+    \b
+    In a terminal the table fits its width: the least useful columns are
+    shortened or hidden first (said below the table), the id and STATE never,
+    and SUMMARY / QUESTION wraps. In a pipe, or with --wide, nothing is cut or
+    wrapped: one job per line.
+    \b
+    META:  ✉N        N pending mailbox items (replies and agent messages)
+           @AGENT    runs as this agent definition (roost agents ls)
+           ⎇ BRANCH  works in its own git worktree on this branch
+           ↳ NAME    (--group state) a child of the job NAME
+    A ↳ before a name (grouped by directory) marks a child under its parent;
+    a question starts with `?`; COST `—` means the model has no prices."""
     with daemon() as client:
         rows = client.request("list")["jobs"]
     if as_json:
         print_json(views.tree_order(rows) if tree else rows)
         return
-    views.print_table(rows, group=group, tree=tree)
+    views.print_table(rows, group=group, tree=tree, wide=wide)
 
 
 @cli.command()
@@ -488,7 +503,13 @@ def _detach(job_id: str) -> str:
 
 @cli.command()
 def view() -> None:
-    """The live agent view: the tree of sessions, states, status and questions."""
+    """The live agent view: the tree of sessions, states, status and questions.
+
+    \b
+    Keys: enter/o open the transcript, a reply (or answer the job's dialog),
+    g group by directory/state, r refresh, ? help (keys and symbols), q quit.
+    META: ✉N pending items, @AGENT agent definition, ⎇ BRANCH git worktree,
+    ↳ NAME (grouped by state) a child of NAME; a ↳ before a name: a child."""
     from roost.cli.live import run_view
 
     run_view()

@@ -97,16 +97,7 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     if not result["rows"]:
         click.echo("no usage recorded" + (f" since {day}" if day else ""))
         return
-    header = f"{by.upper():<24} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} " \
-             f"{'CACHE W':>8} {'COST':>10}"
-    click.echo(header)
-
-    def line(label: str, row: dict[str, Any]) -> str:
-        tokens = [format_tokens(int(row[key])) for key in ("input", "output", "cacheRead",
-                                                             "cacheWrite")]
-        return (f"{label[:24]:<24} {row['requests']:>5} "
-                + " ".join(f"{t:>8}" for t in tokens) + f" {format_cost(row['cost']):>10}")
-
+    labels = []
     for row in result["rows"]:
         label = row["key"]
         if by == "job":
@@ -115,5 +106,17 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
                 label += " (rm)"
         elif by == "tree":
             label = str(row.get("name") or row["key"])
+        labels.append(label)
+    width = max([24, *(len(label) for label in labels)])  # a name is never cut
+    click.echo(f"{by.upper():<{width}} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} "
+               f"{'CACHE W':>8} {'COST':>10}")
+
+    def line(label: str, row: dict[str, Any]) -> str:
+        tokens = [format_tokens(int(row[key])) for key in ("input", "output", "cacheRead",
+                                                             "cacheWrite")]
+        return (f"{label:<{width}} {row['requests']:>5} "
+                + " ".join(f"{t:>8}" for t in tokens) + f" {format_cost(row['cost']):>10}")
+
+    for label, row in zip(labels, result["rows"], strict=True):
         click.echo(line(label, row))
     click.echo(line("total", result["total"]))

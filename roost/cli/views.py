@@ -55,15 +55,20 @@ def display_row(row: dict[str, Any]) -> dict[str, Any]:
     for key in DISPLAY_KEYS:
         if isinstance(out.get(key), str):
             out[key] = printable(out[key])
-    if isinstance(out.get("command"), list):
-        out["command"] = [printable(part) for part in out["command"]]
+    for key in ("command", "options"):
+        if isinstance(out.get(key), list):
+            out[key] = [printable(part) for part in out[key]]
     return out
 
 
 def console() -> Console:
+    """The terminal, or in a pipe a console that never wraps or cuts a line (like ls, ps)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal:
+        out.soft_wrap = True
+    return out
 
 
 def _children(rows: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
@@ -183,10 +188,16 @@ def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool
     )
 
 
-def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False) -> None:
-    """`roost ls`: the job table (`tree` is kept for the CLI; parents always come first)."""
+def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False,
+                wide: bool = False) -> None:
+    """`roost ls`: the job table (`tree`: with the TREE column; parents always come first).
+
+    In a terminal the table fits its width (roost.cli.fit), the question wrapping rather than
+    cut; in a pipe or with `wide` nothing is cut or wrapped: one row per line, full fields."""
     from rich.table import Table
     from rich.text import Text
+
+    from roost.cli import fit
 
     out = console()
     if not rows:
@@ -195,32 +206,45 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     rows = [display_row(row) for row in rows]
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
     groups = job_groups(rows, group)
-    name_width = min(24, max(len(r["name"]) + 2 * int(r.get("depth") or 0) + 2
-                             for _, members in groups for r in members))
+    heads = headers(tree)
+    cells = {row["id"]: job_cells(row, names, group, tree=tree)
+             for _, members in groups for row in members}
+    natural = {head: max(len(head), *(row_cells[i].cell_len for row_cells in cells.values()))
+               for i, head in enumerate(heads)}
+    fitted = out.is_terminal and not wide
+    # `--tree` asks for the costs: TREE and COST stay whole.
+    widths = fit.fit(natural, out.width if fitted else None,
+                     keep=("TREE", "COST") if tree else ())
+    shown = [i for i, head in enumerate(heads) if widths[head]]
+    # Never squeezed by rich (to a pipe's default 80 columns, or an id cut on a tiny screen).
+    out.width = max(out.width, sum(widths.values()) + 2 * len(heads))
     for heading, members in groups:
         out.print(Text(heading, style="bold blue"))
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for header, options in zip(headers(tree), _column_options(name_width, tree), strict=True):
-            table.add_column(header, **options)
+        for i in shown:
+            head = heads[i]
+            wraps = fitted and head == fit.FLEX
+            table.add_column(head, width=widths[head], min_width=widths[head], no_wrap=not wraps,
+                             overflow="fold" if wraps else "ellipsis",
+                             justify="right" if head in ("COST", "TREE") else "left")
         for row in members:
-            table.add_row(*job_cells(row, names, group, tree=tree))
-        out.print(table)
+            table.add_row(*(cells[row["id"]][i] for i in shown))
+        _print_block(out, table)
+    dropped, cut = fit.hidden(natural, widths), fit.shortened(natural, widths)
+    if fitted and (dropped or cut):
+        what = "; ".join(f"{label}: {', '.join(columns)}" for label, columns in
+                         (("hidden", dropped), ("shortened", cut)) if columns)
+        out.print(Text(f"({what}; roost ls --wide shows everything)", style="dim"))
 
 
-def _column_options(name_width: int, tree: bool) -> tuple[dict[str, Any], ...]:
-    """rich column options, in `headers(tree)` order."""
-    cost: tuple[dict[str, Any], ...] = ({"max_width": 9, "no_wrap": True, "justify": "right"},)
-    if tree:
-        cost += ({"max_width": 13, "no_wrap": True, "justify": "right"},)
-    return (
-        {"width": 8, "no_wrap": True},
-        {"width": name_width, "no_wrap": True, "overflow": "ellipsis"},
-        {"width": 11, "no_wrap": True},
-        {"max_width": 18, "no_wrap": True, "overflow": "ellipsis"},
-        *cost,
-        {"ratio": 1, "overflow": "fold"},
-        {"max_width": 16, "no_wrap": True},
-    )
+def _print_block(out: Console, renderable: Any) -> None:
+    """Print; in a pipe without the spaces that pad a table's last column."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def print_detail(row: dict[str, Any]) -> None:
@@ -356,8 +380,8 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         out.print("mailbox empty" if show_all else "no pending items")
         return
     table = Table(box=None, header_style="bold")
-    for column in ("STATE", "SEQ", "KIND", "FROM", "CREATED", "TEXT"):
-        table.add_column(column)
+    for header in ("STATE", "SEQ", "KIND", "FROM", "CREATED", "TEXT"):
+        table.add_column(header, no_wrap=not out.is_terminal)  # a pipe: one item per line
     for state, item in items:
         sender = item.sender or {}
         who = "user"
@@ -365,6 +389,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
             who = printable(
                 f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})")
         text = printable(" ".join(item.text.split()))
-        table.add_row(state, str(item.seq), item.kind, Text(who), item.created,
-                      Text(text[:60] + ("…" if len(text) > 60 else "")))
-    out.print(table)
+        if out.is_terminal:  # in a pipe: the whole text, one item per line
+            text = clip(text, 60)
+        table.add_row(state, str(item.seq), item.kind, Text(who), item.created, Text(text))
+    if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
+        out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
+    _print_block(out, table)

@@ -432,6 +432,8 @@ class Daemon:
             "status": record.status,
             "summary": record.summary,
             "question": record.question,
+            "dialog": record.dialog,
+            "options": record.options if record.dialog else None,
             "cwd": record.cwd,
             "session": record.session,
             "parent": parent,

@@ -148,9 +148,12 @@ def breakdown(entries: list[dict[str, Any]]) -> dict[tuple[str, str], Usage]:
 
 
 def format_cost(cost: float | None) -> str:
-    """`$0.42`; `—` when there are no prices."""
+    """`$0.42`, `$0.0042` under a cent, `<$0.0001` below that (never a `$0.0000` that reads
+    as free); `—` when there are no prices."""
     if cost is None:
         return "—"
+    if 0 < cost < 0.0001:
+        return "<$0.0001"
     if 0 < cost < 0.01:
         return f"${cost:.4f}"
     return f"${cost:.2f}"

@@ -27,7 +27,8 @@ from roost.testkit.lab import Lab
 from roost.transcript import content_text, read_entries
 
 JOBROW_KEYS = {
-    "id", "name", "kind", "state", "status", "summary", "question", "cwd", "session", "parent",
+    "id", "name", "kind", "state", "status", "summary", "question", "dialog", "options", "cwd",
+    "session", "parent",
     "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage", "worktree",
 }
 

@@ -1,0 +1,87 @@
+"""`roost view`'s table contents (pure): the rows grouped as `roost ls` groups them, then
+fitted to the screen's width as `roost ls` fits them (roost.cli.fit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups
+
+Row = dict[str, Any]
+COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")
+GROUP_PREFIX = "@group:"
+
+
+# -- the table's contents (pure) -----------------------------------------------------------
+def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Text, ...]]]:
+    """(key, cells) for the table: a heading row per group (key `@group:...`), then its jobs
+    (key = job id). `group` is `dir` (tree under parents) or `state`."""
+    names = {row["session"]: row["name"] for row in rows if row.get("session")}
+    out: list[tuple[str, tuple[Text, ...]]] = []
+    for heading, members in job_groups(rows, group):
+        style = STATE_STYLE.get(heading, "bold blue") if group == "state" else "bold blue"
+        title = Text(f"{heading} ({len(members)})", style=style)
+        out.append((GROUP_PREFIX + heading, (Text(""), title, *(Text("") for _ in COLUMNS[2:]))))
+        out.extend((row["id"], job_cells(row, names, group)) for row in members)
+    return out
+
+
+QUESTION_LINES = 3  # a waiting job's row shows this many lines of its question
+# The states that wait for a person: their SUMMARY / QUESTION (a question, or why a run
+# failed) wraps; any other job's is one line.
+WRAPPED_STATES = ("needs_input", "failed")
+Column = tuple[str, str, int]  # key, header, width
+
+
+def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
+                ) -> tuple[list[Column], list[tuple[str, tuple[Text, ...], int]]]:
+    """`table_rows`' rows fitted to a table `width` cells wide (roost.cli.fit, as `roost ls`):
+    the columns shown (key, header, width) and each row's (key, cells, height). A waiting or
+    failed job's SUMMARY / QUESTION wraps over up to QUESTION_LINES lines; any other long
+    cell ends in `…`; a group's heading (in the NAME column) keeps its end, where a
+    directory's name is."""
+    from roost.cli import fit
+
+    natural = {header: len(header) for header in HEADERS}
+    for _, cells in entries:
+        for header, cell in zip(HEADERS, cells, strict=True):
+            natural[header] = max(natural[header], cell.cell_len)
+    # A group's heading widens NAME only into room the other columns do not need.
+    job_name = max([len("NAME")] + [cells[1].cell_len for key, cells in entries
+                                    if not key.startswith(GROUP_PREFIX)])
+    widths, without = fit.fit(natural, width), fit.fit({**natural, "NAME": job_name}, width)
+    if without[fit.FLEX] > widths[fit.FLEX]:
+        widths = without
+    shown = [i for i, header in enumerate(HEADERS) if widths[header]]
+    columns = [(COLUMNS[i], HEADERS[i], widths[HEADERS[i]]) for i in shown]
+    out = []
+    for key, cells in entries:
+        fitted, height = [], 1
+        for i in shown:
+            cell, cell_width = cells[i].copy(), widths[HEADERS[i]]
+            if HEADERS[i] == fit.FLEX and cells[2].plain in WRAPPED_STATES:
+                cell, height = _wrapped(cell, cell_width)
+            elif key.startswith(GROUP_PREFIX) and cell.cell_len > cell_width:
+                cell = cell[cell.cell_len - cell_width + 1:]
+                cell = Text("…", style=cell.style) + cell
+            else:
+                cell.truncate(cell_width, overflow="ellipsis")
+            fitted.append(cell)
+        out.append((key, tuple(fitted), height))
+    return columns, out
+
+
+def _wrapped(cell: Text, width: int) -> tuple[Text, int]:
+    """The cell wrapped to `width`, at most QUESTION_LINES lines (the last one ending in `…`
+    when cut), and its height."""
+    from rich.console import Console
+
+    lines = list(cell.wrap(Console(width=width), width, overflow="fold"))
+    if len(lines) > QUESTION_LINES:
+        lines = lines[:QUESTION_LINES]
+        last = lines[-1]
+        last.truncate(width - 1)
+        last.append("…")
+    return Text("\n").join(lines), len(lines)
