@@ -60,7 +60,7 @@ KEY_VARIABLES: dict[str, str] = {
     "minimax": "MINIMAX_API_KEY",
 }
 
-_NO_KEY_FOR = re.compile(r"No API key found for (?!the selected model)(.+?)\.?$")
+_NO_KEY_FOR = re.compile(r"No API key found for (?!the selected model)(\S+)$")
 _NO_KEY_SELECTED = "No API key found for the selected model"
 _MODEL_NOT_FOUND = re.compile(r'Model "([^"]*)" not found')
 _UNKNOWN_PROVIDER = re.compile(r'Unknown provider "([^"]*)"')
@@ -106,7 +106,7 @@ def from_prompt_error(error: str, job: str, *, provider: str | None = None,
     """pi refused a prompt (its RPC response). None: not one roost knows (a transient
     refusal, e.g. a prompt sent while busy)."""
     message = one_line(error.removeprefix("prompt: "))
-    found = _NO_KEY_FOR.search(message.split(". ")[0] + ".")
+    found = _NO_KEY_FOR.search(message.split(". ")[0].rstrip("."))
     if found:
         return Problem(Kind.CONFIGURATION, message, no_key(found.group(1).strip(), job))
     if message.startswith(_NO_KEY_SELECTED):
