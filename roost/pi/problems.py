@@ -84,21 +84,33 @@ def key_advice(provider: str) -> str:
     return f'run pi once and /login, or give provider "{provider}" an apiKey in models.json'
 
 
-def no_key(provider: str, job: str) -> str:
-    return f'no API key for provider "{provider}": {key_advice(provider)} (then: roost start {job})'
+def then_start(job: str | None) -> str:
+    """What to run after the fix (nothing for `roost doctor`, which has no job)."""
+    return f" (then: roost start {job})" if job else ""
 
 
-def no_model(job: str, models_json_error: str | None = None) -> str:
+def no_key(provider: str, job: str | None) -> str:
+    return f'no API key for provider "{provider}": {key_advice(provider)}{then_start(job)}'
+
+
+def no_model(job: str | None, models_json_error: str | None = None) -> str:
     if models_json_error:
-        return f"pi could not read models.json ({models_json_error}): correct it (then: roost start {job})"
+        return f"pi could not read models.json ({models_json_error}): correct it{then_start(job)}"
     return ("no model configured: run pi once and /login, set a provider's API key "
             "(e.g. ANTHROPIC_API_KEY), or add a local server to models.json "
-            f"(README: Pointing pi at a model) (then: roost start {job})")
+            f"(README: Pointing pi at a model){then_start(job)}")
 
 
-def unknown_model(model: str, job: str) -> str:
-    return (f'pi does not know model "{model}": add it to models.json (then: roost start {job}), '
-            "or run the task again with one `pi --list-models` lists (roost run --model P/ID)")
+def unknown_model(model: str, job: str | None) -> str:
+    again = ("or run the task again with one `pi --list-models` lists (roost run --model P/ID)"
+             if job else "or choose one `pi --list-models` lists")
+    return f'pi does not know model "{model}": add it to models.json{then_start(job)}, {again}'
+
+
+def unknown_provider(provider: str, job: str | None) -> str:
+    again = ("or run the task again with a model `pi --list-models` lists (roost run --model P/ID)"
+             if job else "or choose a model `pi --list-models` lists")
+    return f'pi does not know provider "{provider}": add it to models.json{then_start(job)}, {again}'
 
 
 def from_prompt_error(error: str, job: str, *, provider: str | None = None,
@@ -121,7 +133,7 @@ def from_prompt_error(error: str, job: str, *, provider: str | None = None,
     return None
 
 
-def from_startup(stderr: list[str], job: str, *, roost_extension: str = "") -> Problem | None:
+def from_startup(stderr: list[str], job: str | None, *, roost_extension: str = "") -> Problem | None:
     """pi exited before it answered: its stderr says why when it is a configuration
     problem (pi prints `Error: ...` and exits 1). None: not one roost knows."""
     for index, raw in enumerate(stderr):
@@ -134,10 +146,7 @@ def from_startup(stderr: list[str], job: str, *, roost_extension: str = "") -> P
             return Problem(Kind.CONFIGURATION, message, unknown_model(found.group(1), job))
         found = _UNKNOWN_PROVIDER.search(message)
         if found:
-            return Problem(Kind.CONFIGURATION, message, (
-                f'pi does not know provider "{found.group(1)}": add it to models.json '
-                f"(then: roost start {job}), or run the task again with a model "
-                "`pi --list-models` lists (roost run --model P/ID)"))
+            return Problem(Kind.CONFIGURATION, message, unknown_provider(found.group(1), job))
         found = _EXTENSION.search(message)
         if found:
             where = next((one_line(s) for s in stderr[index + 1:index + 2]
@@ -146,10 +155,10 @@ def from_startup(stderr: list[str], job: str, *, roost_extension: str = "") -> P
                 message = f"{message} ({where})"
             path = found.group(1)
             if roost_extension and path == roost_extension:
-                fix = f"roost's own extension does not load: run roost doctor (then: roost start {job})"
+                fix = f"roost's own extension does not load: run roost doctor{then_start(job)}"
             else:
                 fix = (f"correct or remove the extension {path} (`pi -ne` starts without "
-                       f"extensions) (then: roost start {job})")
+                       f"extensions){then_start(job)}")
             return Problem(Kind.CONFIGURATION, message, fix)
     return None
 
