@@ -274,6 +274,8 @@ def _wait_one(job: str, timeout: float | None) -> None:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
         sys.exit(1)
     click.echo(row["state"])
+    if row["state"] == "failed" and row.get("summary"):  # why, and what to do (stdout stays one word)
+        click.echo(f"roost: job {row['id']} failed: {views.printable(row['summary'])}", err=True)
 
 
 @cli.command()
