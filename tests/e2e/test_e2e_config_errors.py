@@ -106,3 +106,11 @@ def test_a_refused_key_ends_the_run_with_the_providers_words(lab: Lab, llm: Fake
     assert 'provider "fake" refused the credentials' in shown
     assert lab.row(job)["summary"].startswith("error: 401")
     wait_until(lambda: events_of(lab, job, "job.failed"), T, "job.failed")
+
+
+def test_a_broken_models_json_is_named(lab: Lab) -> None:
+    (lab.agent_dir / "models.json").write_text('{"providers": {')  # pi says nothing of it
+    job = lab.run("CFG-BROKEN")
+    assert lab.wait(job, timeout=T) == "failed"
+    shown = error_of(lab, job)
+    assert "No API key found" in shown and "pi could not read models.json (" in shown, shown
