@@ -427,6 +427,8 @@ class Worker:
             # Every line pi prints comes after it saved the entries of earlier events.
             self.delivery.ack_finished()
         due = self.runs.on_event(event)
+        if kind == "agent_start":
+            self.run_error = None  # a new run (or pi's retry): the last error no longer holds
         if not self._session_private and kind in ("message_end", "turn_end", "agent_end"):
             self._privatise_session()
         if kind == "message_end":

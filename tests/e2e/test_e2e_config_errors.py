@@ -16,7 +16,7 @@ import pytest
 
 from roost.pi.locate import find_pi
 from roost.supervise import events as eventlog
-from roost.testkit.fakellm import FakeLLM, error, first_user_contains, text
+from roost.testkit.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
 from roost.testkit.lab import Lab
 from roost.testkit.pi import make_agent_dir
 from roost.testkit.procs import wait_until
@@ -98,7 +98,7 @@ def test_an_extension_that_throws_at_load_fails_the_job(lab: Lab, llm: FakeLLM) 
 
 def test_a_refused_key_ends_the_run_with_the_providers_words(lab: Lab, llm: FakeLLM) -> None:
     make_agent_dir(lab.agent_dir, llm.base_url, settings={"retry": {"maxRetries": 0}})
-    llm.add(first_user_contains("CFG-401"), error(401, "Incorrect API key provided"))
+    llm.add(first_user_contains("CFG-401"), error(401, "Incorrect API key provided"), times=1)
     job = lab.run("CFG-401")
     assert lab.wait(job, timeout=T) == "failed"
     shown = error_of(lab, job)
@@ -106,6 +106,11 @@ def test_a_refused_key_ends_the_run_with_the_providers_words(lab: Lab, llm: Fake
     assert 'provider "fake" refused the credentials' in shown
     assert lab.row(job)["summary"].startswith("error: 401")
     wait_until(lambda: events_of(lab, job, "job.failed"), T, "job.failed")
+    # pi still runs: after the fix a reply continues, and the row's error is cleared.
+    llm.add(last_user_contains("CFG-AGAIN"), text("working now"))
+    assert lab.reply(job, "CFG-AGAIN continue") == "started"
+    assert lab.wait(job, timeout=T) == "done"
+    assert lab.row(job)["summary"] == "working now" and not error_of(lab, job)
 
 
 def test_a_broken_models_json_is_named(lab: Lab) -> None:
