@@ -139,7 +139,9 @@ def version_text() -> str:
 
 
 # -- the checks ------------------------------------------------------------------------------
-def run_checks() -> Report:
+def run_checks(model: str | None = None, agent: str | None = None) -> Report:
+    """Every check; `model` (`--model`) or `agent` (`--agent`, its definition's model)
+    chooses the model to check instead of pi's default."""
     report = Report()
     install = check_pi(report)
     if install is not None:
@@ -152,6 +154,7 @@ def run_checks() -> Report:
     extension, fix = check_installed(report)
     if install is not None:
         check_load(report, install, extension, fix)
+        check_model(report, install, model, agent)
     check_daemon(report)
     check_home(report)
     return report
@@ -298,6 +301,27 @@ def check_load(report: Report, install: PiInstall, extension: Path, fix: str) ->
     else:
         report.add("extension loads", "ok", f"{extension}: pi started with it and lists "
                    f"/{ROOST_COMMAND} ({outcome.seconds:.1f} s){note}")
+
+
+def check_model(report: Report, install: PiInstall, model: str | None,
+                agent: str | None) -> None:
+    """The model a job would use: pi knows it and has credentials for it (no network)."""
+    from roost.cli import modelcheck
+
+    source = "--model" if model else "pi's default"
+    if agent and not model:
+        from roost.definitions import rules, store
+
+        merged = store.load(os.getcwd())
+        definition = merged.agents.get(agent)
+        if definition is None:
+            report.add("model", "fail", rules.unknown_agent(agent, merged), "roost agents ls")
+            return
+        model, source = definition.model, f"agent {agent}"
+        if not model:
+            source = f"agent {agent} sets none: pi's default"
+    level, detail, fix = modelcheck.check(install.argv, model, source)
+    report.add("model", level, detail, fix)
 
 
 class LoadOutcome:

@@ -289,6 +289,8 @@ def _wait_one(job: str, timeout: float | None) -> None:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
         sys.exit(1)
     click.echo(row["state"])
+    if row["state"] == "failed" and row.get("summary"):  # why, and what to do (stdout stays one word)
+        click.echo(f"roost: job {row['id']} failed: {views.printable(row['summary'])}", err=True)
 
 
 @cli.command()
@@ -623,7 +625,8 @@ def agents_new(name: str, base: str | None) -> None:
 @agents.command("check")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Default: .")
 def agents_check(cwd: str | None) -> None:
-    """Validate every definition (user, and project ones here); errors with file and line."""
+    """Validate every definition (user, and project ones here); errors with file and line,
+    and each model pi does not know."""
     from roost.config import load_settings
     from roost.definitions import store
 
@@ -631,10 +634,13 @@ def agents_check(cwd: str | None) -> None:
     # Project files are checked even when projectAgents is off: a repository's author
     # wants to know, and nothing is used by checking.
     merged = store.load(directory, allow_project=True)
-    for problem in merged.errors:
+    from roost.cli.modelcheck import definition_problems
+
+    errors = merged.errors + definition_problems(merged.agents)  # a model pi does not know
+    for problem in errors:
         click.echo(problem, err=True)
     store.write_catalog_cache()
-    if merged.errors:
+    if errors:
         sys.exit(1)
     note = "" if load_settings().projectAgents else " (project agents are off: projectAgents)"
     click.echo(f"ok: {len(merged.agents)} agents{note}")
@@ -642,13 +648,16 @@ def agents_check(cwd: str | None) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (README: JSON output).")
-def doctor(as_json: bool) -> None:
-    """Check pi, node, the extension (a real load in your pi), roostd and ROOST_HOME.
+@click.option("--model", metavar="P/ID", help="Check this model instead of pi's default.")
+@click.option("--agent", metavar="NAME", help="Check this agent definition's model.")
+def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
+    """Check pi, node, the extension (a real load in your pi), the model pi would use
+    (known, with credentials: no network call), roostd and ROOST_HOME.
 
     Exit 0 when all is well (warnings included), 1 when something is wrong."""
     from roost.cli.doctor import render, run_checks
 
-    report = run_checks()
+    report = run_checks(model, agent)
     if as_json:
         print_json(report.as_json())
     else:

@@ -377,8 +377,14 @@ class Daemon:
                 self.set_state(record, JobState.FAILED, exit_code=code, busy=False,
                                status=f"exit {detail}", error=f"command exited with {detail}")
         elif how in (WorkerExit.FATAL, WorkerExit.GAVE_UP):
+            if how == WorkerExit.GAVE_UP:  # the last crash is a crash too, then the give-up
+                self.events.emit("worker.crashed", record, reason=detail,
+                                 crashes=len(record.crashes))
             self.events.emit("worker.gave_up", record, reason=detail)
-            self.set_state(record, JobState.FAILED, busy=False, status="", error=detail)
+            # The reason (pi's words and the fix, for a configuration error) is the row's
+            # summary too, so `roost ls` shows it where a failed run shows its error.
+            self.set_state(record, JobState.FAILED, busy=False, status="", error=detail,
+                           summary=detail, question=None, dialog=False)
             self.agents.job_ended(
                 record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
         else:  # crashed: backoff then restart

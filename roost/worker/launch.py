@@ -130,7 +130,7 @@ def spawn_pi(job: dict[str, Any], ext_path: Path,
         pi_argv(job, install),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=None,  # pi's stderr goes to the worker log
+        stderr=subprocess.PIPE,  # the worker copies it to its log and keeps its last lines
         cwd=job["cwd"],
         env=pi_env(job, ext_path),
         preexec_fn=_die_with_parent,

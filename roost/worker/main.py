@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -21,7 +22,7 @@ import signal
 import time
 from typing import Any
 
-from roost import protocol
+from roost import paths, protocol
 from roost.agents.handback import should_report
 from roost.config import load_settings
 from roost.fsutil import utc_now
@@ -29,6 +30,7 @@ from roost.jobs import JobRecord
 from roost.jsonlines import Connection, serve_connection
 from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
+from roost.pi import problems
 from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
 from roost.states import ATTACH_REASON, EXIT_FATAL, ITEM_CAUSES, JobState, RunCause, run_cause
@@ -38,7 +40,7 @@ from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
-from roost.worker.runs import Run, RunTracker, dialog_answer, open_question
+from roost.worker.runs import Run, RunTracker, dialog_answer, first_line, open_question
 
 log = logging.getLogger("roost.worker")
 
@@ -70,6 +72,9 @@ class Worker:
         self.wake = asyncio.Event()
         self.stop_reason: str | None = None
         self.stopping = asyncio.Event()
+        self.fatal: str | None = None  # a configuration problem: the job fails, items stay
+        self.run_error: str | None = None  # the last run's error with its fix (the row's error)
+        self._run_error_shown = False
         self._settle_task: asyncio.Task[None] | None = None
         # A new worktree's files, written while pi boots (roost.worktrees.checkout).
         self.checkout: asyncio.Future[None] | None = None
@@ -83,6 +88,9 @@ class Worker:
     def snapshot(self) -> dict[str, Any]:
         snap = self.runs.snapshot()
         snap["busy"] = self.busy
+        if self.run_error is not None or self._run_error_shown:
+            snap["error"] = self.run_error  # None once: a later run clears what the row showed
+            self._run_error_shown = self.run_error is not None
         usage.add_to_snapshot(self, snap)
         return snap
 
@@ -185,6 +193,11 @@ class Worker:
             code = self.pi.returncode
             if self.pi.exited.is_set() and code == EXIT_FATAL:
                 raise Fatal(f"pi refused the session (see {self.record.dir}/worker.log)") from None
+            if self.pi.exited.is_set():
+                problem = problems.from_startup(list(self.pi.stderr_tail), self.record.id,
+                                                roost_extension=str(paths.extension_path()))
+                if problem is not None:  # restarting it would fail the same way
+                    raise Fatal(problem.text()) from None
             raise PiError(f"pi did not come up: {exc}") from None
         assert self.record.session is not None
         entries = read_entries(self.record.session)
@@ -210,6 +223,14 @@ class Worker:
         watcher.close()
         server.close()
         ext_sock.unlink(missing_ok=True)
+        if self.fatal is not None:
+            await self.pi.shutdown()
+            if self.link.connected:  # else main() says it on a connection of its own
+                await self.link.exiting(self.fatal, fatal=True)
+                link_task.cancel()
+                return EXIT_FATAL
+            link_task.cancel()
+            raise Fatal(self.fatal)
         if self.stop_reason is not None:
             await self._shutdown_pi()
             await self.link.exiting(self.stop_reason)
@@ -331,9 +352,32 @@ class Worker:
                     answer_dialog=self._answer_dialog,
                     dialog_only=self.releasing,
                 )
-            except (PiError, ConnectionError) as exc:
+            except PiError as exc:
+                if self._refused(exc):
+                    return
+                log.warning("delivery paused: %s", exc)
+            except ConnectionError as exc:
                 log.warning("delivery paused: %s", exc)
             self.report()
+
+    def _provider(self) -> str | None:
+        return problems.provider_of(self.record.model) or _default_provider()
+
+    def _refused(self, exc: PiError) -> bool:
+        """pi refused a prompt: a configuration problem (no API key, unknown model) fails
+        the job now, with pi's words and the fix; the item stays for `roost start`."""
+        problem = problems.from_prompt_error(
+            str(exc), self.record.id, provider=self._provider(),
+            models_json_error=_models_json_error())
+        if problem is None:
+            return False
+        log.error("%s", problem.text())
+        if self.runs.run is None and self.runs.next_cause is not None:
+            self.runs.next_cause = None  # no run started: nothing to resume after the fix
+            self._save_note(runnote.RunNote())
+        self.fatal = problem.text()
+        self.stopping.set()
+        return True
 
     def _cause_of(self, item: Item) -> RunCause:
         if item.kind == "reply":
@@ -387,6 +431,8 @@ class Worker:
             # Every line pi prints comes after it saved the entries of earlier events.
             self.delivery.ack_finished()
         due = self.runs.on_event(event)
+        if kind == "agent_start":
+            self.run_error = None  # a new run (or pi's retry): the last error no longer holds
         if not self._session_private and kind in ("message_end", "turn_end", "agent_end"):
             self._privatise_session()
         if kind == "message_end":
@@ -455,6 +501,12 @@ class Worker:
             self._settle_after_checkout = True
             return
         run = self.runs.settle()
+        if run is not None:
+            self.run_error = None
+            if run.stop_reason == "error" and run.error:
+                problem = problems.from_run_error(run.error, self.record.id, self._provider())
+                self.run_error = problem.text()
+                self.runs.summary = first_line(f"error: {problem.message}")
         usage.on_settled(self, run)
         if self.run_note.cause is not None:
             self._save_note(runnote.RunNote())
@@ -558,6 +610,28 @@ async def _run(worker: Worker) -> int:
         log.error("%s", exc)
         await worker.pi.shutdown(timeout=2)
         return 1
+
+
+def _default_provider() -> str | None:
+    """The provider pi's settings choose (pi 1.x says only "the selected model" when its
+    key is missing)."""
+    try:
+        settings = json.loads((paths.agent_dir() / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    provider = settings.get("defaultProvider") if isinstance(settings, dict) else None
+    return provider if isinstance(provider, str) and provider else None
+
+
+def _models_json_error() -> str | None:
+    """Why pi could not read models.json (pi itself says nothing of it in RPC mode)."""
+    try:
+        json.loads((paths.agent_dir() / "models.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def interrupted_note(when: str) -> str:

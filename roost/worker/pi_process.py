@@ -9,18 +9,22 @@ trailing \\r. stdin stays open for pi's whole life (closing it makes pi exit).
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import itertools
 import json
 import logging
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 STREAM_LIMIT = 256 * 1024 * 1024  # agent_end carries every message of the run
+STDERR_TAIL = 40  # lines of pi's stderr kept: why a pi that exited at start-up did
 
 
 class PiError(Exception):
@@ -35,6 +39,8 @@ class PiProcess:
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.exited = asyncio.Event()
         self.returncode: int | None = None
 
@@ -62,9 +68,28 @@ class PiProcess:
             process_gone.set()
 
         loop.add_reader(exit_fd, on_exit)
-        self._reader = asyncio.create_task(self._read_loop(reader, process_gone))
+        stderr_done: asyncio.Future[None] | None = None
+        if popen.stderr is not None:
+            errors = asyncio.StreamReader(limit=STREAM_LIMIT)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(errors),
+                                         popen.stderr)
+            self._stderr_task = asyncio.create_task(self._stderr_loop(errors))
+            stderr_done = self._stderr_task
+        self._reader = asyncio.create_task(self._read_loop(reader, process_gone, stderr_done))
 
-    async def _read_loop(self, stdout: asyncio.StreamReader, process_gone: asyncio.Event) -> None:
+    async def _stderr_loop(self, stderr: asyncio.StreamReader) -> None:
+        """pi's stderr goes on to the worker log; its last lines are kept (start-up errors)."""
+        while True:
+            line = await stderr.readline()
+            if not line:
+                return
+            with contextlib.suppress(OSError):
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+
+    async def _read_loop(self, stdout: asyncio.StreamReader, process_gone: asyncio.Event,
+                         stderr_done: asyncio.Future[None] | None = None) -> None:
         assert self._popen is not None
         try:
             while True:
@@ -87,6 +112,9 @@ class PiProcess:
                     log.exception("handling pi event %s failed", frame.get("type"))
         finally:
             await process_gone.wait()
+            if stderr_done is not None:  # its last words are read before anyone asks why
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(stderr_done), 2)
             self.returncode = self._popen.wait()  # reaps it: the pidfd said it exited
             for future in self._pending.values():
                 if not future.done():

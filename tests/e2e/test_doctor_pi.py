@@ -13,8 +13,16 @@ from kit.doctor import CHECKS, by_name, doctor, failed
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
 from roost.testkit.lab import Lab
+from roost.testkit.pi import make_agent_dir
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def a_model(roost_env: Lab) -> None:
+    """A model with credentials (never called: the doctor makes no network call), so
+    that the checks here are about the rest; tests/e2e/test_doctor_model.py checks it."""
+    make_agent_dir(roost_env.agent_dir, "http://127.0.0.1:9/v1")
 
 
 def test_healthy_setup(roost_env: Lab, real_pi: list[str]) -> None:

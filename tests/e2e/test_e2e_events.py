@@ -2,7 +2,7 @@
 
 A parent spawns a child (roost_spawn), the child asks a question (report, needs_input),
 the parent answers by roost_send (message.sent), the child finishes (report), its worker
-is SIGKILLed twice (worker.crashed, then worker.gave_up, job.failed and an `ended`
+is SIGKILLed twice (worker.crashed each time, then worker.gave_up, job.failed and an `ended`
 report), the parent is removed, and roostd restarts. Every event is checked: once, in
 order, with the documented fields, and seq runs 1..N across the restart.
 """
@@ -76,7 +76,7 @@ def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: Lab) ->
     assert counts == {
         "job.created": 2, "job.state": counts["job.state"], "job.needs_input": 1,
         "job.report": 3, "job.failed": 1, "job.removed": 1, "message.sent": 1,
-        "worker.crashed": 1, "worker.gave_up": 1, "daemon.started": 2, "daemon.stopped": 1,
+        "worker.crashed": 2, "worker.gave_up": 1, "daemon.started": 2, "daemon.stopped": 1,
     }, counts
 
     def first(kind: str) -> dict[str, Any]:
