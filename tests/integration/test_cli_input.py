@@ -247,3 +247,90 @@ def test_every_option_has_help_and_roostd_prints_help(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == USAGE and bad.stderr.count("\n") == 1, bad
     assert not home.exists()  # neither started a roostd
+
+
+def readme_script() -> str:
+    """The bash script under README.md's "Reading a mailbox from a script", verbatim."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("#### Reading a mailbox from a script", 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def _bin(tmp_path: Path, env: Lab, race: Path | None = None) -> dict[str, str]:
+    """PATH with `roost` (this checkout) and, with `race`, an `ls` and a `find` that
+    acknowledge every item of that mailbox right after they listed its new/."""
+    import shutil
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "roost").write_text(f'#!/bin/sh\nexec {sys.executable} -m roost.cli.main "$@"\n')
+    if race is not None:
+        for tool in ("ls", "find"):
+            (bin_dir / tool).write_text(
+                f'#!/bin/sh\nout=$({shutil.which(tool)} "$@") || exit\n'
+                f'case "$*" in *{race}/new*) mv {race}/new/*.json {race}/cur/ ;; esac\n'
+                'printf "%s\\n" "$out"\n')
+    for path in bin_dir.iterdir():
+        path.chmod(0o755)
+    return dict(env.env, PATH=f"{bin_dir}:{env.env['PATH']}")
+
+
+def test_the_readme_s_mailbox_script_works_also_when_items_move_while_listed(
+        lab: tuple[Lab, dict[str, str]], tmp_path: Path) -> None:
+    import subprocess
+
+    from roost.mailbox import Mailbox
+
+    env, jobs = lab
+    stopped = jobs["STOPPED"]
+    script = tmp_path / "roost-inbox"
+    script.write_text(readme_script())
+    script.chmod(0o755)
+    assert len(readme_script().splitlines()) <= 25
+    box = Mailbox(Path(env.show(stopped)["mailbox"]))
+    report = box.post(kind="report", text="done: x", result="All 3 tests\npass.",
+                      state="done", question=None, error=None,
+                      sender={"id": "c0ffee00", "name": "checker", "relation": "child"})
+    reply = box.post(kind="reply", text="also\tthe \x1b[31mchangelog", cause="reply")
+
+    def inbox(race: bool) -> list[list[str]]:
+        proc = subprocess.run([str(script), "later"], env=_bin(tmp_path, env, race=(
+            box.path if race else None)), cwd=env.work, capture_output=True, text=True,
+            timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] == "task: to be stopped"
+        return [line.split("\t") for line in lines[1:]]
+
+    acked = [row for row in inbox(race=False) if row[0] == "acked"]
+    assert acked[0] == ["acked", "1", "reply", "user", "to be stopped"]
+    rows = {int(row[1]): row for row in inbox(race=False)}
+    assert rows[report.seq] == ["pending", str(report.seq), "report", "checker",
+                                "done: All 3 tests pass."]
+    assert rows[reply.seq] == ["pending", str(reply.seq), "reply", "user",
+                               "also the  [31mchangelog"]  # no ESC reaches the terminal
+    # Acknowledged right after new/ was listed: each item still shows, once, as acked.
+    raced = {int(row[1]): row[0] for row in inbox(race=True)}
+    assert raced[report.seq] == raced[reply.seq] == "acked"
+    assert sorted(raced) == sorted(rows)
+    assert not box.pending()
+
+
+def test_roost_mailbox_script_shows_an_item_acknowledged_while_it_lists(
+        lab: tuple[Lab, dict[str, str]], tmp_path: Path) -> None:
+    import subprocess
+
+    from roost.mailbox import Mailbox
+
+    env, jobs = lab
+    box = Mailbox(Path(env.show(jobs["STOPPED"])["mailbox"]))
+    item = box.post(kind="message", text="moving", sender={"id": "c0ffee00", "name": "x",
+                                                           "relation": "child"})
+    script = Path(__file__).resolve().parents[2] / "scripts" / "roost-mailbox"
+    proc = subprocess.run([str(script), str(box.path)], capture_output=True, text=True,
+                          env=_bin(tmp_path, env, race=box.path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:]]
+    assert ["acked", str(item.seq), "message"] in rows, proc.stdout
+    assert [row[1] for row in rows] == sorted({row[1] for row in rows}, key=int)

@@ -471,7 +471,7 @@ def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: Lab) -> Non
     assert "hi" in env.roost_ok("logs", failing)
 
     proc = reply(env, failing, "hello?")
-    assert proc.returncode == 2 and "shell job" in proc.stderr
+    assert proc.returncode == 1 and "shell job" in proc.stderr  # refused
     assert proc.stdout.strip() == ""
 
 
