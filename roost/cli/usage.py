@@ -49,7 +49,7 @@ class OldSpelling(click.Option):
         finally:
             self.opts = names
 
-    def get_error_hint(self, ctx: click.Context) -> str:
+    def get_error_hint(self, ctx: click.Context | None) -> str:
         return f"'{self.opts[0]}'"
 
 
