@@ -131,7 +131,7 @@ def test_reply_to_a_stopped_job_is_refused_until_it_is_started(fake_pi_env: Lab)
     assert env.show(job)["state"] == "stopped" and not alive(worker)
 
     proc = reply(env, job, "while stopped")
-    assert (proc.returncode, proc.stdout.strip()) == (2, "stopped")
+    assert (proc.returncode, proc.stdout.strip()) == (1, "stopped")  # refused
     assert "roost start" in proc.stderr
     assert env.show(job)["pending"]["replies"] == 0  # nothing was queued
 
