@@ -53,6 +53,7 @@ CASES: list[tuple[str, int, str]] = [
     ("run --name '' hi", USAGE, "name '' is empty"),
     ("run --name '  ' hi", USAGE, "name '  ' is empty"),
     ("run --name alpha hi", REFUSED, "the name 'alpha' is taken by job JOB (done)"),
+    ("run --name SHELL hi", REFUSED, "the name 'SHELL' is taken by job SHELL (done)"),
     ("run -f no-such-file", USAGE, "cannot read the task from no-such-file: No such file"),
     ("run -f task.md more words", USAGE, "give the task as words or with -f FILE, not both"),
     ("run -f latin1.md", USAGE, "the task in latin1.md is not UTF-8 text"),

@@ -183,7 +183,7 @@ def _check_chosen_name(daemon: Daemon, name: Any) -> None:
     if not isinstance(name, str) or not name.strip():
         raise RequestError(BAD_REQUEST, f"name {name!r} is empty: give a name, or leave "
                                         "--name out for one made from the task")
-    taken = [r for r in daemon.jobs.values() if r.name == name]
+    taken = [r for r in daemon.jobs.values() if name in (r.name, r.id)]
     if taken:
         other = taken[0]
         raise RequestError(REFUSED, f"the name {name!r} is taken by job {other.id} "
