@@ -4,24 +4,56 @@ following it through roostd, and one readable line per event."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
+from datetime import datetime
 from typing import Any
 
 import click
 
 from roost import paths
+from roost.protocol import EVENT_TYPES
 from roost.supervise import events as eventlog
+
+_TIME = re.compile(r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d)(?::(\d\d)(?::(\d\d)(?:\.\d{1,3})?)?)?"
+                   r"Z?)?)?)?")
+SINCE_WANTED = "a seq (e.g. 120) or a UTC time, any prefix of 2026-11-30T11:20:00.123Z"
 
 
 def since_arg(value: str | None) -> tuple[int | None, str | None]:
     """`--since`: a seq (an integer) or a time (ISO-8601 UTC, any prefix of
-    2026-11-30T11:20:00.123Z; a space may stand for the T)."""
+    2026-11-30T11:20:00.123Z; a space may stand for the T). A usage error otherwise: a
+    word such as `yesterday` would compare as a string and match nothing."""
     if value is None:
         return None, None
     if value.isdigit():
         return int(value), None
-    return None, value.strip().replace(" ", "T")
+    text = value.strip().replace(" ", "T")
+    found = _TIME.fullmatch(text)
+    if found is None:
+        raise click.BadParameter(f"{value!r} is not {SINCE_WANTED}", param_hint="'--since'")
+    parts = [int(part) if part else default
+             for part, default in zip(found.groups(), (0, 1, 1, 0, 0, 0), strict=True)]
+    try:
+        datetime(parts[0], parts[1], parts[2], parts[3], parts[4], parts[5])
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is not a time ({exc}): give {SINCE_WANTED}",
+                                 param_hint="'--since'") from None
+    return None, text
+
+
+def type_args(types: tuple[str, ...]) -> list[str] | None:
+    """`--type`: event types, or prefixes ending in `.` of at least one type; a usage error
+    for anything else (it would match nothing, for ever)."""
+    for kind in types:
+        if kind not in EVENT_TYPES and not (
+                kind.endswith(".") and any(t.startswith(kind) for t in EVENT_TYPES)):
+            prefixes = sorted({t.split(".")[0] + "." for t in EVENT_TYPES})
+            raise click.BadParameter(
+                f"{kind!r} is not an event type: {', '.join(EVENT_TYPES)}, or a prefix "
+                f"({', '.join(prefixes)})", param_hint="'--type'")
+    return list(types) or None
 
 
 def _peer(value: Any) -> str:
@@ -71,7 +103,7 @@ def line(event: dict[str, Any]) -> str:
 def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
                  job: str | None, as_json: bool) -> None:
     since, since_time = since_arg(since_value)
-    kinds = list(types) or None
+    kinds = type_args(types)
     last = 0
 
     def emit(event: dict[str, Any]) -> None:

@@ -30,9 +30,23 @@ if TYPE_CHECKING:
     from roost.client import Client
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+# Exit codes, the same for every command (README: Exit codes).
+REFUSED = 1
+"""Understood, but not done: the job's state or kind, a limit, a conflict, a failure."""
+USAGE = 2
+"""A bad command line (an unknown option, a bad or missing value) or an unknown job."""
+_EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
+"""roostd's error codes that are usage errors; every other code is a refusal."""
+
+
+def fail(message: str, code: int = REFUSED) -> NoReturn:
+    """One line on stderr, then exit `code`."""
     click.echo(f"roost: {message}", err=True)
     sys.exit(code)
+
+
+def usage_error(message: str) -> NoReturn:
+    fail(message, USAGE)
 
 
 @contextmanager
@@ -47,7 +61,7 @@ def daemon(autostart: bool = True) -> Iterator[Client]:
     try:
         yield client
     except RequestError as exc:
-        fail(exc.message, 2 if exc.code in ("refused", "not_found") else 1)
+        fail(exc.message, _EXIT_OF_ERROR.get(exc.code, REFUSED))
     except (DaemonUnavailable, ConnectionError) as exc:
         fail(f"lost the connection to roostd: {exc}")
     finally:
@@ -70,7 +84,9 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Exit codes: 0 done, 1 refused or failed, 2 a usage error or an unknown "
+                    "job (README: Exit codes).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show roost's and pi's versions and exit.")
 def cli() -> None:
@@ -148,38 +164,48 @@ def daemon_status(as_json: bool) -> None:
 
 # -- jobs --------------------------------------------------------------------------------
 @cli.command(context_settings={"ignore_unknown_options": False})
-@click.option("--name", help="A name for the job (default: from the task).")
+@click.option("--name", help="A name for the job, not another job's (default: from the task).")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: .).")
 @click.option("--model", help="Model as provider/id.")
 @click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
 @click.option("--agent", help="Run as this agent definition (roost agents ls).")
 @click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
+@click.option("-f", "--file", "task_file", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Read the task from this file (`-`: stdin), for a task too big for "
+                   "one argument (128 KiB).")
 @usage_cli.run_options
 @click.option("--worktree", is_flag=True,
               help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB).")
 @click.option("--branch", help="With --worktree: the new branch (default roost/<name>-<id>).")
 @click.option("--base", help="With --worktree: the commit to start from (default HEAD).")
-@click.argument("task", nargs=-1, required=True)
+@click.argument("task", nargs=-1)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
-        agent: str | None, shell: bool, task: tuple[str, ...], budget: float | None = None,
-        budget_tokens: int | None = None, max_turns: int | None = None,
-        tree_budget: float | None = None, worktree: bool = False, branch: str | None = None,
-        base: str | None = None) -> None:
-    """Start a pi job with TASK (or a shell job); prints its id."""
+        agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
+        budget: float | None = None, budget_tokens: int | None = None,
+        max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
+        branch: str | None = None, base: str | None = None) -> None:
+    """Start a pi job with TASK (or a shell job); prints its id.
+
+    TASK is the words after the options, `-` to read it from stdin, or -f FILE."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory}
     if (branch or base) and not worktree:
-        fail("--branch and --base need --worktree")
+        usage_error("--branch and --base need --worktree")
     if shell:
         if agent:
-            fail("--agent is for pi jobs, not --shell")
+            usage_error("--agent is for pi jobs, not --shell")
         if budget or budget_tokens or max_turns or tree_budget:
-            fail("budgets are for pi jobs, not --shell")
+            usage_error("budgets are for pi jobs, not --shell")
         if worktree:
-            fail("--worktree is for pi jobs, not --shell")
+            usage_error("--worktree is for pi jobs, not --shell")
+        if task_file:
+            usage_error("-f is for a pi job's task, not --shell")
+        if not task:
+            usage_error("give the command: roost run --shell -- CMD ...")
         args.update(shell=True, command=list(task))
     else:
-        args.update(task=" ".join(task), model=model, thinking=thinking, agent=agent)
+        args.update(task=_task_text(task, task_file), model=model, thinking=thinking,
+                    agent=agent)
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         if worktree:
             args.update(worktree=True, branch=branch, base=base)
@@ -188,10 +214,35 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     click.echo(result["id"])
 
 
+def _task_text(words: tuple[str, ...], task_file: str | None) -> str:
+    """The task: the words, stdin (`-`), or a file (-f FILE, `-f -` for stdin)."""
+    if task_file is None and words != ("-",):
+        if not words:
+            usage_error("give a TASK, `-` to read it from stdin, or -f FILE")
+        return " ".join(words)
+    if task_file is not None and words:
+        usage_error("give the task as words or with -f FILE, not both")
+    source = task_file or "-"
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        from roost.mailbox.item import MAX_ITEM_BYTES  # the task is the first mailbox item
+
+        if len(data) >= MAX_ITEM_BYTES:
+            usage_error(f"the task in {source} is {len(data):,} bytes: a task must fit in one "
+                        f"mailbox item ({MAX_ITEM_BYTES // 1024} KiB)")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        usage_error(f"the task in {'stdin' if source == '-' else source} is not UTF-8 text "
+                    f"({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        usage_error(f"cannot read the task from {source}: {exc.strerror or exc}")
+
+
 @cli.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of JobRow.")
 @click.option("--tree", is_flag=True, help="Show children under their parents.")
-@click.option("--group", type=click.Choice(["dir", "state"]), default="dir", show_default=True)
+@click.option("--group", type=click.Choice(["dir", "state"]), default="dir", show_default=True,
+              help="Group the rows by working directory or by state.")
 @click.option("--wide", is_flag=True,
               help="Every column in full, never shortened (as in a pipe).")
 def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
@@ -219,14 +270,18 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
 
 @cli.command()
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True)
-def show(job: str, as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JobRow with its detail fields (README: JSON output).")
+@click.option("--full", is_flag=True, help="Show a long task whole (default: its start).")
+def show(job: str, as_json: bool, full: bool) -> None:
     """One job in detail."""
     with daemon() as client:
         row = client.request("show", job=job)["job"]
     if as_json:
         print_json(row)
     else:
+        if not full:
+            row["task"] = views.short_task(row.get("task"), row["id"])
         views.print_detail(row)
 
 
@@ -239,9 +294,7 @@ def reply(job: str, text: tuple[str, ...]) -> None:
         result = client.request("reply", job=job, text=" ".join(text))
     click.echo(result["status"])
     if result["status"] == "stopped":
-        click.echo(f"roost: job {result['id']} is stopped; `roost start {result['id']}` first",
-                   err=True)
-        sys.exit(2)
+        fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
 
 
 WAIT_FOR = ("needs_input", "settled", "done", "failed")
@@ -264,7 +317,7 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
         return
     if mode is None:
         if len(jobs) > 1:
-            fail("several jobs: say --any or --all", 2)
+            usage_error("several jobs: say --any or --all")
         mode = "any"
     with daemon() as client:
         result = client.call("wait_jobs", {"jobs": list(jobs), "until": until or "settled",
@@ -323,7 +376,7 @@ def notify(action: str | None) -> None:
     from roost.cli import notify as notifier
 
     if action is None:
-        fail("say --enable, --disable or --send", 2)
+        usage_error("say --enable, --disable or --send")
     try:
         if action == "send":
             sys.exit(notifier.send(sys.stdin.read()))
@@ -389,7 +442,7 @@ def diff(job: str, stat: bool) -> None:
         row = client.request("show", job=job)["job"]
     worktree = row.get("worktree")
     if not worktree:
-        fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)", 2)
+        fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)")
     if not os.path.isdir(worktree["path"]):
         fail(f"the worktree of job {row['id']} ({worktree['path']}) is gone")
     from roost.worktrees import CHECKOUT_MARKER
@@ -440,7 +493,8 @@ def gc(force: bool) -> None:
 
 @cli.command()
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of {state, seq, kind, from, text, created, extra}.")
 @click.option("--all", "show_all", is_flag=True, help="Acknowledged items too.")
 @click.option("--path", "show_path", is_flag=True, help="Print the mailbox directory only.")
 def mailbox(job: str, as_json: bool, show_all: bool, show_path: bool) -> None:
@@ -462,7 +516,7 @@ def attach(job: str) -> None:
     with daemon() as client:
         row = client.request("show", job=job)["job"]
         if row["kind"] != "pi":
-            fail(f"job {row['id']} is a shell job: nothing to attach to", 2)
+            fail(f"job {row['id']} is a shell job: nothing to attach to")
         if row["status"] not in ("", "attached") or row["state"] in ("running", "starting"):
             name = views.printable(row["name"])
             click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…",
@@ -576,8 +630,9 @@ def agents_ls(as_json: bool, cwd: str | None) -> None:
 
 @agents.command("show")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--cwd", type=click.Path(file_okay=False), help="Default: .")
+@click.option("--json", "as_json", is_flag=True, help="Print the definition as JSON.")
+@click.option("--cwd", type=click.Path(file_okay=False),
+              help="For jobs in this directory (default: .).")
 def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     """The merged definition NAME (what `roost run --agent NAME` would use)."""
     from roost.definitions import rules, store
@@ -585,7 +640,7 @@ def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     merged = store.load(cwd or os.getcwd())
     defn = merged.agents.get(name)
     if defn is None:
-        fail(rules.unknown_agent(name, merged))
+        usage_error(rules.unknown_agent(name, merged))
     if as_json:
         print_json(defn.to_json())
         return
@@ -605,13 +660,14 @@ def agents_new(name: str, base: str | None) -> None:
     from roost.definitions import rules, store
 
     if not rules.NAME.match(name):
-        fail(f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter or digit)")
+        usage_error(f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a "
+                    "letter or digit)")
     start_from = None
     if base is not None:
         merged = store.load(os.getcwd())
         start_from = merged.agents.get(base)
         if start_from is None:
-            fail(rules.unknown_agent(base, merged))
+            usage_error(rules.unknown_agent(base, merged))
     try:
         path = store.new_file(name, start_from)
     except FileExistsError:
@@ -623,7 +679,8 @@ def agents_new(name: str, base: str | None) -> None:
 
 
 @agents.command("check")
-@click.option("--cwd", type=click.Path(file_okay=False), help="Default: .")
+@click.option("--cwd", type=click.Path(file_okay=False),
+              help="Also the project definitions of this directory (default: .).")
 def agents_check(cwd: str | None) -> None:
     """Validate every definition (user, and project ones here); errors with file and line,
     and each model pi does not know."""
@@ -679,14 +736,45 @@ cli.add_command(usage_cli.budget_cmd)
 cli.add_command(usage_cli.usage_cmd)
 
 
+def usage_line(exc: click.UsageError) -> str:
+    """A click usage error as one line: what is wrong, and where the help is (click's own
+    display is three lines: usage, a hint, the error)."""
+    import re
+
+    message = exc.format_message().rstrip(".")
+    command = exc.ctx.command if exc.ctx else None
+    if (isinstance(exc, click.NoSuchOption) and command is not None
+            and re.fullmatch(r"-(\d+\.?\d*|\.\d+)", exc.option_name)):
+        # `roost budget JOB -1`: a negative number reads as an option to click.
+        numbers = [p.human_readable_name for p in command.params
+                   if isinstance(p, click.Argument) and isinstance(p.type, usage_cli.Positive)]
+        message = (f"{exc.option_name}: a negative number is not accepted"
+                   + (f" ({' and '.join(numbers)} must be > 0)" if numbers else ""))
+    where = exc.ctx.command_path if exc.ctx else "roost"
+    return f"{message} (see {where} --help)"
+
+
+def run_cli(command: click.Command, prog_name: str) -> NoReturn:
+    """Run a click command with roost's error rule: every error is one line on stderr,
+    exit 2 for a usage error, 1 for anything refused (README: Exit codes)."""
+    try:
+        code = command.main(prog_name=prog_name, standalone_mode=False)
+    except click.UsageError as exc:
+        usage_error(usage_line(exc))
+    except click.ClickException as exc:
+        fail(exc.format_message(), exc.exit_code)
+    except click.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 def main() -> None:
-    cli(prog_name="roost")
+    run_cli(cli, "roost")
 
 
 def roostd_main() -> None:
-    from roost.supervise.daemon import main as daemon_main
-
-    sys.exit(daemon_main())
+    """`roostd`: `roost daemon run` under its own name (`roostd --help` prints help)."""
+    run_cli(daemon_run, "roostd")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import click
@@ -9,8 +10,47 @@ import click
 from roost.usage import GROUPS
 
 F = TypeVar("F")
-POSITIVE = click.FloatRange(min=0, min_open=True)
-POSITIVE_INT = click.IntRange(min=1)
+
+
+class Positive(click.ParamType):
+    """A number > 0 (a finite amount, or a whole count), refused in words a person reads:
+    click's FloatRange says "'abc' is not a valid float range"."""
+
+    def __init__(self, whole: bool) -> None:
+        self.whole = whole
+        self.name = "count" if whole else "amount"
+        self.wanted = "a whole number >= 1, e.g. 20" if whole else "a number > 0, e.g. 2.50"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        try:
+            number: float = int(value) if self.whole else float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not {self.wanted}", param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"{value} is not {self.wanted}", param, ctx)
+        return number
+
+
+POSITIVE = Positive(whole=False)
+POSITIVE_INT = Positive(whole=True)
+
+
+class OldSpelling(click.Option):
+    """An option whose names after the first are old spellings: still accepted, not shown
+    in --help (one spelling per flag across commands)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        names, self.opts = self.opts, self.opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = names
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return f"'{self.opts[0]}'"
 
 
 def run_options(func: F) -> F:
@@ -38,22 +78,30 @@ def run_args(budget: float | None, budget_tokens: int | None, max_turns: int | N
 @click.command("budget")
 @click.argument("job")
 @click.argument("amount", type=POSITIVE, required=False)
-@click.option("--tokens", type=POSITIVE_INT, default=None, help="A budget in tokens.")
+@click.option("--budget-tokens", "--tokens", "tokens", cls=OldSpelling, type=POSITIVE_INT,
+              default=None, help="A budget in tokens (as roost run --budget-tokens).")
 @click.option("--max-turns", type=POSITIVE_INT, default=None, help="A cap on model requests.")
-@click.option("--tree", is_flag=True, help="Set the tree budget of JOB, a tree's root.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--tree-budget", type=POSITIVE, default=None,
+              help="Set the tree budget of JOB, a tree's root (as roost run --tree-budget).")
+@click.option("--tree", is_flag=True, hidden=True,
+              help="The old spelling of --tree-budget: AMOUNT is the tree's budget.")
+@click.option("--json", "as_json", is_flag=True, help="Print the job's id and usage as JSON.")
 def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: int | None,
-               tree: bool, as_json: bool) -> None:
+               tree_budget: float | None, tree: bool, as_json: bool) -> None:
     """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
 
     On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
-    from roost.cli.main import daemon, fail, print_json
+    from roost.cli.main import daemon, print_json, usage_error
     from roost.usage.account import format_cost
 
+    if tree_budget is not None:
+        if amount is not None or tree:
+            usage_error("give AMOUNT or --tree-budget X, not both")
+        amount, tree = tree_budget, True
     if amount is None and tokens is None and max_turns is None:
-        fail("give an AMOUNT, --tokens N or --max-turns N")
+        usage_error("give an AMOUNT, --tree-budget X, --budget-tokens N or --max-turns N")
     if tree and amount is None:
-        fail("--tree needs an AMOUNT")
+        usage_error("--tree needs an AMOUNT")
     with daemon() as client:
         result = client.request("budget", job=job, budget=amount, budgetTokens=tokens,
                                 maxTurns=max_turns, tree=tree)
@@ -73,11 +121,12 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
 
 @click.command("usage")
 @click.option("--since", metavar="DATE", help="Only from this day on (YYYY-MM-DD, UTC).")
-@click.option("--by", type=click.Choice(GROUPS), default="job", show_default=True)
+@click.option("--by", type=click.Choice(GROUPS), default="job", show_default=True,
+              help="One row per job, tree, model or UTC day.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
-    from roost.cli.main import daemon, fail, print_json
+    from roost.cli.main import daemon, print_json, usage_error
     from roost.transcript import read_entries
     from roost.usage import log as usage_log
     from roost.usage import report as usage_report
@@ -86,7 +135,7 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     try:
         day = usage_report.parse_since(since)
     except ValueError as exc:
-        fail(str(exc))
+        usage_error(str(exc))
     with daemon() as client:
         rows = client.request("list")["jobs"]
     lines = usage_report.live_lines(rows, read_entries) + list(usage_log.read())

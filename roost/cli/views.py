@@ -276,6 +276,18 @@ def print_detail(row: dict[str, Any]) -> None:
         out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
 
 
+TASK_SHOWN = 400
+"""`roost show` prints this many characters of a longer task (`--full`: all of it)."""
+
+
+def short_task(task: str | None, job_id: str) -> str | None:
+    """A long task cut to its start, with its size and how to see it whole."""
+    if task is None or len(task) <= TASK_SHOWN:
+        return task
+    return (f"{task[:TASK_SHOWN]}… ({len(task):,} characters; roost show {job_id} --full "
+            "shows all of it)")
+
+
 def _worktree_line(row: dict[str, Any]) -> str | None:
     worktree = row.get("worktree")
     if not worktree:
@@ -357,6 +369,25 @@ def _print_file(path: Path, follow: bool) -> None:
         time.sleep(0)
 
 
+def mailbox_items(box: Any, show_all: bool) -> list[tuple[str, Any]]:
+    """(state, item) pairs in seq order: pending, and with `show_all` acknowledged too.
+
+    new/ is listed before cur/: an item acknowledged in between (moved by rename) is then
+    seen in both, and counted once, as acked; listed the other way round it would be in
+    neither."""
+    pending = {item.seq: ("pending", item) for item in box.pending()}
+    if show_all:
+        pending.update((item.seq, ("acked", item)) for item in box.acked())
+    return [pending[seq] for seq in sorted(pending)]
+
+
+def listed(state: str, item: Any) -> dict[str, Any]:
+    """One item of `roost mailbox --json`: its state, the item's own keys, and every other
+    key it holds under `extra` (a report's `state` is the child's, never this one)."""
+    return {"state": state, "seq": item.seq, "kind": item.kind, "from": item.sender,
+            "text": item.text, "created": item.created, "extra": dict(item.extra)}
+
+
 def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path: bool) -> None:
     path = Path(row["mailbox"])
     if show_path:
@@ -364,12 +395,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         return
     from roost.mailbox import Mailbox
 
-    box = Mailbox(path)
-    items = [("pending", item) for item in box.pending()]
-    if show_all:
-        items = [("acked", item) for item in box.acked()] + items
+    items = mailbox_items(Mailbox(path), show_all)
     if as_json:
-        print(json.dumps([{"state": state, **item.to_dict()} for state, item in items],
+        print(json.dumps([listed(state, item) for state, item in items],
                          indent=2, ensure_ascii=False))
         return
     from rich.table import Table

@@ -277,7 +277,7 @@ class Daemon:
         if len(named) == 1:
             return named[0]
         if not named:
-            raise RequestError(NOT_FOUND, f"no job with id or name {ref!r}")
+            raise RequestError(NOT_FOUND, f"no job with id or name {ref!r} (roost ls lists them)")
         ids = ", ".join(sorted(r.id for r in named))
         raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
 

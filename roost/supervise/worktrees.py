@@ -168,7 +168,7 @@ async def merge(daemon: Daemon, record: JobRecord, into: str | None,
                 squash: bool) -> dict[str, Any]:
     wt = record.worktree
     if not wt:
-        raise RequestError(BAD_REQUEST, f"job {record.id} has no worktree: nothing to merge")
+        raise RequestError(REFUSED, f"job {record.id} has no worktree: nothing to merge")
     if into is not None and not isinstance(into, str):
         raise RequestError(BAD_REQUEST, "into must be a branch name")
     async with _git_changes:

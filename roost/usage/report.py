@@ -18,11 +18,15 @@ def parse_since(text: str | None) -> str | None:
     if text is None:
         return None
     day = text.strip()[:10]
+    wanted = "a date as YYYY-MM-DD (UTC), e.g. 2026-11-30"
     if not _DATE.fullmatch(day):
-        raise ValueError(f"--since wants a date as YYYY-MM-DD, got {text!r}")
+        raise ValueError(f"--since {text!r} is not {wanted}")
     from datetime import date
 
-    date.fromisoformat(day)  # 2026-02-30 is no date
+    try:
+        date.fromisoformat(day)  # 2026-02-30 is no date
+    except ValueError as exc:
+        raise ValueError(f"--since {text!r} is not a date ({exc}): give {wanted}") from None
     return day
 
 

@@ -95,7 +95,7 @@ def on_message(worker: Worker, message: dict[str, Any]) -> None:
     meter = worker.meter
     if meter.usage.requests == 1 and meter.limits.budget is not None and not meter.usage.priced:
         log.warning("the model has no prices: a cost budget never stops this job "
-                    "(use a token budget, roost budget JOB --tokens N)")
+                    "(use a token budget, roost budget JOB --budget-tokens N)")
     if message.get("role") == "assistant":
         worker.report()  # the row's figures move live
     if verdict == "warn":

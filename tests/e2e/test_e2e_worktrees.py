@@ -108,7 +108,7 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     # While its run is in progress a merge is refused.
     wait_until(lambda: (wt / "notes.txt").exists(), T, "the kid's edit")
     busy = lab.cli("merge", kid, check=False)
-    assert busy.returncode == 2 and "merge once it has settled" in busy.stderr, busy.stderr
+    assert busy.returncode == 1 and "merge once it has settled" in busy.stderr, busy.stderr
     gate.touch()
     assert lab.wait(kid) == "done"
 
@@ -170,7 +170,7 @@ def test_two_children_same_file_second_merge_conflicts(make_lab) -> None:
     # A target checkout with uncommitted changes to tracked files: refused, untouched.
     (repo / "f.txt").write_text("my own edit\n")
     dirty = lab.cli("merge", kid_a, check=False)
-    assert dirty.returncode == 2
+    assert dirty.returncode == 1
     assert f"the checkout of main at {repo} has uncommitted changes (f.txt)" in dirty.stderr
     assert (repo / "f.txt").read_text() == "my own edit\n"
     assert sh_git(repo, "rev-parse", "HEAD").strip() == head
@@ -181,7 +181,7 @@ def test_two_children_same_file_second_merge_conflicts(make_lab) -> None:
     assert merged_head != head
 
     conflict = lab.cli("merge", kid_b, check=False)
-    assert conflict.returncode == 2
+    assert conflict.returncode == 1
     assert "conflicts in f.txt" in conflict.stderr and "nothing was changed" in conflict.stderr
     # Both sides untouched: main as after the first merge, clean; kid-b's branch and
     # worktree as they were; no merge in progress.
@@ -225,7 +225,7 @@ def test_rm_refuses_uncommitted_force_removes_and_gc_cleans_up(make_lab) -> None
     assert (wip_path / "wip.txt").exists()
 
     refused = lab.cli("rm", wip, check=False)
-    assert refused.returncode == 2
+    assert refused.returncode == 1
     assert "uncommitted changes (wip.txt)" in refused.stderr and "--force" in refused.stderr
     assert wip_path.is_dir() and show(lab, wip)["id"] == wip
 
@@ -239,7 +239,7 @@ def test_rm_refuses_uncommitted_force_removes_and_gc_cleans_up(make_lab) -> None
     # --delete-branch: refused while the branch has unmerged commits, unless --force.
     c_branch = show(lab, committed)["worktree"]["branch"]
     unmerged = lab.cli("rm", "--delete-branch", committed, check=False)
-    assert unmerged.returncode == 2 and "1 commits not merged into main" in unmerged.stderr
+    assert unmerged.returncode == 1 and "1 commits not merged into main" in unmerged.stderr
     assert show(lab, committed)["worktree"]["branch"] == c_branch
     lab.cli("rm", "--delete-branch", "--force", committed)
     assert not sh_git(repo, "branch", "--list", c_branch).strip()
@@ -290,7 +290,7 @@ def test_clear_errors_and_nothing_made(make_lab, tmp_path: Path) -> None:
     assert sh_git(repo, "branch", "--format=%(refname:short)").split() == ["main", "taken"]
     assert sh_git(repo, "worktree", "list").count("\n") == 1
     no_wt = lab.cli("diff", lab.run("MK-PLAIN x"), check=False)
-    assert no_wt.returncode == 2 and "has no worktree" in no_wt.stderr
+    assert no_wt.returncode == 1 and "has no worktree" in no_wt.stderr
 
     # Spawns: the policy (never by default), a hostile branch, the per-tree limit.
     llm = lab.llm

@@ -65,7 +65,7 @@ def test_hostile_project_cannot_override_or_raise_limits(roost_env) -> None:
             "roost's: codemode") in check.stderr
     assert "costly.toml: a project agent may not set model" in check.stderr
     unknown = roost_env.roost("agents", "show", "wide")
-    assert unknown.returncode == 1 and "may not grant tools" in unknown.stderr
+    assert unknown.returncode == 2 and "may not grant tools" in unknown.stderr
 
 
 def test_bad_toml_and_unknown_keys_name_file_and_line(roost_env) -> None:
@@ -81,7 +81,7 @@ def test_bad_toml_and_unknown_keys_name_file_and_line(roost_env) -> None:
     assert f"{extra}:4: unknown key 'worktree' (known: {known})" in lines
     # Using it says why it is not there, and what is.
     shown = roost_env.roost("agents", "show", "extra")
-    assert shown.returncode == 1
+    assert shown.returncode == 2
     assert f"unknown agent 'extra' ({extra}:2: unknown key 'budget'" in shown.stderr
     assert "available: reviewer, scout, worker" in shown.stderr
     assert roost_env.roost("agents", "ls").returncode == 0  # the others still list
@@ -101,7 +101,7 @@ def test_new_writes_a_file_that_loads_back_the_same(roost_env) -> None:
     assert roost_env.roost_ok("agents", "check").startswith("ok: 5 agents")
     again = roost_env.roost("agents", "new", "blank")
     assert again.returncode == 1 and "exists" in again.stderr
-    assert roost_env.roost("agents", "new", "x", "--from", "nope").returncode == 1
+    assert roost_env.roost("agents", "new", "x", "--from", "nope").returncode == 2
     # The cached list for a foreground pi's roost_spawn now names them.
     cache = (roost_env.agent_dir / "roost" / "agents-catalog.txt").read_text()
     assert "- myscout: Read-only" in cache and "- blank:" in cache

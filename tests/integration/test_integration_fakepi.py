@@ -132,7 +132,7 @@ def test_reply_to_a_stopped_job_is_refused_until_it_is_started(fake_pi_env: Lab)
     assert env.show(job)["state"] == "stopped" and not alive(worker)
 
     proc = reply(env, job, "while stopped")
-    assert (proc.returncode, proc.stdout.strip()) == (2, "stopped")
+    assert (proc.returncode, proc.stdout.strip()) == (1, "stopped")  # refused
     assert "roost start" in proc.stderr
     assert env.show(job)["pending"]["replies"] == 0  # nothing was queued
 
@@ -476,7 +476,7 @@ def test_shell_jobs_report_their_exit_and_take_no_replies(roost_env: Lab) -> Non
     assert "command  sh -c 'echo hi; exit 3'\n" in env.roost_ok("show", failing)
 
     proc = reply(env, failing, "hello?")
-    assert proc.returncode == 2 and "shell job" in proc.stderr
+    assert proc.returncode == 1 and "shell job" in proc.stderr  # refused
     assert proc.stdout.strip() == ""
 
 

@@ -15,7 +15,7 @@ from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
 from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
@@ -114,6 +114,8 @@ def create_job(daemon: Daemon, request: dict[str, Any],
 
         task = _text_arg(request, "task", required=True)
         assert task is not None
+        if not task.strip():  # a model would be asked to do nothing
+            raise RequestError(BAD_REQUEST, "the task is empty (only whitespace)")
         defn = resolve_agent(request, cwd, parent_tools)
         # Explicit model/thinking > the definition's > the spawner's current ones.
         model = pick(_text_arg(request, "model"), defn, "model",
@@ -161,6 +163,34 @@ def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None
     daemon.start_worker(record, "new job")
 
 
+def _nothing_to_start(record: JobRecord) -> str:
+    """`roost start` on a job whose worker is up: what is true, and what would help. Start
+    brings a worker up; it never re-runs a task (a reply starts the next run)."""
+    state = record.state
+    if state in (JobState.STARTING, JobState.RUNNING):
+        return f"job {record.id} is {state.value}: its worker is up, nothing to start"
+    hint = {JobState.NEEDS_INPUT: f"it waits for you: roost reply {record.id} TEXT"}.get(
+        state, f"roost reply {record.id} TEXT starts a new run")
+    return f"job {record.id} is {state.value} and its worker is up, idle: {hint}"
+
+
+def _check_chosen_name(daemon: Daemon, name: Any) -> None:
+    """A name a person gives (`roost run --name`) is what later commands find the job by:
+    an empty one is refused (not silently replaced), and so is one another job has (every
+    later `roost wait NAME` would say "ambiguous")."""
+    if name is None:
+        return
+    if not isinstance(name, str) or not name.strip():
+        raise RequestError(BAD_REQUEST, f"name {name!r} is empty: give a name, or leave "
+                                        "--name out for one made from the task")
+    taken = [r for r in daemon.jobs.values() if name in (r.name, r.id)]
+    if taken:
+        other = taken[0]
+        raise RequestError(REFUSED, f"the name {name!r} is taken by job {other.id} "
+                                    f"({other.state.value}): choose another, or `roost rm "
+                                    f"{other.id}` first")
+
+
 WAIT_CONDITIONS = ("needs_input", "settled", "done", "failed")
 
 
@@ -195,6 +225,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         return {"stopped": stopped}
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        _check_chosen_name(daemon, request.get("name"))
         record = create_job(daemon, request)
         usage.apply_budget(daemon, record, request)
         await worktree_jobs.prepare(daemon, record, request, spawned=False)
@@ -252,7 +283,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             if left is not None and left <= 0:
                 return {"settled": False, "row": daemon.row(record)}
             if record.id not in daemon.jobs:
-                raise RequestError(REFUSED, f"job {record.id} was removed")
+                raise RequestError(NOT_FOUND, f"job {record.id} was removed")
             await daemon.wait_change(record, left)
         return {"settled": True, "row": daemon.row(record)}
 
@@ -271,7 +302,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         while True:
             for record in records:
                 if record.id not in daemon.jobs:
-                    raise RequestError(REFUSED, f"job {record.id} was removed")
+                    raise RequestError(NOT_FOUND, f"job {record.id} was removed")
             hits = [r for r in records if reached(daemon, r, until)]
             if hits if mode == "any" else len(hits) == len(records):
                 return {"reached": True, "jobs": [daemon.row(r) for r in hits]}
@@ -302,7 +333,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
         proc = daemon.procs.get(record.id)
         if proc is not None and proc.alive:
-            raise RequestError(REFUSED, f"job {record.id} is already running ({record.state.value})")
+            raise RequestError(REFUSED, _nothing_to_start(record))
         if record.recovered:
             raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
         if record.kind == JobKind.SHELL:
