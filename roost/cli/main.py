@@ -183,6 +183,9 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         if worktree:
             args.update(worktree=True, branch=branch, base=base)
+    from roost.jobenv import caller_env
+
+    args["env"] = caller_env()  # the job runs with it (README: Environment)
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
@@ -338,9 +341,11 @@ def stop(job: str) -> None:
 @cli.command()
 @click.argument("job")
 def start(job: str) -> None:
-    """Start a stopped or ended job again."""
+    """Start a stopped or ended job again, with this command's environment."""
+    from roost.jobenv import caller_env
+
     with daemon() as client:
-        result = client.request("start", job=job)
+        result = client.request("start", job=job, env=caller_env())
     click.echo(f"{result['id']} {result['state']}")
 
 

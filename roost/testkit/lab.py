@@ -21,7 +21,8 @@ with Lab(llm=True, settings={"agentExternalMessages": True}) as lab:   # the rea
     job = lab.run("T1 say hi"); assert lab.wait(job) == "done"
 ```
 
-- the CLI: `cli()` (fails loudly unless `check=False`), `roost()` (never checks),
+- the CLI: `cli()` (fails loudly unless `check=False`; `env=` adds variables to one call,
+  as a caller's shell would), `roost()` (never checks),
   `roost_ok()` (its stdout), `cli_json()`; `run()`, `run_job()`, `reply()`, `ls()`, `row()`,
   `wait()`, `daemon_status()`;
 - roostd directly: `client()`, `connect()`, `request()`, `show()`, `wait_settled()`,
@@ -163,12 +164,20 @@ class Lab:
 
     # -- the CLI ---------------------------------------------------------------------------
     def cli(self, *args: str, check: bool = True, timeout: float = CLI_TIMEOUT,
-            cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """`roost ARGS...` (python -m roost.cli.main) with this lab's environment, from its
-        work dir; AssertionError (with the logs) when it exits non-zero, unless `check=False`."""
+            cwd: Path | None = None, input: str | None = None,
+            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+        """`roost ARGS...` (python -m roost.cli.main) with this lab's environment (`env`:
+        variables added for this call only; None removes one), from its work dir;
+        AssertionError (with the logs) when it exits non-zero, unless `check=False`."""
+        call_env = dict(self.env)
+        for key, value in (env or {}).items():
+            if value is None:
+                call_env.pop(key, None)
+            else:
+                call_env[key] = value
         proc = subprocess.run(
             [sys.executable, "-m", "roost.cli.main", *args],
-            env=self.env, cwd=cwd or self.work, capture_output=True, text=True,
+            env=call_env, cwd=cwd or self.work, capture_output=True, text=True,
             timeout=timeout, input=input,
         )
         if check and proc.returncode != 0:
@@ -190,9 +199,11 @@ class Lab:
         """The JSON that `roost ARGS...` (which must exit 0) printed."""
         return json.loads(self.cli(*args, **kwargs).stdout)
 
-    def run_job(self, *args: str, cwd: Path | None = None) -> str:
-        """`roost run ARGS...`: the new job's id."""
-        job = self.cli("run", *args, cwd=cwd).stdout.strip()
+    def run_job(self, *args: str, cwd: Path | None = None,
+                env: Mapping[str, str | None] | None = None) -> str:
+        """`roost run ARGS...` (`env`: variables of this call only, see `cli`): the new
+        job's id."""
+        job = self.cli("run", *args, cwd=cwd, env=env).stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8}", job), job
         return job
 
