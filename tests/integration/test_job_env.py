@@ -192,3 +192,22 @@ def test_a_job_without_a_stored_environment_gets_roostds(fake_pi_env: Lab) -> No
     job = env.request("run", task="[[env MY_API_KEY]]", cwd=str(env.work))["id"]
     assert answer(env, job) == seen("MY_API_KEY", "from-roostd")
     assert env.show(job)["environment"] is None
+
+
+def test_notify_hooks_find_notify_send_where_it_was_enabled(fake_pi_env: Lab) -> None:
+    """notify-send only on the PATH of `roost notify --enable`, not on roostd's."""
+    env = fake_pi_env
+    started_without(env)
+    bin_dir = env.root / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "notify-send"
+    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {env.root}/notified\n")
+    tool.chmod(0o755)
+    desktop = {"PATH": f"{bin_dir}:{env.env['PATH']}", "DBUS_SESSION_BUS_ADDRESS": "unix:x"}
+    assert "on for" in env.roost_ok("notify", "--enable", env=desktop)
+    hook = json.loads((env.agent_dir / "roost.json").read_text())["hooks"]["job.needs_input"]
+    assert f"PATH={desktop['PATH']}" in hook and "DBUS_SESSION_BUS_ADDRESS=unix:x" in hook
+    env.run_job("[[ask]] plan", "--name", "planner")
+    notified = env.root / "notified"
+    text = wait_until(lambda: notified.exists() and notified.read_text(), 30, "a notification")
+    assert "roost: planner needs input" in text
