@@ -111,7 +111,7 @@ def read(job_dir: Path) -> dict[str, Any] | None:
     if not isinstance(env, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         return None
-    return data  # type: ignore[no-any-return]
+    return data
 
 
 def load(job_dir: Path) -> dict[str, str] | None:

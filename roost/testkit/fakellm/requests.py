@@ -18,8 +18,8 @@ class Request(dict[str, Any]):
 
     `index` is its position in `FakeLLM.requests`, `t` the `time.monotonic()` of receipt,
     `rule` the name of the rule that answered it (None for the default reply), `path` the
-    HTTP path, `authorization` its Authorization header (never logged), `completed` whether the whole answer was written (False while held, or when
-    the client hung up first).
+    HTTP path, `authorization` its Authorization header (never logged), `completed` whether
+    the whole answer was written (False while held, or when the client hung up first).
     """
 
     def __init__(
