@@ -92,9 +92,12 @@ def path_of(job_dir: Path) -> Path:
 
 def save(job_dir: Path, env: Mapping[str, str], source: str) -> None:
     """Keep `env` for the job (0600, atomic: a crash leaves the old file or the new one).
-    `source`: what sent it (`roost run`, `roost start`, `roost_spawn`, ...)."""
+    `source`: what sent it (`roost run`, `roost start`, `roost_spawn`, ...). OSError
+    (UnsafePath when the job's directory is not a real one) when it cannot."""
+    from roost import paths
     from roost.fsutil import atomic_write_json, utc_now
 
+    paths.check_real_dir(job_dir)  # UnsafePath: never written through a planted symlink
     atomic_write_json(path_of(job_dir), {"source": source, "saved": utc_now(),
                                          "env": dict(env)}, mode=0o600)
 

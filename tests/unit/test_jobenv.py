@@ -60,3 +60,12 @@ def test_compose_lays_roosts_variables_over_the_stored_env(monkeypatch: pytest.M
                       if k.startswith("ROOST_") and k != "ROOST_JOB_ID"}}
     legacy = jobenv.compose(None, {"ROOST_JOB_ID": "job"})
     assert legacy["ROOSTD_ONLY"] == "x" and "PI_JOB_TOKEN" not in legacy
+
+
+def test_save_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "job").symlink_to(outside)
+    with pytest.raises(OSError, match="symlink"):
+        jobenv.save(tmp_path / "job", {"A": "1"}, "roost start")
+    assert list(outside.iterdir()) == []

@@ -320,7 +320,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
         env = request_env(request)
         if env is not None:  # the caller's environment from now on (README: Environment)
-            jobenv.save(record.dir, env, "roost start")
+            try:
+                jobenv.save(record.dir, env, "roost start")
+            except OSError as exc:
+                raise RequestError(REFUSED, f"job {record.id}: cannot keep its "
+                                            f"environment: {exc}") from None
         if record.kind == JobKind.SHELL:
             for stale in ("exit.json",):
                 Path(record.dir, stale).unlink(missing_ok=True)
