@@ -185,10 +185,16 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
             args.update(worktree=True, branch=branch, base=base)
     from roost.jobenv import caller_env
 
-    args["env"] = caller_env()  # the job runs with it (README: Environment)
+    args["env"] = caller_env()  # the job runs with it (README: A job's environment)
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
+    from roost.paths import agent_dir
+
+    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
+        click.echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
+                   f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
+                   "`roost daemon stop` and run again from this shell", err=True)
 
 
 @cli.command("ls")

@@ -211,3 +211,14 @@ def test_notify_hooks_find_notify_send_where_it_was_enabled(fake_pi_env: Lab) ->
     notified = env.root / "notified"
     text = wait_until(lambda: notified.exists() and notified.read_text(), 30, "a notification")
     assert "roost: planner needs input" in text
+
+
+def test_run_says_when_the_callers_agent_dir_is_not_the_one_pi_uses(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    started_without(env)
+    other = env.root / "other-agent-dir"
+    proc = env.cli("run", "hello", env={"PI_CODING_AGENT_DIR": str(other)})
+    assert f"roostd's agent dir {env.agent_dir}, not {other}" in proc.stderr
+    assert settle(env, proc.stdout.strip()) == "done"
+    same = env.cli("run", "hello again")
+    assert same.stderr == ""

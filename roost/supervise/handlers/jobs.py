@@ -215,7 +215,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         except BaseException:
             await worktree_jobs.discard(record)
             raise
-        return {"id": record.id, "name": record.name}
+        # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
+        return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir())}
 
     async def list_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         rows = [daemon.row(r) for r in sorted(daemon.jobs.values(), key=lambda r: r.created)]
