@@ -320,7 +320,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if record.recovered:
             raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
         env = request_env(request)
-        if env is not None:  # the caller's environment from now on (README: Environment)
+        if env is not None:  # the caller's environment from now on (README: A job's environment)
             try:
                 jobenv.save(record.dir, env, "roost start")
             except OSError as exc:
