@@ -12,6 +12,8 @@ A lab is a short temp root (Unix socket paths are limited to 107 bytes, and a jo
 with the environment every CLI call, roostd, its workers and their pi get: nothing of the
 caller's roost or pi (no `ROOST_*`, `PI_*`, `*_API_KEY`, `XDG_STATE_HOME`) but the choice of
 pi (`ROOST_PI`, `ROOST_PI_PREFIX`, `ROOST_NODE`), offline, unbuffered, logging at INFO.
+A job runs with the environment of the CLI call that created it (`cli(..., env=...)` adds
+variables to one call, as an `export` in the caller's shell would), roost's own on top.
 
 ```python
 with Lab(pi="fake") as lab:                       # jobs run tests/fakepi/fakepi.py
