@@ -40,6 +40,7 @@ from typing import Any
 REPO_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_DIR))
 
+from roost.jobenv import caller_env  # noqa: E402
 from roost.testkit.lab import Lab  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
@@ -125,7 +126,8 @@ def timed_request(lab: Lab, name: str, job: str, trial: int) -> tuple[float, str
             result = client.request("reply", job=job, text=f"bench reply {trial}")
         else:
             result = client.request("run", name=None, cwd=str(lab.work),
-                                    task=f"bench task {trial}", model=None, thinking=None)
+                                    task=f"bench task {trial}", model=None, thinking=None,
+                                    env=caller_env(lab.env))  # as `roost run` sends it
     return (time.perf_counter() - t0) * 1000.0, str(result.get("id", ""))
 
 

@@ -158,13 +158,15 @@ DAEMON_OPS: dict[str, Op] = {
     for op in (
         Op("status", "any", (), "daemon health: pid, version, job count"),
         Op("shutdown", "any", (), "stop the daemon (workers keep running)"),
-        Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`)"),
+        Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`); "
+                             "`env`: the caller's environment, which the job runs with"),
         Op("list", "any", (), "all job rows"),
         Op("show", "any", ("job",), "one job row with details"),
         Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox"),
         Op("wait", "any", ("job",), "resolve when the job's current run has settled"),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
-        Op("start", "any", ("job",), "start a stopped/ended job again"),
+        Op("start", "any", ("job",), "start a stopped/ended job again (`env`: replaces the "
+                                     "job's environment)"),
         Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
                                   "`deleteBranch`)"),
         Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)"),
@@ -185,9 +187,11 @@ DAEMON_OPS: dict[str, Op] = {
         Op("peer_register", "any", ("pid",), "bind this connection to a fg peer"),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
-        Op("spawn", "peer", ("task",), "a background child session"),
+        Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
+                                       "environment; a foreground pi sends its own as `env`)"),
         Op("handback", "worker", ("state",), "a report for the job's parent"),
-        Op("handoff", "peer", (), "a foreground pi moves its session into a background job"),
+        Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
+                                  "(`env`: the pi's environment, the job's from now on)"),
     )
 }
 

@@ -209,9 +209,18 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         if worktree:
             args.update(worktree=True, branch=branch, base=base)
+    from roost.jobenv import caller_env
+
+    args["env"] = caller_env()  # the job runs with it (README: A job's environment)
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
+    from roost.paths import agent_dir
+
+    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
+        click.echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
+                   f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
+                   "`roost daemon stop` and run again from this shell", err=True)
 
 
 def _task_text(words: tuple[str, ...], task_file: str | None) -> str:
@@ -408,9 +417,11 @@ def stop(job: str) -> None:
 @cli.command()
 @click.argument("job")
 def start(job: str) -> None:
-    """Start a stopped or ended job again."""
+    """Start a stopped or ended job again, with this command's environment."""
+    from roost.jobenv import caller_env
+
     with daemon() as client:
-        result = client.request("start", job=job)
+        result = client.request("start", job=job, env=caller_env())
     click.echo(f"{result['id']} {result['state']}")
 
 

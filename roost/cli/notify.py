@@ -1,7 +1,8 @@
 """`roost notify`: desktop notifications through hooks and notify-send.
 
 `--enable` writes a hook for NOTIFY_TYPES into the user-level roost.json (other keys
-kept) whose command is `roost notify --send`; that reads the event JSON on stdin and
+kept) whose command is `env PATH=… DISPLAY=… roost notify --send` (the desktop variables of
+the enabling command: DESKTOP_VARIABLES); that reads the event JSON on stdin and
 calls notify-send with a title naming the job and a body with the question or error.
 An event identical to one notified within RATE_WINDOW seconds (same type, job and body)
 is skipped, so a crash loop does not flood the desktop; the times live in
@@ -34,9 +35,20 @@ class NotifyError(Exception):
     """roost notify cannot do what was asked (the message says why)."""
 
 
-def send_command() -> list[str]:
-    """The hook's command: this roost, by the interpreter it runs on."""
-    return [sys.executable, "-m", "roost.cli.main", "notify", "--send"]
+DESKTOP_VARIABLES = ("PATH", "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS",
+                     "XDG_RUNTIME_DIR")
+"""What notify-send needs from the environment of `roost notify --enable`: where it is, and
+the desktop session to talk to. Hooks run with roostd's environment, which may be older
+than the person's shell or come from a service manager without a desktop."""
+
+
+def send_command(environ: dict[str, str] | None = None) -> list[str]:
+    """The hook's command: this roost, by the interpreter it runs on, under `env` with the
+    desktop variables of the command that enabled it (no secret among them)."""
+    source = os.environ if environ is None else environ
+    settings = [f"{name}={source[name]}" for name in DESKTOP_VARIABLES if source.get(name)]
+    return [shutil.which("env") or "/usr/bin/env", *settings,
+            sys.executable, "-m", "roost.cli.main", "notify", "--send"]
 
 
 def is_ours(command: Any) -> bool:
@@ -149,5 +161,6 @@ def send(raw: str) -> int:
         return 0
     notify_send = shutil.which("notify-send")
     if notify_send is None:
-        raise NotifyError("notify-send was not found on PATH")
+        raise NotifyError(f"notify-send was not found on PATH ({os.environ.get('PATH', '')}); "
+                          "run `roost notify --enable` again where it is")
     return subprocess.call([notify_send, "-a", "roost", "-u", urgency, title, body])

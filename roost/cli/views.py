@@ -266,6 +266,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("worker", f"pid {row['worker']['pid']} ({row['worker']['state']}, "
                    f"{row['worker']['crashes']} recent crashes)"),
         ("dir", row.get("dir")), ("created", row["created"]), ("updated", row["updated"]),
+        ("environment", _environment_line(row)),
     ]
     for key, value in fields:
         if value not in (None, ""):
@@ -293,6 +294,15 @@ def _worktree_line(row: dict[str, Any]) -> str | None:
     if not worktree:
         return None
     return f"{worktree['path']} on {worktree['branch']} (base {str(worktree['base'])[:12]})"
+
+
+def _environment_line(row: dict[str, Any]) -> str | None:
+    """How many variables the job keeps, from what, where: never a value (secrets)."""
+    environment = row.get("environment")
+    if not environment:
+        return "roostd's (none kept for the job)" if "environment" in row else None
+    return (f"{len(environment['names'])} variables from {environment['source']} at "
+            f"{environment['saved']} ({environment['path']})")
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:

@@ -40,6 +40,15 @@ delete process.env.ROOST_ATTACH_JOB;
 let CHECKOUT_PENDING = process.env.ROOST_CHECKOUT_PENDING;
 delete process.env.ROOST_CHECKOUT_PENDING;
 
+/** This pi's environment, for a job it creates (roost/jobenv.py keeps what is not roost's). */
+function callerEnv(): Record<string, string> {
+	const env: Record<string, string> = {};
+	for (const [name, value] of Object.entries(process.env)) {
+		if (typeof value === "string") env[name] = value;
+	}
+	return env;
+}
+
 // `pi --mode rpc` (pi accepts only this spelling).
 const MODE_ARG = process.argv.indexOf("--mode");
 const RPC_MODE = MODE_ARG >= 0 && process.argv[MODE_ARG + 1] === "rpc";
@@ -354,6 +363,7 @@ export default function roost(pi: any) {
 				const ch = await connection(ctx);
 				const result = await ch.request("handoff", {
 					task: args?.trim() || null,
+					env: callerEnv(), // the job runs with this pi's environment from now on
 					cwd: ctx.cwd ?? process.cwd(),
 					model: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 					thinking: pi.getThinkingLevel?.(),
@@ -465,6 +475,9 @@ export default function roost(pi: any) {
 				base: params.base,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
+				// A job's child gets its parent job's environment from roostd; a foreground
+				// pi's gets this pi's (roostd drops roost's own variables).
+				env: jobMode ? undefined : callerEnv(),
 			});
 			return textResult(result.text, result);
 		},

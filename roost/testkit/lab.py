@@ -12,6 +12,8 @@ A lab is a short temp root (Unix socket paths are limited to 107 bytes, and a jo
 with the environment every CLI call, roostd, its workers and their pi get: nothing of the
 caller's roost or pi (no `ROOST_*`, `PI_*`, `*_API_KEY`, `XDG_STATE_HOME`) but the choice of
 pi (`ROOST_PI`, `ROOST_PI_PREFIX`, `ROOST_NODE`), offline, unbuffered, logging at INFO.
+A job runs with the environment of the CLI call that created it (`cli(..., env=...)` adds
+variables to one call, as an `export` in the caller's shell would), roost's own on top.
 
 ```python
 with Lab(pi="fake") as lab:                       # jobs run tests/fakepi/fakepi.py
@@ -21,7 +23,8 @@ with Lab(llm=True, settings={"agentExternalMessages": True}) as lab:   # the rea
     job = lab.run("T1 say hi"); assert lab.wait(job) == "done"
 ```
 
-- the CLI: `cli()` (fails loudly unless `check=False`), `roost()` (never checks),
+- the CLI: `cli()` (fails loudly unless `check=False`; `env=` adds variables to one call,
+  as a caller's shell would), `roost()` (never checks),
   `roost_ok()` (its stdout), `cli_json()`; `run()`, `run_job()`, `reply()`, `ls()`, `row()`,
   `wait()`, `daemon_status()`;
 - roostd directly: `client()`, `connect()`, `request()`, `show()`, `wait_settled()`,
@@ -163,12 +166,20 @@ class Lab:
 
     # -- the CLI ---------------------------------------------------------------------------
     def cli(self, *args: str, check: bool = True, timeout: float = CLI_TIMEOUT,
-            cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """`roost ARGS...` (python -m roost.cli.main) with this lab's environment, from its
-        work dir; AssertionError (with the logs) when it exits non-zero, unless `check=False`."""
+            cwd: Path | None = None, input: str | None = None,
+            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+        """`roost ARGS...` (python -m roost.cli.main) with this lab's environment (`env`:
+        variables added for this call only; None removes one), from its work dir;
+        AssertionError (with the logs) when it exits non-zero, unless `check=False`."""
+        call_env = dict(self.env)
+        for key, value in (env or {}).items():
+            if value is None:
+                call_env.pop(key, None)
+            else:
+                call_env[key] = value
         proc = subprocess.run(
             [sys.executable, "-m", "roost.cli.main", *args],
-            env=self.env, cwd=cwd or self.work, capture_output=True, text=True,
+            env=call_env, cwd=cwd or self.work, capture_output=True, text=True,
             timeout=timeout, input=input,
         )
         if check and proc.returncode != 0:
@@ -190,9 +201,11 @@ class Lab:
         """The JSON that `roost ARGS...` (which must exit 0) printed."""
         return json.loads(self.cli(*args, **kwargs).stdout)
 
-    def run_job(self, *args: str, cwd: Path | None = None) -> str:
-        """`roost run ARGS...`: the new job's id."""
-        job = self.cli("run", *args, cwd=cwd).stdout.strip()
+    def run_job(self, *args: str, cwd: Path | None = None,
+                env: Mapping[str, str | None] | None = None) -> str:
+        """`roost run ARGS...` (`env`: variables of this call only, see `cli`): the new
+        job's id."""
+        job = self.cli("run", *args, cwd=cwd, env=env).stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{8}", job), job
         return job
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost import paths
+from roost import jobenv, paths
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
 from roost.worker import joblock
 
@@ -91,15 +91,17 @@ def prompt_file(job: dict[str, Any], text: str) -> Path:
 
 
 def pi_env(job: dict[str, Any], ext_path: Path) -> dict[str, str]:
-    # No secret goes into pi's environment: its tools could read it from /proc/<pi>/environ
-    # (deleting it from process.env does not change that). The worker knows its pi by the
-    # kernel's credentials of the extension's connection instead.
-    env = {k: v for k, v in os.environ.items() if k != "PI_JOB_TOKEN"}
-    env.update(
-        ROOST_EXT_SOCK=str(ext_path),
-        ROOST_JOB_ID=job["id"],
-        ROOST_HOME=str(paths.roost_home()),
-    )
+    # No secret of roost's goes into pi's environment: its tools could read it from
+    # /proc/<pi>/environ (deleting it from process.env does not change that). The worker
+    # knows its pi by the kernel's credentials of the extension's connection instead.
+    # The job's own environment (its creator's, with the person's API keys) is the base;
+    # roost's variables and pi's agent dir (the one roostd reads roost.json from) win.
+    env = jobenv.compose(jobenv.load(paths.job_dir(job["id"])), {
+        "ROOST_EXT_SOCK": str(ext_path),
+        "ROOST_JOB_ID": job["id"],
+        "ROOST_HOME": str(paths.roost_home()),
+        "PI_CODING_AGENT_DIR": str(paths.agent_dir()),
+    })
     # A new worktree still being written: the extension holds tool calls until it is done.
     env.pop("ROOST_CHECKOUT_PENDING", None)
     if job.get("worktree"):

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 
-from roost import paths
+from roost import jobenv, paths
 from roost.fsutil import atomic_write_json, utc_now
 from roost.jobs import load_record
 from roost.worker import joblock
@@ -39,8 +39,11 @@ def main(argv: list[str] | None = None) -> int:
         # Quoted as a shell needs it (`sh -c 'echo a; b'`): pasted back, it runs the same.
         output.write(f"$ {shlex.join(record.command)}   # {utc_now()}\n".encode())
         output.flush()
+        # The environment of the command that created (or last started) the job.
+        env = jobenv.compose(jobenv.load(record.dir), {"ROOST_HOME": str(paths.roost_home())})
         child = subprocess.Popen(record.command, cwd=record.cwd, stdin=subprocess.DEVNULL,
-                                 stdout=output, stderr=subprocess.STDOUT, umask=user_umask)
+                                 stdout=output, stderr=subprocess.STDOUT, umask=user_umask,
+                                 env=env)
 
         def forward(signum: int, frame: object) -> None:
             child.send_signal(signum)

@@ -24,6 +24,11 @@ The "model" reads the text of the message that triggered the call:
                              event meanwhile: for a new session nothing is on disk yet)
     [[dialog select A,B]]    a `select` dialog (extension_ui_request); answers `chose: X`
     [[ask]]                  answers `echo: ...` then a last paragraph that is a question
+    [[env NAME ...]]         answers `env NAME=sha256:<first 16 hex of its value's sha256>`
+                             (`env NAME unset`) per name, joined by "; ": what pi's
+                             environment holds, never the value
+    [[spawn TASK]]           calls roost_spawn (the extension's `spawn`) with TASK, in which
+                             {{ and }} stand for [[ and ]]; answers `spawn sent`
     [[crash]]                exits 1 as the message is applied (before it is stored or
                              acknowledged by message_end), so a resend crashes again
     [[kill-worker-before-ack]]  stores the user message in the session, then SIGKILLs its
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -147,6 +153,7 @@ class FakePi:
         self.dialogs: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.run_messages: list[dict[str, Any]] = []
         self.aborting = False
+        self.ext_writer: asyncio.StreamWriter | None = None  # the extension's channel
 
     @property
     def streaming(self) -> bool:
@@ -276,7 +283,16 @@ class FakePi:
         sleep = re.search(r"\[\[sleep ([0-9.]+)\]\]", text)
         hold = re.search(r"\[\[hold ([^\]\s]+)\]\]", text)
         dialog = re.search(r"\[\[dialog select ([^\]]*)\]\]", text)
-        if sleep:
+        env = re.search(r"\[\[env ([A-Za-z0-9_ ]+)\]\]", text)
+        spawn = re.search(r"\[\[spawn (.*?)\]\]", text)
+        if env:
+            self.add_assistant("; ".join(env_line(name) for name in env.group(1).split()))
+        elif spawn and self.ext_writer is not None:
+            task = spawn.group(1).replace("{{", "[[").replace("}}", "]]")
+            self.ext_writer.write(json.dumps({"id": 2, "op": "spawn", "task": task}).encode()
+                                  + b"\n")
+            self.add_assistant("spawn sent")
+        elif sleep:
             await self.tool_call("sleep", {"seconds": float(sleep.group(1))})
         elif hold:
             await self.tool_call("hold", {"gate": hold.group(1)})
@@ -325,6 +341,14 @@ class FakePi:
             self.dialogs.pop(dialog_id, None)
 
 
+def env_line(name: str) -> str:
+    """`env NAME=sha256:<16 hex>` or `env NAME unset`: a value proved, never shown."""
+    value = os.environ.get(name)
+    if value is None:
+        return f"env {name} unset"
+    return f"env {name}=sha256:{hashlib.sha256(value.encode()).hexdigest()[:16]}"
+
+
 async def wait_for_gate(name: str) -> None:
     while not os.path.exists(name):
         await asyncio.sleep(0.02)  # test scaffolding: a file the test creates when it wants
@@ -339,6 +363,7 @@ async def extension_link(pi: FakePi, sock_path: str) -> None:
     # No token: the worker checks the connection's SO_PEERCRED pid is its pi's.
     writer.write(json.dumps({"id": 1, "op": "ext_hello", "pid": os.getpid()}).encode() + b"\n")
     await writer.drain()
+    pi.ext_writer = writer
     while line := await reader.readline():
         frame = json.loads(line)
         if frame.get("type") == "response" and not frame.get("ok"):

@@ -13,6 +13,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
+from roost import jobenv
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
@@ -119,7 +120,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 "text": tooltext.send_text(outcome, rel, target.id, target.name)}
 
     async def spawn(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        from roost.supervise.handlers.jobs import create_job, launch
+        from roost.supervise.handlers.jobs import create_job, launch, request_env
 
         me = caller(conn)
         settings = daemon.settings()
@@ -127,6 +128,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         parent_tools: tuple[str, ...] | None = None
         if me.kind == "job":
             parent_record = daemon.jobs[me.id]
+            # A child runs with its parent job's environment: the one its creator gave it.
+            env = jobenv.load(parent_record.dir)
             depth = parent_record.depth
             listed = (parent_record.agent_def or {}).get("tools")
             if listed is not None:
@@ -135,6 +138,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 if "roost_spawn" not in parent_tools:
                     raise refuse("this session's agent definition does not allow roost_spawn")
         else:
+            env = request_env(request)  # a foreground pi sends its own
             links = router.job_for_session(me.session)
             depth = links.depth if links else 0
         root = me.root_session or parent_session
@@ -159,7 +163,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         await worktree_jobs.prepare(daemon, record, request, spawned=True)
         spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         try:
-            launch(daemon, record)
+            launch(daemon, record, env=env, env_source="roost_spawn")
         except BaseException:
             await worktree_jobs.discard(record)
             raise

@@ -14,7 +14,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from roost import protocol
+from roost import jobenv, paths, protocol
 from roost.jsonlines import Connection
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, JobKind, JobState
@@ -63,7 +63,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
     async def handoff(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         """A foreground pi gives its session to a job (new, or the session's old one)."""
         from roost.supervise import usage
-        from roost.supervise.handlers.jobs import create_job
+        from roost.supervise.handlers.jobs import create_job, request_env
 
         router = daemon.agents
         fg = router.foreground.get(conn.peer_id or "")
@@ -75,6 +75,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         task = request.get("task") or None
         if task is not None and not isinstance(task, str):
             raise RequestError(BAD_REQUEST, "task must be a string")
+        env = request_env(request)  # the pi's environment: the job's from now on
         record = router.job_for_session(fg.session)
         if record is not None and daemon.procs.get(record.id) and daemon.procs[record.id].alive:
             raise RequestError(REFUSED, f"job {record.id} already runs this session")
@@ -98,6 +99,9 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             record.summary = record.summary or "handed off from the foreground"
             if record.state == JobState.STARTING:
                 daemon.set_state(record, JobState.DONE)
+        if env is not None:
+            paths.ensure_dir(record.dir)
+            jobenv.save(record.dir, env, "/roost-bg")
         record.save()
         # From now on the session belongs to the job: nothing goes to this pi any more.
         router.foreground.pop(fg.id, None)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost import __version__, paths
+from roost import __version__, jobenv, paths
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.mailbox import InvalidItem, MailboxError
@@ -140,12 +140,23 @@ def create_job(daemon: Daemon, request: dict[str, Any],
     return record
 
 
-def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None = None) -> None:
-    """Create the job's directory and record, queue its task as the first item, start its
-    worker. All or nothing: if the record or the task cannot be written, nothing of the
-    job is left (no record that stays `starting` for ever)."""
+def request_env(request: dict[str, Any]) -> dict[str, str] | None:
+    """The `env` a client sent (roost's own names dropped), None when it sent none."""
+    try:
+        return jobenv.checked(request.get("env"))
+    except jobenv.BadEnvironment as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
+
+
+def launch(daemon: Daemon, record: JobRecord, task_sender: dict[str, Any] | None = None,
+           env: dict[str, str] | None = None, env_source: str = "roost run") -> None:
+    """Create the job's directory and record (and its environment, `env`), queue its task
+    as the first item, start its worker. All or nothing: if the record or the task cannot
+    be written, nothing of the job is left (no record that stays `starting` for ever)."""
     paths.ensure_dir(record.dir)
     try:
+        if env is not None:  # before the worker can start: it reads it before pi
+            jobenv.save(record.dir, env, env_source)
         if record.kind == JobKind.PI:
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
@@ -226,15 +237,17 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
 
     async def run(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         _check_chosen_name(daemon, request.get("name"))
+        env = request_env(request)
         record = create_job(daemon, request)
         usage.apply_budget(daemon, record, request)
         await worktree_jobs.prepare(daemon, record, request, spawned=False)
         try:
-            launch(daemon, record)
+            launch(daemon, record, env=env)
         except BaseException:
             await worktree_jobs.discard(record)
             raise
-        return {"id": record.id, "name": record.name}
+        # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
+        return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir())}
 
     async def list_jobs(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         rows = [daemon.row(r) for r in sorted(daemon.jobs.values(), key=lambda r: r.created)]
@@ -251,6 +264,7 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             worker={"pid": record.worker_pid, "state": proc.state.value if proc else "stopped",
                     "crashes": len(record.crashes)},
             dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.depth,
+            environment=jobenv.summary(record.dir),  # names only: the values are secrets
         )
         return {"job": row}
 
@@ -336,6 +350,13 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(REFUSED, _nothing_to_start(record))
         if record.recovered:
             raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
+        env = request_env(request)
+        if env is not None:  # the caller's environment from now on (README: A job's environment)
+            try:
+                jobenv.save(record.dir, env, "roost start")
+            except OSError as exc:
+                raise RequestError(REFUSED, f"job {record.id}: cannot keep its "
+                                            f"environment: {exc}") from None
         if record.kind == JobKind.SHELL:
             for stale in ("exit.json",):
                 Path(record.dir, stale).unlink(missing_ok=True)

@@ -18,8 +18,8 @@ class Request(dict[str, Any]):
 
     `index` is its position in `FakeLLM.requests`, `t` the `time.monotonic()` of receipt,
     `rule` the name of the rule that answered it (None for the default reply), `path` the
-    HTTP path, `completed` whether the whole answer was written (False while held, or when
-    the client hung up first).
+    HTTP path, `authorization` its Authorization header (never logged), `completed` whether
+    the whole answer was written (False while held, or when the client hung up first).
     """
 
     def __init__(
@@ -30,12 +30,14 @@ class Request(dict[str, Any]):
         t: float = 0.0,
         rule: str | None = None,
         path: str = "/v1/chat/completions",
+        authorization: str | None = None,
     ) -> None:
         super().__init__(body)
         self.index = index
         self.t = t
         self.rule = rule
         self.path = path
+        self.authorization = authorization  # the Authorization header (pi's API key)
         self.completed = False
 
     def record(self) -> dict[str, Any]:

@@ -244,9 +244,11 @@ class FakeLLM:
 
     # ---- request handling (called from handler threads) ------------------------------
 
-    def _receive(self, path: str, body: Mapping[str, Any]) -> tuple[Request, Reply]:
+    def _receive(self, path: str, body: Mapping[str, Any],
+                 authorization: str | None = None) -> tuple[Request, Reply]:
         with self._cond:
-            req = Request(body, index=len(self._requests), t=time.monotonic(), path=path)
+            req = Request(body, index=len(self._requests), t=time.monotonic(), path=path,
+                          authorization=authorization)
             chosen: Rule | None = None
             for rule in self._rules:
                 if rule.exhausted:
@@ -381,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             self._send_json(400, wire.error_body(400, f"could not decode request: {e}"))
             return
-        req, reply = fake._receive(path, body)
+        req, reply = fake._receive(path, body, self.headers.get("Authorization"))
         fake._wait_before_reply(reply)
         try:
             self._answer(fake, req, reply, len(raw))
