@@ -223,6 +223,10 @@ def reply(job: str, text: tuple[str, ...]) -> None:
     with daemon() as client:
         result = client.request("reply", job=job, text=" ".join(text))
     click.echo(result["status"])
+    if result.get("why"):  # queued on a failed job: nothing runs until it is started again
+        click.echo(f"roost: job {result['id']} failed: {views.printable(result['why'])}; the "
+                   f"reply waits in its mailbox (`roost start {result['id']}` delivers it)",
+                   err=True)
     if result["status"] == "stopped":
         click.echo(f"roost: job {result['id']} is stopped; `roost start {result['id']}` first",
                    err=True)

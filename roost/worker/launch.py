@@ -6,9 +6,11 @@ so a job's first model request comes about as soon as a bare pi's would. Only th
 standard library's lighter modules and roost.paths are imported here (no dataclasses, no
 typing at run time, no secrets: each costs milliseconds on the way to pi).
 
-The fast path needs the session to be free (no lock file): then pi, whose roost extension
-takes the lock, is the session's only writer. Otherwise the worker first finds out who
-holds it (roost.worker.main.Worker.check_lock) and starts pi itself.
+The fast path needs the session to be free: no lock file, and no process that names the
+session on its command line (roost.writers: a pi without roost's extension takes no lock;
+the scan reads one small /proc file per process, about 1-2 ms). Then pi, whose roost
+extension takes the lock, is the session's only writer. Otherwise the worker first finds
+out who holds it (roost.worker.main.Worker.check_lock) and starts pi itself, or refuses.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost import paths
+from roost import paths, writers
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
 from roost.worker import joblock
 
@@ -166,7 +168,8 @@ def start(job_id: str) -> Early:
     early = Early(job, ext_socket, ext_path)
     try:
         early.install = locate()
-        if not paths.session_lock_path(job["session"]).exists():
+        session = job["session"]
+        if not paths.session_lock_path(session).exists() and not writers.find_writers(session):
             early.pi = spawn_pi(job, ext_path, early.install)
     except LaunchError as exc:
         early.error = str(exc)
