@@ -480,6 +480,10 @@ def attach(job: str) -> None:
     try:
         code = subprocess.call(argv, env=env, cwd=cwd)
     finally:
+        from roost import writers
+
+        # What this pi wrote is roost's: not a sign of another writer (roost.writers).
+        writers.remember(attached["session"], str(paths.job_dir(row["id"])))
         outcome = _detach(row["id"])
     click.echo(f"{row['id']} is back in the background ({outcome})", err=True)
     sys.exit(code)

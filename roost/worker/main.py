@@ -112,6 +112,9 @@ class Worker:
             time.sleep(0.05)  # start-up only: the worker has nothing else to do yet
             held = other_writer(session, job_id)
         if held is None:
+            from roost import writers
+
+            writers.remember(session, str(self.record.dir))  # what our pi starts from
             return
         log.error("session %s: pid %d %s", session, held.pid, held.how)
         # Fatal: the item that woke the job stays in the mailbox (nothing was delivered);
