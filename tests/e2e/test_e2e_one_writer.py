@@ -16,11 +16,11 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kit.attach import assert_single_branch
+from kit.attach import Tmux, assert_single_branch, attach_wrapper
 from kit.matchers import last_user_has, task
 from kit.wait import is_pi, pid_alive, wait_until
 
@@ -189,3 +189,38 @@ def test_restarted_worker_refuses_a_pi_that_names_the_session(
     assert lab.wait(job, T) == "done"
     assert lab.mailbox_files(job) == []
     assert_single_branch(Path(session))
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    session = Tmux(f"roost-{request.node.name[:20]}")
+    try:
+        yield session
+    finally:
+        print("--- tmux screen ---\n" + session.capture()[-4000:])
+        session.close()
+
+
+def test_quitting_roost_attach_names_roost_attach_not_pi(
+    make_lab: Callable[..., Lab], llm: FakeLLM, tmux: Tmux,
+) -> None:
+    """The hint at the source: the TUI of `roost attach` quits with "To resume this
+    session: roost attach ID" and not pi's own `pi --session-dir … --session …` (pi 1.x
+    prints that; 0.73 prints none), so a person is not led to a second writer."""
+    lab = make_lab(llm=llm)
+    llm.add(task("MK-OW3"), text("FIRST-ANSWER-OW3 hello"))
+    job = lab.run_job("MK-OW3 say hello")
+    assert lab.wait(job, T) == "done"
+
+    tmux.start(str(attach_wrapper(lab.root / "attach.sh", lab.env, job, lab.work)))
+    wait_until(lambda: "FIRST-ANSWER-OW3" in tmux.capture(), T,
+               lambda: f"the earlier answer in the TUI; screen:\n{tmux.capture()}")
+    tmux.type_text("/quit")
+    wait_until(lambda: "/quit" in tmux.capture(), 10, "the TUI's editor to show /quit")
+    tmux.send_keys("Enter")
+    wait_until(lambda: tmux.exit_status() is not None, 30,
+               lambda: f"roost attach to end; screen:\n{tmux.capture()}")
+    screen = tmux.capture()
+    assert f"To resume this session: roost attach {job}" in screen, screen
+    assert "--session" not in screen, screen
+    assert f"{job} is back in the background" in screen, screen
