@@ -179,8 +179,10 @@ def start(job_id: str) -> Early:
         atexit.register(_remember, early, session, str(job_dir))
         if (not paths.session_lock_path(session).exists()
                 and not writers.find_writers(session, str(job_dir))):
-            writers.remember(session, str(job_dir))
             early.pi = spawn_pi(job, ext_path, early.install)
+            # The file as pi starts from it (pi writes nothing for a second or more yet):
+            # noted after the spawn, off the way to pi.
+            writers.remember(session, str(job_dir))
     except LaunchError as exc:
         early.error = str(exc)
     return early
