@@ -26,10 +26,12 @@ class Held:
     how: str  # why it counts (for the log)
     others: tuple[int, ...] = ()  # more pis that may be the writer (roost.writers, part 2)
 
-    def message(self, job_id: str) -> str:
+    def who(self) -> str:
         also = f" or by pid {', '.join(map(str, self.others))}" if self.others else ""
-        return (f"the session is held by pid {self.pid} ({self.what}){also}: "
-                f"quit it or run roost attach {job_id}")
+        return f"the session is held by pid {self.pid} ({self.what}){also}"
+
+    def message(self, job_id: str) -> str:
+        return f"{self.who()}: quit it or run roost attach {job_id}"
 
 
 def other_writer(session: str, job_id: str) -> Held | None:

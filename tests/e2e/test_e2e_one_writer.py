@@ -136,6 +136,10 @@ def test_reply_while_a_pi_from_the_resume_hint_holds_the_session(
         assert start.returncode != 0, start  # (1 for a refusal once section 6 lands)
         assert names_holder(start.stderr, foreign.proc.pid, job), start.stderr
         assert lab.row(job)["state"] == "failed"
+        # And `roost attach` does not open it in a second pi.
+        attach = lab.cli("attach", job, check=False, timeout=30)
+        assert attach.returncode != 0 and "quit it first" in attach.stderr, attach
+        assert f"pid {foreign.proc.pid}" in attach.stderr, attach
 
         # It quits: `roost start` delivers the kept reply.
         assert foreign.close() == 0
