@@ -19,8 +19,8 @@ So the rule (`find_writers`) has two parts:
    mtime (`remember`: the worker before its pi starts and after it exited, `roost attach`
    when its pi quits). If S differs from that note, something else wrote it (or a worker
    died before it could note its pi's last writes); then a live pi of this user that runs
-   outside roost (no roost job or attach in its environment, holding no roost writer lock)
-   and started after the note is taken for a writer: typically a pi started from pi's own
+   outside roost (no roost job or attach in its environment, holding no roost writer lock,
+   with roost's HOME) and started after the note is taken for a writer: typically a pi started from pi's own
    resume hint. A pi that was already running before is a session the person was using
    elsewhere. This is a heuristic: an unrelated pi without roost's extension started in
    that time is named too (every candidate is named, the earliest first).
@@ -46,7 +46,7 @@ SEEN = "session.seen"
 """In a job's directory: `<size> <mtime_ns>` of its session when roost's last pi let go."""
 PI_TITLES = ("pi", "pi-rpc")  # pi's process title (1.x in RPC mode: pi-rpc)
 CLK_TCK = 100  # USER_HZ (see roost.procs)
-SLACK = 0.05  # seconds: a start time is counted in ticks of 10 ms, an mtime in ns
+SLACK = 0.011  # seconds: a start time is counted in whole ticks of 10 ms (rounded down)
 ID_OPTIONS = ("--session", "--session-id")
 PICKS = ("-c", "--continue", "-r", "--resume")
 NEEDLES = tuple(b"\0" + p.encode() + b"\0" for p in PICKS)
@@ -311,6 +311,7 @@ def pis_outside_roost(pids: list[str], uid: int, since: float) -> list[Writer]:
     using elsewhere, not one that took this session from roost."""
     found: list[Writer] = []
     holders: set[int] | None = None
+    home = os.environ.get("HOME", "")
     for pid in pids:
         try:
             with open(f"{PROC}/{pid}/comm", "rb") as handle:
@@ -323,8 +324,11 @@ def pis_outside_roost(pids: list[str], uid: int, since: float) -> list[Writer]:
         started = _started(pid)
         if started is None or started < since - SLACK:
             continue  # it ran before roost last let go of the session
-        if _environ(pid, "ROOST_EXT_SOCK", "ROOST_ATTACH_JOB"):
+        env = _environ(pid, "ROOST_EXT_SOCK", "ROOST_ATTACH_JOB", "HOME")
+        if "ROOST_EXT_SOCK" in env or "ROOST_ATTACH_JOB" in env:
             continue  # a job's pi, or `roost attach`'s: under roost
+        if env.get("HOME", home) != home:
+            continue  # another home is another roost's world (tests run many side by side)
         if holders is None:
             holders = _lock_holders()
         if int(pid) in holders:
