@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,8 +26,8 @@ from kit.matchers import last_user_has, task
 from kit.wait import is_pi, pid_alive, wait_until
 
 from roost.testkit.fakellm import FakeLLM, text
-from roost.testkit.lab import Lab
-from roost.testkit.pi import PiRpc
+from roost.testkit.lab import EXTENSION, Lab
+from roost.testkit.pi import PiRpc, require_pi
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 
@@ -228,3 +229,35 @@ def test_quitting_roost_attach_names_roost_attach_not_pi(
     assert f"To resume this session: roost attach {job}" in screen, screen
     assert "--session" not in screen, screen
     assert f"{job} is back in the background" in screen, screen
+
+
+def test_roost_bg_in_the_tui_names_roost_attach_not_pi(
+    make_lab: Callable[..., Lab], llm: FakeLLM, tmux: Tmux,
+) -> None:
+    """The other way in: `/roost-bg` in a person's own TUI pi (roost's extension loaded)
+    hands the session to a job and quits with "To resume this session: roost attach ID"."""
+    lab = make_lab(llm=llm)
+    llm.add(task("MK-OW4"), text("FG-ANSWER-OW4 hello"))
+    session = lab.root / "fg" / "fg.jsonl"
+    argv = [*require_pi(), "--offline", "--session", str(session), "-e", str(EXTENSION)]
+    wrapper = attach_wrapper(lab.root / "fg.sh", lab.env, "unused", lab.work)
+    lines = wrapper.read_text().splitlines()[:-1]  # its environment, not its `roost attach`
+    wrapper.write_text("\n".join([*lines, "exec " + shlex.join(argv)]) + "\n")
+    assert lab.ls() == []  # roostd runs (the extension connects to it; no `roost install` here)
+    tmux.start(str(wrapper))
+    wait_until(lambda: "roost" in tmux.capture().lower() or "pi" in tmux.capture(), T,
+               "the TUI to come up")
+    tmux.type_text("MK-OW4 say hello")
+    tmux.send_keys("Enter")
+    wait_until(lambda: "FG-ANSWER-OW4" in tmux.capture(), T,
+               lambda: f"the answer in the TUI; screen:\n{tmux.capture()}")
+    tmux.type_text("/roost-bg")
+    wait_until(lambda: "/roost-bg" in tmux.capture(), 10, "the TUI's editor to show /roost-bg")
+    tmux.send_keys("Enter")
+    wait_until(lambda: tmux.exit_status() is not None, 60,
+               lambda: f"the TUI to quit; screen:\n{tmux.capture()}")
+    jobs = [r for r in lab.ls() if r["session"] == str(session)]
+    assert len(jobs) == 1, lab.ls()
+    screen = tmux.capture()
+    assert f"To resume this session: roost attach {jobs[0]['id']}" in screen, screen
+    assert "--session" not in screen, screen
