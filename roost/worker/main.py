@@ -97,7 +97,7 @@ class Worker:
     # -- start-up ------------------------------------------------------------------------
     def check_lock(self) -> None:
         """Refuse to start a second writer of the session (docs/locks.md, "Other writers"):
-        the writer lock's holder, or a pi without roost's extension that names the session."""
+        the writer lock's holder, or another writer that roost.writers finds."""
         from roost.locks.holding import other_writer, own_pis
 
         session, job_id = self.record.session, self.record.id
