@@ -302,6 +302,10 @@ def reply(job: str, text: tuple[str, ...]) -> None:
     with daemon() as client:
         result = client.request("reply", job=job, text=" ".join(text))
     click.echo(result["status"])
+    if result.get("why"):  # queued on a failed job: nothing runs until it is started again
+        click.echo(f"roost: job {result['id']} failed: {views.printable(result['why'])}; the "
+                   f"reply waits in its mailbox (`roost start {result['id']}` delivers it)",
+                   err=True)
     if result["status"] == "stopped":
         fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
 
@@ -558,6 +562,10 @@ def attach(job: str) -> None:
     try:
         code = subprocess.call(argv, env=env, cwd=cwd)
     finally:
+        from roost import writers
+
+        # What this pi wrote is roost's: not a sign of another writer (roost.writers).
+        writers.remember(attached["session"], str(paths.job_dir(row["id"])))
         outcome = _detach(row["id"])
     click.echo(f"{row['id']} is back in the background ({outcome})", err=True)
     sys.exit(code)

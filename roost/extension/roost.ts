@@ -184,6 +184,9 @@ export default function roost(pi: any) {
 	let connecting: Promise<Channel> | null = null;
 	let registeredSession: string | null | undefined;
 	let foregroundPeer: string | null = null;
+	// The job this foreground pi's session belongs to once it quits (attached, or handed off
+	// with /roost-bg): its way back is `roost attach`, never pi's own resume hint.
+	let resumeJob: string | null = ATTACHED_JOB ?? null;
 	let lastCtx: any = null;
 
 	const inject = (frame: any) => {
@@ -371,6 +374,7 @@ export default function roost(pi: any) {
 				// Let go of the session: the job's pi takes it once this process has exited.
 				lock?.release();
 				lock = null;
+				resumeJob = String(result.id);
 				notify(`moved to the background as roost job ${result.id} "${result.name}"`);
 				ctx.shutdown();
 				// pi's RPC mode honours ctx.shutdown() only after its next RPC command (it looks
@@ -384,10 +388,27 @@ export default function roost(pi: any) {
 		},
 	});
 
-	pi.on("session_shutdown", async () => {
+	pi.on("session_shutdown", async (event: any) => {
 		lock?.release();
 		lock = null;
+		if (resumeJob && !RPC_MODE && (event?.reason ?? "quit") === "quit") replaceResumeHint(resumeJob);
 	});
+
+	/** pi 1.x prints "To resume this session: pi [--session-dir DIR] --session ID" after the
+	 * quit's session_shutdown, if stdout is a terminal (formatResumeCommand); no setting or
+	 * API changes it. Following it would start a second writer of a roost job's session, so
+	 * the hint names `roost attach` instead: pi's is skipped by telling it stdout is no
+	 * terminal (the TUI is already stopped; pi only flushes and exits after it). pi 0.73
+	 * prints no hint: there this line is the only one. See docs/pi-1x-notes.md. */
+	function replaceResumeHint(job: string): void {
+		if (!process.stdout.isTTY) return;
+		process.stdout.write(`To resume this session: roost attach ${job}\n`);
+		try {
+			Object.defineProperty(process.stdout, "isTTY", { value: false, configurable: true });
+		} catch {
+			// pi's own hint follows ours then
+		}
+	}
 
 	pi.registerMessageRenderer(CUSTOM_TYPE, (message: any, options: any, theme: any) => {
 		// The title and body come from roost (details); expanded, the envelope as the model read it.

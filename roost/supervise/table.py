@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from roost import paths
 from roost.fsutil import utc_now
 from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
+from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, item_outcome
@@ -163,6 +164,13 @@ def accept_item(
         except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
             raise RequestError(
                 REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
+    if decision.wake and (held := held_by_other(record)) is not None:
+        # Another process writes the session (a pi without roost's extension, started from
+        # pi's resume hint): no second writer. The item waits; the job says why, as its
+        # worker would have (roost.worker.main.Worker.check_lock), and nothing started.
+        daemon.set_state(record, JobState.FAILED, busy=False, status="",
+                         error=held.message(record.id))
+        return Outcome.QUEUED
     if decision.wake:
         daemon.start_worker(record, f"a {kind} arrived")
         daemon.job_changed(record)
@@ -175,6 +183,13 @@ def accept_item(
     elif decision.post:
         daemon.job_changed(record, persist=False)  # pending counts changed
     return decision.outcome
+
+
+def held_by_other(record: JobRecord) -> Held | None:
+    """Another process writes the job's session (roost.locks.holding: the one rule)."""
+    if record.kind != JobKind.PI or not record.session:
+        return None
+    return other_writer(record.session, record.id)
 
 
 def is_settled(daemon: Daemon, record: JobRecord) -> bool:

@@ -6,13 +6,16 @@ so a job's first model request comes about as soon as a bare pi's would. Only th
 standard library's lighter modules and roost.paths are imported here (no dataclasses, no
 typing at run time, no secrets: each costs milliseconds on the way to pi).
 
-The fast path needs the session to be free (no lock file): then pi, whose roost extension
-takes the lock, is the session's only writer. Otherwise the worker first finds out who
-holds it (roost.worker.main.Worker.check_lock) and starts pi itself.
+The fast path needs the session to be free: no lock file, and no other writer that
+roost.writers can see (a pi without roost's extension takes no lock; the scan reads one
+small /proc file per process, about 1-2 ms). Then pi, whose roost
+extension takes the lock, is the session's only writer. Otherwise the worker first finds
+out who holds it (roost.worker.main.Worker.check_lock) and starts pi itself, or refuses.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
@@ -23,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost import jobenv, paths
+from roost import jobenv, paths, writers
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
 from roost.worker import joblock
 
@@ -153,6 +156,11 @@ def listen(path: Path) -> socket.socket:
     return sock
 
 
+def _remember(early: Early, session: str, job_dir: str) -> None:
+    if early.pi is not None:  # it ran (and has exited by now): not if the worker refused
+        writers.remember(session, job_dir)
+
+
 def start(job_id: str) -> Early:
     job_dir = paths.job_dir(job_id)
     os.umask(0o077)  # the worker's own files (log, journal, run note) are the user's only
@@ -168,8 +176,15 @@ def start(job_id: str) -> Early:
     early = Early(job, ext_socket, ext_path)
     try:
         early.install = locate()
-        if not paths.session_lock_path(job["session"]).exists():
+        session = job["session"]
+        # What this worker's pi leaves is roost's, not another writer's (roost.writers).
+        atexit.register(_remember, early, session, str(job_dir))
+        if (not paths.session_lock_path(session).exists()
+                and not writers.find_writers(session, str(job_dir))):
             early.pi = spawn_pi(job, ext_path, early.install)
+            # The file as pi starts from it (pi writes nothing for a second or more yet):
+            # noted after the spawn, off the way to pi.
+            writers.remember(session, str(job_dir))
     except LaunchError as exc:
         early.error = str(exc)
     return early

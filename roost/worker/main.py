@@ -28,7 +28,6 @@ from roost.config import load_settings
 from roost.fsutil import utc_now
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, serve_connection
-from roost.locks import SessionLock
 from roost.mailbox import Item, Mailbox
 from roost.pi import problems
 from roost.pi.compat import features_of
@@ -105,40 +104,48 @@ class Worker:
 
     # -- start-up ------------------------------------------------------------------------
     def check_lock(self) -> None:
-        assert self.record.session is not None
-        holder = SessionLock(self.record.session).holder()
-        if holder is None:
-            return
-        if holder.peer == self.record.id:
-            # Our own previous pi outlived its worker: it must go before a new one writes.
-            import psutil  # only on this path: it costs a worker's start-up ~8 ms of imports
+        """Refuse to start a second writer of the session (docs/locks.md, "Other writers"):
+        the writer lock's holder, or another writer that roost.writers finds."""
+        from roost.locks.holding import other_writer, own_pis
 
-            log.warning("stopping pid %d, a previous pi of this job", holder.pid)
-            # Wait until it is gone: while it lives it holds the lock, and our pi would
-            # refuse the session (exit 3), which fails the job for good.
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    old_pi = psutil.Process(holder.pid)
-                    old_pi.send_signal(sig)
-                    old_pi.wait(timeout=OLD_PI_GRACE)
-                    return
-                except psutil.NoSuchProcess:
-                    return
-                except psutil.TimeoutExpired:
-                    log.warning("pid %d ignored SIG%s", holder.pid, sig.name[3:])
-            return
+        session, job_id = self.record.session, self.record.id
+        assert session is not None
+        for pid in own_pis(session, job_id):
+            self._stop_old_pi(pid)
         # A foreground pi that just handed its session off exits a moment after letting go;
         # give a holder a short while before refusing.
         deadline = time.monotonic() + HOLDER_GRACE
-        while holder is not None and time.monotonic() < deadline:
+        held = other_writer(session, job_id)
+        while held is not None and time.monotonic() < deadline:
             time.sleep(0.05)  # start-up only: the worker has nothing else to do yet
-            holder = SessionLock(self.record.session).holder()
-        if holder is None:
+            held = other_writer(session, job_id)
+        if held is None:
+            from roost import writers
+
+            writers.remember(session, str(self.record.dir))  # what our pi starts from
             return
-        raise Fatal(
-            f"session {self.record.session} is held by another live process "
-            f"(pid {holder.pid}, peer {holder.peer or 'none'}): refusing to start a second writer"
-        )
+        log.error("session %s: pid %d %s", session, held.pid, held.how)
+        # Fatal: the item that woke the job stays in the mailbox (nothing was delivered);
+        # `roost start` delivers it once the other writer has quit.
+        raise Fatal(held.message(job_id))
+
+    def _stop_old_pi(self, pid: int) -> None:
+        """Our own previous pi outlived its worker: it must go before a new one writes."""
+        import psutil  # only on this path: it costs a worker's start-up ~8 ms of imports
+
+        log.warning("stopping pid %d, a previous pi of this job", pid)
+        # Wait until it is gone: while it lives it holds the lock, and our pi would
+        # refuse the session (exit 3), which fails the job for good.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                old_pi = psutil.Process(pid)
+                old_pi.send_signal(sig)
+                old_pi.wait(timeout=OLD_PI_GRACE)
+                return
+            except psutil.NoSuchProcess:
+                return
+            except psutil.TimeoutExpired:
+                log.warning("pid %d ignored SIG%s", pid, sig.name[3:])
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()

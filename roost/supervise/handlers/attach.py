@@ -33,6 +33,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise RequestError(REFUSED, f"job {record.id} is a shell job: nothing to attach to")
         if record.attached:
             raise RequestError(REFUSED, f"job {record.id} is already attached to a foreground pi")
+        if (held := table.held_by_other(record)) is not None:  # the TUI would be a second writer
+            raise RequestError(REFUSED, f"job {record.id}: {held.who()}: quit it first")
         record.set_attach(Attach.ATTACHING, "roost attach")
         daemon.job_changed(record)
         proc = daemon.procs.get(record.id)

@@ -16,10 +16,10 @@ from roost.jsonlines import Connection
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
-from roost.states import CLIENT_CAUSES, JobKind, JobState, RunCause, run_cause
+from roost.states import CLIENT_CAUSES, JobKind, JobState, Outcome, RunCause, run_cause
 from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
-from roost.supervise.table import accept_item, is_settled, new_job_id
+from roost.supervise.table import accept_item, held_by_other, is_settled, new_job_id
 
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition
@@ -280,7 +280,10 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         except ValueError as exc:
             raise RequestError(BAD_REQUEST, str(exc)) from None
         outcome = accept_item(daemon, record, "reply", text, cause=cause.value)
-        return {"status": outcome.value, "id": record.id}
+        answer = {"status": outcome.value, "id": record.id}
+        if outcome == Outcome.QUEUED and record.state == JobState.FAILED and record.error:
+            answer["why"] = record.error  # no run starts for it until `roost start`
+        return answer
 
     async def wait(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         record = daemon.find_job(str(request["job"]))
@@ -360,6 +363,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         if record.kind == JobKind.SHELL:
             for stale in ("exit.json",):
                 Path(record.dir, stale).unlink(missing_ok=True)
+        if (held := held_by_other(record)) is not None:  # its worker would refuse it too
+            raise RequestError(REFUSED, f"job {record.id} cannot start: {held.message(record.id)}")
         record.crashes = []
         daemon.start_worker(record, "roost start")
         return {"id": record.id, "state": record.state.value}
