@@ -17,6 +17,10 @@ Shapes:
                        "error": {"code": CODE, "message": TEXT}}
     event (pushed)    {"type": "event", "event": NAME, ...fields}
 
+DAEMON_OPS and EXTENSION_OPS declare every op and its required arguments; PUSHED_EVENTS
+every event, who sends it to whom and its fields. tests/unit/test_layout.py checks the
+extension's requests and event handlers against them.
+
 The first thing a server sends is its greeting; a client whose PROTOCOL_VERSION differs
 must stop (`check_greeting`). "Could not decode" (`bad_frame`), "too large"
 (`frame_too_large`) and "valid but unknown op" (`unknown_op`) are distinct errors, and
@@ -33,7 +37,7 @@ from typing import Any
 from roost import PROTOCOL_VERSION, __version__
 from roost.errors import RoostError
 
-# -- contracts other processes keep a copy of (tests/unit/test_constants.py checks roost.ts) --
+# -- contracts the extension keeps a copy of (tests/unit/test_layout.py checks roost.ts) --
 CUSTOM_TYPE = "pi-roost-agent-message"
 """The customType of an agent message (or report) in a pi session; the extension renders it."""
 NOTE_TYPE = "pi-roost-note"
@@ -41,7 +45,8 @@ NOTE_TYPE = "pi-roost-note"
 RESULT_MAX = 6000
 """The most characters of a run's final text a report carries."""
 
-# The event types and the fields each adds to seq, time, type, job (README: the format).
+# The event log's entry types and the fields each adds to seq, time, type, job (README: the
+# format). Not the events pushed on a connection: PUSHED_EVENTS below.
 EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.created": ("kind", "cwd", "parent"),
     "job.state": ("from", "to", "reason"),
@@ -75,6 +80,14 @@ class ProtocolError(RoostError):
     """A frame that cannot be decoded or a peer that speaks another protocol version."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame over MAX_FRAME bytes (answered `frame_too_large`, not `bad_frame`)."""
+
+    def __init__(self, size: int | None = None) -> None:
+        of = f" of {size} bytes" if size is not None else ""
+        super().__init__(f"frame{of} exceeds the limit of {MAX_FRAME} bytes")
+
+
 class RequestError(RoostError):
     """A request that failed; `code` is one of the error codes above."""
 
@@ -85,17 +98,17 @@ class RequestError(RoostError):
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    """One frame: compact JSON plus the newline. Raises ProtocolError when too large."""
+    """One frame: compact JSON plus the newline. Raises FrameTooLarge."""
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
     if len(data) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
+        raise FrameTooLarge(len(data))
     return data
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    """Parse one frame (with or without its newline). Raises ProtocolError."""
+    """Parse one frame (with or without its newline). Raises ProtocolError (FrameTooLarge)."""
     if len(line) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(line)} bytes exceeds the limit of {MAX_FRAME}")
+        raise FrameTooLarge(len(line))
     try:
         obj = json.loads(line.rstrip(b"\r\n").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -138,6 +151,15 @@ def fail(request_id: Any, code: str, message: str) -> dict[str, Any]:
 
 
 def event(name: str, **fields: Any) -> dict[str, Any]:
+    """A pushed event, checked against its declaration in PUSHED_EVENTS (a programming error
+    raises ValueError: an undeclared event or field never reaches the wire)."""
+    spec = PUSHED_EVENTS.get(name)
+    if spec is None:
+        raise ValueError(f"undeclared event {name!r}")
+    missing = [f for f in spec.fields if f not in fields]
+    unknown = [f for f in fields if f not in spec.fields and f not in spec.optional]
+    if missing or unknown:
+        raise ValueError(f"event {name!r}: missing {missing}, undeclared {unknown}")
     return {"type": "event", "event": name, **fields}
 
 
@@ -151,8 +173,8 @@ class Op:
     doc: str = ""
 
 
-# The daemon's operations. The dispatch table in roost.supervise.server maps each name to
-# exactly one handler; a name missing there is a bug caught by a unit test.
+# The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
+# it builds its dispatch table that each name has exactly one handler.
 DAEMON_OPS: dict[str, Op] = {
     op.name: op
     for op in (
@@ -171,9 +193,10 @@ DAEMON_OPS: dict[str, Op] = {
                                   "`deleteBranch`)"),
         Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)"),
         Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records"),
-        Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
+        Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one "
+                                   "changes"),
         Op("events", "any", (), "push the event log's entries after `since` (filtered by "
-                                "`types`, `job`), then each new one"),
+                                "`types`, `job`) as `log` events, then each new one"),
         Op("wait_jobs", "any", ("jobs", "until"),
            "resolve when any (or all) of `jobs` reach `until`: needs_input|settled|done|failed"),
         Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
@@ -195,7 +218,8 @@ DAEMON_OPS: dict[str, Op] = {
     )
 }
 
-# The worker's extension socket operations (extension -> worker).
+# The worker's extension socket operations (extension -> worker). The `peer` ones are
+# forwarded to roostd's op of the same name, as the job.
 EXTENSION_OPS: dict[str, Op] = {
     op.name: op
     for op in (
@@ -210,3 +234,59 @@ EXTENSION_OPS: dict[str, Op] = {
 
 def missing_arguments(op: Op, request: dict[str, Any]) -> list[str]:
     return [name for name in op.required if request.get(name) in (None, "")]
+
+
+# -- pushed events: who sends each to whom, and its fields --------------------------------------
+ROOSTD = "roostd"
+WORKER = "worker"
+EXTENSION = "extension"  # the roost extension in a pi: a job's (via its worker) or a foreground one
+CLIENT = "client"  # a CLI connection that asked for them (`subscribe`, `events`)
+
+
+@dataclass(frozen=True)
+class PushedEvent:
+    """A pushed event: `{"type": "event", "event": name, ...fields}` from `sender` to
+    `receiver`. Every one of `fields` is present (its value may be null); `optional` ones
+    may be left out."""
+
+    name: str
+    sender: str
+    receiver: str
+    fields: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    doc: str = ""
+
+    @property
+    def direction(self) -> str:
+        return f"{self.sender}->{self.receiver}"
+
+
+PUSHED_EVENTS: dict[str, PushedEvent] = {
+    e.name: e
+    for e in (
+        PushedEvent("stop", ROOSTD, WORKER, ("reason",), doc="stop pi and exit (`reason`: why)"),
+        PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
+              ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
+                                "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent("release", ROOSTD, WORKER, ("reason",),
+              doc="`roost attach`: let go of the session at the next safe point"),
+        PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),
+        PushedEvent("log", ROOSTD, CLIENT, ("entry",), doc="an event-log entry (after `events`)"),
+        PushedEvent("deliver", ROOSTD, EXTENSION, ("content", "details"),
+              doc="an agent message or report for a foreground peer, shown and steered in"),
+        PushedEvent("inject", WORKER, EXTENSION, ("content", "details"),
+              doc="a mailbox item for the job's pi, steered in (details.seq: its item)"),
+        PushedEvent("note", WORKER, EXTENSION, ("content",),
+              doc="roost's own note (a run continued after a restart or a raised budget): "
+                  "shown, and starts a run"),
+        PushedEvent("budget_note", WORKER, EXTENSION, ("content", "steer"),
+              doc="a budget warning: steered into a running turn (`steer`), else only stored"),
+        PushedEvent("kick", WORKER, EXTENSION, (),
+              doc="a steer was stranded when a run ended: start the run it waits for"),
+    )
+}
+
+
+def events_to(receiver: str) -> set[str]:
+    """The names of the events `receiver` must handle."""
+    return {e.name for e in PUSHED_EVENTS.values() if e.receiver == receiver}
