@@ -17,9 +17,10 @@ Shapes:
                        "error": {"code": CODE, "message": TEXT}}
     event (pushed)    {"type": "event", "event": NAME, ...fields}
 
-DAEMON_OPS and EXTENSION_OPS declare every op and its required arguments; PUSHED_EVENTS
-every event, who sends it to whom and its fields. tests/unit/test_layout.py checks the
-extension's requests and event handlers against them.
+DAEMON_OPS and EXTENSION_OPS declare every op, its required arguments and the others it
+reads; PUSHED_EVENTS every event, who sends it to whom and its fields. tests/unit/test_layout.py
+checks the requests and event handlers of roost.ts, and the requests and pushes in roost/,
+against them.
 
 The first thing a server sends is its greeting; a client whose PROTOCOL_VERSION differs
 must stop (`check_greeting`). "Could not decode" (`bad_frame`), "too large"
@@ -165,13 +166,19 @@ def event(name: str, **fields: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Op:
-    """A documented operation: its name, who may call it, and its required arguments."""
+    """A documented operation: its name, who may call it, its required arguments and the
+    others it reads (`optional`)."""
 
     name: str
     caller: str  # "any", "worker" (bound worker connection), "peer" (worker or foreground)
     required: tuple[str, ...] = ()
     doc: str = ""
+    optional: tuple[str, ...] = ()
 
+
+# What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
+_JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
+             "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.
@@ -179,56 +186,68 @@ DAEMON_OPS: dict[str, Op] = {
     op.name: op
     for op in (
         Op("status", "any", (), "daemon health: pid, version, job count"),
-        Op("shutdown", "any", (), "stop the daemon (workers keep running)"),
+        Op("shutdown", "any", (), "stop the daemon (workers keep running; `jobs`: stop them "
+                                  "too)", ("jobs",)),
         Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`); "
-                             "`env`: the caller's environment, which the job runs with"),
+                             "`env`: the caller's environment, which the job runs with",
+           ("task", "shell", "command", "treeBudget", *_JOB_ARGS)),
         Op("list", "any", (), "all job rows"),
         Op("show", "any", ("job",), "one job row with details"),
-        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox"),
-        Op("wait", "any", ("job",), "resolve when the job's current run has settled"),
+        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox (`cause`: "
+                                            "reply or cli)", ("cause",)),
+        Op("wait", "any", ("job",), "resolve when the job's current run has settled",
+           ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
         Op("start", "any", ("job",), "start a stopped/ended job again (`env`: replaces the "
-                                     "job's environment)"),
+                                     "job's environment)", ("env",)),
         Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
-                                  "`deleteBranch`)"),
-        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)"),
-        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records"),
+                                  "`deleteBranch`)", ("force", "deleteBranch")),
+        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)",
+           ("into", "squash")),
+        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records",
+           ("force",)),
         Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one "
                                    "changes"),
         Op("events", "any", (), "push the event log's entries after `since` (filtered by "
-                                "`types`, `job`) as `log` events, then each new one"),
+                                "`types`, `job`) as `log` events, then each new one",
+           ("since", "types", "job")),
         Op("wait_jobs", "any", ("jobs", "until"),
-           "resolve when any (or all) of `jobs` reach `until`: needs_input|settled|done|failed"),
+           "resolve when any (or all: `mode`) of `jobs` reach `until`: "
+           "needs_input|settled|done|failed", ("mode", "timeout")),
         Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
         Op("detach", "any", ("job",), "the attached foreground pi quit: back to the background"),
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
-        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
-        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
-        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent"),
-        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget)"),
+        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ...",
+           ("state", "status", "summary", "question", "dialog", "options", "busy", "usage",
+            "error")),
+        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose",
+           ("fatal",)),
+        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent",
+           ("text",)),
+        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget: `tree`)",
+           ("budget", "budgetTokens", "maxTurns", "tree")),
         # `session` may be null (a --no-session pi): the handler checks it, so not required.
-        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer"),
+        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer",
+           ("session", "peer", "name", "cwd")),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
         Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
-                                       "environment; a foreground pi sends its own as `env`)"),
-        Op("handback", "worker", ("state",), "a report for the job's parent"),
+                                       "environment; a foreground pi sends its own as `env`)",
+           _JOB_ARGS),
+        Op("handback", "worker", ("state",), "a report for the job's parent",
+           ("report", "result", "question", "error")),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
-                                  "(`env`: the pi's environment, the job's from now on)"),
+                                  "(`env`: the pi's environment, the job's from now on)",
+           ("task", "env", "cwd", "name", "model", "thinking")),
     )
 }
 
 # The worker's extension socket operations (extension -> worker). The `peer` ones are
-# forwarded to roostd's op of the same name, as the job.
+# roostd's: the worker forwards them as they are, on its own connection, as the job.
 EXTENSION_OPS: dict[str, Op] = {
-    op.name: op
-    for op in (
-        # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
-        Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
-        Op("peers", "peer", ()),
-        Op("send", "peer", ("to", "message")),
-        Op("spawn", "peer", ("task",)),
-    )
+    # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
+    "ext_hello": Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
+    **{name: DAEMON_OPS[name] for name in ("peers", "send", "spawn")},
 }
 
 

@@ -201,6 +201,8 @@ def test_the_extension_requests_only_declared_ops() -> None:
             assert op in DAEMON_OPS and op in EXTENSION_OPS, op
         for declared in known:
             assert set(declared.required) <= (keys or set()), (op, declared.required, keys)
+            undeclared = (keys or set()) - set(declared.required) - set(declared.optional)
+            assert not undeclared, f"roost.ts sends {op} {sorted(undeclared)}: undeclared"
 
 
 def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
@@ -264,3 +266,35 @@ def test_python_pushes_and_reads_only_declared_events() -> None:
                             read.add(const.value)
     assert pushed == set(PUSHED_EVENTS), "declared events nothing pushes"
     assert {"job", "log", "inject"} <= read  # the walk found the readers
+
+
+def test_python_requests_only_declared_ops_and_arguments() -> None:
+    """Every `x.request("op", arg=…)`, `x.call("op", {…})`, `send_reliably("op", …)` and
+    `_call(conn, "op", …)` in roost/ names a declared op and only its declared arguments."""
+    from roost.protocol import DAEMON_OPS
+
+    seen = set()
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            method, args = node.func.attr, node.args
+            if method == "_call":
+                args = args[1:]
+            if (method not in ("request", "call", "send_reliably", "_call") or not args
+                    or not isinstance(args[0], ast.Constant)):
+                continue
+            if method == "call" and not (len(args) > 1 and isinstance(args[1], ast.Dict)):
+                continue  # not a roost client's call (pi's RPC in the testkit)
+            name = args[0].value
+            assert name in DAEMON_OPS, f"{path}:{node.lineno}: undeclared op {name!r}"
+            passed = {k.arg for k in node.keywords if k.arg is not None}
+            if method == "request":
+                passed.discard("timeout")  # the client's own wait, not sent
+            if method == "call":
+                passed |= {k.value for k in args[1].keys if isinstance(k, ast.Constant)}
+            op = DAEMON_OPS[name]
+            undeclared = passed - set(op.required) - set(op.optional)
+            assert not undeclared, f"{path}:{node.lineno}: {name} {sorted(undeclared)} undeclared"
+            seen.add(name)
+    assert {"show", "reply", "wait", "handback", "worker_hello", "usage_note"} <= seen
