@@ -1,4 +1,5 @@
-"""roostd's side of usage and budgets: rows, budgets at run/spawn, the tree budget, `rm`.
+"""roostd's side of usage and budgets: rows, budgets at run/spawn, the tree budget, `rm`
+(its ops, `budget` and `usage_note`, are in handlers/usage.py; its state is `UsageBook`).
 
 The worker meters its own job (roost.usage.meter) and reports the figures; roostd keeps
 them in the job record (saved with the record's next persisted change, and recomputed from
