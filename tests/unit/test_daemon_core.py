@@ -335,3 +335,18 @@ def test_only_a_spawned_job_reports_its_end(table: FakeTable) -> None:
     asyncio.run(scenario())
     items = table.mailbox(parent).pending()
     assert [(i.kind, i.extra.get("ended")) for i in items] == [("report", True)]
+
+
+def test_the_op_table_and_the_handlers_are_checked_at_start_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """protocol.DAEMON_OPS is the one list of ops: every op has a handler, every handler
+    an op, or roostd does not start."""
+    from roost.protocol import DAEMON_OPS
+    from roost.supervise.handlers import worktrees
+
+    assert set(daemon_module.Daemon().handlers) == set(DAEMON_OPS)
+    full = worktrees.handlers
+    monkeypatch.setattr(worktrees, "handlers", lambda core: {
+        k: v for k, v in full(core).items() if k != "gc"})
+    with pytest.raises(AssertionError, match="gc"):
+        daemon_module.Daemon()
