@@ -298,3 +298,68 @@ def test_python_requests_only_declared_ops_and_arguments() -> None:
             assert not undeclared, f"{path}:{node.lineno}: {name} {sorted(undeclared)} undeclared"
             seen.add(name)
     assert {"show", "reply", "wait", "handback", "worker_hello", "usage_note"} <= seen
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Like imports_of, but `from roost.supervise import usage` names the module
+    roost.supervise.usage (when it is one of `known`), not only its package."""
+    found = set(imports_of(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roost"):
+            found.update(f"{node.module}.{a.name}" for a in node.names
+                         if f"{node.module}.{a.name}" in known)
+    return found
+
+
+def supervise_graph() -> dict[str, set[str]]:
+    """roost.supervise's modules and what each imports of the others (late and
+    TYPE_CHECKING imports included)."""
+    paths = {module_name(p): p for p in (ROOT / "supervise").rglob("*.py")}
+    known = set(paths)
+    return {m: {t for t in imported_modules(p, known) if t in known and t != m}
+            for m, p in paths.items()}
+
+
+def test_the_daemon_modules_have_no_cycles() -> None:
+    """Inside roostd, features plug into the core: no module imports one that imports it
+    back (a handler is typed against core.Core, a service against base.JobTable)."""
+    graph = supervise_graph()
+    assert "roost.supervise.daemon" in graph and "roost.supervise.router" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle in roost.supervise: {' -> '.join(cycle or [])}"
+
+
+def test_a_handler_imports_neither_the_daemon_nor_another_handler() -> None:
+    graph = supervise_graph()
+    handlers = {m for m in graph if m.startswith("roost.supervise.handlers.")}
+    assert handlers, "no handler modules found"
+    offenders = {m: sorted(t for t in graph[m] if t == "roost.supervise.daemon"
+                           or t.startswith("roost.supervise.handlers"))
+                 for m in handlers}
+    assert not {m: t for m, t in offenders.items() if t}
+
+
+FUNCTION_MAX_LINES = 100
+
+
+def test_no_function_is_over_100_lines() -> None:
+    """Across roost/ (nested functions are measured on their own too): a long closure is
+    a module of its own waiting to be split (register one function per op)."""
+    long = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > FUNCTION_MAX_LINES:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} "
+                                f"{node.name} ({lines} lines)")
+    assert not long, long
+
+
+def test_nothing_reaches_into_the_daemons_private_parts() -> None:
+    """`Daemon.proc` is the seam; `daemon._proc` (or any `._proc(`) is not."""
+    offenders = [str(p.relative_to(ROOT.parent))
+                 for base in (ROOT, ROOT.parent / "tests") for p in base.rglob("*.py")
+                 if p != Path(__file__).resolve()
+                 and re.search(r"\._proc\b", p.read_text(encoding="utf-8"))]
+    assert not offenders
