@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -33,6 +34,7 @@ from roost.pi import problems
 from roost.pi.compat import features_of
 from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
 from roost.states import ATTACH_REASON, EXIT_FATAL, ITEM_CAUSES, JobState, RunCause, run_cause
+from roost.tasks import Tasks, first_of
 from roost.transcript import content_text, delivered, interrupted, read_entries
 from roost.worker import faults, launch, runnote, usage
 from roost.worker.daemon_link import DaemonLink
@@ -40,6 +42,7 @@ from roost.worker.delivery import Delivery
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.runs import Run, RunTracker, dialog_answer, first_line, open_question
+from roost.worker.usage import BudgetGuard, Ports
 
 log = logging.getLogger("roost.worker")
 
@@ -55,6 +58,7 @@ class Fatal(Exception):
 class Worker:
     def __init__(self, early: Early) -> None:
         self.early = early
+        self.tasks = Tasks(log)  # what nothing awaits: kept, its failure logged
         self.record: JobRecord = JobRecord.from_json(early.job)
         self.box = Mailbox(self.record.mailbox_dir)
         self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
@@ -65,7 +69,7 @@ class Worker:
         self.run_note = runnote.read(self.run_note_path)
         self.pi = PiProcess(self._on_pi_event)
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
-        self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot)
+        self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot, self.tasks)
         self.ext: Connection | None = None
         self.ext_ready = asyncio.Event()
         self.wake = asyncio.Event()
@@ -81,7 +85,11 @@ class Worker:
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self._session_private = False  # the session file was made 0600
-        self.meter = usage.new_meter(self.record)  # usage and budgets (roost.usage)
+        self.budget = BudgetGuard.of(  # usage and budgets (roost.usage)
+            self.record, self.runs, Ports(
+                report=self.report, wake=self.wake.set, to_extension=self._to_extension,
+                to_roostd=self._usage_note, pi_command=self.pi.command, spawn=self.tasks.spawn),
+            stats_from_pi=self.features.session_stats_whole_file)
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -90,7 +98,7 @@ class Worker:
         if self.run_error is not None or self._run_error_shown:
             snap["error"] = self.run_error  # None once: a later run clears what the row showed
             self._run_error_shown = self.run_error is not None
-        usage.add_to_snapshot(self, snap)
+        self.budget.add_to_snapshot(snap)
         return snap
 
     @property
@@ -101,6 +109,16 @@ class Worker:
 
     def report(self) -> None:
         self.link.update(self.snapshot())
+
+    def _to_extension(self, frame: dict[str, Any]) -> bool:
+        """Send an event to pi's extension in the background; False when none is connected."""
+        if self.ext is None:
+            return False
+        self.tasks.spawn(self.ext.send(frame), f"sending {frame.get('event')} to the extension")
+        return True
+
+    def _usage_note(self, kind: str, text: str) -> None:
+        self.link.send_reliably("usage_note", kind=kind, text=text)
 
     # -- start-up ------------------------------------------------------------------------
     def check_lock(self) -> None:
@@ -148,64 +166,90 @@ class Worker:
                 log.warning("pid %d ignored SIG%s", pid, sig.name[3:])
 
     async def run(self) -> int:
+        """Serve the job until it is told to stop or pi exits; returns the exit code.
+
+        One teardown, whichever way it ends: what `_serve` opened closes in reverse order
+        (so the extension socket's file is gone before roostd hears that this worker exits:
+        the job's next worker binds the same path), then `_end` stops pi and tells roostd
+        why, then the background tasks (the link to roostd among them) are cancelled.
+        """
+        try:
+            async with contextlib.AsyncExitStack() as opened:
+                came_up = await self._serve(opened)
+            return await self._end(came_up)
+        finally:
+            await self.tasks.cancel_all()
+
+    async def _serve(self, opened: contextlib.AsyncExitStack) -> bool:
+        """Start pi (unless the launcher did), then deliver until told to stop or pi exits.
+        False: told to stop while pi was still coming up."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, "stopped")
         early = self.early
-        ext_sock = early.ext_path
-        if early.error is not None:
-            raise Fatal(early.error)
-        if early.pi is None:  # the session's lock file exists: see who holds it first
-            self.check_lock()
-            assert early.install is not None  # found, or early.error says why not
-            try:
-                early.pi = launch.spawn_pi(early.job, ext_sock, early.install)
-            except launch.LaunchError as exc:
-                raise Fatal(str(exc)) from None
+        pi = self._start_pi()
         server = await asyncio.start_unix_server(
             self._on_ext_connection, sock=early.ext_socket, limit=protocol.MAX_FRAME + 1
         )
-        link_task = asyncio.create_task(self.link.run())
-        await self.pi.attach(early.pi)
+        opened.callback(early.ext_path.unlink, missing_ok=True)
+        opened.callback(server.close)
+        self.tasks.spawn(self.link.run(), "the link to roostd")
+        await self.pi.attach(pi)
 
         def changed() -> None:  # from the watchdog thread
             loop.call_soon_threadsafe(self.wake.set)
 
         # Started while pi boots (a second or more), so the observer's own start-up (tens of
         # ms on a loaded machine) is not on the way to the first prompt; it only wakes the pump.
-        watcher = self.box.watch(on_change=changed)
+        opened.callback(self.box.watch(on_change=changed).close)
         # A new worktree's files are written now, while pi boots and the model answers;
         # the extension holds tool calls, and `_settled` the run's end, until they are.
         checkout = asyncio.ensure_future(self._finish_checkout())
         ready = asyncio.ensure_future(self._until_ready())
-        stop = asyncio.ensure_future(self.stopping.wait())
-        await asyncio.wait({ready, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if not ready.done():  # told to stop while pi was still coming up
-            ready.cancel()
+        await first_of(ready, self.stopping.wait())
+        if ready.cancelled():  # told to stop while pi was still coming up
             checkout.cancel()
-            watcher.close()
-            server.close()
-            await self.pi.shutdown()
-            await self.link.exiting(self.stop_reason or "stopped")
-            link_task.cancel()
-            ext_sock.unlink(missing_ok=True)
-            return 0
+            return False
         self.checkout = checkout
         checkout.add_done_callback(self._checkout_done)
         try:
             ready.result()
         except (PiError, TimeoutError) as exc:
-            watcher.close()
-            code = self.pi.returncode
-            if self.pi.exited.is_set() and code == EXIT_FATAL:
-                raise Fatal(f"pi refused the session (see {self.record.dir}/worker.log)") from None
-            if self.pi.exited.is_set():
-                problem = problems.from_startup(list(self.pi.stderr_tail), self.record.id,
-                                                roost_extension=str(paths.extension_path()))
-                if problem is not None:  # restarting it would fail the same way
-                    raise Fatal(problem.text()) from None
-            raise PiError(f"pi did not come up: {exc}") from None
+            raise self._not_up(exc) from None
+        await self._pick_up()
+        self.wake.set()
+        opened.callback(self.tasks.spawn(self._pump_loop(), "the delivery pump").cancel)
+        await first_of(self.pi.exited.wait(), self.stopping.wait())
+        return True
+
+    def _start_pi(self) -> subprocess.Popen[bytes]:
+        """The job's pi: started by the launcher, or now once the session's lock is free."""
+        early = self.early
+        if early.error is not None:
+            raise Fatal(early.error)
+        if early.pi is None:  # the session's lock file exists: see who holds it first
+            self.check_lock()
+            assert early.install is not None  # found, or early.error says why not
+            try:
+                early.pi = launch.spawn_pi(early.job, early.ext_path, early.install)
+            except launch.LaunchError as exc:
+                raise Fatal(str(exc)) from None
+        return early.pi
+
+    def _not_up(self, exc: Exception) -> Exception:
+        """Why pi did not come up: Fatal when restarting it cannot help."""
+        if self.pi.exited.is_set() and self.pi.returncode == EXIT_FATAL:
+            return Fatal(f"pi refused the session (see {self.record.dir}/worker.log)")
+        if self.pi.exited.is_set():
+            problem = problems.from_startup(list(self.pi.stderr_tail), self.record.id,
+                                            roost_extension=str(paths.extension_path()))
+            if problem is not None:  # restarting it would fail the same way
+                return Fatal(problem.text())
+        return PiError(f"pi did not come up: {exc}")
+
+    async def _pick_up(self) -> None:
+        """Pick up where the session stands: drop resends, count its usage, restore the
+        last run's state, and continue a run a restart cut short."""
         assert self.record.session is not None
         entries = read_entries(self.record.session)
         dropped = self.delivery.drop_resends(delivered(entries))
@@ -214,36 +258,29 @@ class Worker:
         )
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
-        self.meter.load(entries)
-        resume = usage.gate_resume(self, self._restore(entries))
+        self.budget.load(entries)
+        resume = self.budget.gate_resume(self._restore(entries))
         self.report()
         if resume is not None and self.ext is not None:
             log.info("continuing the run a restart cut short (%s)", self.run_note.cause)
             await self.ext.send(protocol.event("note", content=resume))
-        self.wake.set()
-        pump = asyncio.create_task(self._pump_loop())
-        done, _ = await asyncio.wait(
-            [asyncio.create_task(self.pi.exited.wait()), asyncio.create_task(self.stopping.wait())],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        pump.cancel()
-        watcher.close()
-        server.close()
-        ext_sock.unlink(missing_ok=True)
+
+    async def _end(self, came_up: bool) -> int:
+        """Stop pi and tell roostd why this worker exits; returns the exit code."""
+        if not came_up:
+            await self.pi.shutdown()
+            await self.link.exiting(self.stop_reason or "stopped")
+            return 0
         if self.fatal is not None:
             await self.pi.shutdown()
-            if self.link.connected:  # else main() says it on a connection of its own
-                await self.link.exiting(self.fatal, fatal=True)
-                link_task.cancel()
-                return EXIT_FATAL
-            link_task.cancel()
-            raise Fatal(self.fatal)
+            if not self.link.connected:  # main() says it on a connection of its own
+                raise Fatal(self.fatal)
+            await self.link.exiting(self.fatal, fatal=True)
+            return EXIT_FATAL
         if self.stop_reason is not None:
             await self._shutdown_pi()
             await self.link.exiting(self.stop_reason)
-            link_task.cancel()
             return 0
-        link_task.cancel()
         log.error("pi exited unexpectedly (code %s)", self.pi.returncode)
         return 1
 
@@ -265,7 +302,7 @@ class Worker:
             # Its pi goes too (its tools wait for the files): roostd restarts the job, and
             # the next worker writes them again (a crash loop ends the job as failed).
             log.error("could not write the worktree's files: %s", exc)
-            asyncio.ensure_future(self.pi.shutdown(timeout=2))
+            self.tasks.spawn(self.pi.shutdown(timeout=2), "stopping pi")
         elif self._settle_after_checkout:
             self._settle_after_checkout = False
             self._settled()
@@ -327,7 +364,7 @@ class Worker:
 
     def _release_if_idle(self) -> None:
         """Attach: stop once no run is in progress and nothing is in flight."""
-        if self.releasing and not self.busy and not self.runs.ended and self.runs.dialog is None:
+        if self.releasing and not self.busy and not self.runs.ended and not self.runs.dialog_open:
             self.request_stop(ATTACH_REASON)
 
     def request_stop(self, reason: str) -> None:
@@ -340,19 +377,19 @@ class Worker:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            if self.meter.blocked is not None:
+            if self.budget.blocked is not None:
                 self._release_if_idle()
                 continue  # over budget: items wait until the person raises it
             if self.runs.compacting or self.stopping.is_set() or self.releasing:
                 self._release_if_idle()
                 # `roost attach` waits for the run to end; a run waiting on a dialog ends only
                 # once a reply answers it, so that much is still delivered.
-                if not (self.releasing and self.runs.dialog is not None
+                if not (self.releasing and self.runs.dialog_open
                         and not self.runs.compacting and not self.stopping.is_set()):
                     continue
             try:
                 await self.delivery.pump(
-                    dialog_open=self.runs.dialog is not None,
+                    dialog_open=self.runs.dialog_open,
                     ext_ready=self.ext_ready.is_set(),
                     send_reply=self._send_reply,
                     send_agent=self._send_agent,
@@ -446,7 +483,7 @@ class Worker:
             message = event.get("message") or {}
             if message.get("role") == "assistant" and not self.delivery.durable:
                 self.delivery.durable = True  # by now every pi has written the session file
-            usage.on_message(self, message)
+            self.budget.on_message(message)
             taken = self.delivery.taken(message, content_text(message.get("content")))
             if taken is not None:
                 faults.hit("taken", taken.text)
@@ -454,7 +491,7 @@ class Worker:
         if due == "settled":
             self._settled()
         elif due == "ended" and (self._settle_task is None or self._settle_task.done()):
-            self._settle_task = asyncio.create_task(self._confirm_settled())
+            self._settle_task = self.tasks.spawn(self._confirm_settled(), "the settle check")
         if kind in ("agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
                     "extension_ui_request", "auto_retry_start", "compaction_end"):
             self.report()
@@ -514,7 +551,7 @@ class Worker:
                 problem = problems.from_run_error(run.error, self.record.id, self._provider())
                 self.run_error = problem.text()
                 self.runs.summary = first_line(f"error: {problem.message}")
-        usage.on_settled(self, run)
+        self.budget.on_settled(run)
         if self.run_note.cause is not None:
             self._save_note(runnote.RunNote())
         self.report()
