@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.states import DIALOGS, JOBS, Dialog, JobState, RunCause
+from roost.mailbox import Item
+from roost.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, JobState, RunCause, run_cause
 from roost.transcript import INPUT_ROLES, content_text
 
 SUMMARY_MAX = 120
@@ -102,6 +103,18 @@ def dialog_answer(request: dict[str, Any], reply: str) -> dict[str, Any]:
     else:
         answer["value"] = reply
     return answer
+
+
+def item_cause(item: Item) -> RunCause:
+    """The cause of the run an item starts (or joins)."""
+    if item.kind == "reply":
+        # roostd checked the cause it accepted (a client's: reply or cli; its own: task).
+        try:
+            return run_cause(item.extra.get("cause", "reply"), ITEM_CAUSES)
+        except ValueError:
+            return RunCause.REPLY
+    relation = (item.sender or {}).get("relation")
+    return RunCause.PARENT_MESSAGE if relation == "parent" else RunCause.AGENT_MESSAGE
 
 
 @dataclass
