@@ -41,15 +41,15 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
         from roost.usage import meter
-        from roost.worker import usage as hooks
+        from roost.worker.usage import BudgetGuard
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False
 
         meter.Meter.load = _load  # type: ignore[method-assign]
-        hooks.add_to_snapshot = lambda worker, snap: None
-        hooks.on_message = lambda worker, message: None
-        hooks.on_settled = lambda worker, run: None
+        BudgetGuard.add_to_snapshot = lambda self, snap: None  # type: ignore[method-assign]
+        BudgetGuard.on_message = lambda self, message: None  # type: ignore[method-assign]
+        BudgetGuard.on_settled = lambda self, run: None  # type: ignore[method-assign]
     sys.argv = ["roost.worker", job_id]
     runpy.run_module("roost.worker", run_name="__main__", alter_sys=True)
     sys.exit(0)
@@ -172,7 +172,7 @@ def micro() -> dict[str, float]:
     meter = Meter(Limits(budget=1000.0, max_turns=10_000))
     meter.load([])
 
-    def per_message() -> None:  # hooks.on_message + the usage part of the snapshot
+    def per_message() -> None:  # BudgetGuard.on_message + the usage part of the snapshot
         meter.on_message(message)
         meter.snapshot()
         meter.blocked  # noqa: B018 - the pump's check

@@ -18,6 +18,7 @@ from roost import paths, protocol
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.protocol import ProtocolError, RequestError
+from roost.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,10 @@ class DaemonLink:
         record: JobRecord,
         on_event: Callable[[dict[str, Any]], None],
         snapshot: Callable[[], dict[str, Any]],
+        tasks: Tasks | None = None,
     ) -> None:
         self.record = record
+        self._tasks = tasks if tasks is not None else Tasks(log)  # the sends nothing awaits (the worker's)
         self._on_event = on_event
         self._snapshot = snapshot
         self._conn: Connection | None = None
@@ -160,7 +163,7 @@ class DaemonLink:
             finally:
                 self._flushing = False
 
-        asyncio.ensure_future(run())
+        self._tasks.spawn(run(), "sending to roostd")
 
     def update(self, snapshot: dict[str, Any]) -> None:
         """Send the snapshot if it changed; a disconnected link sends it on reconnect."""
@@ -169,7 +172,8 @@ class DaemonLink:
         self._last_sent = dict(snapshot)
         conn = self._conn
         request_id = next(self._ids)
-        asyncio.ensure_future(conn.send({"id": request_id, "op": "worker_update", **snapshot}))
+        self._tasks.spawn(conn.send({"id": request_id, "op": "worker_update", **snapshot}),
+                          "sending worker_update")
 
     async def exiting(self, reason: str, fatal: bool = False) -> None:
         if self._conn is None or not self._bound.is_set():

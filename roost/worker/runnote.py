@@ -13,11 +13,14 @@ unsynced session writes too.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from roost.states import RunCause
+
+log = logging.getLogger("roost.worker")
 
 
 @dataclass
@@ -57,3 +60,18 @@ def write(path: Path, note: RunNote) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(asdict(note)) + "\n")
     os.replace(tmp, path)
+
+
+class Keeper:
+    """One job's run note, as the worker last wrote it (`note`) and on disk (`save`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.note = read(path)
+
+    def save(self, note: RunNote) -> None:
+        self.note = note
+        try:
+            write(self.path, note)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self.path, exc)

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.states import DIALOGS, JOBS, Dialog, JobState, RunCause
+from roost.mailbox import Item
+from roost.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, JobState, RunCause, run_cause
 from roost.transcript import INPUT_ROLES, content_text
 
 SUMMARY_MAX = 120
@@ -104,6 +105,18 @@ def dialog_answer(request: dict[str, Any], reply: str) -> dict[str, Any]:
     return answer
 
 
+def item_cause(item: Item) -> RunCause:
+    """The cause of the run an item starts (or joins)."""
+    if item.kind == "reply":
+        # roostd checked the cause it accepted (a client's: reply or cli; its own: task).
+        try:
+            return run_cause(item.extra.get("cause", "reply"), ITEM_CAUSES)
+        except ValueError:
+            return RunCause.REPLY
+    relation = (item.sender or {}).get("relation")
+    return RunCause.PARENT_MESSAGE if relation == "parent" else RunCause.AGENT_MESSAGE
+
+
 @dataclass
 class Run:
     cause: RunCause
@@ -119,8 +132,7 @@ class RunTracker:
     status: str = "starting"
     summary: str = ""
     question: str | None = None
-    dialog: dict[str, Any] | None = None  # the open dialog's request (answered from it)
-    dialog_state: Dialog = Dialog.CLOSED
+    dialog_state: Dialog = field(default=Dialog.CLOSED, init=False)  # moved by `_dialog_to`
     streaming: bool = False  # between agent_start and a settled agent_end
     compacting: bool = False
     ended: bool = False  # agent_end seen, settle not yet confirmed
@@ -128,10 +140,27 @@ class RunTracker:
     next_cause: RunCause | None = None  # what the next agent_start was caused by
     last_assistant: str = ""
     settled_event: bool = False  # pi announces agent_settled (else: probe after agent_end)
+    _dialog_request: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def enter(self, state: JobState) -> None:
         """The worker's one state setter (checked against the job's table, logged)."""
         self.state = JOBS.move(self.state, state, "worker")
+
+    # -- the dialog --------------------------------------------------------------------
+    @property
+    def dialog_open(self) -> bool:
+        return self.dialog_state is Dialog.OPEN
+
+    @property
+    def dialog(self) -> dict[str, Any] | None:
+        """The open dialog's request (its answer is built from it); None unless one is open."""
+        return self._dialog_request if self.dialog_open else None
+
+    def _dialog_to(self, target: Dialog, request: dict[str, Any] | None = None) -> None:
+        """The dialog's one setter: its state (checked by DIALOGS) and, while it is open,
+        the request it answers, so neither can tell a different story."""
+        self.dialog_state = DIALOGS.move(self.dialog_state, target, "worker")
+        self._dialog_request = request if target is Dialog.OPEN else None
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -139,7 +168,7 @@ class RunTracker:
             "status": self.status,
             "summary": self.summary,
             "question": self.question,
-            "dialog": self.dialog is not None,
+            "dialog": self.dialog_open,
             "options": dialog_options(self.dialog) if self.dialog is not None else None,
         }
 
@@ -190,16 +219,14 @@ class RunTracker:
             if self.ended and not self.settled_event:
                 return "ended"
         elif kind == "extension_ui_request" and event.get("method") in DIALOG_METHODS:
-            self.dialog = event
-            self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.OPEN, "worker")
+            self._dialog_to(Dialog.OPEN, event)
             self.enter(JobState.NEEDS_INPUT)
             self.question = dialog_question(event)
             self.status = "waiting on a dialog"
         return None
 
     def dialog_answered(self) -> None:
-        self.dialog = None
-        self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.ANSWERED, "worker")
+        self._dialog_to(Dialog.ANSWERED)
         self.question = None
         if self.streaming:
             self.enter(JobState.RUNNING)
@@ -209,8 +236,7 @@ class RunTracker:
         """Close the current run: derive state, summary and question from its end."""
         run, self.run = self.run, None
         self.streaming = self.ended = False
-        self.dialog = None
-        self.dialog_state = DIALOGS.move(self.dialog_state, Dialog.CLOSED, "worker")
+        self._dialog_to(Dialog.CLOSED)
         if run is None:
             return None
         if run.stop_reason == "error":
