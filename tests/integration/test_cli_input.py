@@ -335,3 +335,19 @@ def test_roost_mailbox_script_shows_an_item_acknowledged_while_it_lists(
     rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:]]
     assert ["acked", str(item.seq), "message"] in rows, proc.stdout
     assert [row[1] for row in rows] == sorted({row[1] for row in rows}, key=int)
+
+
+def test_roost_daemon_run_becomes_roostd_in_the_same_process(roost_env: Lab) -> None:
+    """`roost daemon run` execs `python -m roost.supervise` (the CLI never imports the
+    daemon: test_layout): the pid supervisord or systemd started is roostd's, named roostd;
+    the autostart's roostd is named so too."""
+    roost_env.start_daemon()  # python -m roost.cli.main daemon run
+    assert roost_env.daemon is not None
+    pid = roost_env.request("status")["pid"]
+    assert pid == roost_env.daemon.pid
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "roostd"
+    roost_env.roost_ok("daemon", "stop")
+    assert roost_env.daemon.wait(20) == 0
+    roost_env.roost_ok("daemon", "start")  # the autostart: python -m roost.supervise
+    pid = roost_env.request("status")["pid"]
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "roostd"
