@@ -1,7 +1,7 @@
 """The `roost` command line: the group, `--version`, and the commands of
-`roost.cli.commands` registered on it. Every command but `daemon run|stop|status` starts
-roostd when it is not running. Errors go to stderr with a non-zero exit; `--json` output
-is stable (README: JSON output).
+`roost.cli.commands`, each module imported when one of its commands runs. Every command
+but `daemon run|stop|status` starts roostd when it is not running. Errors go to stderr
+with a non-zero exit; `--json` output is stable (README: JSON output).
 
 Start-up is part of every command's wall time (the target: `roost ls --json`, `reply` and
 `run` within 80 ms with roostd up), so the command modules import only click, the
@@ -18,9 +18,36 @@ from typing import NoReturn
 
 import click
 
-from roost.cli.commands import agents, attach, daemon, events, jobs, setup, usage, view, worktrees
-from roost.cli.commands.daemon import daemon_run
 from roost.cli.common import fail, usage_error
+
+COMMANDS = {
+    "daemon": "daemon",
+    **dict.fromkeys(("run", "ls", "show", "reply", "wait", "logs", "stop", "start", "rm",
+                     "mailbox"), "jobs"),
+    "events": "events",
+    **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
+    "attach": "attach",
+    "view": "view",
+    "agents": "agents",
+    **dict.fromkeys(("budget", "usage"), "usage"),
+    **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),
+}
+"""Each command and its module in roost.cli.commands, imported only when the command runs
+(or `roost --help` lists it): a command pays for its own module only."""
+
+
+class Commands(click.Group):
+    """The `roost` group: its commands come from COMMANDS, registered on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            import importlib
+
+            importlib.import_module(f"roost.cli.commands.{COMMANDS[cmd_name]}").register(self)
+        return super().get_command(ctx, cmd_name)
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -33,17 +60,13 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 done, 1 refused or failed, 2 a usage error or an unknown "
                     "job (README: Exit codes).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show roost's and pi's versions and exit.")
 def cli() -> None:
     """roost: supervised background pi sessions that talk to each other."""
-
-
-for _module in (daemon, jobs, events, worktrees, attach, view, agents, usage, setup):
-    _module.register(cli)
 
 
 def usage_line(exc: click.UsageError) -> str:
@@ -56,8 +79,10 @@ def usage_line(exc: click.UsageError) -> str:
     if (isinstance(exc, click.NoSuchOption) and command is not None
             and re.fullmatch(r"-(\d+\.?\d*|\.\d+)", exc.option_name)):
         # `roost budget JOB -1`: a negative number reads as an option to click.
+        from roost.cli.commands.usage import Positive
+
         numbers = [p.human_readable_name for p in command.params
-                   if isinstance(p, click.Argument) and isinstance(p.type, usage.Positive)]
+                   if isinstance(p, click.Argument) and isinstance(p.type, Positive)]
         message = (f"{exc.option_name}: a negative number is not accepted"
                    + (f" ({' and '.join(numbers)} must be > 0)" if numbers else ""))
     where = exc.ctx.command_path if exc.ctx else "roost"
@@ -84,6 +109,8 @@ def main() -> None:
 
 def roostd_main() -> None:
     """`roostd`: `roost daemon run` under its own name (`roostd --help` prints help)."""
+    from roost.cli.commands.daemon import daemon_run
+
     run_cli(daemon_run, "roostd")
 
 

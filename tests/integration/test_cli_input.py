@@ -222,14 +222,18 @@ def test_every_option_has_help_and_roostd_prints_help(tmp_path: Path) -> None:
 
     import click
 
-    from roost.cli.main import cli, daemon_run
+    from roost.cli.commands.daemon import daemon_run
+    from roost.cli.main import cli
 
     def walk(command: click.Command, path: str) -> Iterator[tuple[str, Any]]:
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 yield f"{path} {param.opts[0]}", param.help
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, name
                 yield from walk(sub, f"{path} {name}")
 
     missing = [name for name, text in walk(cli, "roost") if not text]
