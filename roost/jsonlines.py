@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost import protocol
-from roost.protocol import Op, ProtocolError, RequestError
+from roost.protocol import FrameTooLarge, Op, ProtocolError, RequestError
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,7 @@ class Connection:
                 line = exc.partial
             except asyncio.LimitOverrunError:
                 await self._skip_line()
-                raise ProtocolError(
-                    f"frame exceeds the limit of {protocol.MAX_FRAME} bytes"
-                ) from None
+                raise FrameTooLarge() from None
             if line.strip():  # blank lines between frames are skipped, not answered
                 return protocol.decode(line)
 
@@ -135,7 +133,8 @@ async def serve_connection(
                 frame = await conn.read_frame()
             except ProtocolError as exc:
                 code = (
-                    protocol.FRAME_TOO_LARGE if "exceeds" in str(exc) else protocol.BAD_FRAME
+                    protocol.FRAME_TOO_LARGE if isinstance(exc, FrameTooLarge)
+                    else protocol.BAD_FRAME
                 )
                 await conn.send(protocol.fail(None, code, str(exc)))
                 continue

@@ -17,6 +17,11 @@ Shapes:
                        "error": {"code": CODE, "message": TEXT}}
     event (pushed)    {"type": "event", "event": NAME, ...fields}
 
+DAEMON_OPS and EXTENSION_OPS declare every op, its required arguments and the others it
+reads; PUSHED_EVENTS every event, who sends it to whom and its fields. tests/unit/test_layout.py
+checks the requests and event handlers of roost.ts, and the requests and pushes in roost/,
+against them.
+
 The first thing a server sends is its greeting; a client whose PROTOCOL_VERSION differs
 must stop (`check_greeting`). "Could not decode" (`bad_frame`), "too large"
 (`frame_too_large`) and "valid but unknown op" (`unknown_op`) are distinct errors, and
@@ -33,7 +38,7 @@ from typing import Any
 from roost import PROTOCOL_VERSION, __version__
 from roost.errors import RoostError
 
-# -- contracts other processes keep a copy of (tests/unit/test_constants.py checks roost.ts) --
+# -- contracts the extension keeps a copy of (tests/unit/test_layout.py checks roost.ts) --
 CUSTOM_TYPE = "pi-roost-agent-message"
 """The customType of an agent message (or report) in a pi session; the extension renders it."""
 NOTE_TYPE = "pi-roost-note"
@@ -41,7 +46,8 @@ NOTE_TYPE = "pi-roost-note"
 RESULT_MAX = 6000
 """The most characters of a run's final text a report carries."""
 
-# The event types and the fields each adds to seq, time, type, job (README: the format).
+# The event log's entry types and the fields each adds to seq, time, type, job (README: the
+# format). Not the events pushed on a connection: PUSHED_EVENTS below.
 EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.created": ("kind", "cwd", "parent"),
     "job.state": ("from", "to", "reason"),
@@ -75,6 +81,14 @@ class ProtocolError(RoostError):
     """A frame that cannot be decoded or a peer that speaks another protocol version."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame over MAX_FRAME bytes (answered `frame_too_large`, not `bad_frame`)."""
+
+    def __init__(self, size: int | None = None) -> None:
+        of = f" of {size} bytes" if size is not None else ""
+        super().__init__(f"frame{of} exceeds the limit of {MAX_FRAME} bytes")
+
+
 class RequestError(RoostError):
     """A request that failed; `code` is one of the error codes above."""
 
@@ -85,17 +99,17 @@ class RequestError(RoostError):
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    """One frame: compact JSON plus the newline. Raises ProtocolError when too large."""
+    """One frame: compact JSON plus the newline. Raises FrameTooLarge."""
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
     if len(data) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {MAX_FRAME}")
+        raise FrameTooLarge(len(data))
     return data
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    """Parse one frame (with or without its newline). Raises ProtocolError."""
+    """Parse one frame (with or without its newline). Raises ProtocolError (FrameTooLarge)."""
     if len(line) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(line)} bytes exceeds the limit of {MAX_FRAME}")
+        raise FrameTooLarge(len(line))
     try:
         obj = json.loads(line.rstrip(b"\r\n").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -138,75 +152,160 @@ def fail(request_id: Any, code: str, message: str) -> dict[str, Any]:
 
 
 def event(name: str, **fields: Any) -> dict[str, Any]:
+    """A pushed event, checked against its declaration in PUSHED_EVENTS (a programming error
+    raises ValueError: an undeclared event or field never reaches the wire)."""
+    spec = PUSHED_EVENTS.get(name)
+    if spec is None:
+        raise ValueError(f"undeclared event {name!r}")
+    missing = [f for f in spec.fields if f not in fields]
+    unknown = [f for f in fields if f not in spec.fields and f not in spec.optional]
+    if missing or unknown:
+        raise ValueError(f"event {name!r}: missing {missing}, undeclared {unknown}")
     return {"type": "event", "event": name, **fields}
 
 
 @dataclass(frozen=True)
 class Op:
-    """A documented operation: its name, who may call it, and its required arguments."""
+    """A documented operation: its name, who may call it, its required arguments and the
+    others it reads (`optional`)."""
 
     name: str
     caller: str  # "any", "worker" (bound worker connection), "peer" (worker or foreground)
     required: tuple[str, ...] = ()
     doc: str = ""
+    optional: tuple[str, ...] = ()
 
 
-# The daemon's operations. The dispatch table in roost.supervise.server maps each name to
-# exactly one handler; a name missing there is a bug caught by a unit test.
+# What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
+_JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
+             "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base")
+
+# The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
+# it builds its dispatch table that each name has exactly one handler.
 DAEMON_OPS: dict[str, Op] = {
     op.name: op
     for op in (
         Op("status", "any", (), "daemon health: pid, version, job count"),
-        Op("shutdown", "any", (), "stop the daemon (workers keep running)"),
+        Op("shutdown", "any", (), "stop the daemon (workers keep running; `jobs`: stop them "
+                                  "too)", ("jobs",)),
         Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`); "
-                             "`env`: the caller's environment, which the job runs with"),
+                             "`env`: the caller's environment, which the job runs with",
+           ("task", "shell", "command", "treeBudget", *_JOB_ARGS)),
         Op("list", "any", (), "all job rows"),
         Op("show", "any", ("job",), "one job row with details"),
-        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox"),
-        Op("wait", "any", ("job",), "resolve when the job's current run has settled"),
+        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox (`cause`: "
+                                            "reply or cli)", ("cause",)),
+        Op("wait", "any", ("job",), "resolve when the job's current run has settled",
+           ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
         Op("start", "any", ("job",), "start a stopped/ended job again (`env`: replaces the "
-                                     "job's environment)"),
+                                     "job's environment)", ("env",)),
         Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
-                                  "`deleteBranch`)"),
-        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)"),
-        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records"),
-        Op("subscribe", "any", (), "push `jobs` events whenever a row changes"),
+                                  "`deleteBranch`)", ("force", "deleteBranch")),
+        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)",
+           ("into", "squash")),
+        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records",
+           ("force",)),
+        Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one "
+                                   "changes"),
         Op("events", "any", (), "push the event log's entries after `since` (filtered by "
-                                "`types`, `job`), then each new one"),
+                                "`types`, `job`) as `log` events, then each new one",
+           ("since", "types", "job")),
         Op("wait_jobs", "any", ("jobs", "until"),
-           "resolve when any (or all) of `jobs` reach `until`: needs_input|settled|done|failed"),
+           "resolve when any (or all: `mode`) of `jobs` reach `until`: "
+           "needs_input|settled|done|failed", ("mode", "timeout")),
         Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
         Op("detach", "any", ("job",), "the attached foreground pi quit: back to the background"),
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
-        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ..."),
-        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose"),
-        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent"),
-        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget)"),
+        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ...",
+           ("state", "status", "summary", "question", "dialog", "options", "busy", "usage",
+            "error")),
+        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose",
+           ("fatal",)),
+        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent",
+           ("text",)),
+        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget: `tree`)",
+           ("budget", "budgetTokens", "maxTurns", "tree")),
         # `session` may be null (a --no-session pi): the handler checks it, so not required.
-        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer"),
+        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer",
+           ("session", "peer", "name", "cwd")),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
         Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
-                                       "environment; a foreground pi sends its own as `env`)"),
-        Op("handback", "worker", ("state",), "a report for the job's parent"),
+                                       "environment; a foreground pi sends its own as `env`)",
+           _JOB_ARGS),
+        Op("handback", "worker", ("state",), "a report for the job's parent",
+           ("report", "result", "question", "error")),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
-                                  "(`env`: the pi's environment, the job's from now on)"),
+                                  "(`env`: the pi's environment, the job's from now on)",
+           ("task", "env", "cwd", "name", "model", "thinking")),
     )
 }
 
-# The worker's extension socket operations (extension -> worker).
+# The worker's extension socket operations (extension -> worker). The `peer` ones are
+# roostd's: the worker forwards them as they are, on its own connection, as the job.
 EXTENSION_OPS: dict[str, Op] = {
-    op.name: op
-    for op in (
-        # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
-        Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
-        Op("peers", "peer", ()),
-        Op("send", "peer", ("to", "message")),
-        Op("spawn", "peer", ("task",)),
-    )
+    # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
+    "ext_hello": Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
+    **{name: DAEMON_OPS[name] for name in ("peers", "send", "spawn")},
 }
 
 
 def missing_arguments(op: Op, request: dict[str, Any]) -> list[str]:
     return [name for name in op.required if request.get(name) in (None, "")]
+
+
+# -- pushed events: who sends each to whom, and its fields --------------------------------------
+ROOSTD = "roostd"
+WORKER = "worker"
+EXTENSION = "extension"  # the roost extension in a pi: a job's (via its worker) or a foreground one
+CLIENT = "client"  # a CLI connection that asked for them (`subscribe`, `events`)
+
+
+@dataclass(frozen=True)
+class PushedEvent:
+    """A pushed event: `{"type": "event", "event": name, ...fields}` from `sender` to
+    `receiver`. Every one of `fields` is present (its value may be null); `optional` ones
+    may be left out."""
+
+    name: str
+    sender: str
+    receiver: str
+    fields: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    doc: str = ""
+
+    @property
+    def direction(self) -> str:
+        return f"{self.sender}->{self.receiver}"
+
+
+PUSHED_EVENTS: dict[str, PushedEvent] = {
+    e.name: e
+    for e in (
+        PushedEvent("stop", ROOSTD, WORKER, ("reason",), doc="stop pi and exit (`reason`: why)"),
+        PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
+              ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
+                                "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent("release", ROOSTD, WORKER, ("reason",),
+              doc="`roost attach`: let go of the session at the next safe point"),
+        PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),
+        PushedEvent("log", ROOSTD, CLIENT, ("entry",), doc="an event-log entry (after `events`)"),
+        PushedEvent("deliver", ROOSTD, EXTENSION, ("content", "details"),
+              doc="an agent message or report for a foreground peer, shown and steered in"),
+        PushedEvent("inject", WORKER, EXTENSION, ("content", "details"),
+              doc="a mailbox item for the job's pi, steered in (details.seq: its item)"),
+        PushedEvent("note", WORKER, EXTENSION, ("content",),
+              doc="roost's own note (a run continued after a restart or a raised budget): "
+                  "shown, and starts a run"),
+        PushedEvent("budget_note", WORKER, EXTENSION, ("content", "steer"),
+              doc="a budget warning: steered into a running turn (`steer`), else only stored"),
+        PushedEvent("kick", WORKER, EXTENSION, (),
+              doc="a steer was stranded when a run ended: start the run it waits for"),
+    )
+}
+
+
+def events_to(receiver: str) -> set[str]:
+    """The names of the events `receiver` must handle."""
+    return {e.name for e in PUSHED_EVENTS.values() if e.receiver == receiver}

@@ -170,7 +170,6 @@ function textResult(text: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text }], details };
 }
 
-/** `$0.42` (as roost ls shows it). */
 export default function roost(pi: any) {
 	// Installed globally and passed with -e by a worker: load once.
 	const marker = Symbol.for("roost.extension.loaded");
@@ -189,45 +188,43 @@ export default function roost(pi: any) {
 	let resumeJob: string | null = ATTACHED_JOB ?? null;
 	let lastCtx: any = null;
 
-	const inject = (frame: any) => {
-		// roost built both: the envelope the model reads and the details the renderer shows.
-		Promise.resolve(
-			pi.sendMessage(
-				{ customType: CUSTOM_TYPE, content: frame.content, display: true, details: frame.details ?? {} },
-				{ deliverAs: "steer", triggerTurn: true },
-			),
-		).catch((err: Error) => console.error(`roost: could not inject an agent item: ${err.message}`));
+	/** A message from roost into this pi's session (pi.sendMessage): `deliverAs: "steer"` puts
+	 * it into a running turn, `triggerTurn` starts one when pi is idle; a failure is logged as
+	 * "could not `what`". */
+	function steer(
+		customType: string,
+		content: unknown,
+		opts: { deliverAs?: "steer"; triggerTurn: boolean; display?: boolean; details?: unknown; what?: string },
+	): void {
+		const { display = true, details = {}, what, ...delivery } = opts;
+		Promise.resolve(pi.sendMessage({ customType, content, display, details }, delivery)).catch((err: Error) => {
+			if (what) console.error(`roost: could not ${what}: ${err.message}`);
+		});
+	}
+
+	// roost built both: the envelope the model reads and the details the renderer shows.
+	const inject = (frame: any) =>
+		steer(CUSTOM_TYPE, frame.content, { deliverAs: "steer", triggerTurn: true, details: frame.details ?? {}, what: "inject an agent item" });
+
+	/** The events roost pushes to the extension (roost/protocol.py PUSHED_EVENTS), one handler each. */
+	const eventHandlers: Record<string, (frame: any) => void> = {
+		inject: inject, // from the job's worker: a mailbox item
+		deliver: inject, // from roostd to a foreground pi: an agent message or report
+		// From roost itself (a run continued after a crash, a raised budget): shown, and starts a run.
+		note: (frame: any) => steer(NOTE_TYPE, frame.content, { triggerTurn: true, what: "add a note" }),
+		// From roost itself (a budget warning): steered into a running turn, else only stored.
+		budget_note: (frame: any) =>
+			steer(NOTE_TYPE, frame.content, {
+				...(frame.steer ? { deliverAs: "steer" as const } : {}),
+				triggerTurn: Boolean(frame.steer),
+				what: "add a note",
+			}),
+		// A queued steer was stranded when a run ended: a hidden message starts the run it waits for.
+		kick: (_frame: any) => steer("pi-roost-kick", "(queued input follows)", { triggerTurn: true, display: false }),
 	};
 
 	const onEvent = (frame: any) => {
-		if (frame.event === "inject" || frame.event === "deliver") inject(frame);
-		else if (frame.event === "note") {
-			// From roost itself (a run continued after a crash): shown, and starts a run.
-			Promise.resolve(
-				pi.sendMessage(
-					{ customType: NOTE_TYPE, content: frame.content, display: true, details: {} },
-					{ triggerTurn: true },
-				),
-			).catch((err: Error) => console.error(`roost: could not add a note: ${err.message}`));
-		}
-		else if (frame.event === "budget_note") {
-			// From roost itself (a budget warning): steered into a running turn, else only stored.
-			Promise.resolve(
-				pi.sendMessage(
-					{ customType: NOTE_TYPE, content: frame.content, display: true, details: {} },
-					frame.steer ? { deliverAs: "steer", triggerTurn: true } : { triggerTurn: false },
-				),
-			).catch((err: Error) => console.error(`roost: could not add a note: ${err.message}`));
-		}
-		else if (frame.event === "kick") {
-			// A queued steer was stranded when a run ended: a hidden message starts the run it waits for.
-			Promise.resolve(
-				pi.sendMessage(
-					{ customType: "pi-roost-kick", content: "(queued input follows)", display: false, details: {} },
-					{ triggerTurn: true },
-				),
-			).catch(() => undefined);
-		}
+		if (typeof frame.event === "string" && Object.hasOwn(eventHandlers, frame.event)) eventHandlers[frame.event](frame);
 	};
 
 	function takeLock(sessionFile: string | undefined | null): void {

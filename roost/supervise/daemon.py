@@ -23,22 +23,24 @@ from roost import __version__, paths, protocol
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
 from roost.jobs import JobRecord
-from roost.jsonlines import Connection, serve_connection
+from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import table as jobstore
 from roost.supervise import usage
+from roost.supervise.core import Core
 from roost.supervise.events import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
+from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.router import AgentRouter
+from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess
 from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
-
 
 
 class AlreadyRunning(Exception):
@@ -60,6 +62,7 @@ class Daemon:
         self._server: asyncio.AbstractServer | None = None
         self._any_changed = asyncio.Event()
         self.agents = AgentRouter(self)
+        self.usage_book = UsageBook()
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -179,7 +182,7 @@ class Daemon:
 
     def _resume_job(self, record: JobRecord) -> None:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
-        proc = self._proc(record)
+        proc = self.proc(record)
         if proc.adopt():  # the pid in its record, or the holder of its worker lock
             log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
             return
@@ -250,16 +253,18 @@ class Daemon:
         if conn.job_id is None:
             self.agents.peer_disconnected(conn)
 
-    def _build_handlers(self) -> dict[str, Any]:
-        handlers: dict[str, Any] = {}
-        for module in (jobs, worker, agents, attach, events, usage, worktrees):
-            handlers.update(module.handlers(self))
+    def _build_handlers(self) -> dict[str, Handler]:
+        handlers: dict[str, Handler] = {}
+        core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
+        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees):
+            handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
         return handlers
 
     # -- jobs ------------------------------------------------------------------------------
-    def _proc(self, record: JobRecord) -> WorkerProcess:
+    def proc(self, record: JobRecord) -> WorkerProcess:
+        """The job's WorkerProcess, made on first use (one per job)."""
         proc = self.procs.get(record.id)
         if proc is None:
             proc = WorkerProcess(record, self.settings, self._worker_event)
@@ -334,7 +339,7 @@ class Daemon:
             return False
 
     def start_worker(self, record: JobRecord, why: str) -> None:
-        proc = self._proc(record)
+        proc = self.proc(record)
         if proc.alive or record.recovered:  # a stand-in for an unreadable record: never run
             return
         log.info("job %s: starting worker (%s)", record.id, why)

@@ -17,15 +17,15 @@ from roost.agents.envelope import agent_frame
 from roost.agents.peers import Peer, relation
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
-from roost.states import ENDED_JOB_STATES, JobKind, Outcome
-from roost.supervise.table import accept_item, detach
+from roost.states import ENDED_JOB_STATES, Attach, JobKind, JobState, Outcome
+from roost.supervise import usage
+from roost.supervise.table import accept_item
 from roost.worker import faults
 
 if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
+    from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -39,7 +39,7 @@ class ForegroundPeer:
 
 
 class AgentRouter:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: JobTable) -> None:
         self.daemon = daemon
         self.foreground: dict[str, ForegroundPeer] = {}
         # Connections of foreground pis holding the session of an attached job: when one
@@ -114,7 +114,23 @@ class AgentRouter:
         job_id = self.holders.pop(conn, None)
         record = self.daemon.jobs.get(job_id or "")
         if record is not None and record.attached:
-            detach(self.daemon, record, "its foreground pi quit")
+            self.detach(record, "its foreground pi quit")
+
+    def detach(self, record: JobRecord, why: str) -> str:
+        """Back to the background; a worker starts at once if anything is waiting."""
+        daemon = self.daemon
+        if not record.attached:  # already back (its pi's connection closed first)
+            proc = daemon.procs.get(record.id)
+            return "started" if proc is not None and proc.alive else "idle"
+        record.set_attach(Attach.DETACHED, why)
+        usage.recount(daemon, record)  # what the foreground pi spent counts too
+        if record.state == JobState.STARTING or daemon.mailbox(record).pending():
+            daemon.start_worker(record, why)
+            daemon.job_changed(record)
+            return "started"
+        daemon.job_changed(record)
+        self.retry_undelivered(record.session)
+        return "idle"
 
     def register(self, fg: ForegroundPeer) -> None:
         old = self.foreground.get(fg.id)

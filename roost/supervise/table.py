@@ -1,6 +1,6 @@
 """The job table's rules: loading every job record (quarantining unreadable ones),
 choosing new job ids, accepting an item for a job (the one place its outcome is decided),
-whether a job is settled, and handing an attached job back to the background.
+and whether a job is settled.
 
 Only roostd uses it; a single record is `roost.jobs.JobRecord`, and the daemon
 (`Daemon.set_state`) is the one writer of a job's state."""
@@ -20,11 +20,11 @@ from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
-from roost.states import Attach, JobKind, JobState, Outcome, ProcState, item_outcome
+from roost.states import JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise import usage
 
 if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
+    from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
 
 
 def accept_item(
-    daemon: Daemon,
+    daemon: JobTable,
     record: JobRecord,
     kind: str,
     text: str,
@@ -192,7 +192,7 @@ def held_by_other(record: JobRecord) -> Held | None:
     return other_writer(record.session, record.id)
 
 
-def is_settled(daemon: Daemon, record: JobRecord) -> bool:
+def is_settled(daemon: JobTable, record: JobRecord) -> bool:
     """No pending item and no run starting or in progress (or nothing ever will run)."""
     proc = daemon.procs.get(record.id)
     if record.state == JobState.STOPPED:
@@ -210,19 +210,3 @@ def is_settled(daemon: Daemon, record: JobRecord) -> bool:
     if proc is None or proc.state != ProcState.RUNNING:
         return False
     return not daemon.mailbox(record).pending()
-
-
-def detach(daemon: Daemon, record: JobRecord, why: str) -> str:
-    """Back to the background; a worker starts at once if anything is waiting."""
-    if not record.attached:  # already back (its pi's connection closed first)
-        proc = daemon.procs.get(record.id)
-        return "started" if proc is not None and proc.alive else "idle"
-    record.set_attach(Attach.DETACHED, why)
-    usage.recount(daemon, record)  # what the foreground pi spent counts too
-    if record.state == JobState.STARTING or daemon.mailbox(record).pending():
-        daemon.start_worker(record, why)
-        daemon.job_changed(record)
-        return "started"
-    daemon.job_changed(record)
-    daemon.agents.retry_undelivered(record.session)
-    return "idle"

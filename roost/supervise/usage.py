@@ -1,4 +1,5 @@
-"""roostd's side of usage and budgets: rows, budgets at run/spawn, the tree budget, `rm`.
+"""roostd's side of usage and budgets: rows, budgets at run/spawn, the tree budget, `rm`
+(its ops, `budget` and `usage_note`, are in handlers/usage.py; its state is `UsageBook`).
 
 The worker meters its own job (roost.usage.meter) and reports the figures; roostd keeps
 them in the job record (saved with the record's next persisted change, and recomputed from
@@ -21,32 +22,9 @@ from roost.usage.account import Usage, format_cost, from_entries
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
-    from roost.supervise.daemon import Daemon
+    from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
-
-
-class UsageBook:
-    """roostd's usage state beyond the job records."""
-
-    def __init__(self) -> None:
-        self._removed: dict[str, Usage] | None = None  # tree -> removed jobs' usage
-        self.tree_stopped: dict[str, str] = {}  # job -> why its tree's budget stopped it
-        self.tree_warned: set[str] = set()  # roots warned about their tree's budget
-
-    @property
-    def removed(self) -> dict[str, Usage]:
-        if self._removed is None:
-            self._removed = usage_log.removed_tree_costs()
-        return self._removed
-
-
-def book(daemon: Daemon) -> UsageBook:
-    found = getattr(daemon, "usage_book", None)
-    if found is None:
-        found = UsageBook()
-        daemon.usage_book = found  # type: ignore[attr-defined]
-    return found
 
 
 def tree_key(record: JobRecord) -> str:
@@ -57,26 +35,26 @@ def own(record: JobRecord) -> Usage:
     return Usage.from_json(record.usage)
 
 
-def tree_root(daemon: Daemon, key: str) -> JobRecord | None:
+def tree_root(daemon: JobTable, key: str) -> JobRecord | None:
     for record in daemon.jobs.values():
         if record.session == key and not record.root_session:
             return record
     return None
 
 
-def tree_usage(daemon: Daemon, key: str) -> Usage:
+def tree_usage(daemon: JobTable, key: str) -> Usage:
     """The root and every descendant, removed ones included."""
     total = Usage()
     for record in daemon.jobs.values():
         if tree_key(record) == key:
             total.add_usage(own(record))
-    removed = book(daemon).removed.get(key)
+    removed = daemon.usage_book.removed.get(key)
     if removed is not None:
         total.add_usage(removed)
     return total
 
 
-def subtree_usage(daemon: Daemon, record: JobRecord) -> Usage:
+def subtree_usage(daemon: JobTable, record: JobRecord) -> Usage:
     """A job and its live descendants (a root: its whole tree, removed jobs included)."""
     if not record.root_session and record.session:
         return tree_usage(daemon, record.session)
@@ -95,7 +73,7 @@ def subtree_usage(daemon: Daemon, record: JobRecord) -> Usage:
     return total
 
 
-def row_usage(daemon: Daemon, record: JobRecord) -> dict[str, Any]:
+def row_usage(daemon: JobTable, record: JobRecord) -> dict[str, Any]:
     """JobRow `usage` (README: JSON output)."""
     mine = own(record).to_json()
     tree = subtree_usage(daemon, record)
@@ -109,7 +87,7 @@ def row_usage(daemon: Daemon, record: JobRecord) -> dict[str, Any]:
     }
 
 
-def _amount(request: dict[str, Any], key: str, integer: bool = False) -> Any:
+def amount(request: dict[str, Any], key: str, integer: bool = False) -> Any:
     try:
         return budget.check_amount(request.get(key), key, integer)
     except ValueError as exc:
@@ -121,16 +99,16 @@ def blocked(record: JobRecord) -> bool:
     return record.state == JobState.FAILED and budget.is_stop_reason(record.error)
 
 
-def apply_budget(daemon: Daemon, record: JobRecord, request: dict[str, Any]) -> None:
+def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -> None:
     """Set a new job's limits from a run/spawn request and the user's defaults; a spawn
     over what is left of its tree's budget is refused (RequestError)."""
     settings = daemon.settings()
-    requested = _amount(request, "budget")
-    record.budget_tokens = _amount(request, "budgetTokens", integer=True)
-    record.max_turns = _amount(request, "maxTurns", integer=True)
+    requested = amount(request, "budget")
+    record.budget_tokens = amount(request, "budgetTokens", integer=True)
+    record.max_turns = amount(request, "maxTurns", integer=True)
     default = settings.defaultJobBudget if (settings.defaultJobBudget or 0) > 0 else None
     if not record.spawned:
-        tree = _amount(request, "treeBudget")
+        tree = amount(request, "treeBudget")
         default_tree = settings.defaultTreeBudget
         record.tree_budget = tree if tree is not None else (
             float(default_tree) if default_tree and default_tree > 0 else None)
@@ -151,7 +129,7 @@ def apply_budget(daemon: Daemon, record: JobRecord, request: dict[str, Any]) -> 
     record.budget = value
 
 
-def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = None,
+def send_limits(daemon: JobTable, record: JobRecord, tree_reason: str | None = None,
                 tree_warning: str | None = None) -> bool:
     """Tell the job's worker its limits (and why its tree stops it, or a tree warning);
     False when no worker is connected to hear it."""
@@ -165,9 +143,9 @@ def send_limits(daemon: Daemon, record: JobRecord, tree_reason: str | None = Non
     return True
 
 
-def tree_reason(daemon: Daemon, record: JobRecord) -> str | None:
+def tree_reason(daemon: JobTable, record: JobRecord) -> str | None:
     """Why the job's tree stops it now (its tree budget is used up), or None."""
-    stopped = book(daemon).tree_stopped.get(record.id)
+    stopped = daemon.usage_book.tree_stopped.get(record.id)
     if stopped:
         return stopped
     root = tree_root(daemon, tree_key(record))
@@ -180,14 +158,14 @@ def tree_reason(daemon: Daemon, record: JobRecord) -> str | None:
             f"{format_cost(root.tree_budget)}")
 
 
-def worker_connected(daemon: Daemon, record: JobRecord) -> None:
+def worker_connected(daemon: JobTable, record: JobRecord) -> None:
     """A worker (re)connected: it learns the limits as they are now, since a change made
     while it was away (a raised budget, a tree stopped or lifted) reached only job.json."""
     if record.kind == JobKind.PI:
         send_limits(daemon, record, tree_reason(daemon, record))
 
 
-def after_usage(daemon: Daemon, record: JobRecord) -> None:
+def after_usage(daemon: JobTable, record: JobRecord) -> None:
     """A job's figures changed: stop its tree's live jobs once the tree's budget is used."""
     key = tree_key(record)
     root = tree_root(daemon, key)
@@ -201,7 +179,7 @@ def after_usage(daemon: Daemon, record: JobRecord) -> None:
         return
     reason = (f"tree budget exhausted: {format_cost(spent.cost)} of "
               f"{format_cost(root.tree_budget)}")
-    stopped = book(daemon).tree_stopped
+    stopped = daemon.usage_book.tree_stopped
     for member in daemon.jobs.values():
         if (tree_key(member) == key and member.id not in stopped and member.kind == JobKind.PI
                 and send_limits(daemon, member, reason)):
@@ -209,25 +187,25 @@ def after_usage(daemon: Daemon, record: JobRecord) -> None:
             log.info("job %s: %s", member.id, reason)
 
 
-def _tree_warning(daemon: Daemon, root: JobRecord, spent: Usage) -> None:
+def _tree_warning(daemon: JobTable, root: JobRecord, spent: Usage) -> None:
     """Once per tree (per roostd): the root gets a framed note at `budgetWarnAt`."""
     assert root.tree_budget is not None
     line = budget.warning(spent, budget.Limits(budget=root.tree_budget),
                           daemon.settings().budgetWarnAt)
-    warned = book(daemon).tree_warned
+    warned = daemon.usage_book.tree_warned
     if line is None or root.id in warned:
         return
     if send_limits(daemon, root, None, line.replace("your budget", "your tree's budget")):
         warned.add(root.id)
 
 
-def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
+def lift_tree(daemon: JobTable, root: JobRecord) -> None:
     key = tree_key(root)
     spent = tree_usage(daemon, key)
     if root.tree_budget is not None and spent.priced and spent.cost >= root.tree_budget:
         return
-    book(daemon).tree_warned.discard(root.id)
-    stopped = book(daemon).tree_stopped
+    daemon.usage_book.tree_warned.discard(root.id)
+    stopped = daemon.usage_book.tree_stopped
     # Every live job of the tree, not only those this roostd stopped: a restarted roostd
     # does not know which workers an earlier one told.
     for member in list(daemon.jobs.values()):
@@ -237,7 +215,7 @@ def _lift_tree(daemon: Daemon, root: JobRecord) -> None:
                 send_limits(daemon, member, None)
 
 
-def recount(daemon: Daemon, record: JobRecord) -> None:
+def recount(daemon: JobTable, record: JobRecord) -> None:
     """The session comes back from a foreground pi (`roost attach`, `/roost-bg`): the job's
     figures are its session's from its start, what that pi spent included. A worker that
     starts later reads the same file again (the sum, never twice)."""
@@ -252,13 +230,13 @@ def recount(daemon: Daemon, record: JobRecord) -> None:
     after_usage(daemon, record)
 
 
-def on_removed(daemon: Daemon, record: JobRecord) -> None:
+def on_removed(daemon: JobTable, record: JobRecord) -> None:
     """Before `rm` deletes the job's directory: keep its figures in the usage log."""
     if record.kind != "pi" or not record.session:
         return
     from roost.transcript import read_entries
 
-    removed = book(daemon).removed  # loaded before the append: the new lines are added once
+    removed = daemon.usage_book.removed  # loaded before the append: the new lines are added once
     try:
         entries = read_entries(record.session)
         lines = usage_log.lines_for({"id": record.id, "name": record.name,
@@ -271,82 +249,4 @@ def on_removed(daemon: Daemon, record: JobRecord) -> None:
         return
     for line in lines:
         removed.setdefault(tree_key(record), Usage()).add_usage(Usage.from_json(line))
-    book(daemon).tree_stopped.pop(record.id, None)
-
-
-def handlers(daemon: Daemon) -> dict[str, Any]:
-    async def set_budget(conn: Any, request: dict[str, Any]) -> dict[str, Any]:
-        record = daemon.find_job(str(request["job"]))
-        if record.kind != "pi":
-            raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
-        amount = _amount(request, "budget")
-        tokens = _amount(request, "budgetTokens", integer=True)
-        turns = _amount(request, "maxTurns", integer=True)
-        if amount is None and tokens is None and turns is None:
-            raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
-        # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
-        tree = bool(request.get("tree")) or (
-            amount is not None and not record.root_session and record.tree_budget is not None
-            and record.budget is None and tokens is None and turns is None)
-        if tree:
-            if record.root_session:
-                raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
-                                            "tree budget is set on the root")
-            if amount is None:
-                raise RequestError(BAD_REQUEST, "a tree budget is an amount (budget)")
-            record.tree_budget = amount
-        else:
-            if amount is not None:
-                record.budget = amount
-            if tokens is not None:
-                record.budget_tokens = tokens
-            if turns is not None:
-                record.max_turns = turns
-        record.save()
-        if record.tree_budget is not None and not record.root_session:
-            _lift_tree(daemon, record)
-        if not send_limits(daemon, record, book(daemon).tree_stopped.get(record.id)):
-            proc = daemon.procs.get(record.id)
-            if (proc is None or not proc.alive) and budget.is_stop_reason(record.error):
-                daemon.start_worker(record, "budget raised")
-        daemon.job_changed(record)
-        return {"id": record.id, "tree": tree, "usage": row_usage(daemon, record)}
-
-    async def usage_note(conn: Any, request: dict[str, Any]) -> dict[str, Any]:
-        assert conn.job_id is not None
-        record = daemon.jobs.get(conn.job_id)
-        if record is None:
-            return {}
-        kind, text = request.get("kind"), str(request.get("text") or "")[:500]
-        if kind == "exhausted":
-            daemon.agents.job_ended(record, text)
-        elif kind == "warn":
-            await _tell_parent(daemon, record, budget.warning_text(text))
-        else:
-            raise RequestError(BAD_REQUEST, "kind must be warn or exhausted")
-        return {}
-
-    return {"budget": set_budget, "usage_note": usage_note}
-
-
-async def _tell_parent(daemon: Daemon, child: JobRecord, text: str) -> None:
-    from roost.agents.peers import relation
-
-    router = daemon.agents
-    if not child.spawned:
-        return
-    target = None
-    for fg in router.foreground.values():
-        if child.parent_session and fg.session == child.parent_session:
-            target = router.foreground_peer(fg)
-    parent = router.job_for_session(child.parent_session) if target is None else None
-    if target is None and parent is not None:
-        target = router.job_peer(parent)
-    if target is None:
-        return
-    sender = router.job_peer(child)
-    try:
-        await router.deliver(target, "message", sender, relation(target, sender), text)
-    except RequestError as exc:
-        log.warning("job %s: budget warning not delivered to its parent: %s", child.id,
-                    exc.message)
+    daemon.usage_book.tree_stopped.pop(record.id, None)

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-"""A worker's exit code for "do not restart me" (its reason came in worker_exiting)."""
 BACKOFF_CAP_SECONDS = 30.0
 
 

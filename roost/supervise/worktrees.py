@@ -25,7 +25,7 @@ from roost.worktrees import git, policy, worktrees_dir
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
-    from roost.supervise.daemon import Daemon
+    from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,13 @@ def tree_key(record: JobRecord) -> str:
     return record.root_session or record.session or record.id
 
 
-def in_tree(daemon: Daemon, key: str) -> int:
+def in_tree(daemon: JobTable, key: str) -> int:
     made = sum(1 for r in daemon.jobs.values() if r.worktree and tree_key(r) == key)
     return made + _making.get(key, 0)
 
 
 # -- creation ----------------------------------------------------------------------------
-async def prepare(daemon: Daemon, record: JobRecord, request: dict[str, Any],
+async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any],
                   spawned: bool) -> None:
     """Give a new (not yet launched) pi job its worktree when the request and the policy
     say so: the worktree is made, `record.worktree` set and `record.cwd` moved into it.
@@ -164,7 +164,7 @@ def running(record: JobRecord) -> bool:
     return record.busy or record.state in (JobState.STARTING, JobState.RUNNING)
 
 
-async def merge(daemon: Daemon, record: JobRecord, into: str | None,
+async def merge(daemon: JobTable, record: JobRecord, into: str | None,
                 squash: bool) -> dict[str, Any]:
     wt = record.worktree
     if not wt:
@@ -334,7 +334,7 @@ def _remove(wt: dict[str, Any], force: bool, delete_branch: bool) -> list[str]:
 
 
 # -- gc --------------------------------------------------------------------------------------
-async def gc(daemon: Daemon, force: bool) -> dict[str, Any]:
+async def gc(daemon: JobTable, force: bool) -> dict[str, Any]:
     """Remove the worktrees of removed jobs (`$ROOST_HOME/worktrees/<id>` without a job)
     and prune git's worktree records in every repository roost made worktrees in."""
     live = {r.id for r in daemon.jobs.values()}

@@ -20,6 +20,7 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from roost import paths, protocol
@@ -542,13 +543,19 @@ class Worker:
 
     # -- roostd ---------------------------------------------------------------------------------
     def _on_daemon_event(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "stop":
-            self.request_stop(str(event.get("reason") or "stopped"))
-        elif event.get("event") == "budget":
-            usage.on_budget_event(self, event)
-        elif event.get("event") == "release":
-            self.releasing = True  # let go of the session once nothing is in progress
-            self._release_if_idle()
+        """One of roostd's pushes (protocol.PUSHED_EVENTS to the worker): DAEMON_EVENTS."""
+        handler = DAEMON_EVENTS.get(str(event.get("event")))
+        if handler is None:  # both ends speak one protocol version: a bug on roostd's side
+            log.warning("ignoring an undeclared event from roostd: %r", event.get("event"))
+            return
+        handler(self, event)
+
+    def _on_stop(self, event: dict[str, Any]) -> None:
+        self.request_stop(str(event.get("reason") or "stopped"))
+
+    def _on_release(self, event: dict[str, Any]) -> None:
+        self.releasing = True  # let go of the session once nothing is in progress
+        self._release_if_idle()
 
     # -- the extension's socket -----------------------------------------------------------------
     async def _on_ext_connection(
@@ -593,6 +600,15 @@ class Worker:
             return await self.link.request(str(request["op"]), **args)
 
         return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward}
+
+
+DAEMON_EVENTS: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
+    "stop": Worker._on_stop,
+    "budget": usage.on_budget_event,
+    "release": Worker._on_release,
+}
+"""The worker's handler of each event roostd pushes to it (tests/unit/test_layout.py checks
+them against protocol.PUSHED_EVENTS)."""
 
 
 def main(early: Early) -> int:

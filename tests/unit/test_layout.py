@@ -127,6 +127,244 @@ def test_the_extension_keeps_the_same_constants() -> None:
     assert const("EXIT_FATAL") == str(EXIT_FATAL)
 
 
+# -- the wire between Python and the extension: roost/protocol.py is the one table ----------------
+EXTENSION_TS = ROOT / "extension" / "roost.ts"
+
+
+def _ts_code(source: str) -> str:
+    """roost.ts without its comments (a comment may mention an op or event it does not use)."""
+    source = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
+    return re.sub(r"(?<![:\"'])//[^\n]*", "", source)
+
+
+def _ts_object_keys(code: str, start: int) -> set[str] | None:
+    """The top-level keys of the object literal passed right after `start` (None: none is)."""
+    rest = code[start:].lstrip()
+    if not rest.startswith(","):
+        return None
+    rest = rest[1:].lstrip()
+    if not rest.startswith("{"):
+        return None
+    depth, part, parts, quote = 0, "", [], ""
+    for char in rest:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'`":
+            quote = char
+        elif char in "{([":
+            depth += 1
+        elif char in "})]":
+            depth -= 1
+            if depth == 0:
+                parts.append(part)
+                break
+        elif char == "," and depth == 1:
+            parts.append(part)
+            part = ""
+            continue
+        if depth >= 1 and not (depth == 1 and char == "{" and not part and not parts):
+            part += char
+    keys = {m.group(1) for p in parts if (m := re.match(r"\s*(\w+)\s*(?::|$)", p))}
+    return keys
+
+
+def ts_requests(source: str) -> list[tuple[str, bool, set[str] | None]]:
+    """Each op the extension requests: (op, through `call` (a tool call: to the worker in a
+    job, to roostd in a foreground pi), the argument names it passes)."""
+    code = _ts_code(source)
+    found = []
+    for match in re.finditer(r"\b(request|call)\((?:ctx, )?\"([^\"]+)\"", code):
+        found.append((match.group(2), match.group(1) == "call", _ts_object_keys(code, match.end())))
+    return found
+
+
+def ts_handled_events(source: str) -> set[str]:
+    """The keys of the extension's eventHandlers table, and any `frame.event === "…"` test."""
+    code = _ts_code(source)
+    table = re.search(r"const eventHandlers: Record<string, \(frame: any\) => void> = \{\n(.*?)\n\t\};",
+                      code, re.S)
+    assert table, "roost.ts has no eventHandlers table"
+    handled = set(re.findall(r"^\t\t(\w+):", table.group(1), re.M))
+    handled |= set(re.findall(r"(?<!typeof )\b\w+\.event\s*===?\s*[\"'](\w+)[\"']", code))
+    return handled
+
+
+def test_the_extension_requests_only_declared_ops() -> None:
+    from roost.protocol import DAEMON_OPS, EXTENSION_OPS
+
+    requests = ts_requests(EXTENSION_TS.read_text(encoding="utf-8"))
+    assert {"ext_hello", "peer_register", "send", "spawn"} <= {op for op, _, _ in requests}
+    for op, via_call, keys in requests:
+        known = [table[op] for table in (DAEMON_OPS, EXTENSION_OPS) if op in table]
+        assert known, f"roost.ts requests {op!r}, which roost/protocol.py does not declare"
+        if via_call:  # the same tool call goes to the worker in a job, to roostd in the fg
+            assert op in DAEMON_OPS and op in EXTENSION_OPS, op
+        for declared in known:
+            assert set(declared.required) <= (keys or set()), (op, declared.required, keys)
+            undeclared = (keys or set()) - set(declared.required) - set(declared.optional)
+            assert not undeclared, f"roost.ts sends {op} {sorted(undeclared)}: undeclared"
+
+
+def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
+    from roost.protocol import EXTENSION, events_to
+
+    handled = ts_handled_events(EXTENSION_TS.read_text(encoding="utf-8"))
+    assert handled - events_to(EXTENSION) == set(), "roost.ts handles undeclared events"
+    assert events_to(EXTENSION) - handled == set(), "events pushed to the extension it ignores"
+
+
+def test_the_worker_handles_exactly_the_events_roostd_pushes_to_it() -> None:
+    from roost.protocol import WORKER, events_to
+
+    tables = [node.value for node in ast.parse((ROOT / "worker" / "main.py").read_text())
+              .body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and node.target.id == "DAEMON_EVENTS"]
+    assert len(tables) == 1 and isinstance(tables[0], ast.Dict), "worker/main.py: DAEMON_EVENTS"
+    handled = {k.value for k in tables[0].keys if isinstance(k, ast.Constant)}
+    assert handled == events_to(WORKER)
+
+
+def test_the_extensions_forwarded_ops_are_roostds() -> None:
+    from roost.protocol import DAEMON_OPS, EXTENSION_OPS
+
+    for op in EXTENSION_OPS.values():
+        if op.caller == "peer":  # the worker forwards them to roostd as they are
+            assert op.name in DAEMON_OPS and set(op.required) == set(DAEMON_OPS[op.name].required)
+
+
+def _python_sources() -> list[Path]:
+    return [*ROOT.rglob("*.py"), ROOT.parent / "tests" / "fakepi" / "fakepi.py"]
+
+
+def test_python_pushes_and_reads_only_declared_events() -> None:
+    """Every `protocol.event("…", field=…)` names a declared event and its fields, and every
+    `x.get("event") == "…"` (or `in (…)`) test a declared event."""
+    from roost.protocol import PUSHED_EVENTS
+
+    pushed, read = set(), set()
+    for path in _python_sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "event" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "protocol"):
+                assert isinstance(node.args[0], ast.Constant), (path, node.lineno)
+                name = node.args[0].value
+                assert name in PUSHED_EVENTS, f"{path}:{node.lineno}: undeclared event {name!r}"
+                spec = PUSHED_EVENTS[name]
+                fields = {k.arg for k in node.keywords if k.arg is not None}
+                assert fields <= set(spec.fields) | set(spec.optional), (path, node.lineno, fields)
+                pushed.add(name)
+            elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Call)
+                  and isinstance(node.left.func, ast.Attribute) and node.left.func.attr == "get"
+                  and node.left.args and isinstance(node.left.args[0], ast.Constant)
+                  and node.left.args[0].value == "event"):
+                for right in node.comparators:
+                    names = right.elts if isinstance(right, ast.Tuple | ast.Set | ast.List) else [right]
+                    for const in names:
+                        if isinstance(const, ast.Constant):
+                            assert const.value in PUSHED_EVENTS, (path, node.lineno, const.value)
+                            read.add(const.value)
+    assert pushed == set(PUSHED_EVENTS), "declared events nothing pushes"
+    assert {"job", "log", "inject"} <= read  # the walk found the readers
+
+
+def test_python_requests_only_declared_ops_and_arguments() -> None:
+    """Every `x.request("op", arg=…)`, `x.call("op", {…})`, `send_reliably("op", …)` and
+    `_call(conn, "op", …)` in roost/ names a declared op and only its declared arguments."""
+    from roost.protocol import DAEMON_OPS
+
+    seen = set()
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            method, args = node.func.attr, node.args
+            if method == "_call":
+                args = args[1:]
+            if (method not in ("request", "call", "send_reliably", "_call") or not args
+                    or not isinstance(args[0], ast.Constant)):
+                continue
+            if method == "call" and not (len(args) > 1 and isinstance(args[1], ast.Dict)):
+                continue  # not a roost client's call (pi's RPC in the testkit)
+            name = args[0].value
+            assert name in DAEMON_OPS, f"{path}:{node.lineno}: undeclared op {name!r}"
+            passed = {k.arg for k in node.keywords if k.arg is not None}
+            if method == "request":
+                passed.discard("timeout")  # the client's own wait, not sent
+            if method == "call":
+                passed |= {k.value for k in args[1].keys if isinstance(k, ast.Constant)}
+            op = DAEMON_OPS[name]
+            undeclared = passed - set(op.required) - set(op.optional)
+            assert not undeclared, f"{path}:{node.lineno}: {name} {sorted(undeclared)} undeclared"
+            seen.add(name)
+    assert {"show", "reply", "wait", "handback", "worker_hello", "usage_note"} <= seen
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Like imports_of, but `from roost.supervise import usage` names the module
+    roost.supervise.usage (when it is one of `known`), not only its package."""
+    found = set(imports_of(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roost"):
+            found.update(f"{node.module}.{a.name}" for a in node.names
+                         if f"{node.module}.{a.name}" in known)
+    return found
+
+
+def supervise_graph() -> dict[str, set[str]]:
+    """roost.supervise's modules and what each imports of the others (late and
+    TYPE_CHECKING imports included)."""
+    paths = {module_name(p): p for p in (ROOT / "supervise").rglob("*.py")}
+    known = set(paths)
+    return {m: {t for t in imported_modules(p, known) if t in known and t != m}
+            for m, p in paths.items()}
+
+
+def test_the_daemon_modules_have_no_cycles() -> None:
+    """Inside roostd, features plug into the core: no module imports one that imports it
+    back (a handler is typed against core.Core, a service against base.JobTable)."""
+    graph = supervise_graph()
+    assert "roost.supervise.daemon" in graph and "roost.supervise.router" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle in roost.supervise: {' -> '.join(cycle or [])}"
+
+
+def test_a_handler_imports_neither_the_daemon_nor_another_handler() -> None:
+    graph = supervise_graph()
+    handlers = {m for m in graph if m.startswith("roost.supervise.handlers.")}
+    assert handlers, "no handler modules found"
+    offenders = {m: sorted(t for t in graph[m] if t == "roost.supervise.daemon"
+                           or t.startswith("roost.supervise.handlers"))
+                 for m in handlers}
+    assert not {m: t for m, t in offenders.items() if t}
+
+
+FUNCTION_MAX_LINES = 100
+
+
+def test_no_function_is_over_100_lines() -> None:
+    """Across roost/ (nested functions are measured on their own too): a long closure is
+    a module of its own waiting to be split (register one function per op)."""
+    long = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > FUNCTION_MAX_LINES:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} "
+                                f"{node.name} ({lines} lines)")
+    assert not long, long
+
+
+def test_nothing_reaches_into_the_daemons_private_parts() -> None:
+    """`Daemon.proc` is the seam; `daemon._proc` (or any `._proc(`) is not."""
+    offenders = [str(p.relative_to(ROOT.parent))
+                 for base in (ROOT, ROOT.parent / "tests") for p in base.rglob("*.py")
+                 if p != Path(__file__).resolve()
+                 and re.search(r"\._proc\b", p.read_text(encoding="utf-8"))]
+    assert not offenders
+
+
 def test_the_cli_never_imports_the_daemon() -> None:
     """The CLI is a client: it runs roostd as a program (`python -m roost.supervise`) and
     shares with it only what sits below both (docs/architecture.md)."""
@@ -136,32 +374,12 @@ def test_the_cli_never_imports_the_daemon() -> None:
     assert not {m: t for m, t in offenders.items() if t}
 
 
-def submodule_imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of `modules` that `path` imports anywhere (`from roost.cli import views`
-    is roost.cli.views, not the package)."""
-    found: set[str] = set()
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in modules)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            for alias in node.names:
-                if f"{base}.{alias.name}" in modules:
-                    found.add(f"{base}.{alias.name}")
-                elif base in modules:
-                    found.add(base)
-    return found - {module_name(path)}
-
-
 def test_the_cli_modules_have_no_cycle() -> None:
-    """Inside roost/cli too (a late import inside a function counts): a command module
-    imports `common` and the modules that draw, never `main` or another command."""
+    """Inside roost/cli too (a late import inside a function counts): `main` imports the
+    command modules, they import `common` and the modules that draw, never back."""
     paths = {module_name(p): p for p in (ROOT / "cli").rglob("*.py")}
-    graph = {m: submodule_imports(p, set(paths)) for m, p in paths.items()}
+    graph = {m: {t for t in imported_modules(p, set(paths)) if t in paths and t != m}
+             for m, p in paths.items()}
     assert "roost.cli.fit" in graph["roost.cli.views"]  # `from roost.cli import fit` resolved
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph) or [])}"
 

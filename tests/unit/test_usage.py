@@ -242,6 +242,7 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
 
     from roost.jobs import JobRecord
     from roost.supervise import usage as usage_daemon
+    from roost.supervise.usagebook import UsageBook
 
     monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
     (tmp_path / "rh").mkdir()
@@ -249,9 +250,9 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
     session.write_text("".join(json.dumps(e) + "\n" for e in ENTRIES))
     for preload in (False, True):
         (tmp_path / "rh" / "usage.jsonl").unlink(missing_ok=True)
-        fake = SimpleNamespace(jobs={})
+        fake = SimpleNamespace(jobs={}, usage_book=UsageBook())
         if preload:
-            assert usage_daemon.book(fake).removed == {}  # type: ignore[arg-type]
+            assert fake.usage_book.removed == {}
         kid = JobRecord(id="0000000a", name="kid", kind="pi", cwd="/", session=str(session),
                         root_session="/s/root", spawned=True)
         usage_daemon.on_removed(fake, kid)  # type: ignore[arg-type]

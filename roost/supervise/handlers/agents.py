@@ -11,24 +11,22 @@ import os
 import re
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roost import jobenv
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
-from roost.jsonlines import Connection
+from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES
 from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
-from roost.supervise.handlers.jobs import strip_controls
-from roost.supervise.router import AgentRouter, ForegroundPeer
+from roost.supervise.core import Core
+from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
+from roost.supervise.router import ForegroundPeer
 from roost.worktrees.report import with_section
-
-if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
 
 REPORT_ID = re.compile(r"^[0-9a-f]{1,64}$")
 REPORT_STATES = sorted(s.value for s in SETTLED_JOB_STATES)  # a run ended in one of them
@@ -38,12 +36,17 @@ def refuse(message: str) -> RequestError:
     return RequestError(REFUSED, message)
 
 
-def handlers(daemon: Daemon) -> dict[str, Any]:
-    router: AgentRouter = daemon.agents
-    send_rate = RateLimiter()
-    spawn_rate = RateLimiter()
+class AgentOps:
+    """The agent ops, one method each, over the daemon's core and the rate limits they
+    share (per roostd: a restart forgets them)."""
 
-    async def peer_register(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.router = core.agents
+        self.send_rate = RateLimiter()
+        self.spawn_rate = RateLimiter()
+
+    async def peer_register(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         if conn.job_id is not None:
             raise RequestError(BAD_REQUEST, "a job's worker is already its peer")
         session = request.get("session")
@@ -77,8 +80,8 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                 raise RequestError(UNAUTHORIZED, f"pid {pid} is not alive") from None
         peer_id = request.get("peer")
         if not isinstance(peer_id, str) or not PEER_ID.match(peer_id) or (
-            session is None and peer_id in router.foreground
-            and router.foreground[peer_id].conn is not conn
+            session is None and peer_id in self.router.foreground
+            and self.router.foreground[peer_id].conn is not conn
         ):
             peer_id = "f" + secrets.token_hex(4)[:7]
         name = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
@@ -87,22 +90,22 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             id=peer_id, session=session, name=name[:80],
             cwd=str(request.get("cwd") or ""), pid=pid, conn=conn,
         )
-        router.register(fg)
+        self.router.register(fg)
         return {"id": peer_id, "name": fg.name}
 
-    def caller(conn: Connection) -> Peer:
-        return router.caller(conn)
+    def caller(self, conn: Connection) -> Peer:
+        return self.router.caller(conn)
 
-    async def peers(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        me = caller(conn)
-        external = daemon.settings().agentExternalMessages
-        rows = [peer.row(rel) for peer, rel in reachable(me, router.all_peers(), external)]
+    async def peers(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = self.caller(conn)
+        external = self.core.settings().agentExternalMessages
+        rows = [peer.row(rel) for peer, rel in reachable(me, self.router.all_peers(), external)]
         return {"peers": rows, "self": me.id, "text": tooltext.peers_text(rows)}
 
-    async def send(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        me = caller(conn)
-        settings = daemon.settings()
-        if not send_rate.hit(me.id, settings.agentMessagesPerMinute):
+    async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = self.caller(conn)
+        settings = self.core.settings()
+        if not self.send_rate.hit(me.id, settings.agentMessagesPerMinute):
             raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
         message = request["message"]
         if not isinstance(message, str) or not message.strip():
@@ -111,23 +114,21 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             raise refuse(f"message too long: {len(message)} characters "
                          f"(max {settings.agentMessageMaxChars})")
         try:
-            target, rel = resolve(me, str(request["to"]), router.all_peers(),
+            target, rel = resolve(me, str(request["to"]), self.router.all_peers(),
                                   settings.agentExternalMessages)
         except ResolveError as exc:
             raise refuse(str(exc)) from None
-        outcome = await router.send_message(target, me, message)
+        outcome = await self.router.send_message(target, me, message)
         return {"status": outcome.value, "relation": rel, "id": target.id, "name": target.name,
                 "text": tooltext.send_text(outcome, rel, target.id, target.name)}
 
-    async def spawn(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        from roost.supervise.handlers.jobs import create_job, launch, request_env
-
-        me = caller(conn)
-        settings = daemon.settings()
+    async def spawn(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = self.caller(conn)
+        settings = self.core.settings()
         parent_session = me.session
         parent_tools: tuple[str, ...] | None = None
         if me.kind == "job":
-            parent_record = daemon.jobs[me.id]
+            parent_record = self.core.jobs[me.id]
             # A child runs with its parent job's environment: the one its creator gave it.
             env = jobenv.load(parent_record.dir)
             depth = parent_record.depth
@@ -139,10 +140,10 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
                     raise refuse("this session's agent definition does not allow roost_spawn")
         else:
             env = request_env(request)  # a foreground pi sends its own
-            links = router.job_for_session(me.session)
+            links = self.router.job_for_session(me.session)
             depth = links.depth if links else 0
         root = me.root_session or parent_session
-        live = router.live_jobs()
+        live = self.router.live_jobs()
         tree_key = root or me.id
         counts = SpawnCounts(
             parent_depth=depth,
@@ -152,18 +153,18 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             live_spawned=sum(1 for r in live if r.spawned),
         )
         refusal = spawn_refusal(counts, settings,
-                                spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
+                                self.spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
         if refusal:
             raise refuse(refusal)
         record = create_job(
-            daemon, request, parent_tools=parent_tools, parent_session=parent_session,
+            self.core, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
-        usage.apply_budget(daemon, record, request)  # within the tree's budget
-        await worktree_jobs.prepare(daemon, record, request, spawned=True)
-        spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
+        usage.apply_budget(self.core, record, request)  # within the tree's budget
+        await worktree_jobs.prepare(self.core, record, request, spawned=True)
+        self.spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         try:
-            launch(daemon, record, env=env, env_source="roost_spawn")
+            launch(self.core, record, env=env, env_source="roost_spawn")
         except BaseException:
             await worktree_jobs.discard(record)
             raise
@@ -174,9 +175,9 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
         result["text"] = tooltext.spawn_text(record.id, record.name, record.worktree)
         return result
 
-    async def handback(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def handback(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None
-        record = daemon.jobs[conn.job_id]
+        record = self.core.jobs[conn.job_id]
         state = str(request["state"])
         if state not in REPORT_STATES:
             raise RequestError(BAD_REQUEST, f"handback state must be one of {REPORT_STATES}")
@@ -200,14 +201,11 @@ def handlers(daemon: Daemon) -> dict[str, Any]:
             "id": report_id,
         }
         # Answered once it is in the parent's mailbox (or kept): the worker forgets it then.
-        await router.route_report(record, report)
+        await self.router.route_report(record, report)
         return {"routed": True}
 
-    return {
-        "peer_register": peer_register,
-        "peers": peers,
-        "send": send,
-        "spawn": spawn,
-        "handback": handback,
-    }
 
+def handlers(core: Core) -> dict[str, Handler]:
+    ops = AgentOps(core)
+    return {"peer_register": ops.peer_register, "peers": ops.peers, "send": ops.send,
+            "spawn": ops.spawn, "handback": ops.handback}

@@ -10,48 +10,47 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roost import protocol
-from roost.jsonlines import Connection
+from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, RequestError
 from roost.supervise import events as eventlog
-
-if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
+from roost.supervise.core import Core, bind
 
 
-def handlers(daemon: Daemon) -> dict[str, Any]:
-    async def events(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        since = request.get("since")
-        if since is not None and (not isinstance(since, int) or isinstance(since, bool)
-                                  or since < 0):
-            raise RequestError(BAD_REQUEST, "since must be a seq (an integer >= 0) or null")
-        types = request.get("types") or None
-        if types is not None and (not isinstance(types, list)
-                                  or not all(isinstance(t, str) for t in types)):
-            raise RequestError(BAD_REQUEST, "types must be a list of event types")
-        job = request.get("job") or None
-        if job is not None:
-            job = str(job)
-            if job in daemon.jobs or any(r.name == job for r in daemon.jobs.values()):
-                job = daemon.find_job(job).id
-        # Synchronous from here to the registration: no event can slip in between.
-        sub = daemon.events.subscribe(since, partial(eventlog.matches, types=types, job=job))
-        conn.info.setdefault("subscriptions", []).append(sub)
-        asyncio.get_running_loop().create_task(_pump(daemon, conn, sub))
-        return {"seq": daemon.events.seq}
-
-    return {"events": events}
+async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    since = request.get("since")
+    if since is not None and (not isinstance(since, int) or isinstance(since, bool)
+                              or since < 0):
+        raise RequestError(BAD_REQUEST, "since must be a seq (an integer >= 0) or null")
+    types = request.get("types") or None
+    if types is not None and (not isinstance(types, list)
+                              or not all(isinstance(t, str) for t in types)):
+        raise RequestError(BAD_REQUEST, "types must be a list of event types")
+    job = request.get("job") or None
+    if job is not None:
+        job = str(job)
+        if job in core.jobs or any(r.name == job for r in core.jobs.values()):
+            job = core.find_job(job).id
+    # Synchronous from here to the registration: no event can slip in between.
+    sub = core.events.subscribe(since, partial(eventlog.matches, types=types, job=job))
+    conn.info.setdefault("subscriptions", []).append(sub)
+    asyncio.get_running_loop().create_task(_pump(core, conn, sub))
+    return {"seq": core.events.seq}
 
 
-async def _pump(daemon: Daemon, conn: Connection, sub: eventlog.Subscription) -> None:
+def handlers(core: Core) -> dict[str, Handler]:
+    return bind(core, {"events": events})
+
+
+async def _pump(core: Core, conn: Connection, sub: eventlog.Subscription) -> None:
     try:
         while True:
             entry = await sub.get()
             if entry is None or not await conn.send(protocol.event("log", entry=entry)):
                 break
     finally:
-        daemon.events.unsubscribe(sub)
+        core.events.unsubscribe(sub)
         if sub.closed and not conn.closed.is_set():
             conn.close()  # dropped as too slow: the follower resumes from its last seq

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from roost.jsonlines import Connection
+from roost.jsonlines import Connection, Handler
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
 from roost.supervise import usage
+from roost.supervise.core import Core, bind
 from roost.worker import joblock
-
-if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
 
 # What a worker may report, and the job states it may move its job to.
 WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "usage", "error")
@@ -22,85 +20,85 @@ WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "
 EPHEMERAL_FIELDS = {"status", "busy", "usage"}
 
 
-def handlers(daemon: Daemon) -> dict[str, Any]:
-    async def worker_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        record = daemon.jobs.get(str(request["job"]))
-        if record is None:
-            raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
-        if not hmac.compare_digest(str(request["token"]), record.token):
-            raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
-        # The token alone is no proof: job.json is readable by any process of the user
-        # (an agent's tools included). The caller must be the very process roostd spawned
-        # or adopted as the job's worker, as the kernel says (SO_PEERCRED).
-        peer = conn.peer
-        if peer is None or peer.uid != os.getuid():
-            raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
-        pid = peer.pid
-        if request["pid"] != pid:
-            raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
-                                             f"not {request['pid']!r}")
-        proc = daemon._proc(record)
-        if proc.alive and record.worker_pid != pid:
-            raise RequestError(
-                UNAUTHORIZED, f"job {record.id} has worker pid {record.worker_pid}, not {pid}"
-            )
-        if not proc.alive:
-            # Only the process holding the job's worker lock is its worker.
-            if joblock.live_holder(record.dir) != pid:
-                raise RequestError(UNAUTHORIZED, f"pid {pid} is not job {record.id}'s worker")
-            if not proc.adopt():
-                raise RequestError(REFUSED, f"worker pid {pid} is not alive")
-        conn.job_id = record.id
-        conn.peer_id = record.id
-        proc.connected_as_worker(conn)
-        record.save()
-        daemon.agents.retry_undelivered(record.session)
-        usage.worker_connected(daemon, record)
-        return {"job": record.id}
+async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    record = core.jobs.get(str(request["job"]))
+    if record is None:
+        raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
+    if not hmac.compare_digest(str(request["token"]), record.token):
+        raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
+    # The token alone is no proof: job.json is readable by any process of the user
+    # (an agent's tools included). The caller must be the very process roostd spawned
+    # or adopted as the job's worker, as the kernel says (SO_PEERCRED).
+    peer = conn.peer
+    if peer is None or peer.uid != os.getuid():
+        raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
+    pid = peer.pid
+    if request["pid"] != pid:
+        raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
+                                         f"not {request['pid']!r}")
+    proc = core.proc(record)
+    if proc.alive and record.worker_pid != pid:
+        raise RequestError(
+            UNAUTHORIZED, f"job {record.id} has worker pid {record.worker_pid}, not {pid}"
+        )
+    if not proc.alive:
+        # Only the process holding the job's worker lock is its worker.
+        if joblock.live_holder(record.dir) != pid:
+            raise RequestError(UNAUTHORIZED, f"pid {pid} is not job {record.id}'s worker")
+        if not proc.adopt():
+            raise RequestError(REFUSED, f"worker pid {pid} is not alive")
+    conn.job_id = record.id
+    conn.peer_id = record.id
+    proc.connected_as_worker(conn)
+    record.save()
+    core.agents.retry_undelivered(record.session)
+    usage.worker_connected(core, record)
+    return {"job": record.id}
 
-    async def worker_update(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        assert conn.job_id is not None
-        record = daemon.jobs.get(conn.job_id)
-        if record is None:
-            raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
-        fields = {key: request[key] for key in WORKER_FIELDS if key in request}
-        if record.state in (JobState.STOPPED, JobState.REAPED):
-            return {}  # the worker is on its way out; its last words change nothing
-        state = request.get("state")
-        if state is not None and state != JobState.STARTING.value:
-            target = next((s for s in WORKER_STATES if s.value == state), None)
-            if target is None:
-                raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
-            if target != record.state:
-                daemon.set_state(record, target, **fields)
-                return {}
-        if "usage" in fields and not isinstance(fields["usage"], dict):
-            raise RequestError(REFUSED, "usage must be an object")
-        changed = {key for key, value in fields.items() if getattr(record, key) != value}
-        for key, value in fields.items():
-            setattr(record, key, value)
-        if "usage" in changed:
-            usage.after_usage(daemon, record)
-        if changed:
-            # What the agent is doing right now is not worth an fsync on the daemon's loop
-            # (it would delay every message behind it); the rest of the record is.
-            # Usage after a settle (pi 1.x's get_session_stats) is saved: no run follows it.
-            daemon.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS) or (
-                "usage" in changed and not record.busy))
-        return {}
 
-    async def worker_exiting(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        assert conn.job_id is not None
-        proc = daemon.procs.get(conn.job_id)
-        if proc is not None:
-            if request.get("fatal"):
-                proc.fatal_reason = str(request["reason"])
-            elif proc.expected_exit is None:
-                proc.expected_exit = str(request["reason"])
-        return {}
+async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    assert conn.job_id is not None
+    record = core.jobs.get(conn.job_id)
+    if record is None:
+        raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
+    fields = {key: request[key] for key in WORKER_FIELDS if key in request}
+    if record.state in (JobState.STOPPED, JobState.REAPED):
+        return {}  # the worker is on its way out; its last words change nothing
+    state = request.get("state")
+    if state is not None and state != JobState.STARTING.value:
+        target = next((s for s in WORKER_STATES if s.value == state), None)
+        if target is None:
+            raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
+        if target != record.state:
+            core.set_state(record, target, **fields)
+            return {}
+    if "usage" in fields and not isinstance(fields["usage"], dict):
+        raise RequestError(REFUSED, "usage must be an object")
+    changed = {key for key, value in fields.items() if getattr(record, key) != value}
+    for key, value in fields.items():
+        setattr(record, key, value)
+    if "usage" in changed:
+        usage.after_usage(core, record)
+    if changed:
+        # What the agent is doing right now is not worth an fsync on the core's loop
+        # (it would delay every message behind it); the rest of the record is.
+        # Usage after a settle (pi 1.x's get_session_stats) is saved: no run follows it.
+        core.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS) or (
+            "usage" in changed and not record.busy))
+    return {}
 
-    return {
-        "worker_hello": worker_hello,
-        "worker_update": worker_update,
-        "worker_exiting": worker_exiting,
-    }
+
+async def worker_exiting(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    assert conn.job_id is not None
+    proc = core.procs.get(conn.job_id)
+    if proc is not None:
+        if request.get("fatal"):
+            proc.fatal_reason = str(request["reason"])
+        elif proc.expected_exit is None:
+            proc.expected_exit = str(request["reason"])
+    return {}
+
+
+def handlers(core: Core) -> dict[str, Handler]:
+    return bind(core, {"worker_hello": worker_hello, "worker_update": worker_update,
+                       "worker_exiting": worker_exiting})

@@ -3,22 +3,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from roost.jsonlines import Connection
+from roost.jsonlines import Connection, Handler
 from roost.supervise import worktrees as manage
-
-if TYPE_CHECKING:
-    from roost.supervise.daemon import Daemon
+from roost.supervise.core import Core, bind
 
 
-def handlers(daemon: Daemon) -> dict[str, Any]:
-    async def merge(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        record = daemon.find_job(str(request["job"]))
-        return await manage.merge(daemon, record, request.get("into") or None,
-                                  bool(request.get("squash")))
+async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    record = core.find_job(str(request["job"]))
+    return await manage.merge(core, record, request.get("into") or None,
+                              bool(request.get("squash")))
 
-    async def gc(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        return await manage.gc(daemon, bool(request.get("force")))
 
-    return {"merge": merge, "gc": gc}
+async def gc(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    return await manage.gc(core, bool(request.get("force")))
+
+
+def handlers(core: Core) -> dict[str, Handler]:
+    return bind(core, {"merge": merge, "gc": gc})

@@ -1,0 +1,171 @@
+"""Creating and launching jobs: what `run`, `spawn` and `/roost-bg`'s hand-off share.
+
+`create_job` validates a request and builds the record; `launch` writes it and starts its
+worker (all or nothing); `resolve_agent` picks the agent definition; `strip_controls`
+makes agent- or user-written text safe for a one-line name."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from roost import jobenv, paths
+from roost.jobs import JobRecord
+from roost.mailbox import InvalidItem, MailboxError
+from roost.mailbox.item import checked_body
+from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.states import JobKind, RunCause
+from roost.supervise.table import new_job_id
+
+if TYPE_CHECKING:
+    from roost.definitions.rules import Definition
+    from roost.supervise.core import Core
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+NAME_MAX = 80
+
+
+def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
+    value = request.get(key)
+    if value is None or value == "":
+        if required:
+            raise RequestError(BAD_REQUEST, f"missing {key}")
+        return None
+    if not isinstance(value, str):
+        raise RequestError(BAD_REQUEST, f"{key} must be a string")
+    return value
+
+
+def has_control_chars(text: str) -> bool:
+    """C0, DEL and C1 controls (ESC, newline, CSI, ...): never part of a name."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
+
+
+def strip_controls(text: str) -> str:
+    return "".join(" " if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 else ch for ch in text)
+
+
+def default_name(text: str) -> str:
+    first = " ".join(strip_controls(text).split())
+    return first[:40].rstrip() or "job"
+
+
+def resolve_agent(request: dict[str, Any], cwd: str,
+                  parent_tools: tuple[str, ...] | None = None) -> Definition | None:
+    """The agent definition a run/spawn asks for (with a spawn's tools narrowed to the
+    parent's), None without `agent`; an unknown name is refused with the available ones."""
+    from dataclasses import replace
+
+    from roost.definitions import rules, store
+
+    name = _text_arg(request, "agent")
+    if name is None:
+        if parent_tools is None:
+            return None
+        return replace(rules.BUILTINS["worker"], tools=parent_tools)
+    merged = store.load(cwd)
+    defn = merged.agents.get(name)
+    if defn is None:
+        raise RequestError(BAD_REQUEST, rules.unknown_agent(name, merged))
+    tools, refusal = rules.spawn_tools(parent_tools, defn)
+    if refusal:
+        raise RequestError(REFUSED, refusal)
+    return replace(defn, tools=tools)
+
+
+def create_job(core: Core, request: dict[str, Any],
+               parent_tools: tuple[str, ...] | None = None, **links: Any) -> JobRecord:
+    """Validate a run/spawn request and create (but not start) its job record.
+
+    `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
+    shell = bool(request.get("shell"))
+    cwd = _text_arg(request, "cwd") or os.getcwd()
+    if not os.path.isabs(cwd):
+        raise RequestError(BAD_REQUEST, f"cwd must be an absolute path, got {cwd!r}")
+    if not os.path.isdir(cwd):
+        raise RequestError(BAD_REQUEST, f"cwd {cwd!r} is not a directory")
+    name = _text_arg(request, "name")
+    if name is not None:
+        if len(name) > NAME_MAX:
+            raise RequestError(BAD_REQUEST, f"name must be at most {NAME_MAX} chars")
+        if has_control_chars(name):
+            # Names are shown in terminals (`roost ls`, the view, envelopes): a name with
+            # ESC or a newline could redraw the screen of whoever lists the jobs.
+            raise RequestError(BAD_REQUEST, "name must not contain control characters")
+    job_id = new_job_id(set(core.jobs))
+    if shell:
+        command = request.get("command")
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(part, str) for part in command)
+        ):
+            raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
+        record = JobRecord(
+            id=job_id, name=name or default_name(" ".join(command)), kind=JobKind.SHELL, cwd=cwd,
+            command=command, summary=" ".join(strip_controls(" ".join(command)).split())[:120],
+        )
+    else:
+        from roost.definitions.rules import compose_task, pick
+
+        task = _text_arg(request, "task", required=True)
+        assert task is not None
+        if not task.strip():  # a model would be asked to do nothing
+            raise RequestError(BAD_REQUEST, "the task is empty (only whitespace)")
+        defn = resolve_agent(request, cwd, parent_tools)
+        # Explicit model/thinking > the definition's > the spawner's current ones.
+        model = pick(_text_arg(request, "model"), defn, "model",
+                     _text_arg(request, "defaultModel"))
+        thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
+                        _text_arg(request, "defaultThinking"))
+        try:  # the task becomes the first mailbox item: refuse now what the post would
+            checked_body("reply", compose_task(defn, task), None, {"cause": RunCause.TASK.value})
+        except InvalidItem as exc:
+            raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
+        if thinking is not None and thinking not in THINKING_LEVELS:
+            raise RequestError(
+                BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
+            )
+        record = JobRecord(
+            id=job_id, name=name or default_name(task), kind=JobKind.PI, cwd=cwd,
+            task=compose_task(defn, task), model=model, thinking=thinking,
+            summary=default_name(task),
+            agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
+            session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
+        )
+    return record
+
+
+def request_env(request: dict[str, Any]) -> dict[str, str] | None:
+    """The `env` a client sent (roost's own names dropped), None when it sent none."""
+    try:
+        return jobenv.checked(request.get("env"))
+    except jobenv.BadEnvironment as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
+
+
+def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = None,
+           env: dict[str, str] | None = None, env_source: str = "roost run") -> None:
+    """Create the job's directory and record (and its environment, `env`), queue its task
+    as the first item, start its worker. All or nothing: if the record or the task cannot
+    be written, nothing of the job is left (no record that stays `starting` for ever)."""
+    paths.ensure_dir(record.dir)
+    try:
+        if env is not None:  # before the worker can start: it reads it before pi
+            jobenv.save(record.dir, env, env_source)
+        if record.kind == JobKind.PI:
+            assert record.task is not None
+            # The task goes in before the record: a roostd killed in between leaves a
+            # directory without job.json, which no one lists or starts.
+            core.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
+                                        cause=RunCause.TASK.value)
+        core.add_job(record)
+        record.save()
+    except (OSError, MailboxError) as exc:
+        core.forget_job(record)
+        shutil.rmtree(record.dir, ignore_errors=True)
+        if isinstance(exc, InvalidItem):
+            raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
+        raise
+    core.start_worker(record, "new job")
