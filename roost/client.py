@@ -114,7 +114,7 @@ def _try_connect(path: Path) -> Client | None:
 
 
 def start_daemon_background() -> None:
-    """Start `roost daemon run` detached, logging to $ROOST_HOME/roostd.log."""
+    """Start roostd (`roost daemon run`'s program) detached, logging to $ROOST_HOME/roostd.log."""
     import subprocess  # here: a CLI command with roostd already up never needs it
 
     home = paths.ensure_dir(paths.roost_home())
@@ -122,7 +122,7 @@ def start_daemon_background() -> None:
                  | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "ab") as log_file:
         subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "daemon", "run"],
+            [sys.executable, "-m", "roost.supervise"],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -12,9 +12,8 @@ from typing import Any
 
 import click
 
-from roost import paths
+from roost import eventlog, paths
 from roost.protocol import EVENT_TYPES
-from roost.supervise import events as eventlog
 
 _TIME = re.compile(r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d)(?::(\d\d)(?::(\d\d)(?:\.\d{1,3})?)?)?"
                    r"Z?)?)?)?")

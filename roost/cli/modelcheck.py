@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost.cli.pirpc import JOB_VARIABLES
 from roost.pi import problems
 
 PROBE_TIMEOUT = 20.0
-JOB_VARIABLES = ("PI_JOB_TOKEN", "ROOST_EXT_SOCK", "ROOST_JOB_ID", "ROOST_ATTACH_JOB")
 
 
 class Probe:
@@ -41,7 +41,7 @@ class Probe:
 def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
           timeout: float = PROBE_TIMEOUT) -> Probe:
     """Ask pi which model it would use (`model`: the `--model` given, or pi's default)."""
-    from roost.cli.doctor import LoadOutcome, _answers
+    from roost.cli.pirpc import LoadOutcome, answers
 
     argv = [*pi_argv, "--mode", "rpc", "--no-session", "--offline", "--no-extensions"]
     if model:
@@ -64,7 +64,7 @@ def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
         with contextlib.suppress(OSError):
             proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
             proc.stdin.flush()
-        answered = _answers(proc.stdout, len(requests), deadline, LoadOutcome(argv))
+        answered = answers(proc.stdout, len(requests), deadline, LoadOutcome(argv))
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:

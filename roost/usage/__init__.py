@@ -9,7 +9,7 @@
 - `show`: the cells and the usage block the CLI prints.
 
 roostd's side is `roost.supervise.usage`, the worker's `roost.worker.usage`, the commands
-`roost.cli.usage`. Every `roost` process imports this package's `__init__` only (the CLI's
+`roost.cli.commands.usage`. Every `roost` process imports this package's `__init__` only (the CLI's
 options), so it stays free of imports.
 """
 

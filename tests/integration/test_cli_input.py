@@ -222,14 +222,18 @@ def test_every_option_has_help_and_roostd_prints_help(tmp_path: Path) -> None:
 
     import click
 
-    from roost.cli.main import cli, daemon_run
+    from roost.cli.commands.daemon import daemon_run
+    from roost.cli.main import cli
 
     def walk(command: click.Command, path: str) -> Iterator[tuple[str, Any]]:
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 yield f"{path} {param.opts[0]}", param.help
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, name
                 yield from walk(sub, f"{path} {name}")
 
     missing = [name for name, text in walk(cli, "roost") if not text]
@@ -335,3 +339,19 @@ def test_roost_mailbox_script_shows_an_item_acknowledged_while_it_lists(
     rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:]]
     assert ["acked", str(item.seq), "message"] in rows, proc.stdout
     assert [row[1] for row in rows] == sorted({row[1] for row in rows}, key=int)
+
+
+def test_roost_daemon_run_becomes_roostd_in_the_same_process(roost_env: Lab) -> None:
+    """`roost daemon run` execs `python -m roost.supervise` (the CLI never imports the
+    daemon: test_layout): the pid supervisord or systemd started is roostd's, named roostd;
+    the autostart's roostd is named so too."""
+    roost_env.start_daemon()  # python -m roost.cli.main daemon run
+    assert roost_env.daemon is not None
+    pid = roost_env.request("status")["pid"]
+    assert pid == roost_env.daemon.pid
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "roostd"
+    roost_env.roost_ok("daemon", "stop")
+    assert roost_env.daemon.wait(20) == 0
+    roost_env.roost_ok("daemon", "start")  # the autostart: python -m roost.supervise
+    pid = roost_env.request("status")["pid"]
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "roostd"

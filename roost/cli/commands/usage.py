@@ -1,4 +1,4 @@
-"""`roost budget` and `roost usage` (registered by roost.cli.main)."""
+"""`roost budget` and `roost usage`, and the budget options of `roost run`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
+from roost.cli.common import daemon, print_json, usage_error
 from roost.usage import GROUPS
 
 F = TypeVar("F")
@@ -91,7 +92,6 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
     """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
 
     On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
-    from roost.cli.main import daemon, print_json, usage_error
     from roost.usage.account import format_cost
 
     if tree_budget is not None:
@@ -126,7 +126,6 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
-    from roost.cli.main import daemon, print_json, usage_error
     from roost.transcript import read_entries
     from roost.usage import log as usage_log
     from roost.usage import report as usage_report
@@ -169,3 +168,8 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     for label, row in zip(labels, result["rows"], strict=True):
         click.echo(line(label, row))
     click.echo(line("total", result["total"]))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(budget_cmd)
+    group.add_command(usage_cmd)

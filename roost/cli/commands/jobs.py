@@ -1,0 +1,284 @@
+"""The commands on jobs: run, ls, show, reply, wait, logs, stop, start, rm, mailbox."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from roost.cli import views  # light: it imports rich and the mailbox package where used
+from roost.cli.commands import usage as usage_cli  # run --budget and friends
+from roost.cli.common import daemon, fail, print_json, usage_error
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.option("--name", help="A name for the job, not another job's (default: from the task).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: .).")
+@click.option("--model", help="Model as provider/id.")
+@click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
+@click.option("--agent", help="Run as this agent definition (roost agents ls).")
+@click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
+@click.option("-f", "--file", "task_file", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Read the task from this file (`-`: stdin), for a task too big for "
+                   "one argument (128 KiB).")
+@usage_cli.run_options
+@click.option("--worktree", is_flag=True,
+              help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB).")
+@click.option("--branch", help="With --worktree: the new branch (default roost/<name>-<id>).")
+@click.option("--base", help="With --worktree: the commit to start from (default HEAD).")
+@click.argument("task", nargs=-1)
+def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
+        agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
+        budget: float | None = None, budget_tokens: int | None = None,
+        max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
+        branch: str | None = None, base: str | None = None) -> None:
+    """Start a pi job with TASK (or a shell job); prints its id.
+
+    TASK is the words after the options, `-` to read it from stdin, or -f FILE."""
+    directory = str(Path(cwd or os.getcwd()).absolute())
+    args: dict[str, Any] = {"name": name, "cwd": directory}
+    if (branch or base) and not worktree:
+        usage_error("--branch and --base need --worktree")
+    if shell:
+        if agent:
+            usage_error("--agent is for pi jobs, not --shell")
+        if budget or budget_tokens or max_turns or tree_budget:
+            usage_error("budgets are for pi jobs, not --shell")
+        if worktree:
+            usage_error("--worktree is for pi jobs, not --shell")
+        if task_file:
+            usage_error("-f is for a pi job's task, not --shell")
+        if not task:
+            usage_error("give the command: roost run --shell -- CMD ...")
+        args.update(shell=True, command=list(task))
+    else:
+        args.update(task=_task_text(task, task_file), model=model, thinking=thinking,
+                    agent=agent)
+        args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
+        if worktree:
+            args.update(worktree=True, branch=branch, base=base)
+    from roost.jobenv import caller_env
+
+    args["env"] = caller_env()  # the job runs with it (README: A job's environment)
+    with daemon() as client:
+        result = client.request("run", **args)
+    click.echo(result["id"])
+    from roost.paths import agent_dir
+
+    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
+        click.echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
+                   f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
+                   "`roost daemon stop` and run again from this shell", err=True)
+
+
+def _task_text(words: tuple[str, ...], task_file: str | None) -> str:
+    """The task: the words, stdin (`-`), or a file (-f FILE, `-f -` for stdin)."""
+    if task_file is None and words != ("-",):
+        if not words:
+            usage_error("give a TASK, `-` to read it from stdin, or -f FILE")
+        return " ".join(words)
+    if task_file is not None and words:
+        usage_error("give the task as words or with -f FILE, not both")
+    source = task_file or "-"
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        from roost.mailbox.item import MAX_ITEM_BYTES  # the task is the first mailbox item
+
+        if len(data) >= MAX_ITEM_BYTES:
+            usage_error(f"the task in {source} is {len(data):,} bytes: a task must fit in one "
+                        f"mailbox item ({MAX_ITEM_BYTES // 1024} KiB)")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        usage_error(f"the task in {'stdin' if source == '-' else source} is not UTF-8 text "
+                    f"({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        usage_error(f"cannot read the task from {source}: {exc.strerror or exc}")
+
+
+@click.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of JobRow.")
+@click.option("--tree", is_flag=True, help="Show children under their parents.")
+@click.option("--group", type=click.Choice(["dir", "state"]), default="dir", show_default=True,
+              help="Group the rows by working directory or by state.")
+@click.option("--wide", is_flag=True,
+              help="Every column in full, never shortened (as in a pipe).")
+def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
+    """List jobs.
+
+    \b
+    In a terminal the table fits its width: the least useful columns are
+    shortened or hidden first (said below the table), the id and STATE never,
+    and SUMMARY / QUESTION wraps. In a pipe, or with --wide, nothing is cut or
+    wrapped: one job per line.
+    \b
+    META:  ✉N        N pending mailbox items (replies and agent messages)
+           @AGENT    runs as this agent definition (roost agents ls)
+           ⎇ BRANCH  works in its own git worktree on this branch
+           ↳ NAME    (--group state) a child of the job NAME
+    A ↳ before a name (grouped by directory) marks a child under its parent;
+    a question starts with `?`; COST `—` means the model has no prices."""
+    with daemon() as client:
+        rows = client.request("list")["jobs"]
+    if as_json:
+        print_json(views.tree_order(rows) if tree else rows)
+        return
+    views.print_table(rows, group=group, tree=tree, wide=wide)
+
+
+@click.command()
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JobRow with its detail fields (README: JSON output).")
+@click.option("--full", is_flag=True, help="Show a long task whole (default: its start).")
+def show(job: str, as_json: bool, full: bool) -> None:
+    """One job in detail."""
+    with daemon() as client:
+        row = client.request("show", job=job)["job"]
+    if as_json:
+        print_json(row)
+    else:
+        if not full:
+            row["task"] = views.short_task(row.get("task"), row["id"])
+        views.print_detail(row)
+
+
+@click.command()
+@click.argument("job")
+@click.argument("text", nargs=-1, required=True)
+def reply(job: str, text: tuple[str, ...]) -> None:
+    """Send a user reply: prints delivered, queued, started or stopped."""
+    with daemon() as client:
+        result = client.request("reply", job=job, text=" ".join(text))
+    click.echo(result["status"])
+    if result.get("why"):  # queued on a failed job: nothing runs until it is started again
+        click.echo(f"roost: job {result['id']} failed: {views.printable(result['why'])}; the "
+                   f"reply waits in its mailbox (`roost start {result['id']}` delivers it)",
+                   err=True)
+    if result["status"] == "stopped":
+        fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
+
+
+WAIT_FOR = ("needs_input", "settled", "done", "failed")
+
+
+@click.command()
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
+@click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 1).")
+@click.option("--any", "mode", flag_value="any", help="Until the first of the jobs gets there.")
+@click.option("--all", "mode", flag_value="all", help="Until every one of the jobs is there.")
+@click.option("--for", "until", type=click.Choice(WAIT_FOR), default=None,
+              help="What to wait for with --any/--all (default: settled).")
+def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
+         until: str | None) -> None:
+    """Block until the job's current run has settled; with --any/--all, until the first or
+    every one of the jobs reaches --for (prints `ID NAME STATE` per job; exit 0, 1 on
+    timeout, 2 for an unknown or removed job)."""
+    if mode is None and until is None and len(jobs) == 1:
+        _wait_one(jobs[0], timeout)
+        return
+    if mode is None:
+        if len(jobs) > 1:
+            usage_error("several jobs: say --any or --all")
+        mode = "any"
+    with daemon() as client:
+        result = client.call("wait_jobs", {"jobs": list(jobs), "until": until or "settled",
+                                           "mode": mode, "timeout": timeout},
+                             None if timeout is None else timeout + 30)
+    rows = result["jobs"] if mode == "all" or not result["jobs"] else result["jobs"][:1]
+    for row in rows:
+        click.echo(f"{row['id']} {row['name']} {row['state']}")
+    if not result["reached"]:
+        waiting = ", ".join(f"{r['id']} ({r['state']})" for r in result["waiting"])
+        click.echo(f"roost: timed out; still waiting for {waiting}", err=True)
+        sys.exit(1)
+
+
+def _wait_one(job: str, timeout: float | None) -> None:
+    with daemon() as client:
+        # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
+        result = client.call("wait", {"job": job, "timeout": timeout},
+                             None if timeout is None else timeout + 30)
+    row = result["row"]
+    if not result["settled"]:
+        click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
+        sys.exit(1)
+    click.echo(row["state"])
+    if row["state"] == "failed" and row.get("summary"):  # why, and what to do (stdout stays one word)
+        click.echo(f"roost: job {row['id']} failed: {views.printable(row['summary'])}", err=True)
+
+
+@click.command()
+@click.argument("job")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
+@click.option("-v", "--verbose", is_flag=True, help="Do not shorten tool calls and results.")
+def logs(job: str, follow: bool, verbose: bool) -> None:
+    """The job's transcript (agent messages framed as such); shell jobs: their output."""
+    with daemon() as client:
+        row = client.request("show", job=job)["job"]
+    views.print_logs(row, follow=follow, verbose=verbose)
+
+
+@click.command()
+@click.argument("job")
+def stop(job: str) -> None:
+    """Stop a job (it is never woken by messages; `roost start` wakes it)."""
+    with daemon() as client:
+        result = client.request("stop", job=job)
+    click.echo(f"{result['id']} stopped")
+
+
+@click.command()
+@click.argument("job")
+def start(job: str) -> None:
+    """Start a stopped or ended job again, with this command's environment."""
+    from roost.jobenv import caller_env
+
+    with daemon() as client:
+        result = client.request("start", job=job, env=caller_env())
+    click.echo(f"{result['id']} {result['state']}")
+
+
+@click.command()
+@click.argument("job")
+@click.option("--force", is_flag=True,
+              help="Also when its worktree has uncommitted changes (they are lost); with "
+                   "--delete-branch, also when the branch has unmerged commits.")
+@click.option("--delete-branch", is_flag=True,
+              help="Also delete its worktree's branch (only when merged, unless --force).")
+def rm(job: str, force: bool, delete_branch: bool) -> None:
+    """Stop and remove a job (its directory, mailbox and session file, and its worktree;
+    the worktree's branch is kept unless --delete-branch)."""
+    with daemon() as client:
+        result = client.request("rm", job=job, force=force, deleteBranch=delete_branch)
+    click.echo(f"{result['id']} removed")
+    for note in result.get("worktree") or ():
+        click.echo(f"  {note}")
+
+
+@click.command()
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of {state, seq, kind, from, text, created, extra}.")
+@click.option("--all", "show_all", is_flag=True, help="Acknowledged items too.")
+@click.option("--path", "show_path", is_flag=True, help="Print the mailbox directory only.")
+def mailbox(job: str, as_json: bool, show_all: bool, show_path: bool) -> None:
+    """The job's pending (and with --all acknowledged) mailbox items."""
+    with daemon() as client:
+        row = client.request("show", job=job)["job"]
+    views.print_mailbox(row, as_json=as_json, show_all=show_all, show_path=show_path)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(run)
+    group.add_command(ls)
+    group.add_command(show)
+    group.add_command(reply)
+    group.add_command(wait)
+    group.add_command(logs)
+    group.add_command(stop)
+    group.add_command(start)
+    group.add_command(rm)
+    group.add_command(mailbox)

@@ -1,0 +1,63 @@
+"""What every command module shares: the exit-code rule, one-line errors (`fail`,
+`usage_error`), the connection to roostd that starts it when needed (`daemon`), and `print_json`.
+
+Light on purpose (click and the standard library): every `roost` process imports it. The
+client, the protocol and the socket are imported by `daemon()`, so `roost --help` never
+loads them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from roost.client import Client
+
+
+# Exit codes, the same for every command (README: Exit codes).
+REFUSED = 1
+"""Understood, but not done: the job's state or kind, a limit, a conflict, a failure."""
+USAGE = 2
+"""A bad command line (an unknown option, a bad or missing value) or an unknown job."""
+_EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
+"""roostd's error codes that are usage errors; every other code is a refusal."""
+
+
+def fail(message: str, code: int = REFUSED) -> NoReturn:
+    """One line on stderr, then exit `code`."""
+    click.echo(f"roost: {message}", err=True)
+    sys.exit(code)
+
+
+def usage_error(message: str) -> NoReturn:
+    fail(message, USAGE)
+
+
+@contextmanager
+def daemon(autostart: bool = True) -> Iterator[Client]:
+    from roost.client import DaemonUnavailable, connect
+    from roost.protocol import ProtocolError, RequestError
+
+    try:
+        client = connect(autostart=autostart)
+    except (DaemonUnavailable, ProtocolError, OSError) as exc:
+        fail(str(exc))
+    try:
+        yield client
+    except RequestError as exc:
+        fail(exc.message, _EXIT_OF_ERROR.get(exc.code, REFUSED))
+    except (DaemonUnavailable, ConnectionError) as exc:
+        fail(f"lost the connection to roostd: {exc}")
+    finally:
+        client.close()
+
+
+def print_json(data: Any) -> None:
+    import json
+
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
