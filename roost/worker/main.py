@@ -25,17 +25,17 @@ from roost import protocol
 from roost.agents.handback import should_report
 from roost.fsutil import utc_now
 from roost.jobs import JobRecord
-from roost.jsonlines import Connection, serve_connection
 from roost.mailbox import Item, Mailbox
 from roost.pi import problems
 from roost.pi.compat import features_of
-from roost.protocol import EXTENSION_OPS, REFUSED, RESULT_MAX, UNAUTHORIZED, Op, RequestError
+from roost.protocol import RESULT_MAX
 from roost.states import ATTACH_REASON, EXIT_FATAL
 from roost.tasks import Tasks, first_of
 from roost.transcript import content_text, delivered, read_entries
 from roost.worker import faults, runnote, startup
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
+from roost.worker.extchannel import ExtensionChannel
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.restore import restore
@@ -62,9 +62,10 @@ class Worker:
         self.pi = PiProcess(self._on_pi_event)
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot, self.tasks)
-        self.ext: Connection | None = None
-        self.ext_ready = asyncio.Event()
         self.wake = asyncio.Event()
+        self.channel = ExtensionChannel(self.record.id, self.record.name, lambda: self.pi.pid,
+                                        self.link, on_hello=self.wake.set,
+                                        on_lost=self.delivery.requeue_inflight)
         self.stop_reason: str | None = None
         self.stopping = asyncio.Event()
         self.fatal: str | None = None  # a configuration problem: the job fails, items stay
@@ -106,9 +107,9 @@ class Worker:
 
     def _to_extension(self, frame: dict[str, Any]) -> bool:
         """Send an event to pi's extension in the background; False when none is connected."""
-        if self.ext is None:
+        if self.channel.conn is None:
             return False
-        self.tasks.spawn(self.ext.send(frame), f"sending {frame.get('event')} to the extension")
+        self.tasks.spawn(self.channel.conn.send(frame), f"sending {frame.get('event')} to the extension")
         return True
 
     # -- start-up ------------------------------------------------------------------------
@@ -140,7 +141,7 @@ class Worker:
         early = self.early
         pi = startup.start_pi(early, self.check_lock)
         server = await asyncio.start_unix_server(
-            self._on_ext_connection, sock=early.ext_socket, limit=protocol.MAX_FRAME + 1
+            self.channel.serve, sock=early.ext_socket, limit=protocol.MAX_FRAME + 1
         )
         opened.callback(early.ext_path.unlink, missing_ok=True)
         opened.callback(server.close)
@@ -189,9 +190,9 @@ class Worker:
                                                  pending=bool(self.box.pending()),
                                                  save=self.notes.save))
         self.report()
-        if resume is not None and self.ext is not None:
+        if resume is not None and self.channel.conn is not None:
             log.info("continuing the run a restart cut short (%s)", self.notes.note.cause)
-            await self.ext.send(protocol.event("note", content=resume))
+            await self.channel.conn.send(protocol.event("note", content=resume))
 
     async def _end(self, came_up: bool) -> int:
         """Stop pi and tell roostd why this worker exits; returns the exit code."""
@@ -228,7 +229,7 @@ class Worker:
     async def _until_ready(self) -> None:
         """pi answers, and its roost extension said hello on the extension socket."""
         await self.pi.command("get_state", timeout=READY_TIMEOUT)
-        await asyncio.wait_for(self.ext_ready.wait(), READY_TIMEOUT)
+        await asyncio.wait_for(self.channel.ready.wait(), READY_TIMEOUT)
 
     async def _shutdown_pi(self) -> None:
         if self.stop_reason == "stopped" and self.notes.note.cause is not None:
@@ -267,7 +268,7 @@ class Worker:
             try:
                 await self.delivery.pump(
                     dialog_open=self.runs.dialog_open,
-                    ext_ready=self.ext_ready.is_set(),
+                    ext_ready=self.channel.ready.is_set(),
                     send_reply=self._send_reply,
                     send_agent=self._send_agent,
                     answer_dialog=self._answer_dialog,
@@ -322,9 +323,9 @@ class Worker:
     async def _send_agent(self, item: Item) -> None:
         from roost.agents.envelope import agent_frame
 
-        assert self.ext is not None
+        assert self.channel.conn is not None
         self._note_cause(item)
-        sent = await self.ext.send(protocol.event("inject", **agent_frame(item.to_dict(), item.seq)))
+        sent = await self.channel.conn.send(protocol.event("inject", **agent_frame(item.to_dict(), item.seq)))
         if not sent:
             raise ConnectionError("the extension is not connected")
 
@@ -374,11 +375,11 @@ class Worker:
         state = state or {}
         if not self.runs.ended or self.runs.compacting or state.get("isCompacting"):
             return
-        if state.get("pendingMessageCount") and not state.get("isStreaming") and self.ext:
+        if state.get("pendingMessageCount") and not state.get("isStreaming") and self.channel.conn:
             # A steer that reached pi just as the run ended waits for the next prompt
             # (docs/pi-notes.md b, d): start that run so the reply is not stranded.
             log.info("a steer was stranded at the end of the run; starting a run for it")
-            await self.ext.send(protocol.event("kick"))
+            await self.channel.conn.send(protocol.event("kick"))
             return
         self._settled()
 
@@ -436,50 +437,6 @@ class Worker:
     def _on_release(self, event: dict[str, Any]) -> None:
         self.releasing = True  # let go of the session once nothing is in progress
         self._release_if_idle()
-
-    # -- the extension's socket -----------------------------------------------------------------
-    async def _on_ext_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        conn = Connection(reader, writer)
-        if not await conn.send(protocol.greeting("roost-worker")):
-            return
-        try:
-            await serve_connection(conn, self._ext_handlers(), EXTENSION_OPS, self._ext_authorize)
-        finally:
-            if self.ext is conn:
-                self.ext = None
-                self.ext_ready.clear()
-                self.delivery.requeue_inflight()
-
-    def _ext_authorize(self, conn: Connection, op: Op) -> str | None:
-        if op.caller == "peer" and conn.peer_id is None:
-            return f"{op.name}: say ext_hello first"
-        return None
-
-    def _ext_handlers(self) -> dict[str, Any]:
-        async def ext_hello(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-            # No secret: anything pi's environment held, a tool could read back from
-            # /proc/<pi>/environ. The kernel says which process connected (SO_PEERCRED);
-            # only this worker's pi itself (not a tool it runs) is the job's extension.
-            peer = conn.peer
-            if peer is None or peer.uid != os.getuid() or peer.pid != self.pi.pid:
-                raise RequestError(UNAUTHORIZED, "only this worker's pi may connect")
-            if request.get("pid") != peer.pid:
-                raise RequestError(UNAUTHORIZED, "ext_hello: pid does not match the caller")
-            conn.peer_id = self.record.id
-            self.ext = conn
-            self.ext_ready.set()
-            self.wake.set()
-            return {"job": self.record.id, "name": self.record.name}
-
-        async def forward(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-            args = {k: v for k, v in request.items() if k not in ("id", "op")}
-            if not self.link.connected:
-                raise RequestError(REFUSED, "roostd is not reachable right now; try again")
-            return await self.link.request(str(request["op"]), **args)
-
-        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward}
 
 
 DAEMON_EVENTS: dict[str, Callable[[Worker, dict[str, Any]], None]] = {

@@ -385,13 +385,9 @@ def test_the_cli_modules_have_no_cycle() -> None:
 
 
 MAX_LINES = 500
-OVER_MAX_LINES = {"worker/main.py"}
-"""Modules still over MAX_LINES, each to be split (remove it here once it is)."""
 
 
 def test_no_module_is_over_500_lines() -> None:
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
              for p in ROOT.rglob("*.py")}
-    assert {p: n for p, n in sizes.items() if n > MAX_LINES and p not in OVER_MAX_LINES} == {}
-    assert {p: sizes.get(p) for p in OVER_MAX_LINES if sizes.get(p, 0) <= MAX_LINES} == {}, \
-        "split: remove it from OVER_MAX_LINES"
+    assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
