@@ -42,11 +42,7 @@ delete process.env.ROOST_CHECKOUT_PENDING;
 
 /** This pi's environment, for a job it creates (roost/jobenv.py keeps what is not roost's). */
 function callerEnv(): Record<string, string> {
-	const env: Record<string, string> = {};
-	for (const [name, value] of Object.entries(process.env)) {
-		if (typeof value === "string") env[name] = value;
-	}
-	return env;
+	return Object.fromEntries(Object.entries(process.env).filter(([, v]) => typeof v === "string")) as Record<string, string>;
 }
 
 // `pi --mode rpc` (pi accepts only this spelling).
