@@ -26,7 +26,9 @@ from typing import Any
 from roost import paths
 from roost.config import user_config_path
 
-NOTIFY_TYPES = ("job.needs_input", "job.failed", "worker.gave_up")
+# Not worker.gave_up: job.failed always follows it (with the same reason), and one failure
+# is one notification.
+NOTIFY_TYPES = ("job.needs_input", "job.failed")
 RATE_WINDOW = 5.0
 BODY_MAX = 300
 
