@@ -41,7 +41,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
         from roost.usage import meter
-        from roost.worker.usage import BudgetGuard
+        from roost.worker.budget_guard import BudgetGuard
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from roost import eventlog
 from roost.pi.locate import find_pi
-from roost.supervise import events as eventlog
 from roost.testkit.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
 from roost.testkit.lab import Lab
 from roost.testkit.pi import make_agent_dir
