@@ -84,7 +84,7 @@ from roost.client import connect  # noqa: E402
 from roost.testkit.fakellm import first_user_contains, text, tool_call  # noqa: E402
 from roost.testkit.fakellm.requests import tool_results  # noqa: E402
 from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.pi import require_pi  # noqa: E402
+from roost.testkit.testpi import require_pi  # noqa: E402
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 

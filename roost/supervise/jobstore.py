@@ -167,7 +167,7 @@ def accept_item(
     if decision.wake and (held := held_by_other(record)) is not None:
         # Another process writes the session (a pi without roost's extension, started from
         # pi's resume hint): no second writer. The item waits; the job says why, as its
-        # worker would have (roost.worker.worker.Worker.check_lock), and nothing started.
+        # worker would have (roost.worker.lifecycle.Worker.check_lock), and nothing started.
         daemon.set_state(record, JobState.FAILED, busy=False, status="",
                          error=held.message(record.id))
         return Outcome.QUEUED

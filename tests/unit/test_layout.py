@@ -216,10 +216,10 @@ def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
 def test_the_worker_handles_exactly_the_events_roostd_pushes_to_it() -> None:
     from roost.protocol import WORKER, events_to
 
-    tables = [node.value for node in ast.parse((ROOT / "worker" / "worker.py").read_text())
+    tables = [node.value for node in ast.parse((ROOT / "worker" / "lifecycle.py").read_text())
               .body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
               and node.target.id == "DAEMON_EVENTS"]
-    assert len(tables) == 1 and isinstance(tables[0], ast.Dict), "worker/worker.py: DAEMON_EVENTS"
+    assert len(tables) == 1 and isinstance(tables[0], ast.Dict), "worker/lifecycle.py: DAEMON_EVENTS"
     handled = {k.value for k in tables[0].keys if isinstance(k, ast.Constant)}
     assert handled == events_to(WORKER)
 
@@ -495,3 +495,22 @@ def test_the_table_check_finds_an_import_the_table_does_not_allow() -> None:
     assert disallowed_imports(narrowed)["roost.usage.log"] == ["roost.fsutil"]
     supervise = next(r for r in rows if r[0] == ["roost.supervise"])
     assert supervise[2] and "roost.worker.joblock" in supervise[1]  # "every row above it, and ..."
+
+
+AREA_DIRS = ("supervise/handlers", "cli/commands")  # one module per area, named for it
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says one thing: no two modules or packages of roost/ share a basename
+    (`__init__`, `__main__` aside). An area module (roost's ops or commands of one area, in
+    supervise/handlers/ or cli/commands/) is named for its area, `usage` or `worktrees`, and
+    so is the only kind that may share its name with the module of that area."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in ROOT.rglob("*"):
+        if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py")):
+            names[path.name].append(str(path.relative_to(ROOT)) + "/")
+        elif (path.suffix == ".py" and path.stem not in ("__init__", "__main__")
+              and str(path.parent.relative_to(ROOT)) not in AREA_DIRS):
+            names[path.stem].append(str(path.relative_to(ROOT)))
+    assert len(names) > 50 and "handlers" in names  # the walk found the code
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
