@@ -40,7 +40,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
     "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR, "last_report": _OPT_STR,
-    # issue 12 (roost.usage): figures as the worker last reported them, and the limits.
+    # Usage (roost.usage): figures as the worker last reported them, and the limits.
     "usage": (dict, type(None)), "budget": _OPT_NUM, "budget_tokens": _OPT_INT,
     "max_turns": _OPT_INT, "tree_budget": _OPT_NUM,
     "worktree": (dict, type(None)),

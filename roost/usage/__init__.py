@@ -1,4 +1,4 @@
-"""Usage, cost and budgets (issue 12).
+"""Usage, cost and budgets (README: Usage, cost and budgets).
 
 - `account`: a job's tokens and cost, summed from what pi records (`usage` on the session
   file's entries; `get_session_stats` on pi 1.x). A re-read replaces the sum, never adds to it.

@@ -1,4 +1,4 @@
-"""Isolation: a git worktree per job or child (issue 13).
+"""Isolation: a git worktree per job or child (README: Worktrees).
 
 - `git`: every git call roost makes (argument lists, never a shell), with clear errors;
 - `policy`: the pure rules (who gets a worktree, the default branch, the limit);

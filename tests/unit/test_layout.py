@@ -1,11 +1,15 @@
 """The layout rules of docs/architecture.md, checked on the source (ast, nothing imported):
-no cycles between roost's packages, the worker never imports the daemon, `agents/` holds
-pure rules, and the constants the TypeScript extension keeps equal Python's."""
+no cycles between roost's packages, every import allowed by the table's "may import"
+column, the worker never imports the daemon, `agents/` holds pure rules, the constants the
+TypeScript extension keeps equal Python's, names that say one thing (no two modules share
+one) and comments that name only what exists."""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -485,6 +489,11 @@ def test_every_module_imports_only_what_architecture_md_allows() -> None:
     assert not unowned, f"modules without a row in architecture.md: {unowned}"
     forbidden = disallowed_imports(rows)
     assert not forbidden, f"imports architecture.md's table does not allow: {forbidden}"
+    # One way: a cell names only rows above its own (roostd's two worker modules aside).
+    downward = [(owners[0], m) for index, (owners, allowed, _) in enumerate(rows) for m in allowed
+                if not any(_within(m, above) for above, _, _ in rows[:index])]
+    assert sorted(downward) == [("roost.supervise", "roost.worker.faults"),
+                                ("roost.supervise", "roost.worker.joblock")], downward
 
 
 def test_the_table_check_finds_an_import_the_table_does_not_allow() -> None:
@@ -514,3 +523,60 @@ def test_no_two_modules_share_a_name() -> None:
             names[path.stem].append(str(path.relative_to(ROOT)))
     assert len(names) > 50 and "handlers" in names  # the walk found the code
     assert {n: p for n, p in names.items() if len(p) > 1} == {}
+
+
+# Files the comments name that live outside this repository, with whose they are.
+ELSEWHERE = {
+    "index.ts": "the entry file pi loads from an extension directory",
+    "docs/extensions.md": "pi's documentation", "rpc.md": "pi's documentation",
+    "AGENTS.md": "a repository's context file", "CLAUDE.md": "a repository's context file",
+}
+_FILE_MENTION = re.compile(r"(?<![\w./$<~-])((?:[\w-]+/)*[\w-]+\.(?:py|ts|md))\b")
+_MODULE_MENTION = re.compile(r"(?<![\w./])(roost(?:\.[A-Za-z_]\w*)+)")
+_UNRESOLVABLE = re.compile(r"\bseed\b|\bM\d+b?\b|\bissue #?\d+", re.IGNORECASE)
+
+
+def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    source = path.read_text(encoding="utf-8")
+    found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            if (doc := ast.get_docstring(node, clean=False)) and node.body:
+                found.append((node.body[0].lineno, doc))
+    return found
+
+
+def _names_something(mention: str, modules: dict[str, Path]) -> bool:
+    """roost.a.b.name: the longest module prefix exists, and the first name after it
+    appears in that module's source."""
+    parts = mention.split(".")
+    for cut in range(len(parts), 0, -1):
+        if (module := ".".join(parts[:cut])) in modules:
+            rest = parts[cut:]
+            source = modules[module].read_text(encoding="utf-8") if modules[module].exists() else ""
+            return not rest or re.search(rf"\b{re.escape(rest[0])}\b", source) is not None
+    return False
+
+
+def test_comments_name_only_what_exists() -> None:
+    """Every file (`worker/faults.py`) and module (`roost.usage.log`) a comment or a
+    docstring of roost/ names exists; and none points to what a reader cannot look up
+    (a plan's milestone, an issue number: say the rule instead)."""
+    repo = ROOT.parent
+    files = [str(p.relative_to(repo)) for base in (ROOT, *(repo / d for d in ("docs", "tests", "benchmarks", "scripts")))
+             for p in base.rglob("*") if p.is_file()] + [p.name for p in repo.glob("*.md")]
+    modules = {module_name(p): p for p in ROOT.rglob("*.py")}
+    modules.update({m.rpartition(".")[0]: ROOT.parent.joinpath(*m.split(".")[:-1], "__init__.py")
+                    for m in list(modules) if "." in m})
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        for line, text in comments_and_docstrings(path):
+            where = f"{path.relative_to(repo)}:{line}"
+            bad += [f"{where}: {m}" for m in _FILE_MENTION.findall(text) if m not in ELSEWHERE
+                    and not any(f == m or f.endswith("/" + m) for f in files)]
+            bad += [f"{where}: {m}" for m in _MODULE_MENTION.findall(text)
+                    if m.rsplit(".", 1)[-1] not in ("json", "ts", "md", "py")
+                    and not _names_something(m, modules)]
+            bad += [f"{where}: {m.group()!r}" for m in _UNRESOLVABLE.finditer(text)]
+    assert not bad, bad

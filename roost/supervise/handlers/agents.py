@@ -1,4 +1,4 @@
-"""roostd's agent operations: peer_register, peers, send, spawn, handback (seed M9).
+"""roostd's agent operations: peer_register, peers, send, spawn, handback.
 
 Guards and limits answer with a `refused` error whose text says which rule; outcomes
 (`delivered`, `queued`, `started`, `not running`, `stopped`) are results, not errors.
