@@ -541,9 +541,9 @@ def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
     found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
              if t.type == tokenize.COMMENT]
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            if (doc := ast.get_docstring(node, clean=False)) and node.body:
-                found.append((node.body[0].lineno, doc))
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and (doc := ast.get_docstring(node, clean=False)) and node.body):
+            found.append((node.body[0].lineno, doc))
     return found
 
 
@@ -564,8 +564,9 @@ def test_comments_name_only_what_exists() -> None:
     docstring of roost/ names exists; and none points to what a reader cannot look up
     (a plan's milestone, an issue number: say the rule instead)."""
     repo = ROOT.parent
-    files = [str(p.relative_to(repo)) for base in (ROOT, *(repo / d for d in ("docs", "tests", "benchmarks", "scripts")))
-             for p in base.rglob("*") if p.is_file()] + [p.name for p in repo.glob("*.md")]
+    bases = [ROOT, *(repo / d for d in ("docs", "tests", "benchmarks", "scripts"))]
+    files = [str(p.relative_to(repo)) for base in bases for p in base.rglob("*") if p.is_file()]
+    files += [p.name for p in repo.glob("*.md")]
     modules = {module_name(p): p for p in ROOT.rglob("*.py")}
     modules.update({m.rpartition(".")[0]: ROOT.parent.joinpath(*m.split(".")[:-1], "__init__.py")
                     for m in list(modules) if "." in m})
