@@ -580,4 +580,7 @@ def test_comments_name_only_what_exists() -> None:
                     if m.rsplit(".", 1)[-1] not in ("json", "ts", "md", "py")
                     and not _names_something(m, modules)]
             bad += [f"{where}: {m.group()!r}" for m in _UNRESOLVABLE.finditer(text)]
+    for path in (ROOT / "extension").glob("*.ts"):  # the Python files the extension names
+        bad += [f"{path.relative_to(repo)}: {m}" for m in re.findall(r"[\w/]+\.py\b", path.read_text())
+                if not any(f == m or f.endswith("/" + m) for f in files)]
     assert not bad, bad
