@@ -2,7 +2,7 @@
 
 The answer comes at once (`{"seq": last}`); then every event after `since` that matches
 is pushed, oldest first, as `{"type": "event", "event": "log", "entry": EVENT}`, until the
-connection closes. History and live events come from one queue (events.Subscription), so
+connection closes. History and live events come from one queue (eventwriter.Subscription), so
 they arrive in seq order with nothing missed and nothing twice.
 """
 
