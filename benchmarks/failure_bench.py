@@ -38,7 +38,7 @@ from overhead_bench import load_average, pi_label, summary  # noqa: E402
 
 from roost.testkit.fakellm import first_user_contains, text  # noqa: E402
 from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.pi import require_pi  # noqa: E402
+from roost.testkit.testpi import require_pi  # noqa: E402
 
 SETTINGS = {"reapAfterSeconds": 3600}
 

@@ -22,7 +22,7 @@ Reply, from t0 to the next model request, on an idle pi (its previous run ended)
 roostd runs through a thin probe (this file, `--daemon-probe`) that starts every pi
 worker as `python -c "import overhead_bench" --worker-probe JOB` instead of
 `python -m roost.worker JOB`: the same roost/worker/__main__.py (launch.start spawns pi,
-then roost.worker.main is imported while pi boots), with timestamps (and CPU readings) at
+then roost.worker.lifecycle is imported while pi boots), with timestamps (and CPU readings) at
 each step written to the job's worker.log, and the daemon's own marks (requests, mailbox
 posts, job.json saves) to roostd.log. That is where `phases` come from. `--stock` runs the
 unmodified `roost daemon run` instead (no phases).
@@ -106,7 +106,7 @@ def _wrap_async(owner: object, name: str, before: str | None, after: str | None)
 class _AfterImport:
     """A one-shot import hook: `then(module)` runs right after module `name` has executed.
 
-    Lets the probe instrument roost.worker.main at the moment roost/worker/__main__.py
+    Lets the probe instrument roost.worker.lifecycle at the moment roost/worker/__main__.py
     imports it (after launch.start, i.e. after pi is spawned), without importing it sooner.
     """
 
@@ -142,8 +142,8 @@ def _worker_probe(job_id: str, t_spawn: float) -> int:
 
     Runs the real roost/worker/__main__.py (through runpy, as `python -m` does), so the
     steps keep their order: launch.start (extension socket, pi spawned) first, then the
-    heavy `import roost.worker.main` while pi boots, then main(early). The light launch
-    module is imported (and wrapped) here just before; roost.worker.main is wrapped by a
+    heavy `import roost.worker.lifecycle` while pi boots, then main(early). The light launch
+    module is imported (and wrapped) here just before; roost.worker.lifecycle is wrapped by a
     one-shot import hook the moment __main__.py has imported it.
     """
     _mark("spawn", t_spawn)
@@ -172,14 +172,14 @@ def _worker_probe(job_id: str, t_spawn: float) -> int:
         _mark("imported")
         _instrument_worker(wm)
 
-    sys.meta_path.insert(0, _AfterImport("roost.worker.main", instrument))
+    sys.meta_path.insert(0, _AfterImport("roost.worker.lifecycle", instrument))
     sys.argv = [sys.argv[0], job_id]
     runpy.run_module("roost.worker", run_name="__main__", alter_sys=True)
     return 0  # __main__.py exits through sys.exit(main(early))
 
 
 def _instrument_worker(wm) -> None:
-    """Marks in roost.worker.main (and what it uses), installed before main(early) runs."""
+    """Marks in roost.worker.lifecycle (and what it uses), installed before main(early) runs."""
     from roost.mailbox import Mailbox
     from roost.worker.daemon_link import DaemonLink
     from roost.worker.delivery import Delivery
@@ -359,7 +359,7 @@ from roost import paths  # noqa: E402
 from roost.client import Client  # noqa: E402
 from roost.testkit.fakellm import last_user_contains  # noqa: E402
 from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.pi import PiRpc, require_pi  # noqa: E402
+from roost.testkit.testpi import PiRpc, require_pi  # noqa: E402
 
 TIMEOUT = 90.0
 
@@ -454,7 +454,7 @@ def worker_overlap(p: dict[str, float]) -> dict[str, float]:
     """Whether the worker's set-up after pi's spawn stayed off the critical path (ms).
 
     setup: pi spawned -> the worker asks pi its first get_state (everything the worker
-      does meanwhile: `import roost.worker.main`, Worker(), asyncio, attach, the watcher).
+      does meanwhile: `import roost.worker.lifecycle`, Worker(), asyncio, attach, the watcher).
     pi_wait: that get_state sent -> answered. A pi already up answers in about the idle
       round trip (`idle_get_state_rtt`); more means pi was still booting: the set-up hidden.
     ext_wait: the worker's extension server up -> the extension's connection accepted. About
@@ -670,7 +670,7 @@ def segments(p: dict[str, float], bare_ext: dict[str, float]) -> dict[str, float
         "pi spawn call (subprocess.Popen)": d("pi_spawn", "pi_spawned"),
         "total: run request -> pi spawned": p.get("pi_spawned"),
         # overlapping pi's boot
-        "worker imports (roost.worker.main), while pi boots": d("launched", "imported"),
+        "worker imports (roost.worker.lifecycle), while pi boots": d("launched", "imported"),
         "Worker() + asyncio + ext server (imported -> ext_serving)": d("imported", "ext_serving"),
         "attach pi + mailbox watcher (ext_serving -> get_state sent)":
             d("ext_serving", "get_state_sent"),
@@ -804,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
                                    ("prompt_sent", "get_state_ok", "ext_hello"))),
             "roost: worker set-up while pi boots (pi spawned -> get_state sent)":
                 summary(ov("setup")),
-            "roost: of which import roost.worker.main": summary(ov("imports")),
+            "roost: of which import roost.worker.lifecycle": summary(ov("imports")),
             "roost: worker waits for pi (get_state sent -> answered)": summary(ov("pi_wait")),
             "roost: idle get_state round trip (a pi that is up)":
                 summary(ov("idle_get_state_rtt")),

@@ -41,7 +41,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
         from roost.usage import meter
-        from roost.worker.usage import BudgetGuard
+        from roost.worker.budget_guard import BudgetGuard
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False
@@ -84,7 +84,7 @@ from roost.client import connect  # noqa: E402
 from roost.testkit.fakellm import first_user_contains, text, tool_call  # noqa: E402
 from roost.testkit.fakellm.requests import tool_results  # noqa: E402
 from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.pi import require_pi  # noqa: E402
+from roost.testkit.testpi import require_pi  # noqa: E402
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 

@@ -1,7 +1,7 @@
 """The event log's file, `$ROOST_HOME/events.jsonl` (README: Events and hooks — the format
 is stable): its files, rotated ones included, and reading events since a seq or a time.
 Standard library only: the CLI reads history with it without talking to roostd, and
-roostd's writer (`roost.supervise.events`) recovers its last seq with it."""
+roostd's writer (`roost.supervise.eventwriter`) recovers its last seq with it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A job's record, persisted as `$ROOST_HOME/jobs/<id>/job.json`: shared by roostd (its only
-writer, with atomic writes; the table of all jobs is `roost.supervise.table`), the worker,
+writer, with atomic writes; the table of all jobs is `roost.supervise.jobstore`), the worker,
 the CLI and scripts, which only read it. Keys are camelCase in JSON (as in JobRow) and snake_case in Python.
 """
 
@@ -40,7 +40,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
     "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR, "last_report": _OPT_STR,
-    # issue 12 (roost.usage): figures as the worker last reported them, and the limits.
+    # Usage (roost.usage): figures as the worker last reported them, and the limits.
     "usage": (dict, type(None)), "budget": _OPT_NUM, "budget_tokens": _OPT_INT,
     "max_turns": _OPT_INT, "tree_budget": _OPT_NUM,
     "worktree": (dict, type(None)),
@@ -116,7 +116,7 @@ class JobRecord:
     # The job's git worktree (roost.worktrees): {path, branch, base, origin, toplevel, repo}.
     worktree: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
-    # Not saved: a stand-in for an unreadable record (roost.supervise.table.load_all); it is never started.
+    # Not saved: a stand-in for an unreadable record (roost.supervise.jobstore.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})
 
     @property

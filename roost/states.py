@@ -86,7 +86,7 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _J.NEEDS_INPUT: frozenset({_J.RUNNING, _J.DONE, _J.STOPPED, _J.FAILED, _J.STARTING}),
     # `roost start` or an item (restart); a reply to a model error whose worker still runs.
     # An extension's dialog while it waits; idle again once a budget that stopped it is
-    # raised (issue 12).
+    # raised (`roost budget`: a job over its budget fails and runs nothing until then).
     _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.NEEDS_INPUT, _J.DONE}),
     _J.STOPPED: frozenset({_J.STARTING}),
     # An item wakes it; the user stops it; roostd could not resume it.
@@ -188,7 +188,7 @@ DIALOGS: Machine[Dialog] = Machine("dialog", DIALOG_TRANSITIONS)
 
 # -- a run and an item ------------------------------------------------------------------------
 class RunCause(str, Enum):
-    """What started a run; decides whether the run reports to the parent (seed M9b)."""
+    """What started a run; decides whether the run reports to the parent (agents/handback.py)."""
 
     TASK = "task"
     REPLY = "reply"
@@ -247,12 +247,12 @@ def item_outcome(
     *, kind: str, job: JobState, attached: bool, worker: ProcState | None,
     worker_alive: bool, dialog: bool, busy: bool, over_budget: bool = False,
 ) -> ItemDecision:
-    """The one place an item's outcome is decided (seed M9: delivery rules).
+    """The one place an item's outcome is decided: delivered, queued, started, or refused.
 
     `kind` is one of ITEM_KINDS: a person's reply (it may answer a dialog), an agent's
     message, or a child's report. `worker` is the state of the job's worker process, None
     when roostd has none. `over_budget`: the job was stopped by its budget, and nothing runs
-    until the person raises it (issue 12).
+    until the person raises it (`roost budget`).
     """
     if job == JobState.STOPPED:
         if kind == "report":  # kept for when the person starts the parent again

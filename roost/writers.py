@@ -45,7 +45,7 @@ PROC = "/proc"
 SEEN = "session.seen"
 """In a job's directory: roost's note of its session (`remember`)."""
 PI_TITLES = ("pi", "pi-rpc")  # pi's process title (1.x in RPC mode: pi-rpc)
-CLK_TCK = 100  # USER_HZ (see roost.procs)
+CLK_TCK = 100  # USER_HZ (see roost.procid)
 SLACK = 0.011  # seconds: a start time is counted in whole ticks of 10 ms (rounded down)
 ID_OPTIONS = ("--session", "--session-id")
 PICKS = ("-c", "--continue", "-r", "--resume")

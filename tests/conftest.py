@@ -21,7 +21,7 @@ import pytest
 
 from roost.testkit.fakellm import FakeLLM
 from roost.testkit.lab import Lab
-from roost.testkit.pi import SETUP_HINT, require_pi
+from roost.testkit.testpi import SETUP_HINT, require_pi
 
 E2E_DIR = Path(__file__).resolve().parent / "e2e"
 

@@ -1,4 +1,4 @@
-"""The envelope an agent item is injected in (seed: Delivery), and its sanitising.
+"""The envelope an agent item is injected in (README: The agent tools), and its sanitising.
 
 Names are reduced to `[\\w .:@/-]`; `<agent-message` and `</agent-message` inside the body
 are neutralised (`<` -> `&lt;`) so a peer cannot close the frame early or forge another —

@@ -1,4 +1,4 @@
-"""When a child's settled run reports to its parent (seed M9b, Hand-back). Pure logic.
+"""When a child's settled run reports to its parent (the hand-back). Pure logic.
 
 Report-worthy: runs started by the spawn task, a user reply or CLI input, and any run a
 user reply joined. A run started by the parent's own message reports too (so a parent's

@@ -1,4 +1,4 @@
-"""Peers, relations, reach and name resolution: pure logic, no processes (seed M9).
+"""Peers, relations, reach and name resolution: pure logic, no processes.
 
 A peer is a background job (id = job id) or a connected foreground pi (id = `f` + 7 hex).
 One session file can have several records over time; lists collapse them into one peer,

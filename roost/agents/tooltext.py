@@ -1,5 +1,5 @@
 """The text of every agent tool's result (`roost_agents`, `roost_send`, `roost_spawn`): built
-here, once, for roostd's answer; the extension only prints it (seed M9: the tools)."""
+here, once, for roostd's answer; the extension only prints it, so every text is roost's, in Python."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def peers_text(peers: Iterable[Mapping[str, Any]]) -> str:
 
 
 def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
-    """The outcome word first (the seed's contract), then whom it went to."""
+    """The outcome word first (a script or a model matches on it: README, Agent tools),
+    then whom it went to."""
     return f'{outcome.value} ({relation}) → {peer_id} "{name}"'
 
 

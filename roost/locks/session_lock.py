@@ -33,7 +33,7 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from roost import paths, procs
+from roost import paths, procid
 from roost.errors import RoostError
 
 # A corrupt lock file younger than this may be a hand edit in progress: treat it as held.
@@ -80,12 +80,12 @@ class LockHolder:
 
 # --- processes ---------------------------------------------------------------------------
 
-process_start_time = procs.start_time
+process_start_time = procid.start_time
 
 
 def holder_is_alive(holder: LockHolder) -> bool:
     """True when the holder's process still runs (the same process, not a reused pid)."""
-    proc = procs.inspect(holder.pid)
+    proc = procid.inspect(holder.pid)
     if proc is None or proc.zombie:
         return False
     if proc.start_time is None:
@@ -94,7 +94,7 @@ def holder_is_alive(holder: LockHolder) -> bool:
     if None not in exact:
         # Ticks since boot do not move when the wall clock is stepped; btime does.
         return holder.boot_id == proc.boot_id and holder.start_ticks == proc.start_ticks
-    return abs(holder.start_time - proc.start_time) < procs.START_TOLERANCE
+    return abs(holder.start_time - proc.start_time) < procid.START_TOLERANCE
 
 
 # --- lock files --------------------------------------------------------------------------
@@ -274,7 +274,7 @@ class SessionLock:
 
     def _record(self) -> bytes:
         pid = os.getpid()
-        proc = procs.inspect(pid)
+        proc = procid.inspect(pid)
         if proc is None or proc.start_time is None:
             raise LockError(f"cannot read the start time of this process ({pid})")
         acquired = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

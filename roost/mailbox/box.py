@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.fsutil import fsync_dir
 from roost.mailbox.counter import SeqCounter
-from roost.mailbox.errors import InvalidItem, MailboxError, MailboxFull
-from roost.mailbox.fsutil import (
+from roost.mailbox.fileops import (
     NotAnItemFile,
     ensure_private_dir,
     quarantine,
@@ -32,6 +31,7 @@ from roost.mailbox.item import (
     render_line,
     seq_of,
 )
+from roost.mailbox.mail_errors import InvalidItem, MailboxError, MailboxFull
 
 if TYPE_CHECKING:
     from roost.mailbox.watch import MailboxWatcher

@@ -30,9 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost.mailbox.errors import MailboxError
-from roost.mailbox.fsutil import FILE_MODE
+from roost.mailbox.fileops import FILE_MODE
 from roost.mailbox.item import MAX_SEQ, seq_of
+from roost.mailbox.mail_errors import MailboxError
 
 RESERVE_BLOCK = 64
 """Seqs reserved per fsync of the counter file."""

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
-from roost.mailbox.errors import MailboxError
 from roost.mailbox.item import Item
+from roost.mailbox.mail_errors import MailboxError
 
 if TYPE_CHECKING:
     from roost.mailbox.box import Mailbox

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from roost.jobs import JobRecord
     from roost.mailbox import Mailbox
     from roost.states import JobState
-    from roost.supervise.events import EventLog
+    from roost.supervise.eventwriter import EventLog
     from roost.supervise.usagebook import UsageBook
     from roost.supervise.workers import WorkerProcess
 

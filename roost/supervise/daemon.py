@@ -28,10 +28,9 @@ from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
-from roost.supervise import table as jobstore
-from roost.supervise import usage
+from roost.supervise import budgets, jobstore
 from roost.supervise.core import Core
-from roost.supervise.events import EventLog
+from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
@@ -453,7 +452,7 @@ class Daemon:
             "rootSession": record.root_session,
             "worktree": row_fields(record.worktree),
             "pending": pending,
-            "usage": usage.row_usage(self, record),
+            "usage": budgets.row_usage(self, record),
             "created": record.created,
             "updated": record.updated,
         }

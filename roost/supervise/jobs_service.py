@@ -16,7 +16,7 @@ from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobKind, RunCause
-from roost.supervise.table import new_job_id
+from roost.supervise.jobstore import new_job_id
 
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition

@@ -18,8 +18,8 @@ from roost.agents.peers import Peer, relation
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
 from roost.states import ENDED_JOB_STATES, Attach, JobKind, JobState, Outcome
-from roost.supervise import usage
-from roost.supervise.table import accept_item
+from roost.supervise import budgets
+from roost.supervise.jobstore import accept_item
 from roost.worker import faults
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class AgentRouter:
             proc = daemon.procs.get(record.id)
             return "started" if proc is not None and proc.alive else "idle"
         record.set_attach(Attach.DETACHED, why)
-        usage.recount(daemon, record)  # what the foreground pi spent counts too
+        budgets.recount(daemon, record)  # what the foreground pi spent counts too
         if record.state == JobState.STARTING or daemon.mailbox(record).pending():
             daemon.start_worker(record, why)
             daemon.job_changed(record)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from roost import procs
+from roost import procid
 from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.worker import joblock
 
@@ -110,7 +110,7 @@ class WorkerProcess:
             )
         pid = self._popen.pid
         self.record.worker_pid = pid
-        self.record.worker_start = procs.live_start_time(pid)
+        self.record.worker_start = procid.live_start_time(pid)
         self._watch(pid)
         self._set_state(ProcState.STARTING)
         if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
@@ -120,9 +120,9 @@ class WorkerProcess:
         """Take over a live worker of the job: the one its record names, else the holder of
         its worker lock (roost.worker.joblock); False when there is none."""
         pid, start = self.record.worker_pid, self.record.worker_start
-        if not procs.same_process(pid, start):
+        if not procid.same_process(pid, start):
             pid = joblock.live_holder(self.record.dir)
-            start = procs.live_start_time(pid) if pid else None
+            start = procid.live_start_time(pid) if pid else None
             if pid is None or start is None:
                 return False
             self.record.worker_pid, self.record.worker_start = pid, start

@@ -63,8 +63,8 @@ import psutil
 from roost.jobs import load_record
 from roost.testkit.fakellm import FakeLLM, Matcher, first_user_contains
 from roost.testkit.fakellm.requests import all_tool_results, envelopes, message_text, messages
-from roost.testkit.pi import PiRpc, make_agent_dir, pi_env, read_session
 from roost.testkit.procs import kill_processes, processes_of, wait_until
+from roost.testkit.testpi import PiRpc, make_agent_dir, pi_env, read_session
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 EXTENSION = REPO_DIR / "roost" / "extension" / "roost.ts"

@@ -16,7 +16,7 @@ from typing import Literal, TypeVar
 
 import psutil
 
-from roost import procs
+from roost import procid
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ def wait_until(
 
 def pid_alive(pid: int | None) -> bool:
     """A live process (an exited child not yet reaped is a zombie: not alive)."""
-    return pid is not None and procs.alive(pid)
+    return pid is not None and procid.alive(pid)
 
 
 def is_pi(proc: psutil.Process) -> bool:

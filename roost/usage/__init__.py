@@ -1,4 +1,4 @@
-"""Usage, cost and budgets (issue 12).
+"""Usage, cost and budgets (README: Usage, cost and budgets).
 
 - `account`: a job's tokens and cost, summed from what pi records (`usage` on the session
   file's entries; `get_session_stats` on pi 1.x). A re-read replaces the sum, never adds to it.
@@ -8,7 +8,7 @@
 - `report`: `roost usage` grouped by job, tree, model or day (GROUPS).
 - `show`: the cells and the usage block the CLI prints.
 
-roostd's side is `roost.supervise.usage`, the worker's `roost.worker.usage`, the commands
+roostd's side is `roost.supervise.budgets`, the worker's `roost.worker.budget_guard`, the commands
 `roost.cli.commands.usage`. Every `roost` process imports this package's `__init__` only (the CLI's
 options), so it stays free of imports.
 """

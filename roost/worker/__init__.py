@@ -1,1 +1,1 @@
-"""The worker: one process per live job (pi jobs: roost.worker.main; shell: .shell)."""
+"""The worker: one process per live job (pi jobs: roost.worker.lifecycle; shell: .shell)."""

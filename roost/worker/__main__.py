@@ -9,6 +9,6 @@ if len(sys.argv) != 2:
     sys.exit(2)
 early = launch.start(sys.argv[1])
 
-from roost.worker.main import main  # noqa: E402 - heavy: imported while pi boots
+from roost.worker.lifecycle import main  # noqa: E402 - heavy: imported while pi boots
 
 sys.exit(main(early))

@@ -10,7 +10,7 @@ The fast path needs the session to be free: no lock file, and no other writer th
 roost.writers can see (a pi without roost's extension takes no lock; the scan reads one
 small /proc file per process, about 1-2 ms). Then pi, whose roost
 extension takes the lock, is the session's only writer. Otherwise the worker first finds
-out who holds it (roost.worker.main.Worker.check_lock) and starts pi itself, or refuses.
+out who holds it (roost.worker.lifecycle.Worker.check_lock) and starts pi itself, or refuses.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a (re)started worker makes of the session's end: was a run cut short, and is it
 continued (as the same run, with its cause), or does the job wait, with the question its
-last answer left open? Used by roost.worker.main once pi is up."""
+last answer left open? Used by roost.worker.lifecycle once pi is up."""
 
 from __future__ import annotations
 

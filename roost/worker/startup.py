@@ -1,6 +1,6 @@
 """Starting a job's pi safely: one writer per session, why pi did not come up, the session
 file made private once pi has written it, and what pi's own setup files say when pi refuses
-a prompt. Used by roost.worker.main."""
+a prompt. Used by roost.worker.lifecycle."""
 
 from __future__ import annotations
 

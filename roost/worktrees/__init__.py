@@ -1,4 +1,4 @@
-"""Isolation: a git worktree per job or child (issue 13).
+"""Isolation: a git worktree per job or child (README: Worktrees).
 
 - `git`: every git call roost makes (argument lists, never a shell), with clear errors;
 - `policy`: the pure rules (who gets a worktree, the default branch, the limit);
@@ -6,7 +6,7 @@
 - `checkout`: the worker writes a new worktree's files while pi boots.
 
 roostd's side (create at spawn, merge, remove, gc; blocking git work runs in a thread, so
-roostd keeps serving meanwhile) is `roost.supervise.worktrees`.
+roostd keeps serving meanwhile) is `roost.supervise.worktree_jobs`.
 
 A job's `worktree` record (job.json) is `{path, branch, base, origin, toplevel, repo}`:
 the worktree directory (`$ROOST_HOME/worktrees/<id>`), its branch (in the original

@@ -9,7 +9,7 @@ import pytest
 from kit.doctor import by_name, doctor, failed
 
 from roost.testkit.lab import Lab
-from roost.testkit.pi import make_agent_dir
+from roost.testkit.testpi import make_agent_dir
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from kit.doctor import CHECKS, by_name, doctor, failed
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
 from roost.testkit.lab import Lab
-from roost.testkit.pi import make_agent_dir
+from roost.testkit.testpi import make_agent_dir
 
 pytestmark = pytest.mark.timeout(120)
 

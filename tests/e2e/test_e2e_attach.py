@@ -42,7 +42,7 @@ from roost.locks import holder_is_alive, read_holder
 from roost.testkit.fakellm import FakeLLM, Matcher, text, tool_call
 from roost.testkit.fakellm.requests import message_text
 from roost.testkit.lab import Lab
-from roost.testkit.pi import PiRpc, make_agent_dir, read_session
+from roost.testkit.testpi import PiRpc, make_agent_dir, read_session
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

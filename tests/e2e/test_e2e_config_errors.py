@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from roost import eventlog
 from roost.pi.locate import find_pi
-from roost.supervise import events as eventlog
 from roost.testkit.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
 from roost.testkit.lab import Lab
-from roost.testkit.pi import make_agent_dir
 from roost.testkit.procs import wait_until
+from roost.testkit.testpi import make_agent_dir
 
 T = 60.0
 

@@ -18,7 +18,7 @@ from kit.wait import wait_until
 from roost.pi.locate import find_pi
 from roost.testkit.fakellm import text, tool_call
 from roost.testkit.lab import EXTENSION, Lab
-from roost.testkit.pi import PiRpc
+from roost.testkit.testpi import PiRpc
 
 T = 90.0
 KEY_VAR = "MY_PROVIDER_KEY"

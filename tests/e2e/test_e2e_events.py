@@ -16,8 +16,8 @@ import pytest
 from kit.matchers import after_tool, fresh, new_user_has, task
 from kit.wait import kill_and_wait, wait_until
 
-from roost.supervise import events as eventlog
-from roost.supervise.events import EVENT_TYPES
+from roost import eventlog
+from roost.supervise.eventwriter import EVENT_TYPES
 from roost.testkit.fakellm import text, tool_call
 from roost.testkit.lab import Lab
 

@@ -27,7 +27,7 @@ from kit.wait import is_pi, pid_alive, wait_until
 
 from roost.testkit.fakellm import FakeLLM, text
 from roost.testkit.lab import EXTENSION, Lab
-from roost.testkit.pi import PiRpc, require_pi
+from roost.testkit.testpi import PiRpc, require_pi
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

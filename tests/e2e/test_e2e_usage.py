@@ -16,7 +16,7 @@ from kit.wait import wait_until
 from roost.cli.live import table_rows
 from roost.testkit.fakellm import text, tool_call
 from roost.testkit.fakellm.requests import message_text, messages, tool_results
-from roost.testkit.pi import make_agent_dir
+from roost.testkit.testpi import make_agent_dir
 
 T = 90.0
 # Prices per million tokens (pi's models.json `cost`), and what every scripted request

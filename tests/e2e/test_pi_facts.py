@@ -41,7 +41,7 @@ from roost.testkit.fakellm import (
     tool_call,
 )
 from roost.testkit.lab import Lab
-from roost.testkit.pi import PiRpc, read_session
+from roost.testkit.testpi import PiRpc, read_session
 
 pytestmark = [pytest.mark.pifacts, pytest.mark.usefixtures("real_pi")]
 

@@ -1,6 +1,6 @@
 """Events, hooks, notifications and `roost wait --any/--all`.
 
-Unit tests of the event log (roost.supervise.events) first, then integration tests with a
+Unit tests of the event log (roost.supervise.eventwriter) first, then integration tests with a
 real roostd and the fake pi. The real-pi run of every event type is in test_e2e_events.py.
 """
 
@@ -18,8 +18,8 @@ import psutil
 import pytest
 from kit.wait import wait_until
 
-from roost.supervise import events as eventlog
-from roost.supervise.events import EVENT_TYPES, EventLog
+from roost import eventlog
+from roost.supervise.eventwriter import EVENT_TYPES, EventLog
 from roost.testkit.lab import Lab
 
 WAIT = 30.0

@@ -16,7 +16,7 @@ from roost import paths
 from roost.cli import install as installer
 from roost.testkit.fakellm import tool_names
 from roost.testkit.lab import Lab
-from roost.testkit.pi import require_pi
+from roost.testkit.testpi import require_pi
 
 ROOST_TOOLS = {"roost_agents", "roost_send", "roost_spawn"}
 

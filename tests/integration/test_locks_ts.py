@@ -22,7 +22,7 @@ import pytest
 from roost import paths
 from roost.locks import SessionLock, SessionLocked, lock_path_for
 from roost.pi.locate import node_binary
-from roost.testkit.pi import require_pi
+from roost.testkit.testpi import require_pi
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK_TS = REPO / "roost" / "extension" / "session_lock.ts"

@@ -33,7 +33,7 @@ import psutil
 
 from roost.client import Client
 from roost.locks import SessionLock, holder_is_alive, read_holder
-from roost.testkit.pi import read_session
+from roost.testkit.testpi import read_session
 
 
 # -- tmux ------------------------------------------------------------------------------------

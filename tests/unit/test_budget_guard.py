@@ -1,4 +1,4 @@
-"""The worker's budget guard (roost/worker/usage.py) with fake ports: no pi, no roostd, no
+"""The worker's budget guard (roost/worker/budget_guard.py) with fake ports: no pi, no roostd, no
 worker. A `RunTracker` fed by hand stands for pi's runs."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from roost.jobs import JobRecord
 from roost.states import JobKind, JobState, RunCause
 from roost.usage.budget import Limits
 from roost.usage.meter import Meter
+from roost.worker.budget_guard import STOP_NOTE, BudgetGuard, Ports
 from roost.worker.pi_process import PiError
 from roost.worker.runs import RunTracker
-from roost.worker.usage import STOP_NOTE, BudgetGuard, Ports
 
 
 def costing(cost: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from roost.jobs import JobRecord
 from roost.mailbox import Mailbox
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
-from roost.supervise.events import EventLog
+from roost.supervise.eventwriter import EventLog
 from roost.supervise.router import AgentRouter, ForegroundPeer
 from roost.supervise.usagebook import UsageBook
 

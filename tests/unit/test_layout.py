@@ -1,11 +1,15 @@
 """The layout rules of docs/architecture.md, checked on the source (ast, nothing imported):
-no cycles between roost's packages, the worker never imports the daemon, `agents/` holds
-pure rules, and the constants the TypeScript extension keeps equal Python's."""
+no cycles between roost's packages, every import allowed by the table's "may import"
+column, the worker never imports the daemon, `agents/` holds pure rules, the constants the
+TypeScript extension keeps equal Python's, names that say one thing (no two modules share
+one) and comments that name only what exists."""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -216,10 +220,10 @@ def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
 def test_the_worker_handles_exactly_the_events_roostd_pushes_to_it() -> None:
     from roost.protocol import WORKER, events_to
 
-    tables = [node.value for node in ast.parse((ROOT / "worker" / "main.py").read_text())
+    tables = [node.value for node in ast.parse((ROOT / "worker" / "lifecycle.py").read_text())
               .body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
               and node.target.id == "DAEMON_EVENTS"]
-    assert len(tables) == 1 and isinstance(tables[0], ast.Dict), "worker/main.py: DAEMON_EVENTS"
+    assert len(tables) == 1 and isinstance(tables[0], ast.Dict), "worker/lifecycle.py: DAEMON_EVENTS"
     handled = {k.value for k in tables[0].keys if isinstance(k, ast.Constant)}
     assert handled == events_to(WORKER)
 
@@ -301,8 +305,8 @@ def test_python_requests_only_declared_ops_and_arguments() -> None:
 
 
 def imported_modules(path: Path, known: set[str]) -> set[str]:
-    """Like imports_of, but `from roost.supervise import usage` names the module
-    roost.supervise.usage (when it is one of `known`), not only its package."""
+    """Like imports_of, but `from roost.supervise import budgets` names the module
+    roost.supervise.budgets (when it is one of `known`), not only its package."""
     found = set(imports_of(path))
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roost"):
@@ -391,3 +395,192 @@ def test_no_module_is_over_500_lines() -> None:
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
              for p in [*ROOT.rglob("*.py"), *ROOT.rglob("*.ts")]}
     assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
+
+
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
+
+
+def all_modules() -> set[str]:
+    """roost's modules and packages (namespace packages like roost.supervise too)."""
+    modules = {module_name(p) for p in ROOT.rglob("*.py")}
+    return modules | {m.rpartition(".")[0] for m in modules if "." in m}
+
+
+def resolved_imports(path: Path, known: set[str]) -> set[str]:
+    """Every roost module `path` imports, as precisely as the source says: `from
+    roost.supervise import budgets` is roost.supervise.budgets, `from roost.usage import
+    GROUPS` is roost.usage."""
+    found: set[str] = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "roost")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base.split(".")[0] == "roost":
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                             for a in node.names)
+    return found
+
+
+def _ticked(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
+
+
+def _module_of(name: str, known: set[str]) -> str | None:
+    """`roost/mailbox/`, `jsonlines.py`, `worker.launch`, `usage` -> the roost module."""
+    dotted = "roost." + name.removeprefix("roost/").removesuffix("/").removesuffix(".py").replace("/", ".")
+    return dotted if dotted in known else None
+
+
+def architecture_rows() -> list[tuple[list[str], set[str], bool]]:
+    """docs/architecture.md's package table, top to bottom: each row's modules, the modules
+    its "may import" cell names (up to "— never"), and whether the cell opens with "every
+    row above it". A name in backticks that is not a module is an error."""
+    known = all_modules()
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    table = text.split("## Packages and what each owns", 1)[1].split("\n\n", 2)[1]
+    rows: list[tuple[list[str], set[str], bool]] = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        owners = [_module_of(n, known) for n in _ticked(cells[0])]
+        allowed_cell = cells[-1].split(" — never ")[0]
+        allowed = [_module_of(n, known) for n in _ticked(allowed_cell)]
+        unknown = [n for n, m in zip(_ticked(cells[0]) + _ticked(allowed_cell), owners + allowed, strict=True)
+                   if m is None]
+        assert not unknown, f"architecture.md names what is not a module: {unknown}"
+        rows.append(([m for m in owners if m], {m for m in allowed if m},
+                     allowed_cell.startswith("every row above it")))
+    return rows
+
+
+def _within(module: str, prefixes: set[str] | list[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def disallowed_imports(rows: list[tuple[list[str], set[str], bool]]) -> dict[str, list[str]]:
+    """Each module's imports that its row does not allow: its own row, what the row's cell
+    names, `roost` itself (the version), and the rows above it if the cell says so."""
+    known = all_modules()
+    forbidden: dict[str, list[str]] = {}
+    for index, (owners, allowed, above) in enumerate(rows):
+        may = set(owners) | allowed
+        if above:
+            may |= {m for o, _, _ in rows[:index] for m in o}
+        for path in ROOT.rglob("*.py"):
+            module = module_name(path)
+            if _within(module, owners):
+                bad = sorted(t for t in resolved_imports(path, known)
+                             if t != "roost" and not _within(t, may))
+                if bad:
+                    forbidden[module] = bad
+    return forbidden
+
+
+def test_every_module_imports_only_what_architecture_md_allows() -> None:
+    """The "may import" column is the rule, and every module of roost/ has a row."""
+    rows = architecture_rows()
+    assert len(rows) > 10 and any("roost.supervise" in owners for owners, _, _ in rows)
+    unowned = sorted(m for m in all_modules()
+                     if m != "roost" and not any(_within(m, o) for o, _, _ in rows))
+    assert not unowned, f"modules without a row in architecture.md: {unowned}"
+    forbidden = disallowed_imports(rows)
+    assert not forbidden, f"imports architecture.md's table does not allow: {forbidden}"
+    # One way: a cell names only rows above its own (roostd's two worker modules aside).
+    downward = [(owners[0], m) for index, (owners, allowed, _) in enumerate(rows) for m in allowed
+                if not any(_within(m, above) for above, _, _ in rows[:index])]
+    assert sorted(downward) == [("roost.supervise", "roost.worker.faults"),
+                                ("roost.supervise", "roost.worker.joblock")], downward
+
+
+def test_the_table_check_finds_an_import_the_table_does_not_allow() -> None:
+    rows = architecture_rows()
+    usage = next(r for r in rows if r[0] == ["roost.usage"])
+    narrowed = [(o, a - {"roost.fsutil"} if r is usage else a, above)
+                for r in rows for o, a, above in [r]]
+    assert disallowed_imports(narrowed)["roost.usage.log"] == ["roost.fsutil"]
+    supervise = next(r for r in rows if r[0] == ["roost.supervise"])
+    assert supervise[2] and "roost.worker.joblock" in supervise[1]  # "every row above it, and ..."
+
+
+AREA_DIRS = ("supervise/handlers", "cli/commands")  # one module per area, named for it
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says one thing: no two modules or packages of roost/ share a basename
+    (`__init__`, `__main__` aside). An area module (roost's ops or commands of one area, in
+    supervise/handlers/ or cli/commands/) is named for its area, `usage` or `worktrees`, and
+    so is the only kind that may share its name with the module of that area."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in ROOT.rglob("*"):
+        if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py")):
+            names[path.name].append(str(path.relative_to(ROOT)) + "/")
+        elif (path.suffix == ".py" and path.stem not in ("__init__", "__main__")
+              and str(path.parent.relative_to(ROOT)) not in AREA_DIRS):
+            names[path.stem].append(str(path.relative_to(ROOT)))
+    assert len(names) > 50 and "handlers" in names  # the walk found the code
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
+
+
+# Files the comments name that live outside this repository, with whose they are.
+ELSEWHERE = {
+    "index.ts": "the entry file pi loads from an extension directory",
+    "docs/extensions.md": "pi's documentation", "rpc.md": "pi's documentation",
+    "AGENTS.md": "a repository's context file", "CLAUDE.md": "a repository's context file",
+}
+_FILE_MENTION = re.compile(r"(?<![\w./$<~-])((?:[\w-]+/)*[\w-]+\.(?:py|ts|md))\b")
+_MODULE_MENTION = re.compile(r"(?<![\w./])(roost(?:\.[A-Za-z_]\w*)+)")
+_UNRESOLVABLE = re.compile(r"\bseed\b|\bM\d+b?\b|\bissue #?\d+", re.IGNORECASE)
+
+
+def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    source = path.read_text(encoding="utf-8")
+    found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and (doc := ast.get_docstring(node, clean=False)) and node.body):
+            found.append((node.body[0].lineno, doc))
+    return found
+
+
+def _names_something(mention: str, modules: dict[str, Path]) -> bool:
+    """roost.a.b.name: the longest module prefix exists, and the first name after it
+    appears in that module's source."""
+    parts = mention.split(".")
+    for cut in range(len(parts), 0, -1):
+        if (module := ".".join(parts[:cut])) in modules:
+            rest = parts[cut:]
+            source = modules[module].read_text(encoding="utf-8") if modules[module].exists() else ""
+            return not rest or re.search(rf"\b{re.escape(rest[0])}\b", source) is not None
+    return False
+
+
+def test_comments_name_only_what_exists() -> None:
+    """Every file (`worker/faults.py`) and module (`roost.usage.log`) a comment or a
+    docstring of roost/ names exists; and none points to what a reader cannot look up
+    (a plan's milestone, an issue number: say the rule instead)."""
+    repo = ROOT.parent
+    bases = [ROOT, *(repo / d for d in ("docs", "tests", "benchmarks", "scripts"))]
+    files = [str(p.relative_to(repo)) for base in bases for p in base.rglob("*") if p.is_file()]
+    files += [p.name for p in repo.glob("*.md")]
+    modules = {module_name(p): p for p in ROOT.rglob("*.py")}
+    modules.update({m.rpartition(".")[0]: ROOT.parent.joinpath(*m.split(".")[:-1], "__init__.py")
+                    for m in list(modules) if "." in m})
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        for line, text in comments_and_docstrings(path):
+            where = f"{path.relative_to(repo)}:{line}"
+            bad += [f"{where}: {m}" for m in _FILE_MENTION.findall(text) if m not in ELSEWHERE
+                    and not any(f == m or f.endswith("/" + m) for f in files)]
+            bad += [f"{where}: {m}" for m in _MODULE_MENTION.findall(text)
+                    if m.rsplit(".", 1)[-1] not in ("json", "ts", "md", "py")
+                    and not _names_something(m, modules)]
+            bad += [f"{where}: {m.group()!r}" for m in _UNRESOLVABLE.finditer(text)]
+    for path in (ROOT / "extension").glob("*.ts"):  # the Python files the extension names
+        bad += [f"{path.relative_to(repo)}: {m}" for m in re.findall(r"[\w/]+\.py\b", path.read_text())
+                if not any(f == m or f.endswith("/" + m) for f in files)]
+    assert not bad, bad

@@ -18,7 +18,7 @@ import pytest
 from kit.wait import wait_until
 
 from roost.errors import RoostError
-from roost.mailbox import InvalidItem, Item, Mailbox, MailboxError, MailboxFull, fsutil, watch
+from roost.mailbox import InvalidItem, Item, Mailbox, MailboxError, MailboxFull, fileops, watch
 from roost.mailbox import box as box_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -438,7 +438,7 @@ def test_failed_write_midway_removes_the_tmp_file(
     def broken_write(fd: int, data: bytes) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(fsutil.os, "write", broken_write)
+    monkeypatch.setattr(fileops.os, "write", broken_write)
     with pytest.raises(MailboxError, match="No space left"):
         box.post(kind="reply", text="x")
     monkeypatch.undo()

@@ -29,7 +29,7 @@ from roost.states import (
     item_outcome,
     run_cause,
 )
-from roost.supervise.table import is_settled
+from roost.supervise.jobstore import is_settled
 
 J, P, A, D = JobState, ProcState, Attach, Dialog
 

@@ -12,7 +12,7 @@ from roost.config import Settings
 from roost.testkit.fakellm import text
 from roost.testkit.fakellm.replies import from_json as reply_from_obj
 from roost.testkit.fakellm.wire import usage_for
-from roost.usage import budget, report
+from roost.usage import budget, summary
 from roost.usage import log as usage_log
 from roost.usage.account import Usage, breakdown, format_cost, from_entries
 from roost.usage.budget import Limits
@@ -164,28 +164,28 @@ def test_report_groups_and_since() -> None:
             {"id": "00000002", "name": "kid", "kind": "pi", "session": "/s/2",
              "rootSession": "/s/1"},
             {"id": "00000003", "name": "sh", "kind": "shell", "session": None}]
-    live = report.live_lines(rows, lambda session: ENTRIES)
+    live = summary.live_lines(rows, lambda session: ENTRIES)
     removed = [{**line, "job": "00000009", "name": "gone", "session": "/s/9",
                 "rootSession": "/s/1", "removed": "2026-12-01T00:00:00Z"}
                for line in usage_log.lines_for({}, ENTRIES)]
     lines = live + removed
-    by_job = report.report(lines, "job")
+    by_job = summary.report(lines, "job")
     assert [r["key"] for r in by_job["rows"]] == ["00000001", "00000002", "00000009"]
     assert [r["removed"] for r in by_job["rows"]] == [False, False, True]
     assert by_job["total"]["cost"] == pytest.approx(3 * 0.8)
-    by_tree = report.report(lines, "tree")
+    by_tree = summary.report(lines, "tree")
     assert len(by_tree["rows"]) == 1 and by_tree["rows"][0]["name"] == "root"
     assert by_tree["rows"][0]["jobs"] == 3
-    by_day = report.report(lines, "day", since="2026-12-01")
+    by_day = summary.report(lines, "day", since="2026-12-01")
     assert [r["key"] for r in by_day["rows"]] == ["2026-12-01"]
     assert by_day["total"]["cost"] == pytest.approx(3 * 0.29)
-    assert [r["key"] for r in report.report(lines, "model")["rows"]] == ["p/m", "p/n", "unknown"]
+    assert [r["key"] for r in summary.report(lines, "model")["rows"]] == ["p/m", "p/n", "unknown"]
     with pytest.raises(ValueError):
-        report.report(lines, "week")
-    assert report.parse_since("2026-11-30T12:00:00Z") == "2026-11-30"
+        summary.report(lines, "week")
+    assert summary.parse_since("2026-11-30T12:00:00Z") == "2026-11-30"
     for bad in ("yesterday", "2026-02-30"):
         with pytest.raises(ValueError):
-            report.parse_since(bad)
+            summary.parse_since(bad)
     json.dumps(by_job)  # the JSON output
 
 
@@ -196,8 +196,8 @@ def test_report_by_tree_is_sorted_by_what_it_shows() -> None:
              "rootSession": None}
             for i, (name, session) in enumerate([("zeta", "/s/a"), ("alpha", "/s/b"),
                                                  ("mid", "/s/c"), ("alpha", "/s/0")])]
-    lines = report.live_lines(rows, lambda session: ENTRIES)
-    by_tree = report.report(lines, "tree")["rows"]
+    lines = summary.live_lines(rows, lambda session: ENTRIES)
+    by_tree = summary.report(lines, "tree")["rows"]
     assert [(r["name"], r["key"]) for r in by_tree] == [
         ("alpha", "/s/0"), ("alpha", "/s/b"), ("mid", "/s/c"), ("zeta", "/s/a")]
 
@@ -241,7 +241,7 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
     from types import SimpleNamespace
 
     from roost.jobs import JobRecord
-    from roost.supervise import usage as usage_daemon
+    from roost.supervise import budgets
     from roost.supervise.usagebook import UsageBook
 
     monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
@@ -255,7 +255,7 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
             assert fake.usage_book.removed == {}
         kid = JobRecord(id="0000000a", name="kid", kind="pi", cwd="/", session=str(session),
                         root_session="/s/root", spawned=True)
-        usage_daemon.on_removed(fake, kid)  # type: ignore[arg-type]
-        assert usage_daemon.tree_usage(fake, "/s/root").cost == pytest.approx(0.8)  # type: ignore[arg-type]
+        budgets.on_removed(fake, kid)  # type: ignore[arg-type]
+        assert budgets.tree_usage(fake, "/s/root").cost == pytest.approx(0.8)  # type: ignore[arg-type]
         assert usage_log.removed_tree_costs(tmp_path / "rh" / "usage.jsonl")["/s/root"].cost == \
             pytest.approx(0.8)

@@ -41,7 +41,7 @@ def daemon_start() -> None:
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
     from roost.client import DaemonUnavailable, connect
-    from roost.procs import alive as pid_alive
+    from roost.procid import alive as pid_alive
 
     try:
         client = connect(autostart=False)

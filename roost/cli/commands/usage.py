@@ -128,17 +128,17 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
     from roost.transcript import read_entries
     from roost.usage import log as usage_log
-    from roost.usage import report as usage_report
+    from roost.usage import summary
     from roost.usage.account import format_cost, format_tokens
 
     try:
-        day = usage_report.parse_since(since)
+        day = summary.parse_since(since)
     except ValueError as exc:
         usage_error(str(exc))
     with daemon() as client:
         rows = client.request("list")["jobs"]
-    lines = usage_report.live_lines(rows, read_entries) + list(usage_log.read())
-    result = usage_report.report(lines, by=by, since=day)
+    lines = summary.live_lines(rows, read_entries) + list(usage_log.read())
+    result = summary.report(lines, by=by, since=day)
     if as_json:
         print_json(result)
         return

@@ -1,4 +1,4 @@
-"""roostd's agent operations: peer_register, peers, send, spawn, handback (seed M9).
+"""roostd's agent operations: peer_register, peers, send, spawn, handback.
 
 Guards and limits answer with a `refused` error whose text says which rule; outcomes
 (`delivered`, `queued`, `started`, `not running`, `stopped`) are results, not errors.
@@ -21,8 +21,7 @@ from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES
-from roost.supervise import usage
-from roost.supervise import worktrees as worktree_jobs
+from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
 from roost.supervise.router import ForegroundPeer
@@ -160,7 +159,7 @@ class AgentOps:
             self.core, request, parent_tools=parent_tools, parent_session=parent_session,
             parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
         )
-        usage.apply_budget(self.core, record, request)  # within the tree's budget
+        budgets.apply_budget(self.core, record, request)  # within the tree's budget
         await worktree_jobs.prepare(self.core, record, request, spawned=True)
         self.spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
         try:

@@ -18,7 +18,7 @@ from roost import jobenv, paths, protocol
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, JobKind, JobState
-from roost.supervise import table, usage
+from roost.supervise import budgets, jobstore
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, request_env
 
@@ -31,7 +31,7 @@ async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         raise RequestError(REFUSED, f"job {record.id} is a shell job: nothing to attach to")
     if record.attached:
         raise RequestError(REFUSED, f"job {record.id} is already attached to a foreground pi")
-    if (held := table.held_by_other(record)) is not None:  # the TUI would be a second writer
+    if (held := jobstore.held_by_other(record)) is not None:  # the TUI would be a second writer
         raise RequestError(REFUSED, f"job {record.id}: {held.who()}: quit it first")
     record.set_attach(Attach.ATTACHING, "roost attach")
     core.job_changed(record)
@@ -86,7 +86,7 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
             "model": request.get("model"), "thinking": request.get("thinking"),
         })
         record.session = fg.session
-        usage.apply_budget(core, record, {})  # the user's default budgets
+        budgets.apply_budget(core, record, {})  # the user's default budgets
         core.add_job(record)
     record.task = task or record.task
     record.set_attach(Attach.HANDING_OFF, "/roost-bg")

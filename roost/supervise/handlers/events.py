@@ -2,7 +2,7 @@
 
 The answer comes at once (`{"seq": last}`); then every event after `since` that matches
 is pushed, oldest first, as `{"type": "event", "event": "log", "entry": EVENT}`, until the
-connection closes. History and live events come from one queue (events.Subscription), so
+connection closes. History and live events come from one queue (eventwriter.Subscription), so
 they arrive in seq order with nothing missed and nothing twice.
 """
 
@@ -12,11 +12,11 @@ import asyncio
 from functools import partial
 from typing import Any
 
-from roost import protocol
+from roost import eventlog, protocol
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, RequestError
-from roost.supervise import events as eventlog
 from roost.supervise.core import Core, bind
+from roost.supervise.eventwriter import Subscription
 
 
 async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def handlers(core: Core) -> dict[str, Handler]:
     return bind(core, {"events": events})
 
 
-async def _pump(core: Core, conn: Connection, sub: eventlog.Subscription) -> None:
+async def _pump(core: Core, conn: Connection, sub: Subscription) -> None:
     try:
         while True:
             entry = await sub.get()

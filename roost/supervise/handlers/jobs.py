@@ -17,11 +17,10 @@ from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, JobKind, JobState, Outcome, run_cause
-from roost.supervise import usage
-from roost.supervise import worktrees as worktree_jobs
+from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, launch, request_env
-from roost.supervise.table import accept_item, held_by_other, is_settled
+from roost.supervise.jobstore import accept_item, held_by_other, is_settled
 
 
 def _nothing_to_start(record: JobRecord) -> str:
@@ -90,7 +89,7 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
     _check_chosen_name(core, request.get("name"))
     env = request_env(request)
     record = create_job(core, request)
-    usage.apply_budget(core, record, request)
+    budgets.apply_budget(core, record, request)
     await worktree_jobs.prepare(core, record, request, spawned=False)
     try:
         launch(core, record, env=env)
@@ -242,7 +241,7 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     await worktree_jobs.check_removable(record, force, delete_branch)
     if not was_stopped:
         core.agents.job_ended(record, "removed")
-    usage.on_removed(core, record)  # `roost usage` keeps its figures
+    budgets.on_removed(core, record)  # `roost usage` keeps its figures
     unfinished = worktree_jobs.checkout_pending(record)
     core.forget_job(record)
     shutil.rmtree(record.dir, ignore_errors=True)

@@ -9,7 +9,7 @@ from typing import Any
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.supervise import usage
+from roost.supervise import budgets
 from roost.supervise.core import Core, bind
 from roost.usage import budget
 
@@ -20,9 +20,9 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
     record = core.find_job(str(request["job"]))
     if record.kind != "pi":
         raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
-    amount = usage.amount(request, "budget")
-    tokens = usage.amount(request, "budgetTokens", integer=True)
-    turns = usage.amount(request, "maxTurns", integer=True)
+    amount = budgets.amount(request, "budget")
+    tokens = budgets.amount(request, "budgetTokens", integer=True)
+    turns = budgets.amount(request, "maxTurns", integer=True)
     if amount is None and tokens is None and turns is None:
         raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
     # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
@@ -45,13 +45,13 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
             record.max_turns = turns
     record.save()
     if record.tree_budget is not None and not record.root_session:
-        usage.lift_tree(core, record)
-    if not usage.send_limits(core, record, core.usage_book.tree_stopped.get(record.id)):
+        budgets.lift_tree(core, record)
+    if not budgets.send_limits(core, record, core.usage_book.tree_stopped.get(record.id)):
         proc = core.procs.get(record.id)
         if (proc is None or not proc.alive) and budget.is_stop_reason(record.error):
             core.start_worker(record, "budget raised")
     core.job_changed(record)
-    return {"id": record.id, "tree": tree, "usage": usage.row_usage(core, record)}
+    return {"id": record.id, "tree": tree, "usage": budgets.row_usage(core, record)}
 
 
 async def usage_note(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

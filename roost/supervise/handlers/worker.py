@@ -9,7 +9,7 @@ from typing import Any
 from roost.jsonlines import Connection, Handler
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
-from roost.supervise import usage
+from roost.supervise import budgets
 from roost.supervise.core import Core, bind
 from roost.worker import joblock
 
@@ -52,7 +52,7 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     proc.connected_as_worker(conn)
     record.save()
     core.agents.retry_undelivered(record.session)
-    usage.worker_connected(core, record)
+    budgets.worker_connected(core, record)
     return {"job": record.id}
 
 
@@ -78,7 +78,7 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     for key, value in fields.items():
         setattr(record, key, value)
     if "usage" in changed:
-        usage.after_usage(core, record)
+        budgets.after_usage(core, record)
     if changed:
         # What the agent is doing right now is not worth an fsync on the core's loop
         # (it would delay every message behind it); the rest of the record is.

@@ -6,7 +6,7 @@ from roost.testkit.fakellm import FakeLLM, text, tool_call, last_user_contains, 
 with FakeLLM() as llm:
     llm.add(last_user_contains("list files"), tool_call("bash", {"command": "ls"}), times=1)
     llm.add(last_is_tool_result("bash"), text("done"))
-    ...  # point pi's models.json at llm.base_url (see roost.testkit.pi.make_agent_dir)
+    ...  # point pi's models.json at llm.base_url (see roost.testkit.testpi.make_agent_dir)
     req = llm.wait_for_request(last_is_tool_result("bash"))
 ```
 """

@@ -1,6 +1,6 @@
 """OpenAI chat-completions wire format: SSE chunks and plain JSON bodies for a `Reply`.
 
-The streamed shape is what pi-ai's `openai-completions` provider parses (PI-FACTS.md):
+The streamed shape is what pi-ai's `openai-completions` provider parses (docs/pi-notes.md):
 a role delta, content deltas, one `tool_calls` delta carrying id/name per call followed by
 its arguments, a chunk with `finish_reason`, a usage chunk with `"choices": []`, then
 `data: [DONE]`.

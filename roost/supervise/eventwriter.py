@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from roost.eventlog import KEEP, LOG_NAME, last_seq, log_path, read_events
-from roost.eventlog import matches as matches  # the followers' filter (handlers/events.py)
 from roost.fsutil import utc_now
 from roost.protocol import EVENT_TYPES
 

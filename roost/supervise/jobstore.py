@@ -21,7 +21,7 @@ from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
 from roost.states import JobKind, JobState, Outcome, ProcState, item_outcome
-from roost.supervise import usage
+from roost.supervise import budgets
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
@@ -149,7 +149,7 @@ def accept_item(
         kind=kind, job=record.state, attached=record.attached,
         worker=proc.state if proc is not None else None,
         worker_alive=proc is not None and proc.alive, dialog=record.dialog, busy=record.busy,
-        over_budget=usage.blocked(record),
+        over_budget=budgets.blocked(record),
     )
     if decision.post:
         try:  # a job directory replaced by a symlink is not followed (the mailbox checks the rest)
@@ -167,7 +167,7 @@ def accept_item(
     if decision.wake and (held := held_by_other(record)) is not None:
         # Another process writes the session (a pi without roost's extension, started from
         # pi's resume hint): no second writer. The item waits; the job says why, as its
-        # worker would have (roost.worker.main.Worker.check_lock), and nothing started.
+        # worker would have (roost.worker.lifecycle.Worker.check_lock), and nothing started.
         daemon.set_state(record, JobState.FAILED, busy=False, status="",
                          error=held.message(record.id))
         return Outcome.QUEUED
@@ -197,7 +197,7 @@ def is_settled(daemon: JobTable, record: JobRecord) -> bool:
     proc = daemon.procs.get(record.id)
     if record.state == JobState.STOPPED:
         return True
-    if usage.blocked(record) and not record.busy:
+    if budgets.blocked(record) and not record.busy:
         return True  # over budget: nothing runs (items wait) until the person raises it
     if record.state in (JobState.FAILED, JobState.REAPED) and (proc is None or not proc.alive):
         return record.state == JobState.FAILED or not daemon.mailbox(record).pending()

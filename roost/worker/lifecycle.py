@@ -33,6 +33,7 @@ from roost.states import ATTACH_REASON, EXIT_FATAL
 from roost.tasks import Tasks, first_of
 from roost.transcript import content_text, delivered, read_entries
 from roost.worker import faults, runnote, startup
+from roost.worker.budget_guard import BudgetGuard, Ports
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.extchannel import ExtensionChannel
@@ -41,7 +42,6 @@ from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.restore import restore
 from roost.worker.runs import Run, RunTracker, dialog_answer, first_line, item_cause
 from roost.worker.startup import Fatal
-from roost.worker.usage import BudgetGuard, Ports
 
 log = logging.getLogger("roost.worker")
 
