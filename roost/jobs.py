@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from roost import paths
 from roost.fsutil import atomic_write_json, utc_now
@@ -38,7 +38,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "root_session": _OPT_STR, "depth": _INT, "spawned": (bool,), "created": _STR,
     "updated": _STR, "worker_pid": _OPT_INT, "worker_start": _OPT_NUM, "exit_code": _OPT_INT,
     "error": _OPT_STR, "crashes": (list,), "undelivered_report": (dict, type(None)),
-    "attached": (bool,), "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
+    "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": (dict, type(None)), "agent_catalog": _OPT_STR, "last_report": _OPT_STR,
     # issue 12 (roost.usage): figures as the worker last reported them, and the limits.
     "usage": (dict, type(None)), "budget": _OPT_NUM, "budget_tokens": _OPT_INT,
@@ -62,6 +62,36 @@ def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+class Facts(TypedDict, total=False):
+    """What a state change may set besides the state (`Daemon.set_state`'s keywords; a
+    worker's report carries the first eight)."""
+
+    status: str
+    summary: str
+    question: str | None
+    dialog: bool
+    options: list[str] | None
+    busy: bool
+    usage: dict[str, Any] | None
+    error: str | None
+    exit_code: int | None
+
+
+def _migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """An older job.json in today's layout. Before `attach` was saved, it was kept as
+    `attached` (a bool) plus the free-text `status` naming the step."""
+    if "attach" not in data and "attached" in data:
+        data = dict(data)
+        attached = data.pop("attached")
+        if attached is True:
+            status = data.get("status")
+            data["attach"] = next((a.value for a in (Attach.ATTACHING, Attach.HANDING_OFF)
+                                   if a.value == status), Attach.ATTACHED.value)
+        elif attached is not False:
+            raise BadRecord(f"attached has the wrong type ({type(attached).__name__})")
+    return data
 
 
 @dataclass
@@ -105,7 +135,9 @@ class JobRecord:
     # The id of the last hand-back roostd took: the worker sends one again when roostd
     # went away before answering, and it must not reach the parent twice.
     last_report: str | None = None
-    attached: bool = False  # a foreground pi holds the session (attach, hand-off): no worker
+    # Whether a foreground pi holds the session (attach, hand-off): then no worker runs it.
+    # Changed only by set_attach; saved as itself (`attach`), not read back from `status`.
+    attach: Attach = Attach.DETACHED
     # Usage and budgets (roost.usage): the job's own figures (its session file's sum, as the
     # worker last reported them) and its limits; a root's tree_budget is shared by its tree.
     usage: dict[str, Any] | None = None
@@ -120,19 +152,36 @@ class JobRecord:
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})
 
     @property
-    def attach(self) -> Attach:
-        """Where the session is held (`attached` and `status` are how job.json keeps it)."""
-        if not self.attached:
-            return Attach.DETACHED
-        # While it lets go, its worker's last words may overwrite the status.
-        return next((a for a in (Attach.ATTACHING, Attach.HANDING_OFF) if a.value == self.status),
-                    Attach.ATTACHED)
+    def attached(self) -> bool:
+        """A foreground pi holds the session (attaching, attached or handing off)."""
+        return self.attach != Attach.DETACHED
 
     def set_attach(self, target: Attach, why: str = "") -> None:
-        """The one setter of the attach status (checked against its table, logged)."""
-        ATTACHES.move(self.attach, target, f"job {self.id}", why)
-        self.attached = target != Attach.DETACHED
+        """The one setter of the attach status (checked against its table, logged); the
+        row's status says it too, until the worker's or roostd's next words."""
+        self.attach = ATTACHES.move(self.attach, target, f"job {self.id}", why)
         self.status = target.value
+
+    def apply(self, facts: Facts) -> None:
+        """Set what a state change (`Daemon.set_state`) says besides the state."""
+        if "status" in facts:
+            self.status = facts["status"]
+        if "summary" in facts:
+            self.summary = facts["summary"]
+        if "question" in facts:
+            self.question = facts["question"]
+        if "dialog" in facts:
+            self.dialog = facts["dialog"]
+        if "options" in facts:
+            self.options = facts["options"]
+        if "busy" in facts:
+            self.busy = facts["busy"]
+        if "usage" in facts:
+            self.usage = facts["usage"]
+        if "error" in facts:
+            self.error = facts["error"]
+        if "exit_code" in facts:
+            self.exit_code = facts["exit_code"]
 
     @property
     def dir(self) -> Path:
@@ -160,6 +209,7 @@ class JobRecord:
         """A record from its JSON; BadRecord when it is not one (a wrong type anywhere)."""
         if not isinstance(data, dict):
             raise BadRecord(f"expected a JSON object, got {type(data).__name__}")
+        data = _migrate(data)
         known = {_camel(f.name): f.name for f in dataclasses.fields(cls)
                  if not f.metadata.get("transient")}
         kwargs = {known[key]: value for key, value in data.items() if key in known}
@@ -178,6 +228,10 @@ class JobRecord:
             kwargs["state"] = JobState(kwargs.get("state", JobState.STARTING))
         except ValueError:
             raise BadRecord(f"unknown state {kwargs.get('state')!r}") from None
+        try:
+            kwargs["attach"] = Attach(kwargs.get("attach", Attach.DETACHED))
+        except ValueError:
+            raise BadRecord(f"unknown attach {kwargs.get('attach')!r}") from None
         return cls(**kwargs)
 
     def save(self) -> None:

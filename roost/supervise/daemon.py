@@ -15,14 +15,14 @@ import logging
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import portalocker
 
 from roost import __version__, paths, protocol
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
-from roost.jobs import JobRecord
+from roost.jobs import Facts, JobRecord
 from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
@@ -287,15 +287,14 @@ class Daemon:
         raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
 
     def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **fields: Any) -> None:
+                  **facts: Unpack[Facts]) -> None:
         """The one function that changes a job's state: checks, persists, announces (the
         job.state event, and job.needs_input / job.failed on entering those states)."""
         if reason is None:
-            reason = str(fields.get("error") or fields.get("status") or "")
+            reason = str(facts.get("error") or facts.get("status") or "")
         source = record.state
         record.state = JOBS.move(source, target, f"job {record.id}", reason)
-        for key, value in fields.items():
-            setattr(record, key, value)
+        record.apply(facts)
         self.job_changed(record)
         if source == target or record.id not in self.jobs:
             return

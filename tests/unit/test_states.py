@@ -184,6 +184,7 @@ def test_an_attached_job_stays_attached_whatever_its_worker_last_said() -> None:
     record = JobRecord(id="ab12cd34", name="j", kind=JobKind.PI, cwd="/")
     record.set_attach(A.ATTACHING)
     record.status = ""  # the worker's last update, as it lets go
-    assert record.attach == A.ATTACHED
+    assert record.attach == A.ATTACHING  # its own field: not read back from the status
+    assert JobRecord.from_json(record.to_json()).attach == A.ATTACHING
     record.set_attach(A.ATTACHED)
     assert (record.attached, record.status) == (True, "attached")
