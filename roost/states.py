@@ -240,22 +240,34 @@ class ItemDecision:
     answers_dialog: bool = False  # a reply to an open dialog: the job runs on
 
 
-ITEM_KINDS = ("reply", "message", "report")
+class ItemKind(str, Enum):
+    """What a mailbox item is (its `kind`)."""
+
+    REPLY = "reply"  # a person's reply, or a job's task: a prompt over RPC (it may answer a dialog)
+    MESSAGE = "message"  # an agent's message: injected by the extension
+    REPORT = "report"  # a child's hand-back (or that it ended): injected by the extension
+
+
+class PeerKind(str, Enum):
+    """What an agent peer is: a job roostd runs, or a foreground pi with roost's extension."""
+
+    JOB = "job"
+    FOREGROUND = "foreground"
 
 
 def item_outcome(
-    *, kind: str, job: JobState, attached: bool, worker: ProcState | None,
+    *, kind: ItemKind, job: JobState, attached: bool, worker: ProcState | None,
     worker_alive: bool, dialog: bool, busy: bool, over_budget: bool = False,
 ) -> ItemDecision:
     """The one place an item's outcome is decided (seed M9: delivery rules).
 
-    `kind` is one of ITEM_KINDS: a person's reply (it may answer a dialog), an agent's
+    `kind`: a person's reply (it may answer a dialog), an agent's
     message, or a child's report. `worker` is the state of the job's worker process, None
     when roostd has none. `over_budget`: the job was stopped by its budget, and nothing runs
     until the person raises it (issue 12).
     """
     if job == JobState.STOPPED:
-        if kind == "report":  # kept for when the person starts the parent again
+        if kind == ItemKind.REPORT:  # kept for when the person starts the parent again
             return ItemDecision(Outcome.QUEUED)
         return ItemDecision(Outcome.STOPPED, post=False)
     if attached:  # a foreground pi holds the session: delivered when it lets go
@@ -267,7 +279,7 @@ def item_outcome(
     if worker != ProcState.RUNNING or job == JobState.STARTING or over_budget:
         return ItemDecision(Outcome.QUEUED)
     if dialog:
-        if kind == "reply":
+        if kind == ItemKind.REPLY:
             return ItemDecision(Outcome.DELIVERED, answers_dialog=True)
         return ItemDecision(Outcome.WAITING_ON_DIALOG)
     return ItemDecision(Outcome.DELIVERED if busy else Outcome.STARTED)

@@ -15,7 +15,7 @@ from roost.jobs import JobRecord
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobKind, RunCause
+from roost.states import ItemKind, JobKind, RunCause
 from roost.supervise.table import new_job_id
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def create_job(core: Core, request: dict[str, Any],
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
         try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body("reply", compose_task(defn, task), None, {"cause": RunCause.TASK.value})
+            checked_body(ItemKind.REPLY.value, compose_task(defn, task), None, {"cause": RunCause.TASK.value})
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -158,7 +158,7 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
-            core.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
+            core.mailbox(record).post(kind=ItemKind.REPLY.value, text=record.task, sender=task_sender,
                                         cause=RunCause.TASK.value)
         core.add_job(record)
         record.save()

@@ -20,7 +20,7 @@ from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
-from roost.states import JobKind, JobState, Outcome, ProcState, item_outcome
+from roost.states import ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise import usage
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
 def accept_item(
     daemon: JobTable,
     record: JobRecord,
-    kind: str,
+    kind: ItemKind,
     text: str,
     sender: dict[str, Any] | None = None,
     **extra: Any,
@@ -158,7 +158,7 @@ def accept_item(
         except OSError as exc:
             raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
         try:
-            daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
+            daemon.mailbox(record).post(kind=kind.value, text=text, sender=sender, **extra)
         except MailboxFull as exc:
             raise RequestError(REFUSED, str(exc)) from None
         except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
@@ -172,7 +172,7 @@ def accept_item(
                          error=held.message(record.id))
         return Outcome.QUEUED
     if decision.wake:
-        daemon.start_worker(record, f"a {kind} arrived")
+        daemon.start_worker(record, f"a {kind.value} arrived")
         daemon.job_changed(record)
     elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered

@@ -232,7 +232,7 @@ def recount(daemon: JobTable, record: JobRecord) -> None:
 
 def on_removed(daemon: JobTable, record: JobRecord) -> None:
     """Before `rm` deletes the job's directory: keep its figures in the usage log."""
-    if record.kind != "pi" or not record.session:
+    if record.kind != JobKind.PI or not record.session:
         return
     from roost.transcript import read_entries
 

@@ -20,7 +20,7 @@ from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES
+from roost.states import SETTLED_JOB_STATES, PeerKind
 from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.core import Core
@@ -127,7 +127,7 @@ class AgentOps:
         settings = self.core.settings()
         parent_session = me.session
         parent_tools: tuple[str, ...] | None = None
-        if me.kind == "job":
+        if me.kind == PeerKind.JOB:
             parent_record = self.core.jobs[me.id]
             # A child runs with its parent job's environment: the one its creator gave it.
             env = jobenv.load(parent_record.dir)

@@ -16,7 +16,7 @@ from roost import __version__, jobenv, paths
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
-from roost.states import CLIENT_CAUSES, JobKind, JobState, Outcome, run_cause
+from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
 from roost.supervise import usage
 from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.core import Core, bind
@@ -133,7 +133,7 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         cause = run_cause(request.get("cause", "reply"), CLIENT_CAUSES)
     except ValueError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
-    outcome = accept_item(core, record, "reply", text, cause=cause.value)
+    outcome = accept_item(core, record, ItemKind.REPLY, text, cause=cause.value)
     answer = {"status": outcome.value, "id": record.id}
     if outcome == Outcome.QUEUED and record.state == JobState.FAILED and record.error:
         answer["why"] = record.error  # no run starts for it until `roost start`

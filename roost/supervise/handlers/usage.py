@@ -9,6 +9,7 @@ from typing import Any
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.states import ItemKind, JobKind
 from roost.supervise import usage
 from roost.supervise.core import Core, bind
 from roost.usage import budget
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 
 async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
-    if record.kind != "pi":
+    if record.kind != JobKind.PI:
         raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
     amount = usage.amount(request, "budget")
     tokens = usage.amount(request, "budgetTokens", integer=True)
@@ -91,7 +92,7 @@ async def _tell_parent(core: Core, child: JobRecord, text: str) -> None:
         return
     sender = router.job_peer(child)
     try:
-        await router.deliver(target, "message", sender, relation(target, sender), text)
+        await router.deliver(target, ItemKind.MESSAGE, sender, relation(target, sender), text)
     except RequestError as exc:
         log.warning("job %s: budget warning not delivered to its parent: %s", child.id,
                     exc.message)
