@@ -11,7 +11,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from roost import jobenv, paths
-from roost.jobs import JobRecord
+from roost.jobs import JobRecord, Links
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
@@ -75,7 +75,7 @@ def resolve_agent(request: dict[str, Any], cwd: str,
 
 
 def create_job(core: Core, request: dict[str, Any],
-               parent_tools: tuple[str, ...] | None = None, **links: Any) -> JobRecord:
+               parent_tools: tuple[str, ...] | None = None, links: Links | None = None) -> JobRecord:
     """Validate a run/spawn request and create (but not start) its job record.
 
     `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
@@ -132,7 +132,7 @@ def create_job(core: Core, request: dict[str, Any],
             task=compose_task(defn, task), model=model, thinking=thinking,
             summary=default_name(task),
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
-            session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
+            session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
     return record
 

@@ -54,15 +54,16 @@ class AgentRouter:
             state=record.state.value, cwd=record.cwd,
             live=proc is not None and proc.alive,
             status=record.status, summary=record.summary, question=record.question,
-            parent_session=record.parent_session, parent_peer=record.parent_peer,
-            root_session=record.root_session, extra={
+            parent_session=record.links.parent_session, parent_peer=record.links.parent_peer,
+            root_session=record.links.root_session, extra={
                 "shell": record.kind == JobKind.SHELL,
                 "cost": (record.usage or {}).get("cost"),  # roost_agents shows it
             },
         )
 
     def foreground_peer(self, fg: ForegroundPeer) -> Peer:
-        links = self.job_for_session(fg.session)
+        job = self.job_for_session(fg.session)
+        links = job.links if job else None
         return Peer(
             id=fg.id, name=fg.name, kind=PeerKind.FOREGROUND, session=fg.session, state="connected",
             cwd=fg.cwd, live=True,
@@ -192,17 +193,17 @@ class AgentRouter:
             fields["result"] = text
         target: Peer | None = None
         for fg in self.foreground.values():
-            if (child.parent_session and fg.session == child.parent_session) or (
-                child.parent_peer and fg.id == child.parent_peer and fg.session is None
+            if (child.links.parent_session and fg.session == child.links.parent_session) or (
+                child.links.parent_peer and fg.id == child.links.parent_peer and fg.session is None
             ):
                 target = self.foreground_peer(fg)
                 break
-        parent_job = self.job_for_session(child.parent_session) if target is None else None
+        parent_job = self.job_for_session(child.links.parent_session) if target is None else None
         if target is None and parent_job is not None:
             target = self.job_peer(parent_job)
         if target is None:
-            if child.parent_session:  # nobody holds the parent's session now: keep it
-                child.undelivered_report = {**report, "text": text}
+            if child.links.parent_session:  # nobody holds the parent's session now: keep it
+                child.reports.undelivered = {**report, "text": text}
                 child.save()
                 log.info("job %s: report kept until its parent's session is back", child.id)
             return
@@ -219,16 +220,16 @@ class AgentRouter:
         except protocol.RequestError as exc:
             log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
             outcome = Outcome.NOT_RUNNING
-        if outcome == Outcome.NOT_RUNNING and child.parent_session:
-            child.undelivered_report = {**report, "text": text}
+        if outcome == Outcome.NOT_RUNNING and child.links.parent_session:
+            child.reports.undelivered = {**report, "text": text}
         else:
-            child.undelivered_report = None
+            child.reports.undelivered = None
             if report_id:
-                child.last_report = report_id
+                child.reports.last = report_id
         if child.id in self.daemon.jobs:
             child.save()
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
-        if child.undelivered_report is None:  # a kept report is announced once handed over
+        if child.reports.undelivered is None:  # a kept report is announced once handed over
             self.daemon.events.emit(
                 "job.report", child, to={"id": target.id, "name": target.name},
                 kind="ended" if report.get("ended") else ItemKind.REPORT.value,
@@ -244,13 +245,13 @@ class AgentRouter:
         if not session:
             return
         for child in list(self.daemon.jobs.values()):
-            if child.parent_session == session and child.undelivered_report:
-                report, child.undelivered_report = child.undelivered_report, None
+            if child.links.parent_session == session and child.reports.undelivered:
+                report, child.reports.undelivered = child.reports.undelivered, None
                 self.report_for(child, report)
 
     def job_ended(self, record: JobRecord, reason: str) -> None:
         """A spawned child stopped, removed or given up on: its parent gets `ended`."""
-        if not record.spawned:
+        if not record.links.spawned:
             return
         self.report_for(record, {"ended": True, "text": reason, "state": record.state.value})
 

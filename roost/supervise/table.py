@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost import paths
 from roost.fsutil import utc_now
-from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
+from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, Links, load_record
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
@@ -120,8 +120,8 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
     record = JobRecord(
         id=job_id, name=text("name", job_id) or job_id, kind=kind,
         cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
-        task=text("task", None), parent_session=text("parentSession", None),
-        root_session=text("rootSession", None),
+        task=text("task", None), links=Links(parent_session=text("parentSession", None),
+                                             root_session=text("rootSession", None)),
         error=f"its job record was unreadable ({reason}); moved to job.json{BAD_SUFFIX}",
     )
     record.recovered = True

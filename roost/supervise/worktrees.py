@@ -41,7 +41,7 @@ merge makes a temporary worktree too."""
 
 
 def tree_key(record: JobRecord) -> str:
-    return record.root_session or record.session or record.id
+    return record.links.root_session or record.session or record.id
 
 
 def in_tree(daemon: JobTable, key: str) -> int:

@@ -394,7 +394,7 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM
         row = job_of_session(lab, session)
         bg = row["id"]
         assert bg != kid["id"] and row["kind"] == "pi"
-        assert lab.record(kid["id"])["parentSession"] == str(session)
+        assert lab.record(kid["id"])["links"]["parentSession"] == str(session)
         wait_until(lambda: lab.record(bg).get("attach") == ""
                    and lab.record(bg).get("status") != "handing off", 30,
                    lambda: f"the job to own the session ({lab.record(bg)})")

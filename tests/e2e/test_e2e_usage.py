@@ -309,7 +309,7 @@ def test_a_budget_raised_while_the_worker_is_away_reaches_it_when_it_reconnects(
     job = lab.cli("run", "--budget", "0.5", "--name", "away", "UE-J spend").stdout.split()[0]
     record = lab.wait_state(job, "failed", timeout=T)
     assert record["error"] == "budget exhausted: $0.58 of $0.50", record
-    worker = record["workerPid"]
+    worker = record["process"]["workerPid"]
     os.kill(worker, signal.SIGSTOP)
     try:
         lab.cli("daemon", "stop")
@@ -318,4 +318,4 @@ def test_a_budget_raised_while_the_worker_is_away_reaches_it_when_it_reconnects(
         os.kill(worker, signal.SIGCONT)
     lab.wait_request(task("UE-J") & new_user_has("budget was raised"), timeout=T)
     wait_until(lambda: lab.record(job).get("error") is None, T, "the raise to lift the stop")
-    assert lab.record(job)["workerPid"] == worker  # the same worker: it heard it on reconnect
+    assert lab.record(job)["process"]["workerPid"] == worker  # the same worker: it heard it on reconnect

@@ -99,7 +99,7 @@ def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: Lab) -> None:
         path = env.job_dir(job) / "job.json"
         if body is None:  # a record whose workerPid is a string
             data = json.loads(path.read_text())
-            data["workerPid"] = "1234"
+            data["process"]["workerPid"] = "1234"
             body = json.dumps(data)
         path.write_text(body)
     (env.job_dir(victims[0]) / "mailbox" / "keep").write_text("x")

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 
 from roost import paths
 from roost.config import Settings
-from roost.jobs import JobRecord
+from roost.jobs import Facts, JobRecord, Links
 from roost.mailbox import Mailbox
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
@@ -129,14 +129,14 @@ def test_a_shell_exit_is_done_or_failed_by_its_code(harness: Harness) -> None:
     bad.kind = JobKind.SHELL
     harness.exit(harness.add(ok), WorkerExit.SHELL, "0")
     harness.exit(harness.add(bad), WorkerExit.SHELL, "2")
-    assert (ok.state, ok.exit_code, ok.status) == (JobState.DONE, 0, "exit 0")
-    assert (bad.state, bad.exit_code, bad.error) == (JobState.FAILED, 2, "command exited with 2")
+    assert (ok.state, ok.process.exit_code, ok.status) == (JobState.DONE, 0, "exit 0")
+    assert (bad.state, bad.process.exit_code, bad.error) == (JobState.FAILED, 2, "command exited with 2")
     assert harness.types()[-1] == "job.failed"
 
 
 def test_a_crash_restarts_after_a_backoff(harness: Harness) -> None:
     record = job("00000005", JobState.RUNNING, dialog=True)
-    record.crashes = [1.0]
+    record.process.crashes = [1.0]
     harness.exit(harness.add(record), WorkerExit.CRASHED, "exited with 1")
     assert (record.state, record.status, record.dialog) == (
         JobState.STARTING, "exited with 1", False)
@@ -211,10 +211,9 @@ class FakeTable:
         return self._boxes.setdefault(record.id, Mailbox(record.mailbox_dir))
 
     def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **fields: Any) -> None:
+                  **facts: Unpack[Facts]) -> None:
         record.state = target
-        for key, value in fields.items():
-            setattr(record, key, value)
+        record.apply(facts)
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         pass
@@ -274,12 +273,12 @@ def test_a_message_to_an_idle_job_wakes_it(table: FakeTable) -> None:
 def test_a_report_waits_for_its_parents_session_then_goes_to_its_pi(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent_session = str(Path(paths.roost_home()) / "parent.jsonl")
-    child = table.add(job("000000d1", JobState.DONE, parent_session=parent_session,
-                          spawned=True))
+    child = table.add(job("000000d1", JobState.DONE, links=Links(parent_session=parent_session,
+                                      spawned=True)))
 
     async def scenario() -> FakeConn:
         await router.route_report(child, {"result": "all done", "state": "done"})
-        assert child.undelivered_report is not None  # nobody holds the parent's session
+        assert child.reports.undelivered is not None  # nobody holds the parent's session
         conn = FakeConn()
         router.register(fg_peer("fp", parent_session, conn))  # the parent's pi comes back
         for _ in range(20):  # the retry is a task of its own
@@ -287,7 +286,7 @@ def test_a_report_waits_for_its_parents_session_then_goes_to_its_pi(table: FakeT
         return conn
 
     conn = asyncio.run(scenario())
-    assert child.undelivered_report is None
+    assert child.reports.undelivered is None
     assert [f["event"] for f in conn.sent] == ["deliver"]
     assert "all done" in str(conn.sent[0])
     assert table.emitted[-1]["type"] == "job.report"
@@ -296,13 +295,13 @@ def test_a_report_waits_for_its_parents_session_then_goes_to_its_pi(table: FakeT
 def test_a_handback_sent_twice_is_delivered_once(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent = table.add(job("000000e1", JobState.RUNNING), alive=True)
-    child = table.add(job("000000e2", JobState.DONE, parent_session=parent.session,
-                          spawned=True))
+    child = table.add(job("000000e2", JobState.DONE, links=Links(parent_session=parent.session,
+                                      spawned=True)))
     report = {"result": "r", "state": "done", "id": "abc123"}
     asyncio.run(router.route_report(child, report))
     asyncio.run(router.route_report(child, dict(report)))  # the worker sent it again
     assert [i.kind for i in table.mailbox(parent).pending()] == ["report"]
-    assert child.last_report == "abc123"
+    assert child.reports.last == "abc123"
 
 
 def test_a_quitting_foreground_pi_hands_its_job_back(table: FakeTable) -> None:
@@ -323,8 +322,8 @@ def test_only_a_spawned_job_reports_its_end(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent = table.add(job("000000a1", JobState.RUNNING), alive=True)
     alone = table.add(job("000000a2", JobState.STOPPED))
-    child = table.add(job("000000a3", JobState.STOPPED, parent_session=parent.session,
-                          spawned=True))
+    child = table.add(job("000000a3", JobState.STOPPED, links=Links(parent_session=parent.session,
+                                      spawned=True)))
 
     async def scenario() -> None:
         router.job_ended(alone, "stopped")

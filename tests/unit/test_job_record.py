@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import BadRecord, Facts, JobRecord, load_record
+from roost.jobs import (
+    SCHEMA_VERSION,
+    BadRecord,
+    Facts,
+    JobLimits,
+    JobRecord,
+    Links,
+    Process,
+    Reports,
+    load_record,
+)
 from roost.states import Attach, JobKind, JobState
 from roost.supervise.handlers.worker import WORKER_FIELDS
 
@@ -28,21 +38,24 @@ def test_a_parent_written_by_main_c0781a3_reads_as_it_was() -> None:
     assert (record.id, record.name, record.kind, record.state) == (
         "9981527c", "fx-parent", JobKind.PI, JobState.DONE)
     assert record.attach == Attach.DETACHED and not record.attached
-    assert (record.budget, record.budget_tokens, record.max_turns, record.tree_budget) == (
-        5.0, 100000, 20, 9.0)
+    assert record.limits == JobLimits(budget=5.0, budget_tokens=100000, max_turns=20,
+                                      tree_budget=9.0)
     assert record.worktree is not None and record.worktree["branch"] == "roost/fx-parent-9981527c"
     assert record.usage is not None and record.usage["requests"] == 3
-    assert (record.worker_pid, record.worker_start) == (11512, 1796138048.38)
-    assert (record.depth, record.spawned, record.parent_session) == (0, False, None)
+    assert record.process == Process(worker_pid=11512, worker_start=1796138048.38)
+    assert record.links == Links()
+    assert record.reports == Reports()
     assert record.token == "29eb95ffa56f80f1dfa179329925e944"
 
 
 def test_a_spawned_child_written_by_main_c0781a3_reads_as_it_was() -> None:
     record = load_record(FIXTURES / "main-c0781a3-child.json")
-    assert (record.depth, record.spawned, record.parent_peer) == (1, True, "9981527c")
-    assert record.root_session == "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl"
-    assert record.last_report == "317bcf9566ee95eb"
-    assert (record.model, record.thinking, record.budget) == ("fake/fake-model", "off", 9.0)
+    parent = "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl"
+    assert record.links == Links(parent_session=parent, parent_peer="9981527c",
+                                 root_session=parent, depth=1, spawned=True)
+    assert record.reports == Reports(last="317bcf9566ee95eb")
+    assert record.limits == JobLimits(budget=9.0)  # its share of the tree's budget
+    assert (record.model, record.thinking) == ("fake/fake-model", "off")
     assert record.worktree is not None and record.worktree["origin"].endswith("/9981527c")
 
 
@@ -53,6 +66,35 @@ def test_an_old_record_saved_again_keeps_every_fact(name: str) -> None:
     assert again == JobRecord.from_json(data)
     saved = again.to_json()
     assert "attached" not in saved and saved["attach"] == ""
+    assert saved["schema"] == SCHEMA_VERSION == 2
+
+
+def test_job_json_is_written_grouped() -> None:
+    saved = load_record(FIXTURES / "main-c0781a3-child.json").to_json()
+    assert saved["links"] == {
+        "parentSession": "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl",
+        "parentPeer": "9981527c", "rootSession": "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl",
+        "depth": 1, "spawned": True}
+    assert saved["process"] == {"workerPid": 11553, "workerStart": 1796138049.87,
+                                "exitCode": None, "crashes": []}
+    assert saved["limits"] == {"budget": 9.0, "budgetTokens": None, "maxTurns": None,
+                               "treeBudget": None}
+    assert saved["reports"] == {"undelivered": None, "last": "317bcf9566ee95eb"}
+    moved = {"parentSession", "parentPeer", "rootSession", "depth", "spawned", "workerPid",
+             "workerStart", "exitCode", "crashes", "budget", "budgetTokens", "maxTurns",
+             "treeBudget", "undeliveredReport", "lastReport", "attached"}
+    assert set(saved) == (set(old("child")) - moved) | {
+        "links", "process", "limits", "reports", "attach"}
+
+
+def test_a_grouped_field_of_the_wrong_type_is_a_bad_record() -> None:
+    saved = load_record(FIXTURES / "main-c0781a3-child.json").to_json()
+    with pytest.raises(BadRecord, match="process.workerPid has the wrong type"):
+        JobRecord.from_json({**saved, "process": {"workerPid": "12"}})
+    with pytest.raises(BadRecord, match="links must be an object"):
+        JobRecord.from_json({**saved, "links": []})
+    with pytest.raises(BadRecord, match="budget has the wrong type"):
+        JobRecord.from_json({**old("child"), "budget": "lots"})  # a flat one, migrated
 
 
 @pytest.mark.parametrize(("attached", "status", "attach"), [

@@ -113,10 +113,10 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     row.update(
         task=record.task, command=record.command, model=record.model,
         agentDefinition=record.agent_def,
-        thinking=record.thinking, error=record.error, exitCode=record.exit_code,
-        worker={"pid": record.worker_pid, "state": proc.state.value if proc else "stopped",
-                "crashes": len(record.crashes)},
-        dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.depth,
+        thinking=record.thinking, error=record.error, exitCode=record.process.exit_code,
+        worker={"pid": record.process.worker_pid, "state": proc.state.value if proc else "stopped",
+                "crashes": len(record.process.crashes)},
+        dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
     )
     return {"job": row}
@@ -223,7 +223,7 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
             Path(record.dir, stale).unlink(missing_ok=True)
     if (held := held_by_other(record)) is not None:  # its worker would refuse it too
         raise RequestError(REFUSED, f"job {record.id} cannot start: {held.message(record.id)}")
-    record.crashes = []
+    record.process.crashes = []
     core.start_worker(record, "roost start")
     return {"id": record.id, "state": record.state.value}
 

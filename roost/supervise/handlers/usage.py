@@ -28,24 +28,24 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
         raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
     # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
     tree = bool(request.get("tree")) or (
-        amount is not None and not record.root_session and record.tree_budget is not None
-        and record.budget is None and tokens is None and turns is None)
+        amount is not None and not record.links.root_session and record.limits.tree_budget is not None
+        and record.limits.budget is None and tokens is None and turns is None)
     if tree:
-        if record.root_session:
+        if record.links.root_session:
             raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
                                         "tree budget is set on the root")
         if amount is None:
             raise RequestError(BAD_REQUEST, "a tree budget is an amount (budget)")
-        record.tree_budget = amount
+        record.limits.tree_budget = amount
     else:
         if amount is not None:
-            record.budget = amount
+            record.limits.budget = amount
         if tokens is not None:
-            record.budget_tokens = tokens
+            record.limits.budget_tokens = tokens
         if turns is not None:
-            record.max_turns = turns
+            record.limits.max_turns = turns
     record.save()
-    if record.tree_budget is not None and not record.root_session:
+    if record.limits.tree_budget is not None and not record.links.root_session:
         usage.lift_tree(core, record)
     if not usage.send_limits(core, record, core.usage_book.tree_stopped.get(record.id)):
         proc = core.procs.get(record.id)
@@ -79,13 +79,13 @@ async def _tell_parent(core: Core, child: JobRecord, text: str) -> None:
     from roost.agents.peers import relation
 
     router = core.agents
-    if not child.spawned:
+    if not child.links.spawned:
         return
     target = None
     for fg in router.foreground.values():
-        if child.parent_session and fg.session == child.parent_session:
+        if child.links.parent_session and fg.session == child.links.parent_session:
             target = router.foreground_peer(fg)
-    parent = router.job_for_session(child.parent_session) if target is None else None
+    parent = router.job_for_session(child.links.parent_session) if target is None else None
     if target is None and parent is not None:
         target = router.job_peer(parent)
     if target is None:

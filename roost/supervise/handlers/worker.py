@@ -38,9 +38,9 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
         raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
                                          f"not {request['pid']!r}")
     proc = core.proc(record)
-    if proc.alive and record.worker_pid != pid:
+    if proc.alive and record.process.worker_pid != pid:
         raise RequestError(
-            UNAUTHORIZED, f"job {record.id} has worker pid {record.worker_pid}, not {pid}"
+            UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
         )
     if not proc.alive:
         # Only the process holding the job's worker lock is its worker.
