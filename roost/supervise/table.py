@@ -113,7 +113,8 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
     job_id = job_dir.name
 
     def text(key: str, default: str | None) -> str | None:
-        value = salvaged.get(key)
+        links = salvaged.get("links")  # schema 2 keeps them there
+        value = salvaged.get(key, links.get(key) if isinstance(links, dict) else None)
         return value if isinstance(value, str) else default
 
     kind = JobKind.SHELL if text("kind", None) == JobKind.SHELL.value else JobKind.PI

@@ -194,7 +194,7 @@ def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> No
     results = lab.tool_results_of("UC-P", "roost_spawn")
     assert results[-1]["text"].startswith("spawned "), results
     child = lab.job_named("pricey")
-    assert child is not None and child["budget"] == 2.0
+    assert child is not None and child["limits"]["budget"] == 2.0
     bad = lab.cli("budget", child["id"], "3", "--tree", check=False)
     assert bad.returncode != 0 and "not a tree's root" in bad.stderr
 

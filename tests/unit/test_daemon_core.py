@@ -18,6 +18,8 @@ from roost.mailbox import Mailbox
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
 from roost.supervise.events import EventLog
+from roost.supervise.handlers import jobs as job_ops
+from roost.supervise.handlers import worker as worker_ops
 from roost.supervise.router import AgentRouter, ForegroundPeer
 from roost.supervise.usagebook import UsageBook
 
@@ -121,6 +123,35 @@ def test_a_stop_is_announced_once(harness: Harness) -> None:
     harness.exit(proc, WorkerExit.STOPPED, "stopped")  # `roost stop` set it already
     assert harness.types() == ["job.state"]
 
+
+
+# The job moves the integration and e2e layers did not make (a log of every move over both
+# showed the other 26 of states.JOB_MOVES), made here through roostd's own paths.
+def test_a_crash_or_a_give_up_while_it_waits_on_a_question(harness: Harness) -> None:
+    asking = job("00000011", JobState.NEEDS_INPUT, question="which one?")
+    harness.exit(harness.add(asking), WorkerExit.CRASHED, "worker signal 9")
+    assert asking.state == JobState.STARTING
+    giving_up = job("00000012", JobState.NEEDS_INPUT, question="which one?")
+    harness.exit(harness.add(giving_up), WorkerExit.GAVE_UP, "crashed 3 times")
+    assert (giving_up.state, giving_up.question) == (JobState.FAILED, None)
+
+
+def test_a_reaped_job_is_stopped(harness: Harness) -> None:
+    record = job("00000013", JobState.REAPED)
+    harness.daemon.jobs[record.id] = record  # no worker: it was let go
+    asyncio.run(job_ops._stop(harness.daemon, record))
+    assert record.state == JobState.STOPPED and harness.ended == [(record.id, "stopped")]
+
+
+def test_a_dialog_opens_in_a_job_failed_by_its_model(harness: Harness) -> None:
+    record = job("00000014", JobState.FAILED, error="model error")
+    harness.add(record)  # its worker still runs (a model error is no crash)
+    conn = FakeConn()
+    conn.job_id = record.id
+    asyncio.run(worker_ops.worker_update(harness.daemon, conn, {  # type: ignore[arg-type]
+        "state": "needs_input", "question": "pick", "dialog": True, "options": ["a", "b"]}))
+    assert (record.state, record.dialog, record.options) == (
+        JobState.NEEDS_INPUT, True, ["a", "b"])
 
 def test_a_shell_exit_is_done_or_failed_by_its_code(harness: Harness) -> None:
     ok = job("00000003", JobState.RUNNING)

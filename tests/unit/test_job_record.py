@@ -24,6 +24,7 @@ from roost.jobs import (
 )
 from roost.states import Attach, JobKind, JobState
 from roost.supervise.handlers.worker import WORKER_FIELDS
+from roost.supervise.table import stand_in
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobjson"
 
@@ -123,3 +124,12 @@ def test_a_bad_attach_is_a_bad_record() -> None:
 
 def test_a_worker_reports_only_what_a_state_change_may_set() -> None:
     assert set(WORKER_FIELDS) <= set(Facts.__annotations__)
+
+
+def test_an_unreadable_grouped_record_keeps_its_links_in_the_stand_in() -> None:
+    saved = load_record(FIXTURES / "main-c0781a3-child.json").to_json()
+    for salvaged in (saved, old("child")):  # what could be read of a schema 2 or 1 file
+        record = stand_in(Path("/r/jobs/dd557085"), salvaged, "a field of the wrong type")
+        assert record.links.parent_session == saved["links"]["parentSession"]
+        assert record.links.root_session == saved["links"]["rootSession"]
+        assert (record.state, record.recovered) == (JobState.FAILED, True)

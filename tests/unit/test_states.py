@@ -16,6 +16,7 @@ from roost.states import (
     ATTACHES,
     CLIENT_CAUSES,
     DIALOGS,
+    JOB_MOVES,
     JOBS,
     PROCS,
     Attach,
@@ -196,3 +197,8 @@ def test_the_mailbox_knows_every_item_kind() -> None:
     # The mailbox is a leaf that keeps its own list (its file format); it must match.
     assert tuple(k.value for k in ItemKind) == KINDS
     assert {ItemKind.MESSAGE.value, ItemKind.REPORT.value} == AGENT_KINDS
+
+
+def test_every_job_move_says_why() -> None:
+    assert set(JOB_MOVES) == EXPECTED["job"]
+    assert all(why.strip() for why in JOB_MOVES.values())
