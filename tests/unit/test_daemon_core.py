@@ -380,3 +380,29 @@ def test_the_op_table_and_the_handlers_are_checked_at_start_up(
         k: v for k, v in full(core).items() if k != "gc"})
     with pytest.raises(AssertionError, match="gc"):
         daemon_module.Daemon()
+
+
+# -- rows of an old job.json -------------------------------------------------------------------
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobjson"
+
+
+def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(
+        harness: Harness) -> None:
+    """`roost show --json` (a JobRow and its details) is the contract: reading the flat
+    schema-1 records through the grouped JobRecord changes none of it. The .show.json files
+    are what main c0781a3's `roost show --json` printed for the same two jobs (but for
+    `environment`, the names of the variables of the machine that ran them: null here, as
+    for a job without env.json)."""
+    from roost.jobs import load_record
+    from roost.supervise.handlers.jobs import show
+
+    records = [load_record(FIXTURES / f"main-c0781a3-{name}.json") for name in ("parent", "child")]
+    for record in records:
+        harness.add(record)
+    for record, name in zip(records, ("parent", "child"), strict=True):
+        shown = asyncio.run(show(harness.daemon, FakeConn(), {"job": record.id}))["job"]  # type: ignore[arg-type]
+        expected = json.loads((FIXTURES / f"main-c0781a3-{name}.show.json").read_text())
+        assert list(shown) == list(expected)
+        for key in ("dir", "mailbox"):  # under this test's ROOST_HOME
+            assert Path(shown.pop(key)).parts[-2:] == Path(expected.pop(key)).parts[-2:]
+        assert shown == expected
