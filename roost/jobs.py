@@ -118,12 +118,12 @@ class Reports:
 
 _GROUPS: dict[str, type] = {"links": Links, "process": Process, "limits": JobLimits,
                             "reports": Reports}
-# Schema 1 kept the groups' fields at the top level, under these names.
-_FLAT_NAMES = {"undeliveredReport": ("reports", "undelivered"),
-               "lastReport": ("reports", "last")}
-for _group, _cls in _GROUPS.items():
-    for _f in dataclasses.fields(_cls):
-        _FLAT_NAMES.setdefault(_camel(_f.name), (_group, _camel(_f.name)))
+# Schema 1 kept the groups' fields at the top level: its key -> (group, key in the group).
+_FLAT_NAMES = {
+    **{_camel(f.name): (group, _camel(f.name))
+       for group, cls in _GROUPS.items() if cls is not Reports for f in dataclasses.fields(cls)},
+    "undeliveredReport": ("reports", "undelivered"), "lastReport": ("reports", "last"),
+}
 
 
 class Facts(TypedDict, total=False):
