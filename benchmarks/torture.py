@@ -19,7 +19,7 @@ managed as supervisord would (ROOST_NO_AUTOSTART=1; after a kill this script run
 
 Items are uniquely tagged (`TQ<kind><n>Z`) and issued at `--rate` per second from a few
 threads, all at once. Meanwhile, every `--kill-every` seconds (jittered), a random process
-is SIGKILLed by pid: a job's worker (`workerPid` in job.json), its pi (the worker's
+is SIGKILLed by pid: a job's worker (`process.workerPid` in job.json), its pi (the worker's
 child), or roostd (its pid file; restarted with `roost daemon start` after a short pause);
 or a fault of `roost/worker/faults.py` is armed (`ROOST_FAULTS`: the first item passing a
 chosen point of the delivery path in a chosen job kills its worker or pi there).
@@ -305,7 +305,7 @@ class Torture:
     def worker_procs(self) -> list[psutil.Process]:
         procs = []
         for record in self.jobs():
-            pid = record.get("workerPid")
+            pid = (record.get("process") or {}).get("workerPid")
             if isinstance(pid, int):
                 with contextlib.suppress(psutil.Error):
                     proc = psutil.Process(pid)

@@ -72,26 +72,42 @@ ENDED_JOB_STATES = frozenset({JobState.FAILED, JobState.STOPPED, JobState.REAPED
 """No worker runs (or will, until something starts one)."""
 
 _J = JobState
-JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # Its worker says hello and reports what it restored (done, or a question), or it
-    # cannot start (failed), or the user stops it first.
-    _J.STARTING: frozenset({_J.RUNNING, _J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED}),
-    # A run ends (done, a question, a model error); the user stops it; the worker crashed.
-    _J.RUNNING: frozenset({_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.STARTING}),
-    # A new run; an extension's dialog outside a run; reaped when idle; stopped; its
-    # worker crashed (restart) or was given up on.
-    _J.DONE: frozenset({_J.RUNNING, _J.NEEDS_INPUT, _J.REAPED, _J.STOPPED, _J.STARTING,
-                        _J.FAILED}),
-    # A reply starts the next run; the dialog was cancelled; stopped; crashed.
-    _J.NEEDS_INPUT: frozenset({_J.RUNNING, _J.DONE, _J.STOPPED, _J.FAILED, _J.STARTING}),
-    # `roost start` or an item (restart); a reply to a model error whose worker still runs.
-    # An extension's dialog while it waits; idle again once a budget that stopped it is
-    # raised (`roost budget`: a job over its budget fails and runs nothing until then).
-    _J.FAILED: frozenset({_J.STARTING, _J.STOPPED, _J.RUNNING, _J.NEEDS_INPUT, _J.DONE}),
-    _J.STOPPED: frozenset({_J.STARTING}),
-    # An item wakes it; the user stops it; roostd could not resume it.
-    _J.REAPED: frozenset({_J.STARTING, _J.STOPPED, _J.FAILED}),
+JOB_MOVES: dict[tuple[JobState, JobState], str] = {
+    # Each move that happens, with why (and who makes it). roostd's Daemon.set_state makes
+    # them all; a worker reports only WORKER_STATES, and its RunTracker keeps the same table.
+    (_J.STARTING, _J.RUNNING): "its worker is up and a run starts (a shell job: at once)",
+    (_J.STARTING, _J.DONE): "its worker restored an idle session, or a hand-off with no task",
+    (_J.STARTING, _J.NEEDS_INPUT): "its worker restored a session that ended on a question",
+    (_J.STARTING, _J.FAILED): "it cannot start: pi missing, its session held, crashed too often",
+    (_J.STARTING, _J.STOPPED): "the user stopped it before it came up",
+    (_J.RUNNING, _J.DONE): "the run ended (a shell job: its command exited 0)",
+    (_J.RUNNING, _J.NEEDS_INPUT): "the run ended on a question, or a dialog opened",
+    (_J.RUNNING, _J.FAILED): "the model failed, the command exited non-zero, roostd gave up",
+    (_J.RUNNING, _J.STOPPED): "the user stopped it",
+    (_J.RUNNING, _J.STARTING): "its worker crashed: a restart is scheduled",
+    (_J.DONE, _J.RUNNING): "an item started a run",
+    (_J.DONE, _J.NEEDS_INPUT): "an extension's dialog outside a run",
+    (_J.DONE, _J.REAPED): "idle long enough: its worker was let go",
+    (_J.DONE, _J.STOPPED): "the user stopped it",
+    (_J.DONE, _J.STARTING): "its worker crashed, or an item wakes it without one",
+    (_J.DONE, _J.FAILED): "its worker crashed too often or cannot restart; its session is held",
+    (_J.NEEDS_INPUT, _J.RUNNING): "a reply answered it",
+    (_J.NEEDS_INPUT, _J.DONE): "the dialog was cancelled",
+    (_J.NEEDS_INPUT, _J.STOPPED): "the user stopped it",
+    (_J.NEEDS_INPUT, _J.FAILED): "its worker crashed too often or cannot restart; its session is held",
+    (_J.NEEDS_INPUT, _J.STARTING): "its worker crashed, or a reply wakes it without one",
+    (_J.FAILED, _J.STARTING): "`roost start`, or an item (restart)",
+    (_J.FAILED, _J.STOPPED): "the user stopped it",
+    (_J.FAILED, _J.RUNNING): "a reply to a model error, its worker still running",
+    (_J.FAILED, _J.NEEDS_INPUT): "an extension's dialog while it waits after a model error",
+    (_J.FAILED, _J.DONE): "a budget that stopped it was raised: idle again",
+    (_J.STOPPED, _J.STARTING): "`roost start`",
+    (_J.REAPED, _J.STARTING): "an item wakes it",
+    (_J.REAPED, _J.STOPPED): "the user stopped it",
+    (_J.REAPED, _J.FAILED): "it could not be woken: its session is held by another writer",
 }
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    state: frozenset(to for (source, to) in JOB_MOVES if source == state) for state in JobState}
 JOBS: Machine[JobState] = Machine("job", JOB_TRANSITIONS)
 
 WORKER_STATES = frozenset({JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED})
@@ -240,22 +256,34 @@ class ItemDecision:
     answers_dialog: bool = False  # a reply to an open dialog: the job runs on
 
 
-ITEM_KINDS = ("reply", "message", "report")
+class ItemKind(str, Enum):
+    """What a mailbox item is (its `kind`)."""
+
+    REPLY = "reply"  # a person's reply, or a job's task: a prompt over RPC (it may answer a dialog)
+    MESSAGE = "message"  # an agent's message: injected by the extension
+    REPORT = "report"  # a child's hand-back (or that it ended): injected by the extension
+
+
+class PeerKind(str, Enum):
+    """What an agent peer is: a job roostd runs, or a foreground pi with roost's extension."""
+
+    JOB = "job"
+    FOREGROUND = "foreground"
 
 
 def item_outcome(
-    *, kind: str, job: JobState, attached: bool, worker: ProcState | None,
+    *, kind: ItemKind, job: JobState, attached: bool, worker: ProcState | None,
     worker_alive: bool, dialog: bool, busy: bool, over_budget: bool = False,
 ) -> ItemDecision:
     """The one place an item's outcome is decided: delivered, queued, started, or refused.
 
-    `kind` is one of ITEM_KINDS: a person's reply (it may answer a dialog), an agent's
+    `kind`: a person's reply (it may answer a dialog), an agent's
     message, or a child's report. `worker` is the state of the job's worker process, None
     when roostd has none. `over_budget`: the job was stopped by its budget, and nothing runs
     until the person raises it (`roost budget`).
     """
     if job == JobState.STOPPED:
-        if kind == "report":  # kept for when the person starts the parent again
+        if kind == ItemKind.REPORT:  # kept for when the person starts the parent again
             return ItemDecision(Outcome.QUEUED)
         return ItemDecision(Outcome.STOPPED, post=False)
     if attached:  # a foreground pi holds the session: delivered when it lets go
@@ -267,7 +295,7 @@ def item_outcome(
     if worker != ProcState.RUNNING or job == JobState.STARTING or over_budget:
         return ItemDecision(Outcome.QUEUED)
     if dialog:
-        if kind == "reply":
+        if kind == ItemKind.REPLY:
             return ItemDecision(Outcome.DELIVERED, answers_dialog=True)
         return ItemDecision(Outcome.WAITING_ON_DIALOG)
     return ItemDecision(Outcome.DELIVERED if busy else Outcome.STARTED)

@@ -16,6 +16,8 @@ import re
 import unicodedata
 from typing import Any
 
+from roost.states import ItemKind
+
 NAME_MAX = 80
 
 NO_AUTHORITY = (
@@ -120,8 +122,8 @@ def agent_frame(item: dict[str, Any], seq: int | None) -> dict[str, Any]:
     renderer shows (its title and body) and delivery reads (`seq`)."""
     sender = item.get("from") or {}
     relation = str(sender.get("relation") or "external")
-    kind = str(item.get("kind") or "message")
-    text = report_body(item) if kind == "report" else str(item.get("text") or "")
+    kind = str(item.get("kind") or ItemKind.MESSAGE.value)
+    text = report_body(item) if kind == ItemKind.REPORT else str(item.get("text") or "")
     return {
         "content": envelope(kind, sender, relation, text),
         "details": {

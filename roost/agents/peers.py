@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from roost.states import PeerKind
+
 PEER_ID = re.compile(r"^f[0-9a-f]{7}$")
 
 RANK_FOREGROUND, RANK_LIVE_JOB, RANK_ENDED_JOB = 0, 1, 2
@@ -20,7 +22,7 @@ RANK_FOREGROUND, RANK_LIVE_JOB, RANK_ENDED_JOB = 0, 1, 2
 class Peer:
     id: str
     name: str
-    kind: str  # "job" | "foreground"
+    kind: PeerKind
     session: str | None
     state: str
     cwd: str
@@ -35,7 +37,7 @@ class Peer:
 
     @property
     def rank(self) -> int:
-        if self.kind == "foreground":
+        if self.kind == PeerKind.FOREGROUND:
             return RANK_FOREGROUND
         return RANK_LIVE_JOB if self.live else RANK_ENDED_JOB
 

@@ -7,11 +7,11 @@ without a cycle. The handlers' wider view (this plus the router, rows, waiting) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 if TYPE_CHECKING:
     from roost.config import Settings
-    from roost.jobs import JobRecord
+    from roost.jobs import Facts, JobRecord
     from roost.mailbox import Mailbox
     from roost.states import JobState
     from roost.supervise.eventwriter import EventLog
@@ -30,7 +30,7 @@ class JobTable(Protocol):
     def mailbox(self, record: JobRecord) -> Mailbox: ...
 
     def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **fields: Any) -> None: ...
+                  **facts: Unpack[Facts]) -> None: ...
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None: ...
 

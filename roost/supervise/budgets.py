@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def tree_key(record: JobRecord) -> str:
-    return record.root_session or record.session or record.id
+    return record.links.root_session or record.session or record.id
 
 
 def own(record: JobRecord) -> Usage:
@@ -37,7 +37,7 @@ def own(record: JobRecord) -> Usage:
 
 def tree_root(daemon: JobTable, key: str) -> JobRecord | None:
     for record in daemon.jobs.values():
-        if record.session == key and not record.root_session:
+        if record.session == key and not record.links.root_session:
             return record
     return None
 
@@ -56,12 +56,12 @@ def tree_usage(daemon: JobTable, key: str) -> Usage:
 
 def subtree_usage(daemon: JobTable, record: JobRecord) -> Usage:
     """A job and its live descendants (a root: its whole tree, removed jobs included)."""
-    if not record.root_session and record.session:
+    if not record.links.root_session and record.session:
         return tree_usage(daemon, record.session)
     children: dict[str, list[JobRecord]] = {}
     for other in daemon.jobs.values():
-        if other.parent_session:
-            children.setdefault(other.parent_session, []).append(other)
+        if other.links.parent_session:
+            children.setdefault(other.links.parent_session, []).append(other)
     total, stack, seen = Usage(), [record], set()
     while stack:
         job = stack.pop()
@@ -82,8 +82,8 @@ def row_usage(daemon: JobTable, record: JobRecord) -> dict[str, Any]:
         "cacheWrite": mine["cacheWrite"], "cost": mine["cost"],
         "treeCost": round(tree.cost, 6) if tree.priced else None,
         "requests": mine["requests"], "treeTokens": tree.tokens,
-        "budget": record.budget, "budgetTokens": record.budget_tokens,
-        "maxTurns": record.max_turns, "treeBudget": record.tree_budget,
+        "budget": record.limits.budget, "budgetTokens": record.limits.budget_tokens,
+        "maxTurns": record.limits.max_turns, "treeBudget": record.limits.tree_budget,
     }
 
 
@@ -104,15 +104,15 @@ def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -
     over what is left of its tree's budget is refused (RequestError)."""
     settings = daemon.settings()
     requested = amount(request, "budget")
-    record.budget_tokens = amount(request, "budgetTokens", integer=True)
-    record.max_turns = amount(request, "maxTurns", integer=True)
+    record.limits.budget_tokens = amount(request, "budgetTokens", integer=True)
+    record.limits.max_turns = amount(request, "maxTurns", integer=True)
     default = settings.defaultJobBudget if (settings.defaultJobBudget or 0) > 0 else None
-    if not record.spawned:
+    if not record.links.spawned:
         tree = amount(request, "treeBudget")
         default_tree = settings.defaultTreeBudget
-        record.tree_budget = tree if tree is not None else (
+        record.limits.tree_budget = tree if tree is not None else (
             float(default_tree) if default_tree and default_tree > 0 else None)
-        record.budget = requested if requested is not None else (
+        record.limits.budget = requested if requested is not None else (
             float(default) if default is not None else None)
         return
     if request.get("treeBudget") is not None:
@@ -120,13 +120,13 @@ def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -
     key = tree_key(record)
     root = tree_root(daemon, key)
     left = None
-    if root is not None and root.tree_budget is not None:
+    if root is not None and root.limits.tree_budget is not None:
         spent = tree_usage(daemon, key)
-        left = root.tree_budget - (spent.cost if spent.priced else 0.0)
+        left = root.limits.tree_budget - (spent.cost if spent.priced else 0.0)
     value, refusal = budget.child_budget(requested, default, left)
     if refusal:
         raise RequestError(REFUSED, refusal)
-    record.budget = value
+    record.limits.budget = value
 
 
 def send_limits(daemon: JobTable, record: JobRecord, tree_reason: str | None = None,
@@ -138,8 +138,8 @@ def send_limits(daemon: JobTable, record: JobRecord, tree_reason: str | None = N
         return False
     extra = {"treeWarning": tree_warning} if tree_warning else {}
     asyncio.ensure_future(proc.conn.send(protocol.event(
-        "budget", budget=record.budget, budgetTokens=record.budget_tokens,
-        maxTurns=record.max_turns, treeExhausted=tree_reason, **extra)))
+        "budget", budget=record.limits.budget, budgetTokens=record.limits.budget_tokens,
+        maxTurns=record.limits.max_turns, treeExhausted=tree_reason, **extra)))
     return True
 
 
@@ -149,13 +149,13 @@ def tree_reason(daemon: JobTable, record: JobRecord) -> str | None:
     if stopped:
         return stopped
     root = tree_root(daemon, tree_key(record))
-    if root is None or root.tree_budget is None:
+    if root is None or root.limits.tree_budget is None:
         return None
     spent = tree_usage(daemon, tree_key(record))
-    if not spent.priced or spent.cost < root.tree_budget:
+    if not spent.priced or spent.cost < root.limits.tree_budget:
         return None
     return (f"tree budget exhausted: {format_cost(spent.cost)} of "
-            f"{format_cost(root.tree_budget)}")
+            f"{format_cost(root.limits.tree_budget)}")
 
 
 def worker_connected(daemon: JobTable, record: JobRecord) -> None:
@@ -169,16 +169,16 @@ def after_usage(daemon: JobTable, record: JobRecord) -> None:
     """A job's figures changed: stop its tree's live jobs once the tree's budget is used."""
     key = tree_key(record)
     root = tree_root(daemon, key)
-    if root is None or root.tree_budget is None:
+    if root is None or root.limits.tree_budget is None:
         return
     spent = tree_usage(daemon, key)
     if not spent.priced:
         return
-    if spent.cost < root.tree_budget:
+    if spent.cost < root.limits.tree_budget:
         _tree_warning(daemon, root, spent)
         return
     reason = (f"tree budget exhausted: {format_cost(spent.cost)} of "
-              f"{format_cost(root.tree_budget)}")
+              f"{format_cost(root.limits.tree_budget)}")
     stopped = daemon.usage_book.tree_stopped
     for member in daemon.jobs.values():
         if (tree_key(member) == key and member.id not in stopped and member.kind == JobKind.PI
@@ -189,8 +189,8 @@ def after_usage(daemon: JobTable, record: JobRecord) -> None:
 
 def _tree_warning(daemon: JobTable, root: JobRecord, spent: Usage) -> None:
     """Once per tree (per roostd): the root gets a framed note at `budgetWarnAt`."""
-    assert root.tree_budget is not None
-    line = budget.warning(spent, budget.Limits(budget=root.tree_budget),
+    assert root.limits.tree_budget is not None
+    line = budget.warning(spent, budget.Limits(budget=root.limits.tree_budget),
                           daemon.settings().budgetWarnAt)
     warned = daemon.usage_book.tree_warned
     if line is None or root.id in warned:
@@ -202,7 +202,7 @@ def _tree_warning(daemon: JobTable, root: JobRecord, spent: Usage) -> None:
 def lift_tree(daemon: JobTable, root: JobRecord) -> None:
     key = tree_key(root)
     spent = tree_usage(daemon, key)
-    if root.tree_budget is not None and spent.priced and spent.cost >= root.tree_budget:
+    if root.limits.tree_budget is not None and spent.priced and spent.cost >= root.limits.tree_budget:
         return
     daemon.usage_book.tree_warned.discard(root.id)
     stopped = daemon.usage_book.tree_stopped
@@ -232,7 +232,7 @@ def recount(daemon: JobTable, record: JobRecord) -> None:
 
 def on_removed(daemon: JobTable, record: JobRecord) -> None:
     """Before `rm` deletes the job's directory: keep its figures in the usage log."""
-    if record.kind != "pi" or not record.session:
+    if record.kind != JobKind.PI or not record.session:
         return
     from roost.transcript import read_entries
 
@@ -241,7 +241,7 @@ def on_removed(daemon: JobTable, record: JobRecord) -> None:
         entries = read_entries(record.session)
         lines = usage_log.lines_for({"id": record.id, "name": record.name,
                                      "session": record.session,
-                                     "rootSession": record.root_session}, entries)
+                                     "rootSession": record.links.root_session}, entries)
         usage_log.append(lines)
     except OSError as exc:
         log.error("job %s: could not keep its usage in %s: %s", record.id,

@@ -15,14 +15,14 @@ import logging
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import portalocker
 
 from roost import __version__, paths, protocol
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
-from roost.jobs import JobRecord
+from roost.jobs import Facts, JobRecord
 from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
@@ -87,7 +87,7 @@ class Daemon:
         """Register a new job (the one place a job comes into being)."""
         self.jobs[record.id] = record
         self.events.emit("job.created", record, kind=record.kind, cwd=record.cwd,
-                         parent=record.parent_peer)
+                         parent=record.links.parent_peer)
 
     def forget_job(self, record: JobRecord) -> None:
         """Drop a removed job from every table (its files are the caller's business)."""
@@ -172,7 +172,7 @@ class Daemon:
                 self._resume_job(record)
             except Exception as exc:  # one job must not keep roostd (and every job) down
                 log.exception("job %s: could not be resumed", record.id)
-                record.worker_pid = None
+                record.process.worker_pid = None
                 with contextlib.suppress(Exception):
                     self.set_state(record, JobState.FAILED, busy=False, status="",
                                    error=f"roostd could not resume it: {exc}")
@@ -183,9 +183,9 @@ class Daemon:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
         proc = self.proc(record)
         if proc.adopt():  # the pid in its record, or the holder of its worker lock
-            log.info("job %s: adopting live worker pid %s", record.id, record.worker_pid)
+            log.info("job %s: adopting live worker pid %s", record.id, record.process.worker_pid)
             return
-        record.worker_pid = None
+        record.process.worker_pid = None
         if record.attached:
             holder = read_holder(record.session) if record.session else None
             if holder is not None and holder_is_alive(holder):
@@ -286,15 +286,14 @@ class Daemon:
         raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
 
     def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **fields: Any) -> None:
+                  **facts: Unpack[Facts]) -> None:
         """The one function that changes a job's state: checks, persists, announces (the
         job.state event, and job.needs_input / job.failed on entering those states)."""
         if reason is None:
-            reason = str(fields.get("error") or fields.get("status") or "")
+            reason = str(facts.get("error") or facts.get("status") or "")
         source = record.state
         record.state = JOBS.move(source, target, f"job {record.id}", reason)
-        for key, value in fields.items():
-            setattr(record, key, value)
+        record.apply(facts)
         self.job_changed(record)
         if source == target or record.id not in self.jobs:
             return
@@ -342,7 +341,7 @@ class Daemon:
         if proc.alive or record.recovered:  # a stand-in for an unreadable record: never run
             return
         log.info("job %s: starting worker (%s)", record.id, why)
-        record.exit_code = None
+        record.process.exit_code = None
         if record.state != JobState.STARTING:
             self.set_state(record, JobState.STARTING, why, status="starting", error=None)
         if record.kind == JobKind.PI:
@@ -383,7 +382,7 @@ class Daemon:
         elif how in (WorkerExit.FATAL, WorkerExit.GAVE_UP):
             if how == WorkerExit.GAVE_UP:  # the last crash is a crash too, then the give-up
                 self.events.emit("worker.crashed", record, reason=detail,
-                                 crashes=len(record.crashes))
+                                 crashes=len(record.process.crashes))
             self.events.emit("worker.gave_up", record, reason=detail)
             # The reason (pi's words and the fix, for a configuration error) is the row's
             # summary too, so `roost ls` shows it where a failed run shows its error.
@@ -393,7 +392,7 @@ class Daemon:
                 record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
         else:  # crashed: backoff then restart
             self.events.emit("worker.crashed", record, reason=detail,
-                             crashes=len(record.crashes))
+                             crashes=len(record.process.crashes))
             self.set_state(record, JobState.STARTING, busy=False, status=detail,
                            dialog=False)
 
@@ -433,7 +432,7 @@ class Daemon:
         if record.id in self.jobs:  # a removed job's mailbox is gone: never recreate it
             with contextlib.suppress(OSError, MailboxError):
                 pending = self.mailbox(record).counts()
-        parent = self.agents.live_peer_for_session(record.parent_session)
+        parent = self.agents.live_peer_for_session(record.links.parent_session)
         return {
             "id": record.id,
             "name": record.name,
@@ -448,8 +447,8 @@ class Daemon:
             "session": record.session,
             "parent": parent,
             "agent": record.agent,
-            "parentSession": record.parent_session,
-            "rootSession": record.root_session,
+            "parentSession": record.links.parent_session,
+            "rootSession": record.links.root_session,
             "worktree": row_fields(record.worktree),
             "pending": pending,
             "usage": budgets.row_usage(self, record),

@@ -11,11 +11,11 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from roost import jobenv, paths
-from roost.jobs import JobRecord
+from roost.jobs import JobRecord, Links
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobKind, RunCause
+from roost.states import ItemKind, JobKind, RunCause
 from roost.supervise.jobstore import new_job_id
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def resolve_agent(request: dict[str, Any], cwd: str,
 
 
 def create_job(core: Core, request: dict[str, Any],
-               parent_tools: tuple[str, ...] | None = None, **links: Any) -> JobRecord:
+               parent_tools: tuple[str, ...] | None = None, links: Links | None = None) -> JobRecord:
     """Validate a run/spawn request and create (but not start) its job record.
 
     `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
@@ -120,7 +120,7 @@ def create_job(core: Core, request: dict[str, Any],
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
         try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body("reply", compose_task(defn, task), None, {"cause": RunCause.TASK.value})
+            checked_body(ItemKind.REPLY.value, compose_task(defn, task), None, {"cause": RunCause.TASK.value})
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -132,7 +132,7 @@ def create_job(core: Core, request: dict[str, Any],
             task=compose_task(defn, task), model=model, thinking=thinking,
             summary=default_name(task),
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
-            session=str(paths.job_dir(job_id) / "session.jsonl"), **links,
+            session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
     return record
 
@@ -158,7 +158,7 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
-            core.mailbox(record).post(kind="reply", text=record.task, sender=task_sender,
+            core.mailbox(record).post(kind=ItemKind.REPLY.value, text=record.task, sender=task_sender,
                                         cause=RunCause.TASK.value)
         core.add_job(record)
         record.save()

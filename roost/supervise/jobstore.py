@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from roost import paths
 from roost.fsutil import utc_now
-from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, load_record
+from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, Links, load_record
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
-from roost.states import JobKind, JobState, Outcome, ProcState, item_outcome
+from roost.states import ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise import budgets
 
 if TYPE_CHECKING:
@@ -113,15 +113,16 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
     job_id = job_dir.name
 
     def text(key: str, default: str | None) -> str | None:
-        value = salvaged.get(key)
+        links = salvaged.get("links")  # schema 2 keeps them there
+        value = salvaged.get(key, links.get(key) if isinstance(links, dict) else None)
         return value if isinstance(value, str) else default
 
     kind = JobKind.SHELL if text("kind", None) == JobKind.SHELL.value else JobKind.PI
     record = JobRecord(
         id=job_id, name=text("name", job_id) or job_id, kind=kind,
         cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
-        task=text("task", None), parent_session=text("parentSession", None),
-        root_session=text("rootSession", None),
+        task=text("task", None), links=Links(parent_session=text("parentSession", None),
+                                             root_session=text("rootSession", None)),
         error=f"its job record was unreadable ({reason}); moved to job.json{BAD_SUFFIX}",
     )
     record.recovered = True
@@ -131,7 +132,7 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
 def accept_item(
     daemon: JobTable,
     record: JobRecord,
-    kind: str,
+    kind: ItemKind,
     text: str,
     sender: dict[str, Any] | None = None,
     **extra: Any,
@@ -158,7 +159,7 @@ def accept_item(
         except OSError as exc:
             raise RequestError(REFUSED, f"job {record.id}: {exc}") from None
         try:
-            daemon.mailbox(record).post(kind=kind, text=text, sender=sender, **extra)
+            daemon.mailbox(record).post(kind=kind.value, text=text, sender=sender, **extra)
         except MailboxFull as exc:
             raise RequestError(REFUSED, str(exc)) from None
         except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
@@ -172,7 +173,7 @@ def accept_item(
                          error=held.message(record.id))
         return Outcome.QUEUED
     if decision.wake:
-        daemon.start_worker(record, f"a {kind} arrived")
+        daemon.start_worker(record, f"a {kind.value} arrived")
         daemon.job_changed(record)
     elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered

@@ -17,7 +17,7 @@ from roost.agents.envelope import agent_frame
 from roost.agents.peers import Peer, relation
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection
-from roost.states import ENDED_JOB_STATES, Attach, JobKind, JobState, Outcome
+from roost.states import ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, Outcome, PeerKind
 from roost.supervise import budgets
 from roost.supervise.jobstore import accept_item
 from roost.worker import faults
@@ -50,21 +50,22 @@ class AgentRouter:
     def job_peer(self, record: JobRecord) -> Peer:
         proc = self.daemon.procs.get(record.id)
         return Peer(
-            id=record.id, name=record.name, kind="job", session=record.session,
+            id=record.id, name=record.name, kind=PeerKind.JOB, session=record.session,
             state=record.state.value, cwd=record.cwd,
             live=proc is not None and proc.alive,
             status=record.status, summary=record.summary, question=record.question,
-            parent_session=record.parent_session, parent_peer=record.parent_peer,
-            root_session=record.root_session, extra={
+            parent_session=record.links.parent_session, parent_peer=record.links.parent_peer,
+            root_session=record.links.root_session, extra={
                 "shell": record.kind == JobKind.SHELL,
                 "cost": (record.usage or {}).get("cost"),  # roost_agents shows it
             },
         )
 
     def foreground_peer(self, fg: ForegroundPeer) -> Peer:
-        links = self.job_for_session(fg.session)
+        job = self.job_for_session(fg.session)
+        links = job.links if job else None
         return Peer(
-            id=fg.id, name=fg.name, kind="foreground", session=fg.session, state="connected",
+            id=fg.id, name=fg.name, kind=PeerKind.FOREGROUND, session=fg.session, state="connected",
             cwd=fg.cwd, live=True,
             parent_session=links.parent_session if links else None,
             parent_peer=links.parent_peer if links else None,
@@ -145,18 +146,18 @@ class AgentRouter:
 
     # -- delivery --------------------------------------------------------------------------
     async def deliver(
-        self, target: Peer, kind: str, sender: Peer, rel: str, text: str, **extra: Any
+        self, target: Peer, kind: ItemKind, sender: Peer, rel: str, text: str, **extra: Any
     ) -> Outcome:
         """Hand one agent item to `target`; its outcome.
 
         `rel` is what the sender is to the receiver (the envelope's relation).
         """
         sender_info = {"id": sender.id, "name": sender.name, "relation": rel}
-        if target.kind == "foreground":
+        if target.kind == PeerKind.FOREGROUND:
             fg = self.foreground.get(target.id)
             if fg is None:
                 return Outcome.NOT_RUNNING
-            item = {"kind": kind, "from": sender_info, "text": text, **extra}
+            item = {"kind": kind.value, "from": sender_info, "text": text, **extra}
             sent = await fg.conn.send(protocol.event("deliver", **agent_frame(item, None)))
             return Outcome.DELIVERED if sent else Outcome.NOT_RUNNING
         record = self.daemon.jobs.get(target.id)
@@ -167,7 +168,7 @@ class AgentRouter:
     async def send_message(self, target: Peer, sender: Peer, text: str) -> Outcome:
         """A `roost_send` message from `sender` to `target`: delivered and announced (the
         message.sent event carries no body)."""
-        outcome = await self.deliver(target, "message", sender, relation(target, sender), text)
+        outcome = await self.deliver(target, ItemKind.MESSAGE, sender, relation(target, sender), text)
         self.daemon.events.emit(
             "message.sent", sender, **{"from": {"id": sender.id, "name": sender.name}},
             to={"id": target.id, "name": target.name}, outcome=outcome.value)
@@ -192,17 +193,17 @@ class AgentRouter:
             fields["result"] = text
         target: Peer | None = None
         for fg in self.foreground.values():
-            if (child.parent_session and fg.session == child.parent_session) or (
-                child.parent_peer and fg.id == child.parent_peer and fg.session is None
+            if (child.links.parent_session and fg.session == child.links.parent_session) or (
+                child.links.parent_peer and fg.id == child.links.parent_peer and fg.session is None
             ):
                 target = self.foreground_peer(fg)
                 break
-        parent_job = self.job_for_session(child.parent_session) if target is None else None
+        parent_job = self.job_for_session(child.links.parent_session) if target is None else None
         if target is None and parent_job is not None:
             target = self.job_peer(parent_job)
         if target is None:
-            if child.parent_session:  # nobody holds the parent's session now: keep it
-                child.undelivered_report = {**report, "text": text}
+            if child.links.parent_session:  # nobody holds the parent's session now: keep it
+                child.reports.undelivered = {**report, "text": text}
                 child.save()
                 log.info("job %s: report kept until its parent's session is back", child.id)
             return
@@ -214,29 +215,29 @@ class AgentRouter:
             if report_id and parent_job is not None and self._holds_report(parent_job, report_id):
                 outcome = Outcome.QUEUED  # posted before roostd went away, not yet answered
             else:
-                outcome = await self.deliver(target, "report", sender, rel, text, **fields)
+                outcome = await self.deliver(target, ItemKind.REPORT, sender, rel, text, **fields)
                 faults.hit(faults.REPORT_ROUTED, text, child.id)
         except protocol.RequestError as exc:
             log.warning("job %s: report not delivered (%s); kept", child.id, exc.message)
             outcome = Outcome.NOT_RUNNING
-        if outcome == Outcome.NOT_RUNNING and child.parent_session:
-            child.undelivered_report = {**report, "text": text}
+        if outcome == Outcome.NOT_RUNNING and child.links.parent_session:
+            child.reports.undelivered = {**report, "text": text}
         else:
-            child.undelivered_report = None
+            child.reports.undelivered = None
             if report_id:
-                child.last_report = report_id
+                child.reports.last = report_id
         if child.id in self.daemon.jobs:
             child.save()
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
-        if child.undelivered_report is None:  # a kept report is announced once handed over
+        if child.reports.undelivered is None:  # a kept report is announced once handed over
             self.daemon.events.emit(
                 "job.report", child, to={"id": target.id, "name": target.name},
-                kind="ended" if report.get("ended") else "report",
+                kind="ended" if report.get("ended") else ItemKind.REPORT.value,
                 firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome.value)
 
     def _holds_report(self, parent: JobRecord, report_id: str) -> bool:
         box = self.daemon.mailbox(parent)
-        return any(item.kind == "report" and item.extra.get("report") == report_id
+        return any(item.kind == ItemKind.REPORT and item.extra.get("report") == report_id
                    for item in (*box.pending(), *box.acked()))
 
     def retry_undelivered(self, session: str | None) -> None:
@@ -244,13 +245,13 @@ class AgentRouter:
         if not session:
             return
         for child in list(self.daemon.jobs.values()):
-            if child.parent_session == session and child.undelivered_report:
-                report, child.undelivered_report = child.undelivered_report, None
+            if child.links.parent_session == session and child.reports.undelivered:
+                report, child.reports.undelivered = child.reports.undelivered, None
                 self.report_for(child, report)
 
     def job_ended(self, record: JobRecord, reason: str) -> None:
         """A spawned child stopped, removed or given up on: its parent gets `ended`."""
-        if not record.spawned:
+        if not record.links.spawned:
             return
         self.report_for(record, {"ended": True, "text": reason, "state": record.state.value})
 

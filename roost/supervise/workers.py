@@ -90,7 +90,7 @@ class WorkerProcess:
             # A worker of this job is alive though no record named it (a roostd killed
             # between spawning it and saving its pid): a second one must never start.
             log.warning("job %s: adopted live worker pid %s instead of starting another",
-                        self.record.id, self.record.worker_pid)
+                        self.record.id, self.record.process.worker_pid)
             return
         log_path = self.record.dir / "worker.log"
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
@@ -109,8 +109,8 @@ class WorkerProcess:
                 close_fds=True,
             )
         pid = self._popen.pid
-        self.record.worker_pid = pid
-        self.record.worker_start = procid.live_start_time(pid)
+        self.record.process.worker_pid = pid
+        self.record.process.worker_start = procid.live_start_time(pid)
         self._watch(pid)
         self._set_state(ProcState.STARTING)
         if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
@@ -119,13 +119,13 @@ class WorkerProcess:
     def adopt(self) -> bool:
         """Take over a live worker of the job: the one its record names, else the holder of
         its worker lock (roost.worker.joblock); False when there is none."""
-        pid, start = self.record.worker_pid, self.record.worker_start
+        pid, start = self.record.process.worker_pid, self.record.process.worker_start
         if not procid.same_process(pid, start):
             pid = joblock.live_holder(self.record.dir)
             start = procid.live_start_time(pid) if pid else None
             if pid is None or start is None:
                 return False
-            self.record.worker_pid, self.record.worker_start = pid, start
+            self.record.process.worker_pid, self.record.process.worker_start = pid, start
         assert pid is not None
         self._popen = None
         self._exited = asyncio.Event()
@@ -157,13 +157,13 @@ class WorkerProcess:
         if self._popen is not None:
             code = self._popen.wait()
             self._popen = None
-        self.record.worker_pid = None
-        self.record.worker_start = None
+        self.record.process.worker_pid = None
+        self.record.process.worker_start = None
         self.conn = None
         self._exited.set()
         if code == joblock.EXIT_DUPLICATE and self.adopt():
             log.warning("job %s: its new worker found a live one (pid %s): adopted that",
-                        self.record.id, self.record.worker_pid)
+                        self.record.id, self.record.process.worker_pid)
             return
         how, detail = self._classify(code)
         self._report(self, how, detail)
@@ -193,18 +193,18 @@ class WorkerProcess:
         settings = self._settings()
         window = settings.restartWindowSeconds
         limit = settings.restartMaxCrashes
-        self.record.crashes = [t for t in self.record.crashes if now - t < window] + [now]
+        self.record.process.crashes = [t for t in self.record.process.crashes if now - t < window] + [now]
         how = f"exit code {code}" if code is not None and code >= 0 else (
             f"signal {-code}" if code is not None else "exited"
         )
-        if len(self.record.crashes) >= limit:
+        if len(self.record.process.crashes) >= limit:
             self._set_state(ProcState.FATAL)
             return WorkerExit.GAVE_UP, (
-                f"worker crashed {len(self.record.crashes)} times within {window:g}s "
+                f"worker crashed {len(self.record.process.crashes)} times within {window:g}s "
                 f"(last: {how}); roostd gave up"
             )
         base = settings.restartBackoffSeconds
-        delay = min(base * 2 ** (len(self.record.crashes) - 1), BACKOFF_CAP_SECONDS)
+        delay = min(base * 2 ** (len(self.record.process.crashes) - 1), BACKOFF_CAP_SECONDS)
         self._set_state(ProcState.BACKOFF)
         self._restart = asyncio.get_running_loop().call_later(delay, self._restart_now)
         return WorkerExit.CRASHED, f"worker {how}; restarting in {delay:.1f}s"
@@ -233,7 +233,7 @@ class WorkerProcess:
             self._restart = None
             if self.state == ProcState.BACKOFF:
                 self._set_state(ProcState.EXITED)
-        pid = self.record.worker_pid
+        pid = self.record.process.worker_pid
         if self._pidfd is None or pid is None:
             return
         sent = False

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost import paths
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobState
+from roost.states import JobKind, JobState
 from roost.worktrees import checkout as fill
 from roost.worktrees import git, policy, worktrees_dir
 
@@ -41,7 +41,7 @@ merge makes a temporary worktree too."""
 
 
 def tree_key(record: JobRecord) -> str:
-    return record.root_session or record.session or record.id
+    return record.links.root_session or record.session or record.id
 
 
 def in_tree(daemon: JobTable, key: str) -> int:
@@ -62,7 +62,7 @@ async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any],
         raise RequestError(REFUSED if spawned else BAD_REQUEST, str(exc)) from None
     if not want.wanted:
         return
-    if record.kind != "pi":
+    if record.kind != JobKind.PI:
         raise RequestError(BAD_REQUEST, "--worktree is for pi jobs, not --shell")
     key = tree_key(record)
     refusal = policy.limit_refusal(in_tree(daemon, key), settings.agentMaxWorktrees)

@@ -346,8 +346,8 @@ class Lab:
         return out
 
     def children(self, parent: str) -> list[dict[str, Any]]:
-        """The records whose parentPeer is `parent`, by creation time."""
-        return sorted((r for r in self._records() if r.get("parentPeer") == parent),
+        """The records whose links.parentPeer is `parent`, by creation time."""
+        return sorted((r for r in self._records() if r["links"]["parentPeer"] == parent),
                       key=lambda r: r.get("created", ""))
 
     def job_named(self, name: str) -> dict[str, Any] | None:

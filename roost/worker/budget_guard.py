@@ -70,14 +70,14 @@ class BudgetGuard:
     def of(cls, record: JobRecord, runs: RunTracker, ports: Ports, *,
            stats_from_pi: bool) -> BudgetGuard:
         """The guard of `record`'s job, with its limits and the stopped run's kept cause."""
-        meter = Meter(Limits.of(record), warn_at=load_settings().budgetWarnAt)
+        meter = Meter(Limits.of(record.limits), warn_at=load_settings().budgetWarnAt)
         stop_note = record.dir / STOP_NOTE
         # A restarted worker still continues the stopped run (with its cause) once raised.
         with contextlib.suppress(OSError, ValueError, AttributeError):
             cause = json.loads(stop_note.read_text(encoding="utf-8")).get("cause")
             if cause in {c.value for c in RunCause}:
                 meter.stopped_cause = cause
-        return cls(meter, runs, ports, stop_note=stop_note, spawned=record.spawned,
+        return cls(meter, runs, ports, stop_note=stop_note, spawned=record.links.spawned,
                    stats_from_pi=stats_from_pi)
 
     @property

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.mailbox import Item, Mailbox
+from roost.states import ItemKind
 from roost.transcript import Delivered
 from roost.worker import faults
 
@@ -63,7 +64,7 @@ class Delivery:
         dropped = 0
         pending = self.box.pending()
         for item in pending:
-            if item.kind != "reply":
+            if item.kind != ItemKind.REPLY:
                 if item.seq in session.agent_seqs:
                     self.finished.add(item.seq)
                     dropped += 1
@@ -197,14 +198,14 @@ class Delivery:
             if item.seq in self.finished or item.seq in busy:
                 continue
             if dialog_open:
-                if item.kind == "reply":
+                if item.kind == ItemKind.REPLY:
                     self.finish(item)
                     await answer_dialog(item)
                     dialog_open = False
                 continue  # agent items wait while a dialog is open
             if dialog_only:
                 return
-            channel = "rpc" if item.kind == "reply" else "ext"
+            channel = "rpc" if item.kind == ItemKind.REPLY else "ext"
             if channel == "ext" and not ext_ready:
                 return
             if any(f.channel != channel for f in self.inflight):

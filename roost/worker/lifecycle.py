@@ -406,7 +406,7 @@ class Worker:
 
     def on_settled(self, run: Run) -> None:
         """Hand the run's result back to the parent when the run is report-worthy."""
-        if not self.record.spawned:
+        if not self.record.links.spawned:
             return
         report, self.parent_chain = should_report(
             run.cause, run.sources, run.stop_reason, self.parent_chain

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roost.mailbox import Item
-from roost.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, JobState, RunCause, run_cause
+from roost.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, ItemKind, JobState, RunCause, run_cause
 from roost.transcript import INPUT_ROLES, content_text
 
 SUMMARY_MAX = 120
@@ -107,7 +107,7 @@ def dialog_answer(request: dict[str, Any], reply: str) -> dict[str, Any]:
 
 def item_cause(item: Item) -> RunCause:
     """The cause of the run an item starts (or joins)."""
-    if item.kind == "reply":
+    if item.kind == ItemKind.REPLY:
         # roostd checked the cause it accepted (a client's: reply or cli; its own: task).
         try:
             return run_cause(item.extra.get("cause", "reply"), ITEM_CAUSES)

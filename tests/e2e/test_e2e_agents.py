@@ -191,8 +191,8 @@ def test_foreground_pi_lists_sends_and_receives(make_lab) -> None:
     spawn = lab.wait_tool_results("MK-FGP", "roost_spawn")[0]["text"]
     kid = spawned_id(spawn)
     record = lab.record(kid)
-    assert record["parentSession"] == str(session)
-    peer_id = record["parentPeer"]
+    assert record["links"]["parentSession"] == str(session)
+    peer_id = record["links"]["parentPeer"]
     assert re.fullmatch(r"f[0-9a-f]{7}", peer_id)
 
     # The kid lists its foreground parent and messages it; the fg model sees the envelope.
@@ -340,14 +340,14 @@ def test_receiver_killed_between_delivery_and_ack_sees_message_once(make_lab) ->
 
     def kill_worker() -> None:
         record = lab.record(child)
-        worker = record["workerPid"]
+        worker = record["process"]["workerPid"]
         pis = psutil.Process(worker).children()  # pi (it renames itself "pi")
         assert pis, "the child's pi process"
         kill_and_wait(worker)
         _, alive = psutil.wait_procs(pis, timeout=15)  # pi dies with its worker
         for proc in alive:
             proc.kill()
-        wait_until(lambda: (w := lab.record(child).get("workerPid")) and w != worker, 30,
+        wait_until(lambda: (w := lab.record(child).get("process", {}).get("workerPid")) and w != worker, 30,
                    "the worker to be restarted")
 
     # 1. Delivered to the running pi (a steer waiting for the tool boundary), not yet acked.
@@ -589,7 +589,7 @@ def test_reaped_parent_is_woken_by_report_and_reaped_receiver_started(make_lab) 
     lab.wait_request(fresh("MK-C4"))
     child = lab.job_named("kid-four")["id"]
     lab.wait_state(parent, "reaped")
-    assert lab.record(parent)["workerPid"] is None
+    assert lab.record(parent)["process"]["workerPid"] is None
     go.touch()
     lab.wait_request(task("MK-P4") & new_user_has("child four finished"), T)
     report = lab.reports_seen("MK-P4")[0]

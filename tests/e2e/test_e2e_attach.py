@@ -293,13 +293,13 @@ def test_attach_given_up_while_waiting_strands_nothing(
     cli = open_attach(lab, tmux, job)
     wait_until(lambda: "waiting for the current run" in tmux.capture(), 30,
                lambda: f"the waiting notice; screen:\n{tmux.capture()}")
-    wait_until(lambda: lab.record(job).get("attached"), 30, "the job to be attaching")
+    wait_until(lambda: lab.record(job).get("attach"), 30, "the job to be attaching")
     assert lab.cli("reply", job, "REPLY-DURING-ATTACH please").stdout.strip() == "queued"
     tmux.send_keys("C-c")
     wait_until(lambda: tmux.exit_status() is not None, 30,
                lambda: f"roost attach to give up; screen:\n{tmux.capture()}")
     assert not pi_under(cli)
-    wait_until(lambda: lab.record(job).get("attached") is False, 30,
+    wait_until(lambda: lab.record(job).get("attach") == "", 30,
                lambda: f"the job back in the background ({lab.record(job)})")
 
     hold.set()
@@ -326,7 +326,7 @@ def test_attach_to_a_job_waiting_on_a_dialog_opens_once_a_reply_answers_it(
     cli = open_attach(lab, tmux, job)
     wait_until(lambda: "waiting for the current run" in tmux.capture(), 30,
                lambda: f"the waiting notice; screen:\n{tmux.capture()}")
-    wait_until(lambda: lab.record(job).get("attached"), 30, "the job to be attaching")
+    wait_until(lambda: lab.record(job).get("attach"), 30, "the job to be attaching")
     assert lab.cli("reply", job, "green").stdout.strip() in ("queued", "delivered")
     wait_until(lambda: "COLOUR-ANSWER-AT4" in tmux.capture(), T,
                lambda: f"the TUI with the answer; screen:\n{tmux.capture()}")
@@ -394,8 +394,8 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM
         row = job_of_session(lab, session)
         bg = row["id"]
         assert bg != kid["id"] and row["kind"] == "pi"
-        assert lab.record(kid["id"])["parentSession"] == str(session)
-        wait_until(lambda: lab.record(bg).get("attached") is False
+        assert lab.record(kid["id"])["links"]["parentSession"] == str(session)
+        wait_until(lambda: lab.record(bg).get("attach") == ""
                    and lab.record(bg).get("status") != "handing off", 30,
                    lambda: f"the job to own the session ({lab.record(bg)})")
         assert holder_pid(lab, str(session)) is None
@@ -480,7 +480,7 @@ def test_roost_bg_job_counts_the_sessions_usage_from_its_start(lab: Lab, llm: Fa
     finally:
         fg.close()
     bg = job_of_session(lab, session)["id"]
-    wait_until(lambda: lab.record(bg).get("attached") is False, 30,
+    wait_until(lambda: lab.record(bg).get("attach") == "", 30,
                lambda: f"the job to own the session ({lab.record(bg)})")
     # No worker runs yet (nothing to do): the figures are the foreground's request.
     usage = lab.show(bg)["usage"]

@@ -92,7 +92,7 @@ def test_spawn_by_agent_name_with_the_list_in_the_tool(make_lab) -> None:
     assert "agent" in spawn_tool["parameters"]["properties"]
 
     child = lab.job_named("counter")
-    assert child is not None and child["agent"] == "helper" and child["parentPeer"] == parent
+    assert child is not None and child["agent"] == "helper" and child["links"]["parentPeer"] == parent
     assert child["thinking"] == "low"  # the definition's, not the parent's
     lab.wait(child["id"], T)
     first = lab.requests_of("MK-HC")[0]

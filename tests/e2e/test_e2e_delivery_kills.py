@@ -67,7 +67,7 @@ class SenderReceiver:
         return text("sent")
 
     def worker_pid(self) -> int | None:
-        pid = self.lab.record(self.receiver).get("workerPid")
+        pid = self.lab.record(self.receiver).get("process", {}).get("workerPid")
         return pid if isinstance(pid, int) else None
 
     def run_case(self, n: int, point: str, target: str, kind: str, mode: str) -> dict[str, Any]:

@@ -59,9 +59,11 @@ def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: Lab) ->
     lab.wait(child)
 
     for _ in range(2):  # the first kill is restarted, the second makes roostd give up
-        pid = wait_until(lambda: lab.record(child).get("workerPid"), T, "the child's worker")
+        pid = wait_until(lambda: lab.record(child).get("process", {}).get("workerPid"), T,
+                         "the child's worker")
         kill_and_wait(pid)
-        wait_until(lambda p=pid: lab.record(child).get("workerPid") != p, T, "the exit seen")
+        wait_until(lambda p=pid: lab.record(child).get("process", {}).get("workerPid") != p, T,
+                   "the exit seen")
     wait_until(lambda: of("job.failed") and len(of("job.report")) >= 3, T, "the give-up")
     lab.wait(parent)
     lab.cli("rm", parent)

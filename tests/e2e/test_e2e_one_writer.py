@@ -183,7 +183,7 @@ def test_restarted_worker_refuses_a_pi_that_names_the_session(
     assert names_holder(shown.get("error"), foreign.proc.pid, job), shown
     assert pis_of(lab) == {foreign.proc.pid}
     assert worker_pid(lab, job) is None
-    assert len(lab.record(job).get("crashes") or []) <= 1  # refused once, not restarted
+    assert len(lab.record(job).get("process", {}).get("crashes") or []) <= 1  # refused once, not restarted
 
     reply = lab.cli("reply", job, "PING-OW2 are you back")
     assert reply.stdout.strip() == "queued"

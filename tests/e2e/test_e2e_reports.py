@@ -61,7 +61,7 @@ def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_agai
         fg.close()  # the parent goes away: no peer holds its session, no job has it
 
         hold.set()  # the kid settles now; its report has nowhere to go
-        kept = wait_until(lambda: lab.record(kid).get("undeliveredReport"), T,
+        kept = wait_until(lambda: lab.record(kid).get("reports", {}).get("undelivered"), T,
                           "the report to be kept on the kid")
         assert "KID-RESULT-42" in str(kept)
         assert not lab.reports_seen("MK-AWAY")
@@ -72,7 +72,7 @@ def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_agai
         report = wait_until(lambda: lab.reports_seen("MK-AWAY"), T, "the kept report")[0]
         assert report["relation"] == "child" and report["id"] == kid
         assert "KID-RESULT-42" in report["raw"]
-        wait_until(lambda: not lab.record(kid).get("undeliveredReport"), 10,
+        wait_until(lambda: not lab.record(kid).get("reports", {}).get("undelivered"), 10,
                    "the kid to forget the delivered report")
         back.close()
     finally:
@@ -95,7 +95,7 @@ def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: Lab) -> Non
             # Each kill lands while the kid's run is in flight (its reply is held).
             wait_until(lambda n=crash: len(lab.requests_of("MK-CRASHKID")) >= n, T,
                        f"the kid's model request {crash}")
-            kill_and_wait(lab.record(kid)["workerPid"])
+            kill_and_wait(lab.record(kid)["process"]["workerPid"])
         row = lab.wait_state(kid, "failed", timeout=T)
         assert "gave up" in (row["error"] or "")
         report = wait_until(
@@ -142,7 +142,7 @@ def test_a_hand_back_sent_again_after_roostd_died_reaches_the_parent_once(tmp_pa
         in_session = [e for e in lab.session(parent)
                       if e.get("type") == "custom_message" and "KID-ONCE-7" in json.dumps(e)]
         assert len(in_session) == 1, in_session
-        assert lab.record(kid)["lastReport"] == items[0]["report"]
+        assert lab.record(kid)["reports"]["last"] == items[0]["report"]
     finally:
         hold.set()
         print(lab.diagnostics())

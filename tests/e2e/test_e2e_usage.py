@@ -194,7 +194,7 @@ def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> No
     results = lab.tool_results_of("UC-P", "roost_spawn")
     assert results[-1]["text"].startswith("spawned "), results
     child = lab.job_named("pricey")
-    assert child is not None and child["budget"] == 2.0
+    assert child is not None and child["limits"]["budget"] == 2.0
     bad = lab.cli("budget", child["id"], "3", "--tree", check=False)
     assert bad.returncode != 0 and "not a tree's root" in bad.stderr
 
@@ -309,7 +309,7 @@ def test_a_budget_raised_while_the_worker_is_away_reaches_it_when_it_reconnects(
     job = lab.cli("run", "--budget", "0.5", "--name", "away", "UE-J spend").stdout.split()[0]
     record = lab.wait_state(job, "failed", timeout=T)
     assert record["error"] == "budget exhausted: $0.58 of $0.50", record
-    worker = record["workerPid"]
+    worker = record["process"]["workerPid"]
     os.kill(worker, signal.SIGSTOP)
     try:
         lab.cli("daemon", "stop")
@@ -318,4 +318,4 @@ def test_a_budget_raised_while_the_worker_is_away_reaches_it_when_it_reconnects(
         os.kill(worker, signal.SIGCONT)
     lab.wait_request(task("UE-J") & new_user_has("budget was raised"), timeout=T)
     wait_until(lambda: lab.record(job).get("error") is None, T, "the raise to lift the stop")
-    assert lab.record(job)["workerPid"] == worker  # the same worker: it heard it on reconnect
+    assert lab.record(job)["process"]["workerPid"] == worker  # the same worker: it heard it on reconnect

@@ -352,9 +352,9 @@ def test_worktree_job_survives_roostd_restart_and_worker_kill(make_lab) -> None:
     assert lab.wait(job) == "done"
 
     # Its worker SIGKILLed: restarted by roostd, still in the worktree.
-    worker = lab.record(job)["workerPid"]
+    worker = lab.record(job)["process"]["workerPid"]
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: (p := lab.record(job).get("workerPid")) and p != worker
+    wait_until(lambda: (p := lab.record(job).get("process", {}).get("workerPid")) and p != worker
                and lab.record(job).get("state") in ("done", "starting", "running"),
                T, "a new worker")
     assert lab.reply(job, "AGAIN 2") in ("started", "delivered", "queued")

@@ -29,7 +29,7 @@ def test_no_job_secret_reaches_pi_or_its_tools_and_the_extension_cannot_be_repla
         job = lab.run("SEC-T1 probe the environment")
         lab.wait_request(fresh("SEC-T1"))
         record = lab.record(job)
-        worker = record["workerPid"]
+        worker = record["process"]["workerPid"]
         pi = wait_until(lambda: psutil.Process(worker).children(), 60, "pi")[0]
         pi_environ = Path(f"/proc/{pi.pid}/environ").read_bytes().decode(errors="replace")
         token = record["token"]

@@ -99,7 +99,7 @@ def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: Lab) -> None:
         path = env.job_dir(job) / "job.json"
         if body is None:  # a record whose workerPid is a string
             data = json.loads(path.read_text())
-            data["workerPid"] = "1234"
+            data["process"]["workerPid"] = "1234"
             body = json.dumps(data)
         path.write_text(body)
     (env.job_dir(victims[0]) / "mailbox" / "keep").write_text("x")
@@ -198,7 +198,10 @@ def test_every_persisted_field_of_a_job_record_has_a_checked_type() -> None:
     record that carries it unreadable."""
     import dataclasses
 
-    from roost.jobs import _FIELD_TYPES, JobRecord
+    from roost.jobs import _FIELD_TYPES, _GROUPS, JobRecord
 
-    persisted = {f.name for f in dataclasses.fields(JobRecord) if not f.metadata.get("transient")}
+    persisted = {f.name for f in dataclasses.fields(JobRecord)
+                 if not f.metadata.get("transient") and f.name not in _GROUPS}
+    for group in _GROUPS.values():  # links, process, limits, reports: checked field by field
+        persisted |= {f.name for f in dataclasses.fields(group)}
     assert persisted <= set(_FIELD_TYPES), persisted - set(_FIELD_TYPES)

@@ -116,7 +116,7 @@ def test_a_raw_client_cannot_pass_for_a_worker_even_with_the_token(fake_pi_env: 
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
     record = json.loads((env.job_dir(job) / "job.json").read_text())
     raw = Raw(env)
-    for pid in (record["workerPid"], os.getpid()):
+    for pid in (record["process"]["workerPid"], os.getpid()):
         frame = request(raw, op="worker_hello", job=job, token=record["token"], pid=pid)
         assert error_code(frame) == "unauthorized", frame
     # Not bound: it cannot send as the job, report for it or change its state.
@@ -124,7 +124,7 @@ def test_a_raw_client_cannot_pass_for_a_worker_even_with_the_token(fake_pi_env: 
     assert error_code(request(raw, op="handback", state="done")) == "unauthorized"
     assert error_code(request(raw, op="worker_update", state="failed")) == "unauthorized"
     raw.close()
-    assert env.show(job)["worker"]["pid"] == record["workerPid"]
+    assert env.show(job)["worker"]["pid"] == record["process"]["workerPid"]
     (env.work / "gate").touch()
     assert settle(env, job) == "done"
 

@@ -31,7 +31,7 @@ from roost.agents.peers import Peer, ResolveError, collapse, reachable, relation
 from roost.config import Settings
 from roost.mailbox import Item, Mailbox
 from roost.protocol import CUSTOM_TYPE
-from roost.states import RunCause
+from roost.states import PeerKind, RunCause
 from roost.transcript import Delivered, UserMessage
 from roost.worker.delivery import Delivery
 
@@ -40,13 +40,13 @@ from roost.worker.delivery import Delivery
 def job(id_: str, session: str | None, *, live: bool = True, name: str | None = None,
         parent: str | None = None, root: str | None = None, parent_peer: str | None = None,
         state: str = "done") -> Peer:
-    return Peer(id=id_, name=name or id_, kind="job", session=session, state=state, cwd="/w",
+    return Peer(id=id_, name=name or id_, kind=PeerKind.JOB, session=session, state=state, cwd="/w",
                 live=live, parent_session=parent, parent_peer=parent_peer, root_session=root)
 
 
 def fg(id_: str, session: str | None, *, name: str = "fg", parent: str | None = None,
        root: str | None = None, parent_peer: str | None = None) -> Peer:
-    return Peer(id=id_, name=name, kind="foreground", session=session, state="connected",
+    return Peer(id=id_, name=name, kind=PeerKind.FOREGROUND, session=session, state="connected",
                 cwd="/w", live=True, parent_session=parent, parent_peer=parent_peer,
                 root_session=root)
 

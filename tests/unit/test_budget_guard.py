@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import JobRecord
+from roost.jobs import JobLimits, JobRecord, Links
 from roost.states import JobKind, JobState, RunCause
 from roost.usage.budget import Limits
 from roost.usage.meter import Meter
@@ -211,8 +211,8 @@ def test_a_job_over_its_budget_at_start_up_resumes_nothing(tmp_path: Path) -> No
 def test_the_guard_of_a_job_keeps_the_stopped_runs_cause_across_restarts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOST_HOME", str(tmp_path))
-    record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/", budget=2.0,
-                       spawned=True)
+    record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/", limits=JobLimits(budget=2.0),
+                       links=Links(spawned=True))
     record.dir.mkdir(parents=True)
     ports = FakeWorker().ports()
     guard = BudgetGuard.of(record, RunTracker(), ports, stats_from_pi=False)

@@ -40,6 +40,7 @@ from roost.testkit.fakellm import (
 )
 from roost.testkit.fakellm.script import ScriptError
 from roost.testkit.fakellm.server import _Handler
+from roost.testkit.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -287,7 +288,9 @@ def test_hold_keeps_the_response_until_released(llm: FakeLLM) -> None:
     t.join(5)
     assert result["at"] >= released_at
     assert b"released" in result["resp"][2]
-    assert req.completed
+    # The server marks the request completed after its last write, which the client may
+    # have read first.
+    wait_until(lambda: req.completed, 5, "the request marked completed")
 
 
 def test_stop_releases_held_responses() -> None:

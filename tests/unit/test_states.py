@@ -11,15 +11,18 @@ from typing import Any
 import pytest
 
 from roost.jobs import JobRecord
+from roost.mailbox.item import AGENT_KINDS, KINDS
 from roost.states import (
     ATTACHES,
     CLIENT_CAUSES,
     DIALOGS,
+    JOB_MOVES,
     JOBS,
     PROCS,
     Attach,
     Dialog,
     IllegalTransition,
+    ItemKind,
     JobKind,
     JobState,
     Machine,
@@ -121,7 +124,7 @@ def test_a_client_may_claim_only_a_reply_or_the_cli_as_cause() -> None:
 def decide(kind: str = "message", job: JobState = J.DONE, attached: bool = False,
            worker: ProcState | None = P.RUNNING, alive: bool = True, dialog: bool = False,
            busy: bool = False) -> tuple[Outcome, bool, bool, bool]:
-    d = item_outcome(kind=kind, job=job, attached=attached, worker=worker, worker_alive=alive,
+    d = item_outcome(kind=ItemKind(kind), job=job, attached=attached, worker=worker, worker_alive=alive,
                      dialog=dialog, busy=busy)
     return d.outcome, d.post, d.wake, d.answers_dialog
 
@@ -184,6 +187,18 @@ def test_an_attached_job_stays_attached_whatever_its_worker_last_said() -> None:
     record = JobRecord(id="ab12cd34", name="j", kind=JobKind.PI, cwd="/")
     record.set_attach(A.ATTACHING)
     record.status = ""  # the worker's last update, as it lets go
-    assert record.attach == A.ATTACHED
+    assert record.attach == A.ATTACHING  # its own field: not read back from the status
+    assert JobRecord.from_json(record.to_json()).attach == A.ATTACHING
     record.set_attach(A.ATTACHED)
     assert (record.attached, record.status) == (True, "attached")
+
+
+def test_the_mailbox_knows_every_item_kind() -> None:
+    # The mailbox is a leaf that keeps its own list (its file format); it must match.
+    assert tuple(k.value for k in ItemKind) == KINDS
+    assert {ItemKind.MESSAGE.value, ItemKind.REPORT.value} == AGENT_KINDS
+
+
+def test_every_job_move_says_why() -> None:
+    assert set(JOB_MOVES) == EXPECTED["job"]
+    assert all(why.strip() for why in JOB_MOVES.values())

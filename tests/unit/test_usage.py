@@ -240,7 +240,7 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
     whether or not that cache was read before (no double count)."""
     from types import SimpleNamespace
 
-    from roost.jobs import JobRecord
+    from roost.jobs import JobRecord, Links
     from roost.supervise import budgets
     from roost.supervise.usagebook import UsageBook
 
@@ -254,7 +254,7 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
         if preload:
             assert fake.usage_book.removed == {}
         kid = JobRecord(id="0000000a", name="kid", kind="pi", cwd="/", session=str(session),
-                        root_session="/s/root", spawned=True)
+                        links=Links(root_session="/s/root", spawned=True))
         budgets.on_removed(fake, kid)  # type: ignore[arg-type]
         assert budgets.tree_usage(fake, "/s/root").cost == pytest.approx(0.8)  # type: ignore[arg-type]
         assert usage_log.removed_tree_costs(tmp_path / "rh" / "usage.jsonl")["/s/root"].cost == \

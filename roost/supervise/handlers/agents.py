@@ -17,10 +17,11 @@ from roost import jobenv
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
+from roost.jobs import Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES
+from roost.states import SETTLED_JOB_STATES, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
@@ -126,11 +127,11 @@ class AgentOps:
         settings = self.core.settings()
         parent_session = me.session
         parent_tools: tuple[str, ...] | None = None
-        if me.kind == "job":
+        if me.kind == PeerKind.JOB:
             parent_record = self.core.jobs[me.id]
             # A child runs with its parent job's environment: the one its creator gave it.
             env = jobenv.load(parent_record.dir)
-            depth = parent_record.depth
+            depth = parent_record.links.depth
             listed = (parent_record.agent_def or {}).get("tools")
             if listed is not None:
                 parent_tools = tuple(listed)
@@ -139,25 +140,26 @@ class AgentOps:
                     raise refuse("this session's agent definition does not allow roost_spawn")
         else:
             env = request_env(request)  # a foreground pi sends its own
-            links = self.router.job_for_session(me.session)
-            depth = links.depth if links else 0
+            held = self.router.job_for_session(me.session)  # a job handed to this pi
+            depth = held.links.depth if held else 0
         root = me.root_session or parent_session
         live = self.router.live_jobs()
         tree_key = root or me.id
         counts = SpawnCounts(
             parent_depth=depth,
-            live_children=sum(1 for r in live if (parent_session and r.parent_session == parent_session)
-                              or (not parent_session and r.parent_peer == me.id)),
-            live_in_tree=sum(1 for r in live if (r.root_session or r.session) == root) if root else 0,
-            live_spawned=sum(1 for r in live if r.spawned),
+            live_children=sum(1 for r in live if (parent_session and r.links.parent_session == parent_session)
+                              or (not parent_session and r.links.parent_peer == me.id)),
+            live_in_tree=sum(1 for r in live if (r.links.root_session or r.session) == root) if root else 0,
+            live_spawned=sum(1 for r in live if r.links.spawned),
         )
         refusal = spawn_refusal(counts, settings,
                                 self.spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
         if refusal:
             raise refuse(refusal)
         record = create_job(
-            self.core, request, parent_tools=parent_tools, parent_session=parent_session,
-            parent_peer=me.id, root_session=root, depth=depth + 1, spawned=True,
+            self.core, request, parent_tools=parent_tools, links=Links(
+                parent_session=parent_session, parent_peer=me.id, root_session=root,
+                depth=depth + 1, spawned=True),
         )
         budgets.apply_budget(self.core, record, request)  # within the tree's budget
         await worktree_jobs.prepare(self.core, record, request, spawned=True)
@@ -183,9 +185,9 @@ class AgentOps:
         report_id = request.get("report")
         if report_id is not None and not (isinstance(report_id, str) and REPORT_ID.match(report_id)):
             raise RequestError(BAD_REQUEST, "report must be a short hex id")
-        if not record.spawned:
+        if not record.links.spawned:
             return {"routed": False}
-        if report_id is not None and report_id == record.last_report:
+        if report_id is not None and report_id == record.reports.last:
             return {"routed": True}  # sent again after roostd went away: it already went
         result = str(request.get("result") or "")[:RESULT_MAX]
         if record.worktree:  # its branch, commits, diffstat and uncommitted work

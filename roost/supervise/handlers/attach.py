@@ -17,7 +17,7 @@ from typing import Any
 from roost import jobenv, paths, protocol
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, JobKind, JobState
+from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, RunCause
 from roost.supervise import budgets, jobstore
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, request_env
@@ -93,7 +93,7 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
     if record.state in ENDED_JOB_STATES:
         core.set_state(record, JobState.STARTING)
     if task:
-        core.mailbox(record).post(kind="reply", text=task, sender=None, cause="cli")
+        core.mailbox(record).post(kind=ItemKind.REPLY.value, text=task, sender=None, cause=RunCause.CLI.value)
     else:
         record.summary = record.summary or "handed off from the foreground"
         if record.state == JobState.STARTING:

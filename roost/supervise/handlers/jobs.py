@@ -16,7 +16,7 @@ from roost import __version__, jobenv, paths
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
-from roost.states import CLIENT_CAUSES, JobKind, JobState, Outcome, run_cause
+from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, launch, request_env
@@ -112,10 +112,10 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     row.update(
         task=record.task, command=record.command, model=record.model,
         agentDefinition=record.agent_def,
-        thinking=record.thinking, error=record.error, exitCode=record.exit_code,
-        worker={"pid": record.worker_pid, "state": proc.state.value if proc else "stopped",
-                "crashes": len(record.crashes)},
-        dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.depth,
+        thinking=record.thinking, error=record.error, exitCode=record.process.exit_code,
+        worker={"pid": record.process.worker_pid, "state": proc.state.value if proc else "stopped",
+                "crashes": len(record.process.crashes)},
+        dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
     )
     return {"job": row}
@@ -132,7 +132,7 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         cause = run_cause(request.get("cause", "reply"), CLIENT_CAUSES)
     except ValueError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
-    outcome = accept_item(core, record, "reply", text, cause=cause.value)
+    outcome = accept_item(core, record, ItemKind.REPLY, text, cause=cause.value)
     answer = {"status": outcome.value, "id": record.id}
     if outcome == Outcome.QUEUED and record.state == JobState.FAILED and record.error:
         answer["why"] = record.error  # no run starts for it until `roost start`
@@ -222,7 +222,7 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
             Path(record.dir, stale).unlink(missing_ok=True)
     if (held := held_by_other(record)) is not None:  # its worker would refuse it too
         raise RequestError(REFUSED, f"job {record.id} cannot start: {held.message(record.id)}")
-    record.crashes = []
+    record.process.crashes = []
     core.start_worker(record, "roost start")
     return {"id": record.id, "state": record.state.value}
 

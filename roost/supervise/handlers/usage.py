@@ -9,6 +9,7 @@ from typing import Any
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.states import ItemKind, JobKind
 from roost.supervise import budgets
 from roost.supervise.core import Core, bind
 from roost.usage import budget
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 
 async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
-    if record.kind != "pi":
+    if record.kind != JobKind.PI:
         raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
     amount = budgets.amount(request, "budget")
     tokens = budgets.amount(request, "budgetTokens", integer=True)
@@ -27,24 +28,24 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
         raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
     # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
     tree = bool(request.get("tree")) or (
-        amount is not None and not record.root_session and record.tree_budget is not None
-        and record.budget is None and tokens is None and turns is None)
+        amount is not None and not record.links.root_session and record.limits.tree_budget is not None
+        and record.limits.budget is None and tokens is None and turns is None)
     if tree:
-        if record.root_session:
+        if record.links.root_session:
             raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
                                         "tree budget is set on the root")
         if amount is None:
             raise RequestError(BAD_REQUEST, "a tree budget is an amount (budget)")
-        record.tree_budget = amount
+        record.limits.tree_budget = amount
     else:
         if amount is not None:
-            record.budget = amount
+            record.limits.budget = amount
         if tokens is not None:
-            record.budget_tokens = tokens
+            record.limits.budget_tokens = tokens
         if turns is not None:
-            record.max_turns = turns
+            record.limits.max_turns = turns
     record.save()
-    if record.tree_budget is not None and not record.root_session:
+    if record.limits.tree_budget is not None and not record.links.root_session:
         budgets.lift_tree(core, record)
     if not budgets.send_limits(core, record, core.usage_book.tree_stopped.get(record.id)):
         proc = core.procs.get(record.id)
@@ -78,20 +79,20 @@ async def _tell_parent(core: Core, child: JobRecord, text: str) -> None:
     from roost.agents.peers import relation
 
     router = core.agents
-    if not child.spawned:
+    if not child.links.spawned:
         return
     target = None
     for fg in router.foreground.values():
-        if child.parent_session and fg.session == child.parent_session:
+        if child.links.parent_session and fg.session == child.links.parent_session:
             target = router.foreground_peer(fg)
-    parent = router.job_for_session(child.parent_session) if target is None else None
+    parent = router.job_for_session(child.links.parent_session) if target is None else None
     if target is None and parent is not None:
         target = router.job_peer(parent)
     if target is None:
         return
     sender = router.job_peer(child)
     try:
-        await router.deliver(target, "message", sender, relation(target, sender), text)
+        await router.deliver(target, ItemKind.MESSAGE, sender, relation(target, sender), text)
     except RequestError as exc:
         log.warning("job %s: budget warning not delivered to its parent: %s", child.id,
                     exc.message)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import Any
+from typing import Any, cast
 
+from roost.jobs import Facts
 from roost.jsonlines import Connection, Handler
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
@@ -37,9 +38,9 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
         raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
                                          f"not {request['pid']!r}")
     proc = core.proc(record)
-    if proc.alive and record.worker_pid != pid:
+    if proc.alive and record.process.worker_pid != pid:
         raise RequestError(
-            UNAUTHORIZED, f"job {record.id} has worker pid {record.worker_pid}, not {pid}"
+            UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
         )
     if not proc.alive:
         # Only the process holding the job's worker lock is its worker.
@@ -61,7 +62,7 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     record = core.jobs.get(conn.job_id)
     if record is None:
         raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
-    fields = {key: request[key] for key in WORKER_FIELDS if key in request}
+    fields = cast(Facts, {key: request[key] for key in WORKER_FIELDS if key in request})
     if record.state in (JobState.STOPPED, JobState.REAPED):
         return {}  # the worker is on its way out; its last words change nothing
     state = request.get("state")
@@ -75,8 +76,7 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     if "usage" in fields and not isinstance(fields["usage"], dict):
         raise RequestError(REFUSED, "usage must be an object")
     changed = {key for key, value in fields.items() if getattr(record, key) != value}
-    for key, value in fields.items():
-        setattr(record, key, value)
+    record.apply(fields)
     if "usage" in changed:
         budgets.after_usage(core, record)
     if changed:
