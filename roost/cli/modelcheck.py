@@ -22,7 +22,7 @@ from typing import Any
 
 from roost import paths
 from roost.cli.pirpc import JOB_VARIABLES
-from roost.pi import problems
+from roost.pi import agentfiles, problems
 
 PROBE_TIMEOUT = 20.0
 
@@ -104,16 +104,6 @@ def settings_default(cwd: str | None = None) -> str | None:
     return None
 
 
-def models_json_error() -> str | None:
-    try:
-        json.loads((paths.agent_dir() / "models.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        return str(exc)
-    return None
-
-
 def verdict(result: Probe, model: str | None, source: str,
             default: str | None = None) -> tuple[str, str, str | None]:
     """(level, detail, fix) for a probe of `model` (None: pi's default; `default` is what
@@ -126,7 +116,7 @@ def verdict(result: Probe, model: str | None, source: str,
             f"see why: {' '.join(result.argv)}")
     found = result.model or {}
     provider, ident = str(found.get("provider") or ""), str(found.get("id") or "")
-    broken = models_json_error()
+    broken = agentfiles.models_json_error()
     if broken:
         return "fail", f"pi could not read models.json: {broken}", problems.no_model(None, broken)
     if provider in ("", "unknown"):

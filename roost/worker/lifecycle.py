@@ -26,7 +26,7 @@ from roost.agents.handback import should_report
 from roost.fsutil import utc_now
 from roost.jobs import JobRecord
 from roost.mailbox import Item, Mailbox
-from roost.pi import problems
+from roost.pi import agentfiles, problems
 from roost.pi.compat import features_of
 from roost.protocol import RESULT_MAX
 from roost.states import ATTACH_REASON, EXIT_FATAL
@@ -283,14 +283,14 @@ class Worker:
             self.report()
 
     def _provider(self) -> str | None:
-        return problems.provider_of(self.record.model) or startup.default_provider()
+        return problems.provider_of(self.record.model) or agentfiles.default_provider()
 
     def _refused(self, exc: PiError) -> bool:
         """pi refused a prompt: a configuration problem (no API key, unknown model) fails
         the job now, with pi's words and the fix; the item stays for `roost start`."""
         problem = problems.from_prompt_error(
             str(exc), self.record.id, provider=self._provider(),
-            models_json_error=startup.models_json_error())
+            models_json_error=agentfiles.models_json_error())
         if problem is None:
             return False
         log.error("%s", problem.text())
