@@ -53,12 +53,21 @@ def is_pi(proc: psutil.Process) -> bool:
 
 
 def pi_under(pid: int) -> list[psutil.Process]:
-    """The live pi (node) processes under `pid`, at any depth."""
+    """The live pi (node) processes under `pid`, at any depth, not counting a pi's own
+    children: pi's TUI forks helpers (`tmux`, a clipboard tool) that are named `pi` until
+    they exec."""
     try:
         kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [k for k in kids if is_pi(k) and pid_alive(k.pid)]
+    pis = [k for k in kids if is_pi(k) and pid_alive(k.pid)]
+    pids = {p.pid for p in pis}
+    tops = []
+    for proc in pis:
+        with contextlib.suppress(psutil.Error):
+            if proc.ppid() not in pids:
+                tops.append(proc)
+    return tops
 
 
 def processes_of(root: Path) -> list[psutil.Process]:
