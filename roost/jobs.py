@@ -176,15 +176,29 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     return kwargs
 
 
+_JSON_PLANS: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+
+
+def _json_plan(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    """For each saved field of `cls`: its name, its JSON key, whether it is a group. Worked
+    out once per class: a record is saved on every state change, on the daemon's loop."""
+    plan = _JSON_PLANS.get(cls)
+    if plan is None:
+        plan = _JSON_PLANS[cls] = tuple(
+            (f.name, _camel(f.name), f.name in _GROUPS) for f in dataclasses.fields(cls)
+            if not f.metadata.get("transient"))
+    return plan
+
+
 def _json_of(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        if f.metadata.get("transient"):
-            continue
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value):
+    for name, key, group in _json_plan(type(obj)):
+        value = getattr(obj, name)
+        if group:
             value = _json_of(value)
-        out[_camel(f.name)] = value.value if isinstance(value, Enum) else value
+        elif isinstance(value, Enum):
+            value = value.value
+        out[key] = value
     return out
 
 
