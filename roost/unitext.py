@@ -49,18 +49,16 @@ def invisible(char: str) -> bool:
     return any(low <= code <= high for low, high in _IGNORABLE)
 
 
+_LINE = re.compile(r"^([0-9A-F]{4,6})\s*;\s*([0-9A-F ]+?)\s*;", re.M)
+
+
 @functools.cache
 def _table() -> dict[str, str]:
     """confusables.txt as {source character: prototype}. Lines are
     `SOURCE ; TARGET... ; TYPE # comment`, code points in hex."""
-    table: dict[str, str] = {}
-    for line in CONFUSABLES.read_text(encoding="utf-8-sig").splitlines():
-        fields = line.split("#", 1)[0].split(";")
-        if len(fields) < 2:
-            continue
-        source = fields[0].strip()
-        table[chr(int(source, 16))] = "".join(chr(int(h, 16)) for h in fields[1].split())
-    return table
+    text = CONFUSABLES.read_text(encoding="utf-8-sig")
+    return {chr(int(source, 16)): "".join(chr(int(h, 16)) for h in target.split())
+            for source, target in _LINE.findall(text)}
 
 
 def _mapped(text: str) -> str:
