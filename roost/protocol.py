@@ -145,6 +145,19 @@ def invalid_text(value: Any) -> str | None:
     return None
 
 
+def scrub_text(value: Any) -> Any:
+    """`value` with every lone surrogate replaced by U+FFFD, at any depth: for frames that
+    must be kept even so (pi's own events, where a model's text was cut mid-pair)."""
+    if isinstance(value, str):
+        return value if _valid(value) else (
+            value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    if isinstance(value, dict):
+        return {scrub_text(k): scrub_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_text(v) for v in value]
+    return value
+
+
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")  # a path names only plain keys
 
 

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from kit.jobs import Raw, run_job
+from kit.jobs import Raw, run_job, settle
 
 from roost.protocol import DAEMON_OPS
 from roost.testkit.lab import Lab
@@ -110,3 +110,18 @@ def test_peer_register_names_follow_the_same_rule(fake_pi_env: Lab) -> None:
                                   "session": None, "name": "ｍｙ ｐｉ"}).encode() + b"\n")
     assert answer["ok"] and answer["result"]["name"] == "my pi", answer
     raw.close()
+
+
+def test_a_models_text_cut_mid_surrogate_pair_is_shown_with_a_replacement_character(
+    fake_pi_env: Lab,
+) -> None:
+    """pi writes a lone surrogate as a `\\ud83d` escape (a model's text cut in the middle of
+    an emoji): the worker and the transcript reader turn it into U+FFFD, so the job's row,
+    its details and its log still answer."""
+    env = fake_pi_env
+    job = run_job(env, "[[cut-emoji]] please")
+    assert settle(env, job) == "done"
+    assert env.row(job)["summary"] == "cut: \ufffd"
+    assert env.cli("ls", timeout=20).returncode == 0
+    assert env.cli("show", job, timeout=20).returncode == 0
+    assert "cut: \ufffd" in env.cli("logs", job, timeout=20).stdout

@@ -39,6 +39,12 @@ def test_valid_text_passes() -> None:
     assert protocol.invalid_text(frame) is None
 
 
+def test_scrub_text_replaces_only_lone_surrogates() -> None:
+    frame = json.loads('{"a": ["x\\ud83d", {"\\udc00k": "\\ud83d\\ude00 ok"}], "n": 1}')
+    assert protocol.scrub_text(frame) == {"a": ["x\ufffd", {"\ufffdk": "\U0001f600 ok"}], "n": 1}
+    assert protocol.invalid_text(protocol.scrub_text(frame)) is None
+
+
 # -- the server ------------------------------------------------------------------------------------
 OPS = {name: Op(name, "any") for name in ("echo", "bad_answer", "huge_answer", "push_bad")}
 
