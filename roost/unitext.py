@@ -82,7 +82,7 @@ def _small_capital(char: str) -> str:
 
 
 def _fold_step(text: str) -> str:
-    text = _mapped(unicodedata.normalize("NFKC", text))
+    text = _mapped(unicodedata.normalize("NFKD", text))  # decomposed first, as UTS #39 maps
     text = "".join(_small_capital(c) for c in text.casefold())
     text = unicodedata.normalize("NFD", _mapped(text))
     return "".join(c for c in text
@@ -91,8 +91,9 @@ def _fold_step(text: str) -> str:
 
 @functools.lru_cache(maxsize=1 << 16)
 def fold(char: str) -> str:
-    """One character as a reader takes it: its prototype, lower case, without marks; ""
-    for what shows nothing. Repeated to a fixed point (Cyrillic `М` -> `M` -> `m` -> `rn`)."""
+    """One character as a reader takes it: the prototype of its decomposition (NFKD: UTS #39
+    maps the NFD form, so `ņ` is `n` and a cedilla), lower case, without marks; "" for what
+    shows nothing. Repeated to a fixed point (Cyrillic `М` -> `M` -> `m` -> `rn`)."""
     if invisible(char):
         return ""
     text = char
@@ -102,6 +103,14 @@ def fold(char: str) -> str:
             break
         text = folded
     return text
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fold_capital(char: str) -> str:
+    """A second reading of a character: the fold of its capital. The table maps a letter's
+    small form by its shape (Greek `ε` to `ꞓ`, `ν` to `v`) and its capital by the letter it
+    reads as (`Ε` to `E`, `Ν` to `N`); a reader who ignores case takes `ε` for `e` too."""
+    return fold_text(char.upper())
 
 
 def fold_text(text: str) -> str:

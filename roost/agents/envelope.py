@@ -100,12 +100,30 @@ def _ascii_delimiter() -> re.Pattern[str]:
     return re.compile(f"<\\s*/?\\s*{word('agent')}[\\s{re.escape(seps)}]*{word('message')}")
 
 
+@functools.cache
+def _alphabet() -> frozenset[str]:
+    """Every character the tag pattern can match in the folded view."""
+    pieces = ["/", "agent", "message", _SEPARATORS]
+    return frozenset(_openers()) | frozenset("".join(unitext.fold_text(p) for p in pieces))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _reading(char: str) -> str:
+    """How a reader takes `char` (`unitext.fold`), or, when only that can be part of a tag,
+    how they take its capital (`unitext.fold_capital`: Greek `ε` as `e`, `ν` as `n`)."""
+    look = unitext.fold(char)
+    if char.isascii() or not look or set(look) <= _alphabet():
+        return look
+    capital = unitext.fold_capital(char)
+    return capital if capital and set(capital) <= _alphabet() else look
+
+
 def _folded(text: str) -> tuple[str, list[int]]:
-    """`text` as a reader takes it (`unitext.fold`: prototypes, case, compatibility forms,
+    """`text` as a reader takes it (`_reading`: prototypes, case, compatibility forms,
     marks and invisible characters dropped) and, for each folded character, the index of
     the original it came from. Each distinct character is folded once; the rest runs in C
     (join, map, repeat)."""
-    looks = {char: unitext.fold(char) for char in set(text)}
+    looks = {char: _reading(char) for char in set(text)}
     pieces = list(map(looks.__getitem__, text))
     origin = list(chain.from_iterable(map(repeat, range(len(text)), map(len, pieces))))
     return "".join(pieces), origin

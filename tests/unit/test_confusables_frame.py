@@ -78,6 +78,33 @@ def test_tags_made_only_of_lookalikes_are_neutralised(tag: str) -> None:
         assert is_neutralised(spoof), ascii(spoof)
 
 
+def test_small_forms_of_capital_lookalikes_are_neutralised() -> None:
+    """The table maps Greek `Ε` to `E` but `ε` to `ꞓ`: a reader who ignores case takes
+    `agεnt` for `agent` all the same. Each look-alike of a capital, in its small form."""
+    total = 0
+    for tag in TAGS:
+        for index, char in enumerate(tag):
+            for capital in LOOKALIKES.get(char.upper(), []):
+                small = capital.lower()
+                if len(small) == 1 and small != capital:
+                    total += 1
+                    assert is_neutralised(tag[:index] + small + tag[index + 1:]), ascii(small)
+    assert total > 20
+
+
+def test_letters_with_marks_are_neutralised() -> None:
+    """UTS #39 maps the decomposed form: `ņ` is `n` with a cedilla, `ṃ` an `m` with a dot."""
+    marked: dict[str, list[str]] = {}
+    for code in range(0xC0, 0x2000):
+        parts = unicodedata.normalize("NFD", chr(code))
+        if len(parts) > 1 and all(unicodedata.category(p) == "Mn" for p in parts[1:]):
+            marked.setdefault(parts[0], []).append(chr(code))
+    for tag in TAGS:
+        for index, char in enumerate(tag):
+            for sub in marked.get(char, []) + marked.get(char.upper(), []):
+                assert is_neutralised(tag[:index] + sub + tag[index + 1:]), ascii(sub)
+
+
 INVISIBLE = ["\u034f", "\u3164", "\u115f", "\u1160", "\uffa0", "\u200b", "\u200c", "\u200d",
              "\u2060", "\u00ad", "\ufeff", "\u180e", "\ufe0f", "\U000e0041", "\U000e0100",
              "\u202e", "\u2066", "\u061c", "\u200e"]
@@ -104,6 +131,8 @@ def test_invisible_characters_between_the_letters_are_seen_through(hidden: str) 
     "<\uff0fagent\uff0dmessage", "</agent\u2014message", "</agent\u2010message",
     "</a\u0307gent-message",   # a combining mark on a letter
     "<agent-rnessage",         # the table's `m` is `rn`
+    "<agεnt-mεssagε", "</ageνt-message", "<agent-meſſage",  # Greek ε ν, long s
+    "</aģeņţ-ṃeşşage",
 ])
 def test_the_issues_lookalikes_are_neutralised(spoof: str) -> None:
     assert is_neutralised(spoof), ascii(spoof)
