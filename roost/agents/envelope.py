@@ -8,8 +8,7 @@ and combining marks folded and invisible characters dropped), not by a list of c
 Cyrillic or Greek letters, `∕` and `⁄` for the slash, `‹ ⟨ 〈 ＜` for the bracket, U+034F
 or U+3164 between letters all count. Control characters other than newline and tab become
 visible symbols, so a body can neither hide text from a terminal nor move its cursor. The
-closing text tells the receiving model the item carries
-no user authority.
+closing text tells the receiving model the item carries no user authority.
 """
 
 from __future__ import annotations
