@@ -12,7 +12,8 @@ import json
 import os
 
 import pytest
-from kit.jobs import Raw, run_job, settle
+from kit.jobs import Raw, raw_unix, run_job, settle, status_is
+from kit.wait import wait_until
 
 from roost.protocol import DAEMON_OPS
 from roost.testkit.lab import Lab
@@ -125,3 +126,19 @@ def test_a_models_text_cut_mid_surrogate_pair_is_shown_with_a_replacement_charac
     assert env.cli("ls", timeout=20).returncode == 0
     assert env.cli("show", job, timeout=20).returncode == 0
     assert "cut: \ufffd" in env.cli("logs", job, timeout=20).stdout
+
+
+def test_the_extension_socket_refuses_a_lone_surrogate_too(fake_pi_env: Lab) -> None:
+    """A worker's ext.sock runs the same server: the check is there before its handlers."""
+    env = fake_pi_env
+    job = run_job(env, "[[hold gate]] mine")
+    wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
+    raw = raw_unix(env.job_dir(job) / "ext.sock")
+    for frame in ({"op": "ext_hello", "pid": os.getpid(), "name": LONE},
+                  {"op": "send", "to": job, "message": "x" + LONE}):
+        answer = raw.send(json.dumps({"id": 1, **frame}).encode() + b"\n")
+        assert answer["error"]["code"] == "bad_request", answer
+    assert raw.send(b'{"id": 2, "op": "ext_hello", "pid": 1}\n')["error"]["code"] == "unauthorized"
+    raw.close()
+    (env.work / "gate").touch()
+    assert settle(env, job) == "done"
