@@ -45,6 +45,23 @@ def peer_credentials(writer: asyncio.StreamWriter) -> PeerCred | None:
     return PeerCred(pid, uid, gid) if pid > 0 else None
 
 
+def _unencodable(frame: dict[str, Any], exc: Exception) -> bytes | None:
+    """What is sent instead of a frame that cannot be encoded: for a response, an `internal`
+    error for the same request (its id, when that encodes); None (nothing) otherwise."""
+    what = f"{frame.get('type') or 'request'} {frame.get('event') or frame.get('op') or ''}"
+    log.error("cannot send a %s frame: %s", what.strip(), str(exc)[:200])
+    if frame.get("type") != "response":
+        return None
+    message = (str(exc) if isinstance(exc, FrameTooLarge)
+               else f"the answer could not be encoded ({type(exc).__name__})")
+    for request_id in (frame.get("id"), None):
+        try:
+            return protocol.encode(protocol.fail(request_id, protocol.INTERNAL, message))
+        except (ProtocolError, ValueError, TypeError):
+            continue
+    return None
+
+
 class Connection:
     """One peer of a JSON-lines socket. `bound` says who it proved to be (worker, peer)."""
 
@@ -60,14 +77,20 @@ class Connection:
 
 
     async def send(self, frame: dict[str, Any]) -> bool:
-        """Write one frame; False when the peer is gone (never raises for that)."""
+        """Write one frame; False when the peer is gone, or when this frame could not be
+        encoded and was dropped (logged; `closed` tells the two apart). Never raises."""
         if self.closed.is_set():
             return False
         try:
             data = protocol.encode(frame)
-        except ProtocolError as exc:
-            log.error("dropping an oversize frame: %s", exc)
-            return False
+        except (ProtocolError, ValueError, TypeError) as exc:
+            # Too large, or not encodable (a lone surrogate): this frame only. A response
+            # becomes an `internal` error for its request; anything else is dropped. The
+            # connection and every other request go on.
+            fallback = _unencodable(frame, exc)
+            if fallback is None:
+                return False
+            data = fallback
         try:
             async with self._write_lock:
                 self.writer.write(data)
@@ -162,6 +185,13 @@ async def _answer(
     name = frame.get("op")
     if frame.get("type") == "response" or frame.get("type") == "event":
         return  # a client's answer to something we pushed; nothing to dispatch
+    where = protocol.invalid_text(frame)
+    if where is not None:  # refused before any handler keeps it (README: the socket)
+        if protocol.invalid_text(request_id) is not None:
+            request_id = None
+        await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST,
+                                      f"{where}: not valid Unicode (a lone surrogate)"))
+        return
     if not isinstance(name, str):
         await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST, "missing field 'op'"))
         return

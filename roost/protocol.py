@@ -32,6 +32,7 @@ to its newline, so the next frame starts on a frame boundary (jsonlines.read_fra
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +122,53 @@ def decode(line: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ProtocolError("could not decode frame: expected a JSON object")
     return obj
+
+
+def invalid_text(value: Any) -> str | None:
+    """Where `value` (a decoded frame, any nesting) holds a string that is not valid
+    Unicode, else None. JSON's `\\ud800` escape decodes to a lone surrogate, which no
+    encoder can write back: kept, it would break every answer and file it reaches."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not _valid(item):
+                return path or "the frame"
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if not _valid(key):
+                    return f"a key of {path or 'the frame'}"
+                shown = key if _PLAIN_KEY.fullmatch(key) else "?"
+                stack.append((f"{path}.{shown}" if path else shown, sub))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", sub) for i, sub in enumerate(item))
+    return None
+
+
+def scrub_text(value: Any) -> Any:
+    """`value` with every lone surrogate replaced by U+FFFD, at any depth: for frames that
+    must be kept even so (pi's own events, where a model's text was cut mid-pair)."""
+    if isinstance(value, str):
+        return value if _valid(value) else (
+            value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    if isinstance(value, dict):
+        return {scrub_text(k): scrub_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_text(v) for v in value]
+    return value
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")  # a path names only plain keys
+
+
+def _valid(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def greeting(server: str = "roostd") -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.agents.envelope import title
-from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
+from roost.protocol import CUSTOM_TYPE, NOTE_TYPE, scrub_text
 
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:
@@ -27,6 +27,8 @@ def read_entries(path: str | Path) -> list[dict[str, Any]]:
                 except (ValueError, RecursionError):  # cut short, garbled, not UTF-8, too deep
                     continue
                 if isinstance(entry, dict):
+                    if b"\\ud" in line or b"\\uD" in line:  # a model's text cut mid-pair
+                        entry = scrub_text(entry)
                     entries.append(entry)
     except FileNotFoundError:
         pass

@@ -2,20 +2,24 @@
 
 Names are reduced to `[\\w .:@/-]`; `<agent-message` and `</agent-message` inside the body
 are neutralised (`<` -> `&lt;`) so a peer cannot close the frame early or forge another —
-in every spelling a model could read as one: any case, spaces around the slash, look-alike
-brackets, hyphens and letters (fullwidth forms and others that Unicode's compatibility
-mapping folds to ASCII), with invisible format characters in between. Control characters
-other than newline and tab become visible symbols, so a body can neither hide text from a
-terminal nor move its cursor. The closing text tells the receiving model the item carries
-no user authority.
+in every spelling a model could read as one. Characters are judged by what they look like
+(`roost.unitext.fold`: Unicode's confusables table, UTS #39, with case, compatibility forms
+and combining marks folded and invisible characters dropped), not by a list of cases:
+Cyrillic or Greek letters, `∕` and `⁄` for the slash, `‹ ⟨ 〈 ＜` for the bracket, U+034F
+or U+3164 between letters all count. Control characters other than newline and tab become
+visible symbols, so a body can neither hide text from a terminal nor move its cursor. The
+closing text tells the receiving model the item carries no user authority.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from itertools import chain, repeat
 from typing import Any
 
+from roost import unitext
 from roost.states import ItemKind
 
 NAME_MAX = 80
@@ -27,36 +31,101 @@ NO_AUTHORITY = (
 )
 
 _NAME_UNSAFE = re.compile(r"[^\w .:@/-]")
-# Matched against a folded view of the body (see _folded): `<`, an optional `/` with
-# spaces around it, "agent", any run of separators, "message".
-_DELIMITER = re.compile(r"<\s*/?\s*agent[\s_.\-\u2010-\u2015\u2212]*message")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def sanitize_name(value: object) -> str:
-    """Keep only `[\\w .:@/-]` (quotes, angle brackets, newlines all go), bounded length."""
-    text = _NAME_UNSAFE.sub("", str(value or ""))
+    """Keep only `[\\w .:@/-]` (quotes, angle brackets, newlines all go), bounded length.
+    A character is judged by what it looks like (`unitext.fold`): a letter that reads as
+    `<` or `"` (Canadian syllabics `ᐸ`) goes too, and so does what shows nothing."""
+    text = "".join(c for c in str(value or "") if _looks_safe(c))
     text = " ".join(text.split())
     return text[:NAME_MAX] or "unnamed"
 
 
+@functools.lru_cache(maxsize=4096)
+def _looks_safe(char: str) -> bool:
+    if char.isascii():
+        return not _NAME_UNSAFE.match(char)
+    look = unitext.fold(char)
+    return bool(look) and not _NAME_UNSAFE.search(look) and not _NAME_UNSAFE.match(char)
+
+
+# The frame's tags as a reader sees them: in the folded view (`_folded`), an opening
+# bracket, an optional `/` with spaces around it, "agent", any run of separators,
+# "message" -- each piece being whatever folds the same (the table's `m` is `rn`).
+_SEPARATORS = " _.-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"
+# The table keeps `⟨` and `〈` apart from `<` (their prototype is `❬`): a bracket is any
+# character Unicode names a left angle or a less-than sign, as it folds.
+_OPENER_NAME = re.compile(r"\bLEFT\b.*\bANGLE\b|\bLESS-THAN\b")
+
+
+@functools.cache
+def _openers() -> frozenset[str]:
+    looks = {unitext.fold("<")}
+    for code in range(0x80, 0x20000):
+        char = chr(code)
+        if _OPENER_NAME.search(unicodedata.name(char, "")):
+            looks.add(unitext.fold(char))
+    return frozenset(look for look in looks if len(look) == 1)
+
+
+@functools.cache
+def _delimiter() -> re.Pattern[str]:
+    """The tag in the folded view."""
+    def lit(word: str) -> str:
+        return re.escape(unitext.fold_text(word))
+    seps = "".join(sorted({unitext.fold(c) for c in _SEPARATORS if len(unitext.fold(c)) == 1}))
+    return re.compile(f"[{re.escape(''.join(sorted(_openers())))}]\\s*{lit('/')}?\\s*"
+                      f"{lit('agent')}[\\s{re.escape(seps)}]*{lit('message')}")
+
+
+@functools.cache
+def _ascii_delimiter() -> re.Pattern[str]:
+    """The same tag in lower-cased ASCII, without folding each character: every piece is an
+    alternation of the ASCII spellings (one or two characters) that fold to it."""
+    spellings = [chr(c) for c in range(0x20, 0x7F)]
+    spellings += [a + b for a in spellings for b in spellings if a.isalpha() and b.isalpha()]
+
+    def alternatives(look: str) -> str:
+        same = sorted({s.lower() for s in spellings if unitext.fold_text(s) == look}, key=len)
+        if len(same) == 1:
+            return re.escape(same[0])
+        return "(?:" + "|".join(map(re.escape, reversed(same))) + ")"
+
+    def word(text: str) -> str:
+        return "".join(alternatives(unitext.fold(c)) for c in text)
+    seps = "".join(sorted({c for c in _SEPARATORS if c.isascii()}))
+    return re.compile(f"<\\s*/?\\s*{word('agent')}[\\s{re.escape(seps)}]*{word('message')}")
+
+
+@functools.cache
+def _alphabet() -> frozenset[str]:
+    """Every character the tag pattern can match in the folded view."""
+    pieces = ["/", "agent", "message", _SEPARATORS]
+    return frozenset(_openers()) | frozenset("".join(unitext.fold_text(p) for p in pieces))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _reading(char: str) -> str:
+    """How a reader takes `char` (`unitext.fold`), or, when only that can be part of a tag,
+    how they take its capital (`unitext.fold_capital`: Greek `ε` as `e`, `ν` as `n`)."""
+    look = unitext.fold(char)
+    if char.isascii() or not look or set(look) <= _alphabet():
+        return look
+    capital = unitext.fold_capital(char)
+    return capital if capital and set(capital) <= _alphabet() else look
+
+
 def _folded(text: str) -> tuple[str, list[int]]:
-    """`text` as a model might read it — each character NFKC-folded and case-folded,
-    invisible format characters (zero-width space, joiners, soft hyphen, ...) dropped —
-    and, for each folded character, the index of the original it came from."""
-    chars: list[str] = []
-    origin: list[int] = []
-    for index, char in enumerate(text):
-        if char.isascii():
-            chars.append(char.lower())
-            origin.append(index)
-            continue
-        if unicodedata.category(char) == "Cf":
-            continue
-        for folded in unicodedata.normalize("NFKC", char).casefold():
-            chars.append(folded)
-            origin.append(index)
-    return "".join(chars), origin
+    """`text` as a reader takes it (`_reading`: prototypes, case, compatibility forms,
+    marks and invisible characters dropped) and, for each folded character, the index of
+    the original it came from. Each distinct character is folded once; the rest runs in C
+    (join, map, repeat)."""
+    looks = {char: _reading(char) for char in set(text)}
+    pieces = list(map(looks.__getitem__, text))
+    origin = list(chain.from_iterable(map(repeat, range(len(text)), map(len, pieces))))
+    return "".join(pieces), origin
 
 
 def _visible_control(match: re.Match[str]) -> str:
@@ -65,11 +134,11 @@ def _visible_control(match: re.Match[str]) -> str:
 
 
 def neutralize_body(text: str) -> str:
-    if text.isascii():  # the common case: nothing to fold, positions are the same
-        brackets = {m.start() for m in _DELIMITER.finditer(text.lower())}
+    if text.isascii():  # the common case: no character to fold, positions are the same
+        brackets = {m.start() for m in _ascii_delimiter().finditer(text.lower())} if "<" in text else set()
     else:
         folded, origin = _folded(text)
-        brackets = {origin[m.start()] for m in _DELIMITER.finditer(folded)}
+        brackets = {origin[m.start()] for m in _delimiter().finditer(folded)}
     if brackets:
         text = "".join("&lt;" if i in brackets else c for i, c in enumerate(text))
     return _CONTROL.sub(_visible_control, text)
@@ -131,3 +200,9 @@ def agent_frame(item: dict[str, Any], seq: int | None) -> dict[str, Any]:
             "title": title(kind, sender, relation), "body": neutralize_body(text),
         },
     }
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_DELIMITER":  # built on first use: the table is read only when needed
+        return _delimiter()
+    raise AttributeError(name)

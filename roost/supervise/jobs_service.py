@@ -10,7 +10,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from roost import jobenv, paths
+from roost import jobenv, paths, unitext
 from roost.jobs import JobRecord, Links
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
@@ -37,17 +37,34 @@ def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str 
     return value
 
 
-def has_control_chars(text: str) -> bool:
-    """C0, DEL and C1 controls (ESC, newline, CSI, ...): never part of a name."""
-    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
-
-
 def strip_controls(text: str) -> str:
     return "".join(" " if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 else ch for ch in text)
 
 
+def checked_name(core: Core, value: str) -> str:
+    """A chosen name as roost keeps it (README: names): NFKC-normalised, at most NAME_MAX,
+    one script, no control, bidi or invisible character (a terminal shows names: `roost
+    ls`, the view, envelopes), and no look-alike of another job's name or id (equal UTS #39
+    skeletons: Cyrillic `а` for `a`), which later commands and peers would take for it."""
+    try:
+        name = unitext.clean_name(value)
+    except ValueError as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
+    if len(name) > NAME_MAX:
+        raise RequestError(BAD_REQUEST, f"name must be at most {NAME_MAX} chars")
+    others: dict[str, str] = {}
+    for record in core.jobs.values():
+        others.setdefault(record.name, f"{ascii(record.name)}, the name of job {record.id}")
+        others.setdefault(record.id, f"{record.id!r}, the id of a job")
+    imitated = unitext.imitates(name, others)
+    if imitated:
+        raise RequestError(BAD_REQUEST, f"name {ascii(name)} looks like {imitated}: "
+                                        "choose a name that does not imitate another")
+    return name
+
+
 def default_name(text: str) -> str:
-    first = " ".join(strip_controls(text).split())
+    first = " ".join(unitext.shown_name(text).split())
     return first[:40].rstrip() or "job"
 
 
@@ -87,12 +104,7 @@ def create_job(core: Core, request: dict[str, Any],
         raise RequestError(BAD_REQUEST, f"cwd {cwd!r} is not a directory")
     name = _text_arg(request, "name")
     if name is not None:
-        if len(name) > NAME_MAX:
-            raise RequestError(BAD_REQUEST, f"name must be at most {NAME_MAX} chars")
-        if has_control_chars(name):
-            # Names are shown in terminals (`roost ls`, the view, envelopes): a name with
-            # ESC or a newline could redraw the screen of whoever lists the jobs.
-            raise RequestError(BAD_REQUEST, "name must not contain control characters")
+        name = checked_name(core, name)
     job_id = new_job_id(set(core.jobs))
     if shell:
         command = request.get("command")

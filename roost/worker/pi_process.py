@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from roost import protocol
+
 log = logging.getLogger(__name__)
 
 STREAM_LIMIT = 256 * 1024 * 1024  # agent_end carries every message of the run
@@ -101,6 +103,8 @@ class PiProcess:
                 except json.JSONDecodeError:
                     log.warning("pi printed a non-JSON line: %r", line[:200])
                     continue
+                if b"\\ud" in line or b"\\uD" in line:  # maybe a lone surrogate: never passed on
+                    frame = protocol.scrub_text(frame)
                 if frame.get("type") == "response":
                     future = self._pending.pop(str(frame.get("id")), None)
                     if future is not None and not future.done():

@@ -34,6 +34,8 @@ The "model" reads the text of the message that triggered the call:
     [[kill-worker-before-ack]]  stores the user message in the session, then SIGKILLs its
                              parent (the worker) and exits before printing message_end:
                              the worker dies between delivery and ack, deterministically
+    [[cut-emoji]]            answers `cut: ` and the first half of an emoji's surrogate pair
+                             (a lone surrogate, written as a \\ud83d escape as node does)
     anything else            answers `echo: <text>`
 After a tool result with no steer the answer is `echo: <text that asked for the tool>`.
 Environment: FAKEPI_KILL_ON_NOTE=1: a note from roost (a continued run) is handled like
@@ -58,6 +60,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 CUSTOM_TYPE = "pi-roost-agent-message"
+
+
+def to_json(value: Any) -> str:
+    """As pi writes JSON: UTF-8, except a lone surrogate, which JSON.stringify escapes."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 NOTE_TYPE = "pi-roost-note"
 EXIT_FATAL = 3
 STEP_DELAY = 0.01  # a "model call" takes this long, so steers can race a run's end
@@ -123,7 +135,7 @@ class Session:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             for entry in entries:
-                handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                handle.write(to_json(entry) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -163,7 +175,7 @@ class FakePi:
     @staticmethod
     def emit(frame: dict[str, Any]) -> None:
         try:
-            sys.stdout.buffer.write(json.dumps(frame, ensure_ascii=False).encode("utf-8") + b"\n")
+            sys.stdout.buffer.write(to_json(frame).encode("utf-8") + b"\n")
             sys.stdout.buffer.flush()
         except BrokenPipeError:
             pass  # the worker is gone; we are about to exit too
@@ -304,6 +316,8 @@ class FakePi:
             self.add_assistant(f"chose: {chose}")
         elif "[[ask]]" in text:
             self.add_assistant(f"echo: {text}\n\nShould I go on?")
+        elif "[[cut-emoji]]" in text:
+            self.add_assistant("cut: \ud83d")
         else:
             self.add_assistant(f"echo: {text}")
 

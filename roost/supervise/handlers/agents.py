@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Any
 
-from roost import jobenv
+from roost import jobenv, unitext
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
@@ -84,14 +84,30 @@ class AgentOps:
             and self.router.foreground[peer_id].conn is not conn
         ):
             peer_id = "f" + secrets.token_hex(4)[:7]
-        name = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
-        name = " ".join(strip_controls(name).split()) or peer_id
+        name = self._peer_name(request, peer_id)
         fg = ForegroundPeer(
-            id=peer_id, session=session, name=name[:80],
+            id=peer_id, session=session, name=name,
             cwd=str(request.get("cwd") or ""), pid=pid, conn=conn,
         )
         self.router.register(fg)
         return {"id": peer_id, "name": fg.name}
+
+    def _peer_name(self, request: dict[str, Any], peer_id: str) -> str:
+        """The name a foreground pi goes by (its session's name, else its folder's): the
+        rule of a job's name (unitext.clean_name: NFKC, no bidi or invisible character, one
+        script), and no look-alike of a job's or another peer's name."""
+        raw = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
+        try:
+            name = unitext.clean_name(" ".join(strip_controls(raw).split()), "peer name")
+        except ValueError as exc:
+            raise RequestError(BAD_REQUEST, str(exc)) from None
+        others = {r.name: f"{ascii(r.name)}, the name of job {r.id}" for r in self.core.jobs.values()}
+        others.update({fg.name: f"{ascii(fg.name)}, the name of peer {fg.id}"
+                       for fg in self.router.foreground.values() if fg.id != peer_id})
+        imitated = unitext.imitates(name, others)
+        if imitated:
+            raise RequestError(BAD_REQUEST, f"peer name {ascii(name)} looks like {imitated}")
+        return name[:80] or peer_id
 
     def caller(self, conn: Connection) -> Peer:
         return self.router.caller(conn)

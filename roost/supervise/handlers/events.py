@@ -48,8 +48,9 @@ async def _pump(core: Core, conn: Connection, sub: Subscription) -> None:
     try:
         while True:
             entry = await sub.get()
-            if entry is None or not await conn.send(protocol.event("log", entry=entry)):
-                break
+            sent = entry is not None and await conn.send(protocol.event("log", entry=entry))
+            if entry is None or (not sent and conn.closed.is_set()):
+                break  # an entry that could not be encoded is dropped (logged), not the stream
     finally:
         core.events.unsubscribe(sub)
         if sub.closed and not conn.closed.is_set():

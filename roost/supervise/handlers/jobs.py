@@ -9,6 +9,7 @@ import math
 import os
 import shutil
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ def _check_chosen_name(core: Core, name: Any) -> None:
     if not isinstance(name, str) or not name.strip():
         raise RequestError(BAD_REQUEST, f"name {name!r} is empty: give a name, or leave "
                                         "--name out for one made from the task")
+    name = unicodedata.normalize("NFKC", name)  # as the job will keep it (checked_name)
     taken = [r for r in core.jobs.values() if name in (r.name, r.id)]
     if taken:
         other = taken[0]
