@@ -261,7 +261,8 @@ export default function roost(pi: any) {
 		const result = await ch.request("peer_register", {
 			session: file,
 			peer: foregroundPeer,
-			name: ctx?.sessionManager?.getSessionName?.() || path.basename(ctx?.cwd ?? process.cwd()),
+			// Its session's name when it has one; else roostd names it after its folder.
+			name: ctx?.sessionManager?.getSessionName?.() || undefined,
 			cwd: ctx?.cwd ?? process.cwd(),
 			pid: process.pid,
 		});

@@ -110,6 +110,14 @@ def test_peer_register_names_follow_the_same_rule(fake_pi_env: Lab) -> None:
     answer = raw.send(json.dumps({"id": 9, "op": "peer_register", "pid": os.getpid(),
                                   "session": None, "name": "ｍｙ ｐｉ"}).encode() + b"\n")
     assert answer["ok"] and answer["result"]["name"] == "my pi", answer
+    # Without a session name, the folder's name; one that is not a name costs the pi
+    # nothing but the name: it goes by its peer id.
+    for number, folder in enumerate(["/w/pro\u200bject", "/w/ѕсоре", "/w/ok-dir"], 10):
+        answer = raw.send(json.dumps({"id": number, "op": "peer_register", "pid": os.getpid(),
+                                      "session": None, "cwd": folder}).encode() + b"\n")
+        assert answer["ok"], (folder, answer)
+        expected = "ok-dir" if folder == "/w/ok-dir" else answer["result"]["id"]
+        assert answer["result"]["name"] == expected, (folder, answer)
     raw.close()
 
 

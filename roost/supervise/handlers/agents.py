@@ -7,6 +7,7 @@ Guards and limits answer with a `refused` error whose text says which rule; outc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,8 @@ from roost.supervise.core import Core
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
 from roost.supervise.router import ForegroundPeer
 from roost.worktrees.report import with_section
+
+log = logging.getLogger(__name__)
 
 REPORT_ID = re.compile(r"^[0-9a-f]{1,64}$")
 REPORT_STATES = sorted(s.value for s in SETTLED_JOB_STATES)  # a run ended in one of them
@@ -93,21 +96,27 @@ class AgentOps:
         return {"id": peer_id, "name": fg.name}
 
     def _peer_name(self, request: dict[str, Any], peer_id: str) -> str:
-        """The name a foreground pi goes by (its session's name, else its folder's): the
-        rule of a job's name (unitext.clean_name: NFKC, no bidi or invisible character, one
-        script), and no look-alike of a job's or another peer's name."""
-        raw = str(request.get("name") or os.path.basename(str(request.get("cwd") or "")) or peer_id)
-        try:
-            name = unitext.clean_name(" ".join(strip_controls(raw).split()), "peer name")
-        except ValueError as exc:
-            raise RequestError(BAD_REQUEST, str(exc)) from None
+        """The name a foreground pi goes by: its session's name, under the rule of a job's
+        name (unitext.clean_name: NFKC, no bidi or invisible character, one script; no
+        look-alike of a job's or another peer's name), refused when it breaks it. Without
+        one, its folder's name, under the same rule, or else its peer id: a folder the user
+        named long ago never costs a pi its tools."""
         others = {r.name: f"{ascii(r.name)}, the name of job {r.id}" for r in self.core.jobs.values()}
         others.update({fg.name: f"{ascii(fg.name)}, the name of peer {fg.id}"
                        for fg in self.router.foreground.values() if fg.id != peer_id})
-        imitated = unitext.imitates(name, others)
-        if imitated:
-            raise RequestError(BAD_REQUEST, f"peer name {ascii(name)} looks like {imitated}")
-        return name[:80] or peer_id
+        given = request.get("name")
+        raw = str(given or os.path.basename(str(request.get("cwd") or "")) or peer_id)
+        try:
+            name = unitext.clean_name(" ".join(strip_controls(raw).split()), "peer name")[:80]
+            imitated = unitext.imitates(name, others)
+            if imitated:
+                raise ValueError(f"peer name {ascii(name)} looks like {imitated}")
+        except ValueError as exc:
+            if given:
+                raise RequestError(BAD_REQUEST, str(exc)) from None
+            log.info("peer %s: its folder's name is not a name (%s): named by its id", peer_id, exc)
+            return peer_id
+        return name or peer_id
 
     def caller(self, conn: Connection) -> Peer:
         return self.router.caller(conn)
