@@ -58,6 +58,7 @@ def daemon(autostart: bool = True) -> Iterator[Client]:
 
 
 def print_json(data: Any) -> None:
-    import json
+    """`data` as JSON, its strings' control and bidi characters escaped (roost.cli.output)."""
+    from roost.cli.output import json_text
 
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(json_text(data))

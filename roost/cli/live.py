@@ -31,6 +31,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
+from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
@@ -139,7 +140,7 @@ class TranscriptScreen(Screen[None]):
             log.clear()
             self.lines.clear()
         for line in lines:
-            log.write(Text(line))
+            log.write(Text(visible(line)))  # a model's text: its controls shown, not run
         self.lines.extend(lines)
 
     def update_row(self, row: Row | None) -> None:

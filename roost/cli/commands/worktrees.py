@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
@@ -14,10 +13,18 @@ from roost.cli.common import daemon, fail
 @click.command()
 @click.argument("job")
 @click.option("--stat", is_flag=True, help="A diffstat instead of the patch.")
-def diff(job: str, stat: bool) -> None:
-    """The changes of a job in a worktree against its base (uncommitted work included)."""
+@click.option("--raw", is_flag=True,
+              help="The patch as git wrote it, control characters included: only to a pipe.")
+def diff(job: str, stat: bool, raw: bool) -> None:
+    """The changes of a job in a worktree against its base (uncommitted work included).
+
+    Control characters in the files (an escape sequence that moves the cursor up and
+    erases a line, say) are shown as escapes such as \\x1b, never run by the terminal."""
+    from roost.cli import output
     from roost.worktrees import git
 
+    if raw and not output.raw_allowed():
+        fail(output.RAW_REFUSED)
     with daemon() as client:
         row = client.request("show", job=job)["job"]
     worktree = row.get("worktree")
@@ -31,10 +38,13 @@ def diff(job: str, stat: bool) -> None:
         fail(f"the worktree of job {row['id']} is still being written (the job is starting); "
              "try again in a moment")
     try:
-        click.echo(git.diff(worktree["path"], worktree["base"], stat=stat,
-                            color=sys.stdout.isatty()), nl=False)
+        patch = git.diff(worktree["path"], worktree["base"], stat=stat)
     except git.GitError as exc:
         fail(str(exc))
+    if raw:
+        output.write_raw(patch.encode("utf-8", "surrogateescape"))
+    else:
+        output.print_diff(patch)
 
 
 @click.command()
