@@ -64,7 +64,8 @@ class TranscriptSource:
         self.partial = b""
 
     def poll(self) -> tuple[bool, list[str]]:
-        """(reset, lines): `reset` when the file shrank (the view must start over)."""
+        """(reset, lines): `reset` when the file shrank (the view must start over); the
+        lines' control characters shown as escapes (a model's or a command's text)."""
         if self.path is None:
             return False, []
         try:
@@ -85,14 +86,15 @@ class TranscriptSource:
         self.offset += len(data)
         *complete, self.partial = (self.partial + data).split(b"\n")
         if self.kind == "shell":
-            return reset, [line.decode("utf-8", "replace").rstrip("\r") for line in complete]
+            return reset, [visible(line.decode("utf-8", "replace").rstrip("\r"))
+                           for line in complete]
         entries = []
         for line in complete:
             with contextlib.suppress(ValueError):
                 entry = json.loads(line)
                 if isinstance(entry, dict):
                     entries.append(entry)
-        return reset, list(render(entries))
+        return reset, [visible(line) for line in render(entries)]
 
 
 class TranscriptScreen(Screen[None]):
@@ -140,7 +142,7 @@ class TranscriptScreen(Screen[None]):
             log.clear()
             self.lines.clear()
         for line in lines:
-            log.write(Text(visible(line)))  # a model's text: its controls shown, not run
+            log.write(Text(line))
         self.lines.extend(lines)
 
     def update_row(self, row: Row | None) -> None:

@@ -15,8 +15,8 @@ project file wrote never drives the terminal (or the program reading a pipe).
   through `styled`/`markup`.
 - `raw_allowed()`: the raw bytes (`roost diff --raw`, `roost logs --raw`) go only to a pipe
   and only on request; on a terminal the request is refused with one line.
-- `json_text(data)`: JSON whose strings hold no control, C1 or bidi character raw (escaped
-  as `\\u....`: the same data for a JSON reader).
+- `json_text(data)`, `escaped(document)`: JSON (and TOML) whose strings hold no control, C1
+  or bidi character raw (escaped as `\\u....`: the same data for a reader).
 
 The textual agent view (`roost view`) writes to the terminal itself; its cells are rich
 Text built by `styled` (roost.cli.viewtable, roost.cli.live).
@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -39,7 +39,9 @@ _BODY: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0
 _BODY.update({c: f"\\u{c:04x}" for c in BIDI})
 del _BODY[0x0A], _BODY[0x09]
 _FIELD = {**_BODY, 0x0A: "\\n", 0x09: "\\t"}
-_JSON = {c: f"\\u{c:04x}" for c in (*range(0x20), *range(0x7F, 0xA0), *BIDI)}
+_ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI)}
+"""What JSON and TOML writers leave raw in a string (they escape C0 themselves; a
+document's own newlines are not in a string)."""
 
 
 def visible(text: Any) -> str:
@@ -70,20 +72,19 @@ def styled(text: Any, style: str = "", one_line: bool = True) -> Text:
 def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
     """`data` as JSON (non-ASCII kept), with every control and bidi character escaped."""
     separators = (",", ":") if compact else None
-    return json.dumps(data, indent=indent, ensure_ascii=False,
-                      separators=separators).translate(_JSON)
+    return escaped(json.dumps(data, indent=indent, ensure_ascii=False, separators=separators))
 
 
-def json_line(line: str) -> str:
-    """A JSON line as it is on disk, with control and bidi characters escaped (they can only
-    be inside its strings, where `\\u....` is the same character)."""
-    return line.translate(_JSON)
+def escaped(document: str) -> str:
+    """A JSON or TOML text whose strings' DEL, C1 and bidi characters are escaped as
+    `\\u....` (the same data to a reader; C0 is escaped by the writers already)."""
+    return document.translate(_ESCAPED)
 
 
 class Guarded(io.TextIOBase):
     """A text stream that writes what it is given through `visible` to `stream`."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
 
@@ -122,7 +123,7 @@ def guard_streams() -> None:
         sys.stderr = Guarded(sys.stderr)
 
 
-def terminal(err: bool = False) -> IO[str]:
+def terminal(err: bool = False) -> TextIO:
     """The stream under the guard: only for what roost styles itself (rich's colours)."""
     stream = sys.stderr if err else sys.stdout
     return stream.stream if isinstance(stream, Guarded) else stream

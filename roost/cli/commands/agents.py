@@ -54,14 +54,14 @@ def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     if as_json:
         print_json(defn.to_json())
         return
-    from roost.cli.output import field, visible
+    from roost.cli.output import escaped, field
 
     click.echo(field(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})"))
     click.echo(field(f"# tools: {', '.join(defn.effective_tools())}"
                      + (" (the defaults)" if defn.tools is None else "")))
     import tomli_w
 
-    click.echo(visible(tomli_w.dumps(defn.body(), multiline_strings=True)), nl=False)
+    click.echo(escaped(tomli_w.dumps(defn.body(), multiline_strings=True)), nl=False)
 
 
 @agents.command("new")
