@@ -246,8 +246,6 @@ def _print_block(out: Console, renderable: Any) -> None:
 
 
 def print_detail(row: dict[str, Any]) -> None:
-    from rich.markup import escape
-
     out = console()
     row = display_row(row)
     fields = [
@@ -268,11 +266,11 @@ def print_detail(row: dict[str, Any]) -> None:
     ]
     for key, value in fields:
         if value not in (None, ""):
-            out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+            out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
     from roost.usage import show
 
     for key, value in show.usage_lines(row):
-        out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+        out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
 
 
 TASK_SHOWN = 400
