@@ -455,8 +455,9 @@ class ViewApp(App[None]):
                 self._close(client)
         self.replies.append((row["id"], outcome))
         with contextlib.suppress(RuntimeError):  # the app is closing
-            self.call_from_thread(self.notify, f"{row['name']}: {outcome}",
-                                  severity="information" if ok else "error")
+            # Not markup: a name and roostd's words may hold `[`; the name is a display row's.
+            self.call_from_thread(self.notify, visible(f"{row['name']}: {outcome}"),
+                                  severity="information" if ok else "error", markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
