@@ -25,7 +25,6 @@ Text built by `styled` (roost.cli.viewtable, roost.cli.live).
 from __future__ import annotations
 
 import io
-import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -71,6 +70,8 @@ def styled(text: Any, style: str = "", one_line: bool = True) -> Text:
 
 def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
     """`data` as JSON (non-ASCII kept), with every control and bidi character escaped."""
+    import json
+
     separators = (",", ":") if compact else None
     return escaped(json.dumps(data, indent=indent, ensure_ascii=False, separators=separators))
 

@@ -434,7 +434,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         text = printable(" ".join(item.text.split()))
         if out.is_terminal:  # in a pipe: the whole text, one item per line
             text = clip(text, 60)
-        table.add_row(state, str(item.seq), item.kind, Text(who), item.created, Text(text))
+        # Text, not str (a str cell is rich markup): every cell is the file's, made visible.
+        table.add_row(state, str(item.seq), output.styled(item.kind), Text(who),
+                      output.styled(item.created), Text(text))
     if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
         out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
     _print_block(out, table)
