@@ -47,9 +47,7 @@ MARKUP = ("[red]R[/red]", "[link=https://e.x]L[/link]")
 PRINTS_NO_FOREIGN_TEXT = {
     "run": "prints the new job's id (and roost's own agent-dir note)",
     "stop": "prints the job's id", "start": "prints the job's id and state",
-    "rm": "the job's id and roost's notes on its worktree (git's words: through the guard)",
-    "merge": "branch names roost made or checked, and roostd's outcome",
-    "gc": "worktree paths roost made",
+    "rm": "the job's id and notes on its worktree (one line each, through views.printable)",
     "attach": "hands the terminal to pi itself; its own lines name the job (a checked name)",
     "budget": "the job's id and figures",
     "install": "paths of roost's own extension", "demo": "roost's own scripted model's text",
@@ -168,9 +166,17 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
                         "cat payload.txt; exit 3")
     wait_until(lambda: env.row(shell)["state"] == "failed", timeout=30, what="shell failed")
 
+    evil_name = "evil\x1b[2K\u202e[red].txt"  # a repository's file name, in merge's refusal
+    (repo / evil_name).write_text("base\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "evil"], cwd=repo, check=True)
     tree = env.run_job("--name", "tree", "--worktree", "--cwd", str(repo), "work")
     env.wait_settled(tree)
     worktree = Path(env.row(tree)["worktree"]["path"])
+    (worktree / "committed.txt").write_text(PAYLOAD + "\n")
+    subprocess.run(["git", "add", "-A"], cwd=worktree, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", PAYLOAD], cwd=worktree, check=True)
+    (repo / evil_name).write_text("dirty\n")  # merge refuses, naming the file
     # A file that hides the line before it: cursor up, erase line.
     (worktree / "install.sh").write_text(f"rm -rf /\n\x1b[1A\x1b[2K{PAYLOAD}\necho fine\n")
 
@@ -193,6 +199,8 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         "wait": [(["wait", shell], cut), (["wait", "--all", shell, pi_job], cut)],
         "reply": [(["reply", shell, "hello"], cut)],
         "usage": [(["usage"], cut), (["usage", "--by", "tree"], cut)],
+        "merge": [(["merge", tree], cut)],
+        "gc": [(["gc"], cut)],
     }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from roost.cli.common import daemon, fail
+from roost.cli.output import field
 
 
 @click.command()
@@ -62,7 +63,8 @@ def merge(job: str, into: str | None, squash: bool) -> None:
         how = "squashed into" if squash else "merged into"
         click.echo(f"{result['branch']} {how} {result['into']} ({result['commit'][:12]})")
     else:
-        click.echo(f"{result['branch']}: {result['outcome']} ({result['into']})")
+        # The outcome may name a repository's files (a conflict): shown, never run.
+        click.echo(field(f"{result['branch']}: {result['outcome']} ({result['into']})"))
     if result.get("uncommitted"):
         click.echo(f"note: the worktree has {result['uncommitted']} uncommitted changes; "
                    "they were not merged (roost diff shows them)", err=True)
@@ -75,9 +77,9 @@ def gc(force: bool) -> None:
     with daemon() as client:
         result = client.request("gc", force=force, timeout=300)
     for path in result["removed"]:
-        click.echo(f"removed {path}")
+        click.echo(f"removed {field(path)}")
     for line in result["kept"]:
-        click.echo(f"kept {line}")
+        click.echo(f"kept {field(line)}")
     click.echo(f"pruned the worktree records of {len(result['pruned'])} repositories")
 
 
