@@ -316,7 +316,7 @@ def _agent_line(row: dict[str, Any]) -> str | None:
 def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
                raw: bool = False) -> None:
     """The transcript (a shell job: its output), control characters shown as escapes
-    (`raw`, a shell job's bytes as they are: the caller checked it writes to a pipe)."""
+    (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
     from roost.transcript import read_entries, render
 
     if row["kind"] == "shell":
@@ -329,7 +329,10 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
     while True:
         entries = read_entries(session)
         for line in render(entries[seen:], verbose=verbose):
-            print(output.visible(line), flush=True)
+            if raw:
+                output.write_raw(line.encode("utf-8", "surrogateescape") + b"\n")
+            else:
+                print(output.visible(line), flush=True)
         seen = len(entries)
         if not follow:
             return

@@ -250,12 +250,17 @@ def test_diff_shows_the_line_a_file_hides_and_raw_goes_only_to_a_pipe(fake_pi_en
 def test_logs_raw_goes_only_to_a_pipe(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     (env.work / "payload.txt").write_text(PAYLOAD + "\n")
-    job = env.run_job("--shell", "--", "cat", "payload.txt")
-    env.wait_settled(job)
-    assert PAYLOAD + "\n" in env.roost_ok("logs", job, "--raw")
-    code, text = on_terminal([sys.executable, "-m", "roost.cli.main", "logs", job, "--raw"],
-                             env.env, env.work)
-    assert code == 1 and "never to a terminal" in text and PAYLOAD not in text
+    shell = env.run_job("--shell", "--", "cat", "payload.txt")
+    pi_job = env.run_job(PAYLOAD)
+    env.wait_settled(shell)
+    env.wait_settled(pi_job)
+    assert PAYLOAD + "\n" in env.roost_ok("logs", shell, "--raw")
+    assert f"echo: {PAYLOAD}" in env.roost_ok("logs", pi_job, "--raw")
+    for job in (shell, pi_job):
+        code, text = on_terminal([sys.executable, "-m", "roost.cli.main", "logs", job, "--raw"],
+                                 env.env, env.work)
+        assert code == 1 and "never to a terminal" in text and "\x1b]" not in text, text
+        assert len(text.strip().splitlines()) == 1
 
 
 # -- what is not walked: the view, doctor, notify --------------------------------------------

@@ -214,8 +214,8 @@ def _wait_one(job: str, timeout: float | None) -> None:
 @click.argument("job")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
 @click.option("-v", "--verbose", is_flag=True, help="Do not shorten tool calls and results.")
-@click.option("--raw", is_flag=True, help="A shell job's output as it is, control characters "
-              "included: only to a pipe.")
+@click.option("--raw", is_flag=True, help="The text as the model (a shell job: the command) "
+              "wrote it, control characters included: only to a pipe.")
 def logs(job: str, follow: bool, verbose: bool, raw: bool) -> None:
     """The job's transcript (agent messages framed as such); shell jobs: their output.
 
@@ -226,8 +226,6 @@ def logs(job: str, follow: bool, verbose: bool, raw: bool) -> None:
         fail(output.RAW_REFUSED)
     with daemon() as client:
         row = client.request("show", job=job)["job"]
-    if raw and row["kind"] != "shell":
-        fail("--raw is for a shell job's output; a pi job's transcript is roost's own text")
     views.print_logs(row, follow=follow, verbose=verbose, raw=raw)
 
 
