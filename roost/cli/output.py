@@ -2,7 +2,8 @@
 project file wrote never drives the terminal (or the program reading a pipe).
 
 - `visible(text)`: every C0/C1 control but newline and tab, DEL, and the bidi controls that
-  reorder a line (U+202A-U+202E, U+2066-U+2069, U+200E/U+200F, U+061C) shown as escapes
+  reorder a line (U+202A-U+202E, U+2066-U+2069, U+200E/U+200F, U+061C), and the line and
+  paragraph separators (U+2028, U+2029) shown as escapes
   (`\\x1b`, `\\x9b`, `\\u202e`): `ESC[1A ESC[2K` reads `\\x1b[1A\\x1b[2K`, an OSC 52 clipboard
   write or an OSC 8 link is shown, not run. `field(text)`, for one-line fields (names,
   summaries, table cells), shows newline and tab as `\\n` and `\\t` too.
@@ -34,12 +35,14 @@ if TYPE_CHECKING:
 
 BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 """The characters that reorder a line (bidi embeddings, overrides, isolates and marks)."""
+SEPARATORS = (0x2028, 0x2029)
+"""Unicode's line and paragraph separators: a line break to some programs, none to others."""
 
 _BODY: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_BODY.update({c: f"\\u{c:04x}" for c in BIDI})
+_BODY.update({c: f"\\u{c:04x}" for c in (*BIDI, *SEPARATORS)})
 del _BODY[0x0A], _BODY[0x09]
 _FIELD = {**_BODY, 0x0A: "\\n", 0x09: "\\t"}
-_ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI)}
+_ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI, *SEPARATORS)}
 """What JSON and TOML writers leave raw in a string (they escape C0 themselves; a
 document's own newlines are not in a string)."""
 
@@ -192,7 +195,9 @@ def print_diff(patch: str) -> None:
     """A patch (or diffstat) with its files' control characters shown as escapes; coloured
     by roost (never git's colours, which would pass a file's own sequences along) on a
     terminal."""
-    lines = visible(patch).splitlines()
+    # Split at newlines only: str.splitlines also splits at characters a file may hold (a
+    # form feed, U+2028), which would make a text line look like a `-` or `+` line.
+    lines = visible(patch).removesuffix("\n").split("\n") if patch else []
     if not terminal().isatty():
         for line in lines:
             sys.stdout.write(line + "\n")

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from roost.cli import output
 
-HIDDEN = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), *output.BIDI) if c not in (9, 10)]
+HIDDEN = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), *output.BIDI, *output.SEPARATORS)
+          if c not in (9, 10)]
 
 
 @given(st.text())
@@ -47,3 +48,8 @@ def test_the_guard_is_under_click_echo_and_print(monkeypatch: pytest.MonkeyPatch
     print("two\x9b2J")
     assert under.getvalue() == "one\\x1b]52;c;aGk=\\x07\ntwo\\x9b2J\n"
     assert output.terminal() is under
+
+
+def test_a_diff_line_is_split_at_newlines_only(capsys: pytest.CaptureFixture[str]) -> None:
+    output.print_diff("+keep\u2028-fake\x0c-fake\n-real\n")
+    assert capsys.readouterr().out == "+keep\\u2028-fake\\x0c-fake\n-real\n"
