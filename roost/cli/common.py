@@ -29,8 +29,11 @@ _EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
 
 
 def fail(message: str, code: int = REFUSED) -> NoReturn:
-    """One line on stderr, then exit `code`."""
-    click.echo(f"roost: {message}", err=True)
+    """One line on stderr, then exit `code`. It may quote roostd, pi, git or a model: its
+    control characters are shown as escapes (roost.cli.output)."""
+    from roost.cli.output import visible
+
+    click.echo(f"roost: {visible(message)}", err=True)
     sys.exit(code)
 
 
@@ -58,6 +61,7 @@ def daemon(autostart: bool = True) -> Iterator[Client]:
 
 
 def print_json(data: Any) -> None:
-    import json
+    """`data` as JSON, its strings' control and bidi characters escaped (roost.cli.output)."""
+    from roost.cli.output import json_text
 
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(json_text(data))

@@ -472,6 +472,8 @@ def render(report: Report, tty: bool) -> list[str]:
     """One line per check (a mark, its name, the detail), and `fix:` under each problem."""
     import click
 
+    from roost.cli.output import field  # a detail may quote pi's or a model's words
+
     marks = MARKS[tty]
     width = max(len(check.name) for check in report.checks)
     mark_width = max(len(mark) for mark in marks.values())
@@ -481,9 +483,9 @@ def render(report: Report, tty: bool) -> list[str]:
         mark = marks[check.level].ljust(mark_width)
         if tty:
             mark = click.style(mark, fg=colours[check.level], bold=True)
-        lines.append(f"{mark} {check.name.ljust(width)}  {check.detail}")
+        lines.append(f"{mark} {check.name.ljust(width)}  {field(check.detail)}")
         if check.fix and check.level != "ok":
-            lines.append(f"{' ' * mark_width} {' ' * width}  fix: {check.fix}")
+            lines.append(f"{' ' * mark_width} {' ' * width}  fix: {field(check.fix)}")
     failed = sum(1 for c in report.checks if c.level == "fail")
     warned = sum(1 for c in report.checks if c.level == "warn")
     if failed:

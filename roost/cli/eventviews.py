@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from roost import eventlog, paths
+from roost.cli import output
 from roost.protocol import EVENT_TYPES
 
 _TIME = re.compile(r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d)(?::(\d\d)(?::(\d\d)(?:\.\d{1,3})?)?)?"
@@ -106,8 +107,8 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
     last = 0
 
     def emit(event: dict[str, Any]) -> None:
-        click.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")) if as_json
-                   else line(event))
+        click.echo(output.json_text(event, indent=None, compact=True) if as_json
+                   else output.field(line(event)))
 
     if not follow or since is not None or since_time is not None:
         # History straight from the files (roostd not needed); `last` is where following

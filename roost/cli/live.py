@@ -31,6 +31,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
+from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
@@ -63,7 +64,8 @@ class TranscriptSource:
         self.partial = b""
 
     def poll(self) -> tuple[bool, list[str]]:
-        """(reset, lines): `reset` when the file shrank (the view must start over)."""
+        """(reset, lines): `reset` when the file shrank (the view must start over); the
+        lines' control characters shown as escapes (a model's or a command's text)."""
         if self.path is None:
             return False, []
         try:
@@ -84,14 +86,15 @@ class TranscriptSource:
         self.offset += len(data)
         *complete, self.partial = (self.partial + data).split(b"\n")
         if self.kind == "shell":
-            return reset, [line.decode("utf-8", "replace").rstrip("\r") for line in complete]
+            return reset, [visible(line.decode("utf-8", "replace").rstrip("\r"))
+                           for line in complete]
         entries = []
         for line in complete:
             with contextlib.suppress(ValueError):
                 entry = json.loads(line)
                 if isinstance(entry, dict):
                     entries.append(entry)
-        return reset, list(render(entries))
+        return reset, [visible(line) for line in render(entries)]
 
 
 class TranscriptScreen(Screen[None]):
@@ -452,8 +455,9 @@ class ViewApp(App[None]):
                 self._close(client)
         self.replies.append((row["id"], outcome))
         with contextlib.suppress(RuntimeError):  # the app is closing
-            self.call_from_thread(self.notify, f"{row['name']}: {outcome}",
-                                  severity="information" if ok else "error")
+            # Not markup: a name and roostd's words may hold `[`; the name is a display row's.
+            self.call_from_thread(self.notify, visible(f"{row['name']}: {outcome}"),
+                                  severity="information" if ok else "error", markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

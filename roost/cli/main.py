@@ -91,9 +91,16 @@ def usage_line(exc: click.UsageError) -> str:
 
 def run_cli(command: click.Command, prog_name: str) -> NoReturn:
     """Run a click command with roost's error rule: every error is one line on stderr,
-    exit 2 for a usage error, 1 for anything refused (README: Exit codes)."""
+    exit 2 for a usage error, 1 for anything refused (README: Exit codes).
+
+    Every write to stdout and stderr goes through the output layer (roost.cli.output), which
+    shows control characters as escapes; click is told not to strip escape sequences itself
+    (`color=True`), so that a pipe gets them shown too, not silently dropped."""
+    from roost.cli.output import guard_streams
+
+    guard_streams()
     try:
-        code = command.main(prog_name=prog_name, standalone_mode=False)
+        code = command.main(prog_name=prog_name, standalone_mode=False, color=True)
     except click.UsageError as exc:
         usage_error(usage_line(exc))
     except click.ClickException as exc:

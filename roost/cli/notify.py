@@ -126,6 +126,16 @@ def message(event: dict[str, Any]) -> tuple[str, str, str]:
     return "normal", f"roost: {name}: {kind}", ""
 
 
+def notice_text(text: str) -> str:
+    """A notification's text: controls shown as escapes (roost.cli.output), and the markup
+    that notification servers read in a body (`<a href>`, `<img>`, `&amp;`) shown as text."""
+    import html
+
+    from roost.cli.output import field
+
+    return html.escape(field(text), quote=False)
+
+
 def rate_limited(event: dict[str, Any], title: str, body: str, now: float) -> bool:
     """True when an identical notification went out within RATE_WINDOW (and records
     this one otherwise)."""
@@ -157,7 +167,10 @@ def send(raw: str) -> int:
     except ValueError as exc:
         raise NotifyError(f"expected one event as JSON on stdin: {exc}") from None
     urgency, title, body = message(event)
-    body = body[:BODY_MAX]
+    # The title is plain text to notification servers; the body may hold markup.
+    from roost.cli.output import field
+
+    title, body = field(title), notice_text(body[:BODY_MAX])
     if rate_limited(event, title, body, time.time()):
         print(f"rate-limited: {title}", file=sys.stderr)
         return 0

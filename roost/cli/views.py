@@ -9,12 +9,14 @@ imports) are imported by the functions that draw or read with them, not at the t
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from roost.cli import output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,18 +37,14 @@ STATE_STYLE = {
 }
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_CONTROL[0x0A] = "\\n"
-_CONTROL[0x09] = "\\t"
 DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state",
                 "model")
 
 
-def printable(text: Any) -> str:
-    """`text` with every control character (ESC, CSI, BEL, newline, ...) shown as an escape:
-    names, summaries and questions come from agents and models, and must not drive the
-    terminal of whoever lists them. Rich would pass ESC through as it is."""
-    return str(text).translate(_CONTROL)
+printable = output.field
+"""Names, summaries and questions come from agents and models, and must not drive the
+terminal of whoever lists them (rich would pass ESC through as it is): one line, every
+control and bidi character shown as an escape."""
 
 
 def display_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +63,7 @@ def console() -> Console:
     """The terminal, or in a pipe a console that never wraps or cuts a line (like ls, ps)."""
     from rich.console import Console
 
-    out = Console(highlight=False, soft_wrap=False)
+    out = Console(file=output.terminal(), highlight=False, soft_wrap=False)
     if not out.is_terminal:
         out.soft_wrap = True
     return out
@@ -248,8 +246,6 @@ def _print_block(out: Console, renderable: Any) -> None:
 
 
 def print_detail(row: dict[str, Any]) -> None:
-    from rich.markup import escape
-
     out = console()
     row = display_row(row)
     fields = [
@@ -270,11 +266,11 @@ def print_detail(row: dict[str, Any]) -> None:
     ]
     for key, value in fields:
         if value not in (None, ""):
-            out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+            out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
     from roost.usage import show
 
     for key, value in show.usage_lines(row):
-        out.print(f"[bold]{key:>13}[/bold]  {escape(printable(value))}")
+        out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
 
 
 TASK_SHOWN = 400
@@ -317,11 +313,14 @@ def _agent_line(row: dict[str, Any]) -> str | None:
     return text
 
 
-def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False) -> None:
+def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
+               raw: bool = False) -> None:
+    """The transcript (a shell job: its output), control characters shown as escapes
+    (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
     from roost.transcript import read_entries, render
 
     if row["kind"] == "shell":
-        _print_file(Path(row["dir"]) / "output.log", follow)
+        _print_file(Path(row["dir"]) / "output.log", follow, raw)
         return
     session = row.get("session")
     if not session:
@@ -330,7 +329,10 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False)
     while True:
         entries = read_entries(session)
         for line in render(entries[seen:], verbose=verbose):
-            print(line, flush=True)
+            if raw:
+                output.write_raw(line.encode("utf-8", "surrogateescape") + b"\n")
+            else:
+                print(output.visible(line), flush=True)
         seen = len(entries)
         if not follow:
             return
@@ -362,7 +364,10 @@ def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:
         observer.join()
 
 
-def _print_file(path: Path, follow: bool) -> None:
+def _print_file(path: Path, follow: bool, raw: bool = False) -> None:
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character cut by a read
     position = 0
     while True:
         try:
@@ -370,7 +375,11 @@ def _print_file(path: Path, follow: bool) -> None:
                 handle.seek(position)
                 data = handle.read()
                 position += len(data)
-                os.write(1, data)
+            if raw:
+                output.write_raw(data)
+            elif data:
+                sys.stdout.write(output.visible(decoder.decode(data)))
+                sys.stdout.flush()
         except FileNotFoundError:
             pass
         if not follow:
@@ -407,8 +416,7 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
 
     items = mailbox_items(Mailbox(path), show_all)
     if as_json:
-        print(json.dumps([listed(state, item) for state, item in items],
-                         indent=2, ensure_ascii=False))
+        print(output.json_text([listed(state, item) for state, item in items]))
         return
     from rich.table import Table
     from rich.text import Text
@@ -429,7 +437,9 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         text = printable(" ".join(item.text.split()))
         if out.is_terminal:  # in a pipe: the whole text, one item per line
             text = clip(text, 60)
-        table.add_row(state, str(item.seq), item.kind, Text(who), item.created, Text(text))
+        # Text, not str (a str cell is rich markup): every cell is the file's, made visible.
+        table.add_row(state, str(item.seq), output.styled(item.kind), Text(who),
+                      output.styled(item.created), Text(text))
     if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
         out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
     _print_block(out, table)

@@ -28,12 +28,14 @@ def agents_ls(as_json: bool, cwd: str | None) -> None:
     if as_json:
         print_json(rows)
         return
+    from roost.cli.output import field  # a project file's text: controls shown, not run
+
     width = max(len(r["name"]) for r in rows) if rows else 4
     click.echo(f"{'NAME':<{width}}  SOURCE   DESCRIPTION")
     for r in rows:
-        click.echo(f"{r['name']:<{width}}  {r['source']:<7}  {r['description']}")
+        click.echo(f"{field(r['name']):<{width}}  {r['source']:<7}  {field(r['description'])}")
     for problem in merged.errors:
-        click.echo(f"roost: {problem}", err=True)
+        click.echo(f"roost: {field(problem)}", err=True)
 
 
 @agents.command("show")
@@ -52,12 +54,14 @@ def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     if as_json:
         print_json(defn.to_json())
         return
-    click.echo(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})")
-    click.echo(f"# tools: {', '.join(defn.effective_tools())}"
-               + (" (the defaults)" if defn.tools is None else ""))
+    from roost.cli.output import escaped, field
+
+    click.echo(field(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})"))
+    click.echo(field(f"# tools: {', '.join(defn.effective_tools())}"
+                     + (" (the defaults)" if defn.tools is None else "")))
     import tomli_w
 
-    click.echo(tomli_w.dumps(defn.body(), multiline_strings=True), nl=False)
+    click.echo(escaped(tomli_w.dumps(defn.body(), multiline_strings=True)), nl=False)
 
 
 @agents.command("new")
@@ -102,8 +106,10 @@ def agents_check(cwd: str | None) -> None:
     from roost.cli.modelcheck import definition_problems
 
     errors = merged.errors + definition_problems(merged.agents)  # a model pi does not know
+    from roost.cli.output import field
+
     for problem in errors:
-        click.echo(problem, err=True)
+        click.echo(field(problem), err=True)
     store.write_catalog_cache()
     if errors:
         sys.exit(1)

@@ -189,7 +189,7 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
                              None if timeout is None else timeout + 30)
     rows = result["jobs"] if mode == "all" or not result["jobs"] else result["jobs"][:1]
     for row in rows:
-        click.echo(f"{row['id']} {row['name']} {row['state']}")
+        click.echo(f"{row['id']} {views.printable(row['name'])} {row['state']}")
     if not result["reached"]:
         waiting = ", ".join(f"{r['id']} ({r['state']})" for r in result["waiting"])
         click.echo(f"roost: timed out; still waiting for {waiting}", err=True)
@@ -214,11 +214,19 @@ def _wait_one(job: str, timeout: float | None) -> None:
 @click.argument("job")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
 @click.option("-v", "--verbose", is_flag=True, help="Do not shorten tool calls and results.")
-def logs(job: str, follow: bool, verbose: bool) -> None:
-    """The job's transcript (agent messages framed as such); shell jobs: their output."""
+@click.option("--raw", is_flag=True, help="The text as the model (a shell job: the command) "
+              "wrote it, control characters included: only to a pipe.")
+def logs(job: str, follow: bool, verbose: bool, raw: bool) -> None:
+    """The job's transcript (agent messages framed as such); shell jobs: their output.
+
+    Control characters (a model's escape sequences) are shown as escapes such as \\x1b."""
+    from roost.cli import output
+
+    if raw and not output.raw_allowed():
+        fail(output.RAW_REFUSED)
     with daemon() as client:
         row = client.request("show", job=job)["job"]
-    views.print_logs(row, follow=follow, verbose=verbose)
+    views.print_logs(row, follow=follow, verbose=verbose, raw=raw)
 
 
 @click.command()
@@ -255,7 +263,7 @@ def rm(job: str, force: bool, delete_branch: bool) -> None:
         result = client.request("rm", job=job, force=force, deleteBranch=delete_branch)
     click.echo(f"{result['id']} removed")
     for note in result.get("worktree") or ():
-        click.echo(f"  {note}")
+        click.echo(f"  {views.printable(note)}")
 
 
 @click.command()

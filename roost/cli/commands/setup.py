@@ -74,8 +74,11 @@ def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
     if as_json:
         print_json(report.as_json())
     else:
+        from roost.cli.output import echo_styled
+
+        # render() made each check's text visible; its marks' colours are roost's own.
         for line in render(report, sys.stdout.isatty()):
-            click.echo(line)
+            echo_styled(line)
     sys.exit(0 if report.ok else 1)
 
 

@@ -145,6 +145,8 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     if not result["rows"]:
         click.echo("no usage recorded" + (f" since {day}" if day else ""))
         return
+    from roost.cli.output import field
+
     labels = []
     for row in result["rows"]:
         label = row["key"]
@@ -154,7 +156,7 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
                 label += " (rm)"
         elif by == "tree":
             label = str(row.get("name") or row["key"])
-        labels.append(label)
+        labels.append(field(label))
     width = max([24, *(len(label) for label in labels)])  # a name is never cut
     click.echo(f"{by.upper():<{width}} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} "
                f"{'CACHE W':>8} {'COST':>10}")

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
 from roost.cli.common import daemon, fail
+from roost.cli.output import field
 
 
 @click.command()
 @click.argument("job")
 @click.option("--stat", is_flag=True, help="A diffstat instead of the patch.")
-def diff(job: str, stat: bool) -> None:
-    """The changes of a job in a worktree against its base (uncommitted work included)."""
+@click.option("--raw", is_flag=True,
+              help="The patch as git wrote it, control characters included: only to a pipe.")
+def diff(job: str, stat: bool, raw: bool) -> None:
+    """The changes of a job in a worktree against its base (uncommitted work included).
+
+    Control characters in the files (an escape sequence that moves the cursor up and
+    erases a line, say) are shown as escapes such as \\x1b, never run by the terminal."""
+    from roost.cli import output
     from roost.worktrees import git
 
+    if raw and not output.raw_allowed():
+        fail(output.RAW_REFUSED)
     with daemon() as client:
         row = client.request("show", job=job)["job"]
     worktree = row.get("worktree")
@@ -31,10 +39,13 @@ def diff(job: str, stat: bool) -> None:
         fail(f"the worktree of job {row['id']} is still being written (the job is starting); "
              "try again in a moment")
     try:
-        click.echo(git.diff(worktree["path"], worktree["base"], stat=stat,
-                            color=sys.stdout.isatty()), nl=False)
+        patch = git.diff(worktree["path"], worktree["base"], stat=stat)
     except git.GitError as exc:
         fail(str(exc))
+    if raw:
+        output.write_raw(patch.encode("utf-8", "surrogateescape"))
+    else:
+        output.print_diff(patch)
 
 
 @click.command()
@@ -52,7 +63,8 @@ def merge(job: str, into: str | None, squash: bool) -> None:
         how = "squashed into" if squash else "merged into"
         click.echo(f"{result['branch']} {how} {result['into']} ({result['commit'][:12]})")
     else:
-        click.echo(f"{result['branch']}: {result['outcome']} ({result['into']})")
+        # The outcome may name a repository's files (a conflict): shown, never run.
+        click.echo(field(f"{result['branch']}: {result['outcome']} ({result['into']})"))
     if result.get("uncommitted"):
         click.echo(f"note: the worktree has {result['uncommitted']} uncommitted changes; "
                    "they were not merged (roost diff shows them)", err=True)
@@ -65,9 +77,9 @@ def gc(force: bool) -> None:
     with daemon() as client:
         result = client.request("gc", force=force, timeout=300)
     for path in result["removed"]:
-        click.echo(f"removed {path}")
+        click.echo(f"removed {field(path)}")
     for line in result["kept"]:
-        click.echo(f"kept {line}")
+        click.echo(f"kept {field(line)}")
     click.echo(f"pruned the worktree records of {len(result['pruned'])} repositories")
 
 

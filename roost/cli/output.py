@@ -1,0 +1,208 @@
+"""The one output layer of the `roost` CLI: text that a model, an agent, a repository or a
+project file wrote never drives the terminal (or the program reading a pipe).
+
+- `visible(text)`: every C0/C1 control but newline and tab, DEL, and the bidi controls that
+  reorder a line (U+202A-U+202E, U+2066-U+2069, U+200E/U+200F, U+061C), and the line and
+  paragraph separators (U+2028, U+2029) shown as escapes
+  (`\\x1b`, `\\x9b`, `\\u202e`): `ESC[1A ESC[2K` reads `\\x1b[1A\\x1b[2K`, an OSC 52 clipboard
+  write or an OSC 8 link is shown, not run. `field(text)`, for one-line fields (names,
+  summaries, table cells), shows newline and tab as `\\n` and `\\t` too.
+- `markup(text)` and `styled(text, style)`: the same for rich, with `[red]` or `[link=...]`
+  shown as written, never read as rich markup.
+- `guard_streams()`: run by `roost` before any command, it puts `Guarded` over stdout and
+  stderr, so every `click.echo` and `print` of every command goes through `visible`: a path
+  that forgot to is still safe. rich's console writes its own styles (colours, which are
+  roost's) to `terminal()`, the stream under the guard, and is given only text that went
+  through `styled`/`markup`.
+- `raw_allowed()`: the raw bytes (`roost diff --raw`, `roost logs --raw`) go only to a pipe
+  and only on request; on a terminal the request is refused with one line.
+- `json_text(data)`, `escaped(document)`: JSON (and TOML) whose strings hold no control, C1
+  or bidi character raw (escaped as `\\u....`: the same data for a reader).
+
+The textual agent view (`roost view`) writes to the terminal itself; its cells are rich
+Text built by `styled` (roost.cli.viewtable, roost.cli.live).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+"""The characters that reorder a line (bidi embeddings, overrides, isolates and marks)."""
+SEPARATORS = (0x2028, 0x2029)
+"""Unicode's line and paragraph separators: a line break to some programs, none to others."""
+
+_BODY: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_BODY.update({c: f"\\u{c:04x}" for c in (*BIDI, *SEPARATORS)})
+del _BODY[0x0A], _BODY[0x09]
+_FIELD = {**_BODY, 0x0A: "\\n", 0x09: "\\t"}
+_ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI, *SEPARATORS)}
+"""What JSON and TOML writers leave raw in a string (they escape C0 themselves; a
+document's own newlines are not in a string)."""
+
+
+def _finder(table: dict[int, str]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(table)) + "]")
+
+
+_FINDERS: dict[int, re.Pattern[str]] = {}
+
+
+def _shown(text: str, table: dict[int, str], kept: bool = True) -> str:
+    """`text` with each character of `table` replaced by its escape (`kept`: the table
+    keeps newline and tab).
+
+    Most text has none: `isprintable` (False for every control and bidi character, and
+    for a few harmless ones such as a no-break space) says so at memory speed. The rest is a
+    search and a substitution of what it found, the pattern compiled on first use (a few
+    ms, which a command that prints plain text never pays); str.translate would look up
+    every character (5 MB/s on non-ASCII text)."""
+    if (text.replace("\n", "").replace("\t", "") if kept else text).isprintable():
+        return text
+    finder = _FINDERS.get(id(table))
+    if finder is None:
+        finder = _FINDERS[id(table)] = _finder(table)
+    return finder.sub(lambda found: table[ord(found.group())], text)
+
+
+def visible(text: Any) -> str:
+    """`text` with newlines and tabs kept and every other control and bidi character shown
+    as an escape (idempotent: an escape is plain text)."""
+    return _shown(str(text), _BODY)
+
+
+def field(text: Any) -> str:
+    """`visible`, for one line: newline and tab shown as `\\n` and `\\t` as well."""
+    return _shown(str(text), _FIELD, kept=False)
+
+
+def markup(text: Any) -> str:
+    """`field(text)` for a rich markup string: `[red]` shows as written."""
+    from rich.markup import escape
+
+    return escape(field(text))
+
+
+def styled(text: Any, style: str = "", one_line: bool = True) -> Text:
+    """A rich Text of `text` made visible (rich reads no markup in a Text)."""
+    from rich.text import Text
+
+    return Text(field(text) if one_line else visible(text), style=style)
+
+
+def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
+    """`data` as JSON (non-ASCII kept), with every control and bidi character escaped."""
+    import json
+
+    separators = (",", ":") if compact else None
+    return escaped(json.dumps(data, indent=indent, ensure_ascii=False, separators=separators))
+
+
+def escaped(document: str) -> str:
+    """A JSON or TOML text whose strings' DEL, C1 and bidi characters are escaped as
+    `\\u....` (the same data to a reader; C0 is escaped by the writers already)."""
+    return _shown(document, _ESCAPED)
+
+
+class Guarded(io.TextIOBase):
+    """A text stream that writes what it is given through `visible` to `stream`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # click probes a stream with bytes
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.stream.write(visible(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self.stream.errors
+
+
+def guard_streams() -> None:
+    """Every later write to sys.stdout and sys.stderr goes through `visible`."""
+    if not isinstance(sys.stdout, Guarded) and sys.stdout is not None:
+        sys.stdout = Guarded(sys.stdout)
+    if not isinstance(sys.stderr, Guarded) and sys.stderr is not None:
+        sys.stderr = Guarded(sys.stderr)
+
+
+def terminal(err: bool = False) -> TextIO:
+    """The stream under the guard: only for what roost styles itself (rich's colours)."""
+    stream = sys.stderr if err else sys.stdout
+    return stream.stream if isinstance(stream, Guarded) else stream
+
+
+RAW_REFUSED = ("--raw writes the bytes as they are, control sequences included: only to a "
+               "pipe or a file, never to a terminal")
+
+
+def raw_allowed() -> bool:
+    """May raw bytes go to stdout? Only when it is not a terminal."""
+    return not terminal().isatty()
+
+
+def write_raw(data: bytes) -> None:
+    """Bytes as they are, to stdout (a pipe: the caller checked `raw_allowed`)."""
+    out = terminal()
+    out.flush()
+    if hasattr(out, "buffer"):
+        out.buffer.write(data)
+        out.buffer.flush()
+    else:
+        out.write(data.decode("utf-8", "replace"))
+        out.flush()
+
+
+def echo_styled(line: str, err: bool = False) -> None:
+    """One line whose only control sequences are roost's own styles (its foreign parts went
+    through `visible` or `field`), past the guard."""
+    out = terminal(err)
+    out.write(line + "\n")
+    out.flush()
+
+
+_DIFF_STYLES = (("diff --git", "1"), ("index ", "1"), ("--- ", "1"), ("+++ ", "1"),
+                ("@@", "36"), ("+", "32"), ("-", "31"))
+
+
+def print_diff(patch: str) -> None:
+    """A patch (or diffstat) with its files' control characters shown as escapes; coloured
+    by roost (never git's colours, which would pass a file's own sequences along) on a
+    terminal."""
+    # Split at newlines only: str.splitlines also splits at characters a file may hold (a
+    # form feed, U+2028), which would make a text line look like a `-` or `+` line.
+    lines = visible(patch).removesuffix("\n").split("\n") if patch else []
+    if not terminal().isatty():
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        return
+    for line in lines:
+        code = next((code for prefix, code in _DIFF_STYLES if line.startswith(prefix)), "")
+        echo_styled(f"\x1b[{code}m{line}\x1b[0m" if code else line)
