@@ -120,7 +120,7 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             last = max(last, since)
     if not follow:
         return
-    from roost.client import DaemonUnavailable, connect
+    from roost.client import DaemonUnavailable, ForeignDaemon, connect
     from roost.protocol import RequestError
 
     # Without --since: from now on. "Now" is the log's last seq, and roostd sends what
@@ -133,6 +133,8 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             # Only the first connection starts roostd: a `roost daemon stop` must not be
             # undone by a follower; it waits for the next roostd instead.
             client = connect(autostart=first, timeout=15.0 if first else 0.5)
+        except ForeignDaemon as exc:
+            raise click.ClickException(str(exc)) from None
         except DaemonUnavailable:
             if first:
                 raise click.ClickException("roostd is not running and could not be started"

@@ -318,14 +318,16 @@ def _agent_line(row: dict[str, Any]) -> str | None:
 
 
 def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False) -> None:
+    from roost.cli.answerpaths import owned
     from roost.transcript import read_entries, render
 
     if row["kind"] == "shell":
-        _print_file(Path(row["dir"]) / "output.log", follow)
+        _print_file(owned(row["dir"], "job directory") / "output.log", follow)
         return
     session = row.get("session")
     if not session:
         return
+    session = str(owned(session, "session file"))
     seen = 0
     while True:
         entries = read_entries(session)
@@ -399,7 +401,9 @@ def listed(state: str, item: Any) -> dict[str, Any]:
 
 
 def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path: bool) -> None:
-    path = Path(row["mailbox"])
+    from roost.cli.answerpaths import owned
+
+    path = owned(row["mailbox"], "mailbox")  # opening a mailbox sweeps and moves files
     if show_path:
         print(path)
         return

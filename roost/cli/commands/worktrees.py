@@ -16,6 +16,7 @@ from roost.cli.common import daemon, fail
 @click.option("--stat", is_flag=True, help="A diffstat instead of the patch.")
 def diff(job: str, stat: bool) -> None:
     """The changes of a job in a worktree against its base (uncommitted work included)."""
+    from roost.cli.answerpaths import owned
     from roost.worktrees import git
 
     with daemon() as client:
@@ -23,6 +24,8 @@ def diff(job: str, stat: bool) -> None:
     worktree = row.get("worktree")
     if not worktree:
         fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)")
+    owned(worktree["path"], "worktree")  # git writes objects there
+    owned(row["dir"], "job directory")
     if not os.path.isdir(worktree["path"]):
         fail(f"the worktree of job {row['id']} ({worktree['path']}) is gone")
     from roost.worktrees import CHECKOUT_MARKER
