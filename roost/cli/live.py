@@ -31,7 +31,6 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths
-from roost import trustedfiles as trust
 from roost.cli.replybox import HelpScreen, ReplyScreen
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
@@ -60,8 +59,6 @@ class TranscriptSource:
             self.path: Path | None = paths.job_dir(row["id"]) / "output.log"
         else:
             self.path = Path(row["session"]) if row.get("session") else None
-        if self.path is not None and not trust.inside(self.path, paths.roost_home()):
-            self.path = None  # read only what lies in ROOST_HOME (roost.cli.answerpaths)
         self.offset = 0
         self.partial = b""
 
