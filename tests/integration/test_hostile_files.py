@@ -311,3 +311,47 @@ def test_a_project_agent_thinks_no_more_than_the_user_allows(roost_env: Lab) -> 
     assert "deep" not in agents_ls(roost_env, roost_env.work)
     roost_env.configure(projectAgentMaxThinking="xhigh")  # the user's own choice
     assert agents_ls(roost_env, roost_env.work)["deep"]["source"] == "project"
+
+
+# -- the foreground pi's extension: the same check of ROOST_HOME and its socket ---------------
+OWN_HOME_DRIVER = r"""
+const { createJiti } = require(process.env.JITI_PATH);
+const jiti = createJiti(__filename, { moduleCache: false });
+(async () => {
+  const m = await jiti.import(process.env.OWN_HOME_TS);
+  for (const home of JSON.parse(process.argv[2])) {
+    try { console.log(JSON.stringify({ ok: m.ownSocket(home) })); }
+    catch (err) { console.log(JSON.stringify({ error: String(err.message) })); }
+  }
+})();
+"""
+
+
+@needs_intruder
+def test_the_extension_refuses_another_users_roost_home(roost_env: Lab) -> None:
+    from roost import paths
+    from roost.pi.locate import node_binary
+
+    jiti = paths.pi_prefix() / "node_modules" / "jiti" / "lib" / "jiti.cjs"
+    if shutil.which(node_binary()) is None or not jiti.exists():
+        pytest.skip("needs node and the pinned pi install (scripts/setup)")
+    theirs = intruder.own_dir()
+    try:
+        link = roost_env.root / "rh-link"
+        link.symlink_to(theirs)
+        roost_env.roost_home.mkdir(mode=0o700)
+        homes = [str(link), str(roost_env.roost_home), str(roost_env.root / "not-yet")]
+        driver = roost_env.root / "driver.cjs"
+        driver.write_text(OWN_HOME_DRIVER)
+        proc = subprocess.run(
+            [node_binary(), str(driver), json.dumps(homes)], capture_output=True,
+            text=True, timeout=60, env=dict(os.environ, JITI_PATH=str(jiti),
+                                            OWN_HOME_TS=str(Path(paths.extension_path()).parent
+                                                            / "own_home.ts")))
+        answers = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert len(answers) == 3, proc.stderr
+        assert "not yours alone" in answers[0]["error"] and "owned by uid" in answers[0]["error"]
+        assert answers[1] == {"ok": str(roost_env.roost_home / "roostd.sock")}
+        assert answers[2] == {"ok": str(roost_env.root / "not-yet" / "roostd.sock")}
+    finally:
+        shutil.rmtree(theirs, ignore_errors=True)
