@@ -101,6 +101,11 @@ def line(event: dict[str, Any]) -> str:
 
 def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
                  job: str | None, as_json: bool) -> None:
+    from roost.cli.common import fail
+    from roost.trustedfiles import home_problem
+
+    if problem := home_problem(paths.roost_home()):  # another user's log: not read
+        fail(problem)
     since, since_time = since_arg(since_value)
     kinds = type_args(types)
     last = 0
@@ -134,7 +139,7 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             # undone by a follower; it waits for the next roostd instead.
             client = connect(autostart=first, timeout=15.0 if first else 0.5)
         except ForeignDaemon as exc:
-            raise click.ClickException(str(exc)) from None
+            fail(str(exc))
         except DaemonUnavailable:
             if first:
                 raise click.ClickException("roostd is not running and could not be started"

@@ -218,11 +218,15 @@ def test_the_cli_never_talks_to_another_users_roostd(roost_env: Lab) -> None:
                           answers_naming(box), as_intruder=True)
         link = roost_env.root / "rh-link"
         link.symlink_to(theirs)
-        for command in (["mailbox", "j1"], ["ls"], ["rm", "j1"], ["daemon", "status"]):
-            proc = roost_env.roost(*command, env={"ROOST_HOME": str(link)}, timeout=20)
+        (theirs / "events.jsonl").write_text('{"seq": 1, "type": "job.created"}\n')
+        for command in (["mailbox", "j1"], ["ls"], ["rm", "j1"], ["daemon", "status"],
+                        ["events", "--since", "0"], ["doctor"]):
+            proc = roost_env.roost(*command, env={"ROOST_HOME": str(link)}, timeout=60)
             assert proc.returncode == 1, proc
-            lines = proc.stderr.strip().splitlines()
-            assert len(lines) == 1 and "not by you" in lines[0], proc.stderr
+            if command != ["doctor"]:  # doctor: a report, this line in it
+                lines = proc.stderr.strip().splitlines()
+                assert len(lines) == 1 and "not by you" in lines[0], proc.stderr
+            assert "not by you" in proc.stderr + proc.stdout
         assert log.read_bytes() == b"", "the CLI sent a request to another user's roostd"
         assert untouched(box)
         assert not (theirs / "roostd.log").exists()  # no roostd started there either
