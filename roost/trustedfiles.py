@@ -124,10 +124,15 @@ def dir_chain_problem(path: str | os.PathLike[str]) -> str | None:
 
 
 def home_problem(home: str | os.PathLike[str]) -> str | None:
-    """Why ROOST_HOME may not be used (None: it may, or it does not exist yet). Resolved
-    first: a symlink to a folder another user controls is refused."""
+    """Why ROOST_HOME may not be used (None: it may). Resolved first: a symlink to a
+    folder another user controls is refused. One not made yet is checked by the folder
+    it would be made in."""
     if not os.path.lexists(home):
-        return None
+        parent = Path(os.path.abspath(home)).parent
+        while not os.path.lexists(parent) and parent != parent.parent:
+            parent = parent.parent
+        problem = dir_chain_problem(parent)
+        return problem and f"ROOST_HOME {home} would be made where others can write: {problem}"
     try:
         st = os.stat(home)
     except OSError as exc:

@@ -230,6 +230,10 @@ def test_the_cli_never_talks_to_another_users_roostd(roost_env: Lab) -> None:
         assert log.read_bytes() == b"", "the CLI sent a request to another user's roostd"
         assert untouched(box)
         assert not (theirs / "roostd.log").exists()  # no roostd started there either
+        # Nor is a ROOST_HOME made in a folder of theirs.
+        proc = roost_env.roost("ls", env={"ROOST_HOME": str(theirs / "rh")}, timeout=20)
+        assert proc.returncode == 1 and "where others can write" in proc.stderr, proc
+        assert not (theirs / "rh").exists()
     finally:
         if fake is not None:
             fake.kill()
