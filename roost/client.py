@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths, protocol
+from roost import trustedfiles as trust
 from roost.errors import RoostError
 from roost.protocol import RequestError
 
@@ -24,6 +25,30 @@ START_TIMEOUT = 15.0
 
 class DaemonUnavailable(RoostError):
     """roostd is not running and could not be started."""
+
+
+class ForeignDaemon(DaemonUnavailable):
+    """ROOST_HOME, its socket or the process behind it is not the user's: nothing is sent
+    (and no roostd is started there)."""
+
+
+def check_home() -> None:
+    """ForeignDaemon unless ROOST_HOME (resolved) and its socket are the user's alone."""
+    problem = trust.home_problem(paths.roost_home()) or trust.socket_problem(paths.socket_path())
+    if problem:
+        raise ForeignDaemon(problem)
+
+
+def check_peer(sock: socket.socket, path: Path) -> None:
+    """ForeignDaemon unless the process at the other end of `sock` runs as the user
+    (SO_PEERCRED, from the kernel: a socket file's owner can be anyone's choosing)."""
+    import struct
+
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", raw)
+    if uid != os.getuid():
+        raise ForeignDaemon(f"the process answering on {path} (pid {pid}) runs as uid {uid}, "
+                            "not as you: refusing to talk to it")
 
 
 class Client:
@@ -104,10 +129,17 @@ class Client:
 
 
 def _try_connect(path: Path) -> Client | None:
+    """A client of the roostd at `path`, None when none answers; ForeignDaemon (before a
+    byte is read or sent) when the folder, the socket or its process is not the user's."""
+    check_home()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(path))
+        check_peer(sock, path)
         return Client(sock)
+    except ForeignDaemon:
+        sock.close()
+        raise
     except (FileNotFoundError, ConnectionRefusedError, DaemonUnavailable):
         sock.close()
         return None
@@ -117,6 +149,7 @@ def start_daemon_background() -> None:
     """Start roostd (`roost daemon run`'s program) detached, logging to $ROOST_HOME/roostd.log."""
     import subprocess  # here: a CLI command with roostd already up never needs it
 
+    check_home()
     home = paths.ensure_dir(paths.roost_home())
     fd = os.open(home / "roostd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                  | os.O_CLOEXEC, 0o600)

@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost import trustedfiles as trust
 from roost.protocol import EVENT_TYPES
 
 log = logging.getLogger(__name__)
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+"""pi's thinking levels, lowest first (an agent definition's `thinking` is one of them)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,10 @@ class Settings:
     projectAgents: bool = False
     """Read agent definitions from `<repo>/.pi/roost/agents/` (they only add names, and
     never widen tools or choose the model)."""
+    projectAgentMaxThinking: str = "off"
+    """The highest thinking level a project agent may ask for (off, minimal, low, medium,
+    high, xhigh); one that asks for more is left out. A repository spends only what the
+    user allows."""
     hooks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Event type -> the command roostd runs on it (program and arguments, no shell)."""
     hookTimeoutSeconds: float = 10.0
@@ -95,6 +103,13 @@ class Settings:
                     values[key] = hooks
                 continue
             default = spec.default
+            if key == "projectAgentMaxThinking":
+                if value in THINKING_LEVELS:
+                    values[key] = value
+                else:
+                    log.warning("roost.json: ignoring %s=%r (expected one of %s)", key, value,
+                                ", ".join(THINKING_LEVELS))
+                continue
             if key == "agentChildWorktrees":
                 from roost.worktrees.policy import POLICIES
 
@@ -156,8 +171,8 @@ def load_settings() -> Settings:
         return Settings()
     if _cache is not None and _cache[0] == path and _cache[1] == mtime:
         return _cache[2]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of the user's, bounded (roost.trustedfiles)
+        data = json.loads(trust.read_text(path))
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
         settings = Settings.from_dict(data)

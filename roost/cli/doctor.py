@@ -337,13 +337,16 @@ def _describe(errors: list[dict[str, Any]]) -> str:
 
 def check_daemon(report: Report) -> None:
     from roost import __version__
-    from roost.client import DaemonUnavailable, connect
+    from roost.client import DaemonUnavailable, ForeignDaemon, connect
     from roost.protocol import ProtocolError
 
     socket = paths.socket_path()
     try:
         with connect(autostart=False) as client:
             status = client.request("status", timeout=5)
+    except ForeignDaemon as exc:
+        report.add("roostd", "fail", str(exc), "point ROOST_HOME at a folder of your own")
+        return
     except (DaemonUnavailable, ProtocolError, OSError):
         status = None
     if status is None:

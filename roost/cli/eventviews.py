@@ -102,6 +102,11 @@ def line(event: dict[str, Any]) -> str:
 
 def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
                  job: str | None, as_json: bool) -> None:
+    from roost.cli.common import fail
+    from roost.trustedfiles import home_problem
+
+    if problem := home_problem(paths.roost_home()):  # another user's log: not read
+        fail(problem)
     since, since_time = since_arg(since_value)
     kinds = type_args(types)
     last = 0
@@ -121,7 +126,7 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             last = max(last, since)
     if not follow:
         return
-    from roost.client import DaemonUnavailable, connect
+    from roost.client import DaemonUnavailable, ForeignDaemon, connect
     from roost.protocol import RequestError
 
     # Without --since: from now on. "Now" is the log's last seq, and roostd sends what
@@ -134,6 +139,8 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             # Only the first connection starts roostd: a `roost daemon stop` must not be
             # undone by a follower; it waits for the next roostd instead.
             client = connect(autostart=first, timeout=15.0 if first else 0.5)
+        except ForeignDaemon as exc:
+            fail(str(exc))
         except DaemonUnavailable:
             if first:
                 raise click.ClickException("roostd is not running and could not be started"

@@ -91,11 +91,13 @@ def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
 def settings_default(cwd: str | None = None) -> str | None:
     """pi's default `provider/id` (or provider) from its settings: the agent dir's
     settings.json, under the project's `.pi/settings.json`."""
+    from roost import trustedfiles as trust
+
     found: dict[str, Any] = {}
-    for path in (paths.agent_dir() / "settings.json",
-                 Path(cwd or os.getcwd()) / ".pi" / "settings.json"):
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads(path.read_text(encoding="utf-8"))
+    for path, follow in ((paths.agent_dir() / "settings.json", True),
+                         (Path(cwd or os.getcwd()) / ".pi" / "settings.json", False)):
+        with contextlib.suppress(OSError, ValueError):  # another user's file: not read
+            data = json.loads(trust.read_text(path, follow=follow))
             if isinstance(data, dict):
                 found.update({k: data[k] for k in ("defaultProvider", "defaultModel") if k in data})
     provider, model = found.get("defaultProvider"), found.get("defaultModel")

@@ -317,14 +317,16 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
                raw: bool = False) -> None:
     """The transcript (a shell job: its output), control characters shown as escapes
     (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
+    from roost.cli.answerpaths import owned
     from roost.transcript import read_entries, render
 
     if row["kind"] == "shell":
-        _print_file(Path(row["dir"]) / "output.log", follow, raw)
+        _print_file(owned(row["dir"], "job directory") / "output.log", follow, raw)
         return
     session = row.get("session")
     if not session:
         return
+    session = str(owned(session, "session file"))
     seen = 0
     while True:
         entries = read_entries(session)
@@ -408,7 +410,9 @@ def listed(state: str, item: Any) -> dict[str, Any]:
 
 
 def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path: bool) -> None:
-    path = Path(row["mailbox"])
+    from roost.cli.answerpaths import owned
+
+    path = owned(row["mailbox"], "mailbox")  # opening a mailbox sweeps and moves files
     if show_path:
         print(path)
         return

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from roost.config import THINKING_LEVELS
+
 KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix")
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -205,20 +206,31 @@ def _check_value(key: str, value: Any) -> str | None:
 
 
 # -- rules ----------------------------------------------------------------------------------
-def project_violations(defn: Definition) -> list[str]:
+def project_violations(defn: Definition, max_thinking: str = "off") -> list[str]:
     """What a project definition may not do: a repository never widens reach or raises
-    limits. It may not choose the model (the user's provider and spending) and may not
-    name tools outside pi's built-in set and roost's own (nothing that is off by default
-    beyond grep/find/ls)."""
+    limits. It may not choose the model (the user's provider and spending), may not ask
+    for more thinking than the user's `projectAgentMaxThinking` allows (thinking is
+    spending too), and may not name tools outside pi's built-in set and roost's own
+    (nothing that is off by default beyond grep/find/ls). Budgets, spawn caps and rates
+    are the user's settings only: a definition has no key for them."""
     problems = []
     if defn.model is not None:
         problems.append("a project agent may not set model (the user chooses providers)")
+    if defn.thinking is not None and thinking_rank(defn.thinking) > thinking_rank(max_thinking):
+        problems.append(f"a project agent may not set thinking above {max_thinking!r} "
+                        f"(asks for {defn.thinking!r}; the user's projectAgentMaxThinking "
+                        "setting is the limit)")
     if defn.tools is not None:
         extra = [t for t in defn.tools if t not in PROJECT_TOOLS]
         if extra:
             problems.append(f"a project agent may not grant tools beyond pi's built-in and "
                             f"roost's: {', '.join(extra)}")
     return problems
+
+
+def thinking_rank(level: str) -> int:
+    """A thinking level's place in THINKING_LEVELS (an unknown one ranks above all)."""
+    return THINKING_LEVELS.index(level) if level in THINKING_LEVELS else len(THINKING_LEVELS)
 
 
 @dataclass
@@ -233,10 +245,11 @@ class Merged:
 
 
 def merge(user: Iterable[Definition], project: Iterable[Definition],
-          allow_project: bool, errors: Iterable[str] = ()) -> Merged:
+          allow_project: bool, errors: Iterable[str] = (), max_thinking: str = "off") -> Merged:
     """Builtins, overridden by user files of the same name; project files add new names
     only, and only when `allow_project` (a user-level setting). A project file that names
-    an existing agent, or breaks a project rule, is reported and left out."""
+    an existing agent, or breaks a project rule (`max_thinking`: the user's limit on a
+    project agent's thinking), is reported and left out."""
     agents = dict(BUILTINS)
     problems = list(errors)
     for defn in user:
@@ -249,7 +262,7 @@ def merge(user: Iterable[Definition], project: Iterable[Definition],
             problems.append(f"{where}: ignored: a {agents[defn.name].source} agent named "
                             f"{defn.name!r} exists (a project cannot override it)")
             continue
-        broken = project_violations(defn)
+        broken = project_violations(defn, max_thinking)
         if broken:
             problems.extend(f"{where}: {p}" for p in broken)
             continue

@@ -2,8 +2,9 @@
 
 User-level: `<pi agent dir>/roost/agents/<name>.toml` (next to roost.json).
 Project: `<repo>/.pi/roost/agents/<name>.toml`, where `<repo>` is the nearest ancestor of
-the job's directory holding `.git` (else the directory itself); read only when the
-user-level `projectAgents` is true. The rules are in `roost.definitions.rules`.
+the job's directory holding `.git`, reached through folders the user may trust only
+(`roost.trustedfiles`: else there is no project); read only when the user-level
+`projectAgents` is true. The rules are in `roost.definitions.rules`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost import trustedfiles as trust
 from roost.definitions.rules import (
     Definition,
     DefinitionError,
@@ -33,19 +35,49 @@ def catalog_cache_path() -> Path:
     return paths.agent_dir() / "roost" / "agents-catalog.txt"
 
 
-def repo_root(cwd: str | os.PathLike[str]) -> Path:
-    start = Path(cwd).absolute()
+def repo_root(cwd: str | os.PathLike[str]) -> Path | None:
+    """The nearest folder at or above `cwd` that holds `.git` (none up to /: `cwd`
+    itself), climbing only through folders the user may trust (`roost.trustedfiles`).
+    None when the climb meets a folder another user controls before it finds one: a
+    `.git` planted in /tmp, or in any folder of another user, makes no project."""
+    start = Path(os.path.realpath(cwd))  # the folders that hold it, not a link's names
     for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
+        if not trust.trusted_dir(directory):
+            return None
+        try:  # a `.git` another user planted (in /tmp, say) marks no repository
+            if trust.trusted_owner(os.lstat(directory / ".git").st_uid):
+                return directory
+        except OSError:
+            pass
     return start
 
 
-def project_dir(cwd: str | os.PathLike[str]) -> Path:
-    return repo_root(cwd) / ".pi" / "roost" / "agents"
+def project_dir(cwd: str | os.PathLike[str]) -> Path | None:
+    """`<repo>/.pi/roost/agents` when the repository is the user's to trust and every
+    folder on the way is a real folder (no symlink) the user may trust; else None."""
+    root = repo_root(cwd)
+    if root is None:
+        return None
+    directory = root
+    for part in (".pi", "roost", "agents"):
+        directory = directory / part
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return None
+        if trust.dir_problem(st) is not None:  # a symlink is "not a directory" here
+            return None
+    return directory
+
+
+DEFINITION_MAX = 256 * 1024
+"""The largest definition file read (its prompt may hold 20,000 characters)."""
 
 
 def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[DefinitionError]]:
+    """The definitions in `directory`. Each file is read only when it is a regular file
+    the user may trust, up to DEFINITION_MAX (a FIFO or a device is refused, never read);
+    a project's files are never read through a symlink."""
     defs: list[Definition] = []
     errors: list[DefinitionError] = []
     try:
@@ -56,7 +88,10 @@ def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[Defin
         return defs, [DefinitionError(str(directory), None, f"cannot list: {exc}")]
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = trust.read_text(path, DEFINITION_MAX, follow=source != "project")
+        except trust.UntrustedFile as exc:
+            errors.append(DefinitionError(str(path), None, str(exc).removeprefix(f"{path}: ")))
+            continue
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(DefinitionError(str(path), None, f"cannot read: {exc}"))
             continue
@@ -69,16 +104,18 @@ def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[Defin
 
 def load(cwd: str | os.PathLike[str] | None, allow_project: bool | None = None) -> Merged:
     """Every usable definition for a job in `cwd` (None: user and builtin only)."""
-    if allow_project is None:
-        from roost.config import load_settings
+    from roost.config import load_settings
 
+    if allow_project is None:
         allow_project = load_settings().projectAgents
     user, errors = load_dir(user_dir(), "user")
     project: list[Definition] = []
-    if cwd is not None and allow_project:
-        project, project_errors = load_dir(project_dir(cwd), "project")
+    directory = project_dir(cwd) if cwd is not None and allow_project else None
+    if directory is not None:
+        project, project_errors = load_dir(directory, "project")
         errors += project_errors
-    return merge(user, project, allow_project and cwd is not None, [str(e) for e in errors])
+    return merge(user, project, allow_project and cwd is not None, [str(e) for e in errors],
+                 max_thinking=load_settings().projectAgentMaxThinking)
 
 
 def write_catalog_cache() -> str:

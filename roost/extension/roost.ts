@@ -22,6 +22,7 @@ import { Type } from "typebox";
 // "Available Imports"); 0.73 knows only these names. So this one spelling loads in both.
 import { Text } from "@mariozechner/pi-tui";
 import { SessionLock } from "./session_lock.ts";
+import { ownSocket } from "./own_home.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
 const NOTE_TYPE = "pi-roost-note";
@@ -261,8 +262,7 @@ export default function roost(pi: any) {
 		const result = await ch.request("peer_register", {
 			session: file,
 			peer: foregroundPeer,
-			// Its session's name when it has one; else roostd names it after its folder.
-			name: ctx?.sessionManager?.getSessionName?.() || undefined,
+			name: ctx?.sessionManager?.getSessionName?.() || undefined, // else roostd: its folder's
 			cwd: ctx?.cwd ?? process.cwd(),
 			pid: process.pid,
 		});
@@ -290,7 +290,7 @@ export default function roost(pi: any) {
 	/** A connection to roostd; starts it (`roost daemon start`) when none answers. */
 	async function openDaemon(): Promise<Channel> {
 		const open = async () => {
-			const ch = new Channel(path.join(roostHome(), "roostd.sock"), onEvent, () => {
+			const ch = new Channel(ownSocket(roostHome()), onEvent, () => {
 				if (channel === ch) channel = null;
 			});
 			await ch.ready();

@@ -20,6 +20,7 @@ from typing import Any, Unpack
 import portalocker
 
 from roost import __version__, paths, protocol
+from roost import trustedfiles as trust
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
 from roost.jobs import Facts, JobRecord
@@ -98,7 +99,9 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------
     def _take_daemon_lock(self) -> None:
+        trust.check_home(self.home)  # before and after it is made: never another's folder
         paths.ensure_dir(self.home)
+        trust.check_home(self.home)
         lock_path = self.home / "roostd.lock"
         # Held for the daemon's whole life; never opened through a planted symlink.
         handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
@@ -484,7 +487,7 @@ def main() -> int:
     )
     try:
         asyncio.run(Daemon().run())
-    except AlreadyRunning as exc:
+    except (AlreadyRunning, trust.UntrustedFile) as exc:
         log.error("%s", exc)
         return 1
     return 0

@@ -105,8 +105,11 @@ def check_branch_name(name: str) -> str:
     if not name or name.startswith("-") or name in ("HEAD", "@") or any(
             ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
         raise GitError(f"{bad}: see `git help check-ref-format`")
-    proc = git(["check-ref-format", "--branch", name], tempfile.gettempdir(),
-               doing="checking the branch name", ok=(0, 1, 128))
+    # Run in / (only root may plant a `.git` there), never in the shared temp folder: an
+    # empty `.git` any user can make in /tmp would fail every check; no repository is
+    # looked for above it either.
+    proc = git(["check-ref-format", "--branch", name], "/", doing="checking the branch name",
+               ok=(0, 1, 128), env={"GIT_CEILING_DIRECTORIES": "/"})
     if proc.returncode != 0 or proc.stdout.strip() != name:
         raise GitError(f"{bad}: git refuses it as a branch name (see `git help "
                        "check-ref-format`)")

@@ -105,11 +105,38 @@ def test_project_may_not_raise_limits() -> None:
     costly = ok('model = "anthropic/opus"\n', name="costly", source="project")
     fine = ok('thinking = "low"\ntools = ["read", "bash", "roost_send"]\n', name="fine",
               source="project")
-    merged = merge([], [wide, costly, fine], True)
+    merged = merge([], [wide, costly, fine], True, max_thinking="low")
     assert "wide" not in merged.agents and "costly" not in merged.agents
     assert "fine" in merged.agents
     assert any("codemode, mcp_x" in e for e in merged.errors)
     assert any("may not set model" in e for e in merged.errors)
+
+
+def test_project_thinking_only_up_to_the_users_limit() -> None:
+    """Thinking is spending: a project agent asks for at most the user's
+    projectAgentMaxThinking (default off); more leaves it out, with the reason."""
+    for level in ("minimal", "low", "medium", "high", "xhigh"):
+        asks = ok(f'thinking = "{level}"\n', name="deep", source="project")
+        merged = merge([], [asks], True)
+        assert "deep" not in merged.agents
+        assert any("may not set thinking above 'off'" in e for e in merged.errors)
+    calm = ok('thinking = "off"\n', name="calm", source="project")
+    assert "calm" in merge([], [calm], True).agents
+    xhigh = ok('thinking = "xhigh"\n', name="deep", source="project")
+    assert "deep" not in merge([], [xhigh], True, max_thinking="high").agents
+    assert "deep" in merge([], [xhigh], True, max_thinking="xhigh").agents
+    # The user's own definitions are the user's choice: no limit.
+    mine = ok('thinking = "xhigh"\n', name="mine", source="user")
+    assert merge([mine], [], True).agents["mine"] is mine
+
+
+def test_the_thinking_limit_is_a_checked_setting() -> None:
+    from roost.config import Settings
+
+    assert Settings().projectAgentMaxThinking == "off"
+    assert Settings.from_dict({"projectAgentMaxThinking": "medium"}).projectAgentMaxThinking == "medium"
+    assert Settings.from_dict({"projectAgentMaxThinking": "max"}).projectAgentMaxThinking == "off"
+    assert Settings.from_dict({"projectAgentMaxThinking": 3}).projectAgentMaxThinking == "off"
 
 
 def test_unknown_agent_lists_available() -> None:

@@ -19,16 +19,23 @@ def attach(job: str) -> None:
     import subprocess
 
     from roost import paths
+    from roost.cli.answerpaths import job_dir, owned
 
     with daemon() as client:
         row = client.request("show", job=job)["job"]
         if row["kind"] != "pi":
             fail(f"job {row['id']} is a shell job: nothing to attach to")
+        directory = job_dir(row["id"])  # its prompt file and session.seen are written there
         if row["status"] not in ("", "attached") or row["state"] in ("running", "starting"):
             name = views.printable(row["name"])
             click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…",
                        err=True)
         attached = client.request("attach", job=row["id"])
+    try:  # pi writes the session: only a file inside ROOST_HOME
+        owned(attached.get("session"), "session file")
+    except SystemExit:
+        _detach(row["id"])
+        raise
     try:
         from roost.pi.locate import find_pi
 
@@ -57,7 +64,7 @@ def attach(job: str) -> None:
         from roost import writers
 
         # What this pi wrote is roost's: not a sign of another writer (roost.writers).
-        writers.remember(attached["session"], str(paths.job_dir(row["id"])))
+        writers.remember(attached["session"], str(directory))
         outcome = _detach(row["id"])
     click.echo(f"{row['id']} is back in the background ({outcome})", err=True)
     sys.exit(code)

@@ -9,7 +9,7 @@ import time
 import click
 
 from roost import __version__
-from roost.cli.common import daemon, print_json
+from roost.cli.common import daemon, fail, print_json
 
 DAEMON_ARGV = [sys.executable, "-m", "roost.supervise"]
 """roostd in the foreground: run as a program, so the CLI never imports the daemon."""
@@ -40,11 +40,13 @@ def daemon_start() -> None:
 @click.option("--jobs", is_flag=True, help="Also stop every running job first.")
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
-    from roost.client import DaemonUnavailable, connect
+    from roost.client import DaemonUnavailable, ForeignDaemon, connect
     from roost.procid import alive as pid_alive
 
     try:
         client = connect(autostart=False)
+    except ForeignDaemon as exc:
+        fail(str(exc))
     except DaemonUnavailable:
         click.echo("roostd is not running")
         return
@@ -62,12 +64,14 @@ def daemon_stop(jobs: bool) -> None:
 def daemon_status(as_json: bool) -> None:
     """Is roostd running? Exit 0 when it answers, 1 when not."""
     from roost import paths
-    from roost.client import DaemonUnavailable, connect
+    from roost.client import DaemonUnavailable, ForeignDaemon, connect
     from roost.protocol import ProtocolError
 
     try:
         with connect(autostart=False) as client:
             status = client.request("status", timeout=5)
+    except ForeignDaemon as exc:
+        fail(str(exc))
     except (DaemonUnavailable, ProtocolError, OSError):
         status = {"running": False, "pid": None, "socket": str(paths.socket_path()),
                   "version": __version__, "jobs": 0}

@@ -14,6 +14,13 @@ def view() -> None:
     g group by directory/state, r refresh, ? help (keys and symbols), q quit.
     META: ✉N pending items, @AGENT agent definition, ⎇ BRANCH git worktree,
     ↳ NAME (grouped by state) a child of NAME; a ↳ before a name: a child."""
+    from roost.cli.common import fail
+    from roost.client import ForeignDaemon, check_home
+
+    try:  # refused in one line before the screen opens (the view's connects check too)
+        check_home()
+    except ForeignDaemon as exc:
+        fail(str(exc))
     from roost.cli.live import run_view
 
     run_view()

@@ -22,6 +22,7 @@ def diff(job: str, stat: bool, raw: bool) -> None:
     Control characters in the files (an escape sequence that moves the cursor up and
     erases a line, say) are shown as escapes such as \\x1b, never run by the terminal."""
     from roost.cli import output
+    from roost.cli.answerpaths import owned
     from roost.worktrees import git
 
     if raw and not output.raw_allowed():
@@ -31,6 +32,8 @@ def diff(job: str, stat: bool, raw: bool) -> None:
     worktree = row.get("worktree")
     if not worktree:
         fail(f"job {row['id']} has no worktree (roost run --worktree, roost_spawn worktree)")
+    owned(worktree["path"], "worktree")  # git writes objects there
+    owned(row["dir"], "job directory")
     if not os.path.isdir(worktree["path"]):
         fail(f"the worktree of job {row['id']} ({worktree['path']}) is gone")
     from roost.worktrees import CHECKOUT_MARKER
