@@ -53,4 +53,5 @@ async def _pump(core: Core, conn: Connection, sub: Subscription) -> None:
     finally:
         core.events.unsubscribe(sub)
         if sub.closed and not conn.closed.is_set():
-            conn.close()  # dropped as too slow: the follower resumes from its last seq
+            # Dropped as too slow: the follower resumes from its last seq.
+            conn.drop("it fell too far behind the event log; resume from the last seq read")
