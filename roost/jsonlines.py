@@ -253,6 +253,8 @@ class Connection:
                 self._frame_started = time.monotonic()
             self._buf += chunk
             if not self._release(len(self._buf)):
+                self._buf.clear()
+                self._release(0)
                 raise InputFull("roostd's buffers for unfinished frames are full")
 
     async def _read_chunk(self) -> bytes:

@@ -23,7 +23,7 @@ from roost import __version__, paths, protocol
 from roost.config import Settings, load_settings
 from roost.fsutil import atomic_write_text
 from roost.jobs import Facts, JobRecord
-from roost.jsonlines import READ_CHUNK, Connection, Handler, serve_connection
+from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
@@ -55,12 +55,11 @@ class Daemon:
         self._mailboxes: dict[str, Mailbox] = {}
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()
-        self.admission = Admission(connection_cap(1024), self._kept)
+        self.admission = Admission(connection_cap(1024), self.connections, self._kept)
         self._changed: dict[str, asyncio.Event] = {}
         self._reap_timers: dict[str, asyncio.TimerHandle] = {}
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
-        self._server: asyncio.AbstractServer | None = None
         self._any_changed = asyncio.Event()
         self.agents = AgentRouter(self)
         self.usage_book = UsageBook()
@@ -127,10 +126,8 @@ class Daemon:
         self.admission.cap = connection_cap(fd_limit)
         log.info("open-file limit %d: at most %d connections", fd_limit, self.admission.cap)
         old_umask = os.umask(0o177)
-        try:  # the reader's own buffer stays small: Connection reads whole frames itself
-            self._server = await asyncio.start_unix_server(
-                self._on_connection, path=str(sock), limit=READ_CHUNK
-            )
+        try:
+            self.admission.start(str(sock), self._on_connection)
         finally:
             os.umask(old_umask)
         os.chmod(sock, 0o600)
@@ -152,8 +149,7 @@ class Daemon:
 
     async def _shutdown(self) -> None:
         log.info("roostd shutting down; workers keep running")
-        if self._server is not None:
-            self._server.close()
+        self.admission.close()
         for conn in list(self.connections):
             conn.close()
         for proc in self.procs.values():
@@ -229,8 +225,6 @@ class Daemon:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         conn = Connection(reader, writer, DAEMON_BOUNDS)
-        if not self.admission.admit(conn, self.connections):
-            return
         self.connections.add(conn)
         try:
             if await conn.send(protocol.greeting()):

@@ -7,7 +7,8 @@ stray print or a crash's traceback lands there too. Run in a terminal or under a
 manager, roostd logs to stderr as before (the manager rotates).
 
 A warning or error logged again and again (a client that floods, a full disk) is written
-once per REPEAT_WINDOW; the next one after the window says how many were left out.
+once per REPEAT_WINDOW; the first line logged after the window says how many were left
+out ("… repeated N more times in 10s").
 """
 
 from __future__ import annotations
@@ -30,28 +31,44 @@ FORMAT = "%(asctime)s roostd[%(process)d] %(levelname)s %(name)s: %(message)s"
 
 class RepeatFilter(logging.Filter):
     """Lets the first of a warning (same logger, level and text template) through per
-    window; the next one after the window carries the count of those left out."""
+    window and counts the rest; once the window is over, the next record logged (any)
+    brings out one line "… repeated N more times"."""
 
-    def __init__(self, window: float = REPEAT_WINDOW) -> None:
+    def __init__(self, handler: logging.Handler, window: float = REPEAT_WINDOW) -> None:
         super().__init__()
+        self.handler = handler
         self.window = window
-        self._seen: dict[tuple[str, int, str], list[float | int]] = {}  # first, left out
+        self._seen: dict[tuple[str, int, str], list[float]] = {}  # [window start, left out]
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "roost_summary", False):
+            return True
+        now = time.monotonic()
+        self.flush(now)
         if record.levelno < logging.WARNING:
             return True
         key = (record.name, record.levelno, str(record.msg))
-        now = time.monotonic()
         seen = self._seen.get(key)
         if seen is not None and now - seen[0] < self.window:
             seen[1] += 1
             return False
-        if seen is not None and seen[1]:
-            record.msg = f"{record.msg} [… repeated {int(seen[1])} more times in {self.window:g}s]"
         self._seen[key] = [now, 0]
-        if len(self._seen) > 1000:  # many different texts: forget the old windows
-            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window}
         return True
+
+    def flush(self, now: float | None = None) -> None:
+        """Write the count of each finished window that left lines out."""
+        now = time.monotonic() if now is None else now
+        for key, seen in list(self._seen.items()):
+            if now - seen[0] < self.window:
+                continue
+            del self._seen[key]
+            if seen[1]:
+                name, level, text = key
+                summary = logging.LogRecord(
+                    name, level, __file__, 0, "%s [… repeated %d more times in %gs]",
+                    (text, int(seen[1]), self.window), None)
+                summary.roost_summary = True
+                self.handler.handle(summary)
 
 
 class _FollowingHandler(logging.handlers.RotatingFileHandler):
@@ -87,5 +104,5 @@ def setup(log_path: Path, level: str) -> None:
     else:
         handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(FORMAT))
-    handler.addFilter(RepeatFilter())
+    handler.addFilter(RepeatFilter(handler))
     logging.basicConfig(level=level, handlers=[handler])
