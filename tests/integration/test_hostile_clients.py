@@ -173,15 +173,6 @@ def test_the_fd_limit_is_raised_to_the_hard_limit(roost_env: Lab) -> None:
     assert roostd(roost_env).rlimit(psutil.RLIMIT_NOFILE) == (4096, 4096)
 
 
-def test_a_connection_that_sends_no_frame_is_not_kept_forever(roost_env: Lab) -> None:
-    """(The timeout itself is 30 s: tests/unit/test_jsonlines_bounds.py checks it short.)"""
-    start(roost_env)
-    sock = raw(roost_env)
-    sock.sendall(b'{"id": 1, "op": "li')  # never finished
-    assert_ls_fast(roost_env, "beside an unfinished frame")
-    sock.close()
-
-
 def test_pipelined_requests_that_are_never_read(fake_pi_env: Lab) -> None:
     """20k pipelined `list`s whose answers are never read: roostd stops reading that
     socket after a bounded number in flight instead of buffering every answer."""
