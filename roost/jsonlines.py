@@ -58,7 +58,7 @@ def peer_credentials(writer: asyncio.StreamWriter) -> PeerCred | None:
 
 DROP_GRACE = 5.0
 """Seconds a dropped peer has to read its final frame before its socket is aborted."""
-READ_CHUNK = 64 * 1024
+READ_CHUNK = 32 * 1024
 """Bytes read from the socket at a time (also the StreamReader limit roostd passes: its
 own buffer pauses the socket past twice that, so it never holds a frame's worth)."""
 

@@ -22,8 +22,10 @@ from roost.jsonlines import READ_CHUNK, Bounds, Connection, InputPool
 
 log = logging.getLogger("roostd")
 
-MAX_CONNECTIONS = 4096
-"""The most connections at once, whatever the fd limit (each costs a little memory)."""
+MAX_CONNECTIONS = 2048
+"""The most connections at once, whatever the fd limit: each may hold ~100 KiB of input
+(READ_CHUNK twice in asyncio's reader, `free_partial` in its frame), 200 MB in all at
+worst; a user's CLIs, workers and pis need a few dozen."""
 FD_RESERVE_MIN = 256
 """Descriptors kept out of the connection cap, for jobs, pipes, logs and hooks; a quarter
 of the limit when that is more."""
@@ -35,7 +37,7 @@ PER_PROCESS = 256
 DAEMON_BOUNDS = Bounds(
     max_in_flight=64,  # a CLI waits on one request; a worker on a few
     frame_timeout=30.0,  # a local client writes a frame in milliseconds
-    free_partial=64 * 1024,  # a `roost ls` or a reply never draws on the pool
+    free_partial=32 * 1024,  # a `roost ls` or a reply never draws on the pool
     pool=InputPool(32 * 1024 * 1024),  # 8 frames of 4 MiB arriving at once
     max_pending_out=2 * protocol.MAX_FRAME,  # one large answer and the next behind it
     push_high_water=1024 * 1024,  # ~1,000 job rows unread: the client is not reading

@@ -199,6 +199,7 @@ def test_pipelined_requests_that_are_never_read(fake_pi_env: Lab) -> None:
         time.sleep(0.5)  # let roostd work through what it read
         assert_ls_fast(lab, "after a client pipelined 20k requests")
     sock.close()
+    print(f"MEASURED {rss.growth:.1f} MB")
     assert rss.growth < 40, f"roostd grew by {rss.growth:.0f} MB ({sent} bytes sent)"
 
 
@@ -226,6 +227,7 @@ def test_unfinished_large_frames_are_bounded(roost_env: Lab) -> None:
         assert_ls_fast(lab, "beside 60 unfinished 4 MiB frames")
     for s in socks:
         s.close()
+    print(f"MEASURED {rss.growth:.1f} MB")
     assert rss.growth < 80, f"roostd grew by {rss.growth:.0f} MB"
 
 
@@ -262,6 +264,7 @@ def test_a_subscriber_that_never_reads_is_dropped(fake_pi_env: Lab) -> None:
     slow.close()
     assert frames and frames[-1].get("event") == "dropped", frames[-1:]
     assert "did not read" in frames[-1]["reason"]
+    print(f"MEASURED {rss.growth:.1f} MB")
     assert rss.growth < 40, f"roostd grew by {rss.growth:.0f} MB"
 
 
@@ -275,6 +278,7 @@ def test_a_hook_that_floods_stderr_costs_roostd_nothing(fake_pi_env: Lab) -> Non
     with Sampler(lab) as rss:
         lab.run_job("--shell", "--", "true")
         wait_until(lambda: "hook sh for job.created" in log.read_text(), 60, "the hook to end")
+    print(f"MEASURED {rss.growth:.1f} MB")
     assert rss.growth < 40, f"roostd grew by {rss.growth:.0f} MB"
     line = next(ln for ln in log.read_text().splitlines() if "hook sh for job.created" in ln)
     assert "exited 0" in line and "xxxx" in line and len(line) < 1000

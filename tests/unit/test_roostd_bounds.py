@@ -204,7 +204,7 @@ def test_roostd_log_is_rotated(tmp_path: Path) -> None:
 
 def test_the_connection_cap_keeps_a_reserve() -> None:
     assert connection_cap(1024) == 768
-    assert connection_cap(20_000) == 4096
+    assert connection_cap(20_000) == 2048
     assert connection_cap(64) == 16
 
 
