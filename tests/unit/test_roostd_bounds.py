@@ -215,3 +215,16 @@ def test_the_rate_limiter_forgets_quiet_senders() -> None:
         limiter.hit(f"pid:{n}", 30)
         now[0] += 0.1
     assert len(limiter._events) < 1700
+
+
+def test_an_event_follower_that_falls_behind_is_dropped_at_once() -> None:
+    from roost.supervise import eventwriter
+
+    async def go() -> None:
+        sub = eventwriter.Subscription(lambda event: True)
+        dropped: list[bool] = []
+        sub.on_overflow = lambda: dropped.append(True)
+        for seq in range(eventwriter.SUBSCRIBER_BACKLOG + 5):
+            sub.push({"seq": seq})
+        assert dropped == [True] and sub.closed and not sub.queue
+    run(go())
