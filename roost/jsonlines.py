@@ -2,6 +2,15 @@
 
 Reading splits on b"\\n" only and enforces protocol.MAX_FRAME; requests are dispatched
 through one table; responses, errors and pushed events share one writer.
+
+A connection holds only bounded memory (`Bounds`; roostd passes DAEMON_BOUNDS, README:
+Limits): the socket is read in chunks into one frame buffer, and reading stops (the
+kernel then holds the peer back) while `max_in_flight` of its requests are unanswered;
+an unfinished frame and a connection's first frame must arrive within `frame_timeout`;
+unfinished frames above a small free part draw on one `InputPool` for all connections;
+answers waiting for a peer that does not read are bounded by `max_pending_out`, pushed
+events by `push_high_water` (past it the peer gets a final `dropped` event and is
+closed: it resumes from what it has, the event log's seq or a new `subscribe`).
 """
 
 from __future__ import annotations
@@ -10,8 +19,10 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from roost import protocol
@@ -62,23 +73,118 @@ def _unencodable(frame: dict[str, Any], exc: Exception) -> bytes | None:
     return None
 
 
+DROP_GRACE = 5.0
+"""Seconds a dropped peer has to read its final frame before its socket is aborted."""
+READ_CHUNK = 32 * 1024
+"""Bytes read from the socket at a time (also the StreamReader limit roostd passes: its
+own buffer pauses the socket past twice that, so it never holds a frame's worth)."""
+
+
+class InputPool:
+    """The bytes of unfinished frames, above each connection's free part, that all
+    connections may hold at once: 60 unfinished 4 MiB frames must not cost 240 MB."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+
+    def take(self, amount: int) -> bool:
+        if amount > 0 and self.used + amount > self.capacity:
+            return False
+        self.used += amount
+        return True
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one connection may hold (None: no bound; the worker's own sockets, which only
+    its pi and roostd reach, use the default)."""
+
+    max_in_flight: int = 64
+    """Requests of one connection answered at once; past it its socket is not read."""
+    frame_timeout: float | None = None
+    """Seconds an unfinished frame (or a connection's first frame) may take to arrive."""
+    free_partial: int = protocol.MAX_FRAME + 1
+    """Bytes of an unfinished frame a connection holds without drawing on `pool`."""
+    pool: InputPool | None = None
+    max_pending_out: int | None = None
+    """Bytes of answers and events waiting for a peer that does not read: past it the
+    connection is dropped (a reading peer never gets near it: one frame at a time)."""
+    push_high_water: int | None = None
+    """The same for a pushed event (rows of `subscribe`, the event log of `events`)."""
+
+
+class FrameTimeout(ProtocolError):
+    """A connection's frame did not arrive within its `frame_timeout`."""
+
+
+class InputFull(ProtocolError):
+    """The shared InputPool could not hold more of this connection's unfinished frame."""
+
+
 class Connection:
     """One peer of a JSON-lines socket. `bound` says who it proved to be (worker, peer)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 bounds: Bounds | None = None) -> None:
         self.reader = reader
         self.writer = writer
+        self.bounds = bounds or Bounds()
         self.closed = asyncio.Event()
         self.job_id: str | None = None  # set once a worker proved its token
         self.peer_id: str | None = None  # set for a bound worker or foreground peer
         self.info: dict[str, Any] = {}
         self._write_lock = asyncio.Lock()
         self.peer = peer_credentials(writer)
+        self.in_flight = 0  # requests read and not yet answered
+        self.frames = 0  # complete frames read
+        self.last_active = time.monotonic()  # a frame read or an answer sent
+        self.pending_out = 0  # bytes of frames waiting to be written (and not yet drained)
+        self._buf = bytearray()
+        self._scanned = 0  # the part of _buf known to hold no newline
+        self._skipping = False  # inside an oversize line: dropping it up to its newline
+        self._frame_started = self.last_active
+        self._reserved = 0  # bytes taken from bounds.pool
+
+    def _pending_limit(self, push: bool) -> int | None:
+        return self.bounds.push_high_water if push else self.bounds.max_pending_out
+
+    def push(self, frame: dict[str, Any]) -> bool:
+        """Queue a pushed event without waiting; False (and the peer dropped) when it has
+        already this connection's `push_high_water` of frames unread."""
+        limit = self._pending_limit(True)
+        if self.closed.is_set():
+            return False
+        if limit is not None and self.pending_out > limit:
+            self.drop(f"it did not read {self.pending_out} bytes of events")
+            return False
+        asyncio.ensure_future(self.send(frame, push=True))
+        return True
+
+    def drop(self, why: str) -> None:
+        """Close a peer that takes more than its share, with one final `dropped` event
+        written after what it has not read yet (it may still read them), then abort the
+        socket if it does not read that either."""
+        if self.closed.is_set():
+            return
+        log.warning("dropping a connection (pid %s): %s",
+                    self.peer.pid if self.peer else "?", why)
+        try:
+            self.writer.write(protocol.encode(protocol.event(
+                "dropped", reason=f"roostd dropped this connection: {why}")))
+        except (ConnectionError, RuntimeError, OSError):
+            pass
+        self.close()
+        transport = self.writer.transport
+        asyncio.get_running_loop().call_later(DROP_GRACE, transport.abort)
 
 
-    async def send(self, frame: dict[str, Any]) -> bool:
+    async def send(self, frame: dict[str, Any], push: bool = False) -> bool:
         """Write one frame; False when the peer is gone, or when this frame could not be
-        encoded and was dropped (logged; `closed` tells the two apart). Never raises."""
+        encoded and was dropped (logged; `closed` tells the two apart). Never raises.
+
+        A peer that does not read holds at most its bound of frames waiting here: past
+        it the connection is dropped, rather than keeping every answer in memory."""
         if self.closed.is_set():
             return False
         try:
@@ -91,22 +197,46 @@ class Connection:
             if fallback is None:
                 return False
             data = fallback
+        limit = self._pending_limit(push)
+        if limit is not None and self.pending_out + len(data) > limit + protocol.MAX_FRAME:
+            self.drop(f"it did not read {self.pending_out} bytes of answers")
+            return False
+        self.pending_out += len(data)
         try:
             async with self._write_lock:
+                if self.closed.is_set():
+                    return False
                 self.writer.write(data)
                 await self.writer.drain()
+            self.last_active = time.monotonic()
             return True
         except (ConnectionError, RuntimeError, OSError):
             self.close()
             return False
+        finally:
+            self.pending_out -= len(data)
 
     def close(self) -> None:
         if not self.closed.is_set():
             self.closed.set()
+            self._release(0)
+            self._buf = bytearray()
             try:
                 self.writer.close()
             except (OSError, RuntimeError):
                 pass
+
+    def _release(self, keep: int) -> bool:
+        """Hold exactly what an unfinished frame of `keep` bytes needs from the pool;
+        False when the pool cannot give it."""
+        pool = self.bounds.pool
+        if pool is None:
+            return True
+        want = max(0, keep - self.bounds.free_partial)
+        if not pool.take(want - self._reserved):
+            return False
+        self._reserved = want
+        return True
 
     async def read_frame(self) -> dict[str, Any] | None:
         """Next frame, None at end of stream. Raises ProtocolError for bad input.
@@ -115,27 +245,53 @@ class Connection:
         stream stays aligned on frame boundaries.
         """
         while True:
-            try:
-                line = await self.reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if not exc.partial.strip():
+            newline = self._buf.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._buf[:newline + 1])
+                del self._buf[:newline + 1]
+                self._scanned = 0
+                self._release(len(self._buf))
+                self._frame_started = time.monotonic()
+                if self._skipping:
+                    self._skipping = False
+                    raise FrameTooLarge()
+                if line.strip():  # blank lines between frames are skipped, not answered
+                    self.frames += 1
+                    self.last_active = time.monotonic()
+                    return protocol.decode(line)
+                continue
+            if self._skipping or len(self._buf) > protocol.MAX_FRAME:
+                self._skipping = True  # the rest of the line is read and dropped
+                self._buf.clear()
+                self._release(0)
+            self._scanned = len(self._buf)
+            chunk = await self._read_chunk()
+            if not chunk:
+                rest, self._buf = bytes(self._buf), bytearray()
+                self._release(0)
+                if self._skipping or not rest.strip():
                     return None
-                line = exc.partial
-            except asyncio.LimitOverrunError:
-                await self._skip_line()
-                raise FrameTooLarge() from None
-            if line.strip():  # blank lines between frames are skipped, not answered
-                return protocol.decode(line)
+                return protocol.decode(rest)
+            if not self._buf:
+                self._frame_started = time.monotonic()
+            self._buf += chunk
+            if not self._release(len(self._buf)):
+                self._buf.clear()
+                self._release(0)
+                raise InputFull("roostd's buffers for unfinished frames are full")
 
-    async def _skip_line(self) -> None:
-        while True:
-            try:
-                await self.reader.readuntil(b"\n")
-                return
-            except asyncio.LimitOverrunError as exc:
-                await self.reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
-                return
+    async def _read_chunk(self) -> bytes:
+        """Up to READ_CHUNK bytes; within the frame timeout while a frame is unfinished or
+        none came yet (an idle connection between frames may wait)."""
+        timeout = self.bounds.frame_timeout
+        if timeout is None or (self.frames and not self._buf):
+            return await self.reader.read(READ_CHUNK)
+        left = self._frame_started + timeout - time.monotonic()
+        try:
+            return await asyncio.wait_for(self.reader.read(READ_CHUNK), max(0.0, left))
+        except TimeoutError:
+            what = "an unfinished frame" if self._buf else "a first frame"
+            raise FrameTimeout(f"{what} did not arrive within {timeout:g}s") from None
 
 
 async def serve_connection(
@@ -152,8 +308,17 @@ async def serve_connection(
     tasks: set[asyncio.Task[None]] = set()
     try:
         while not conn.closed.is_set():
+            if len(tasks) >= conn.bounds.max_in_flight:
+                # Backpressure: the socket is not read until an answer went out, so a
+                # client that pipelines and never reads holds a bounded number of them.
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                continue
             try:
                 frame = await conn.read_frame()
+            except (FrameTimeout, InputFull) as exc:
+                log.warning("closing a connection (pid %s): %s",
+                            conn.peer.pid if conn.peer else "?", exc)
+                break
             except ProtocolError as exc:
                 code = (
                     protocol.FRAME_TOO_LARGE if isinstance(exc, FrameTooLarge)
@@ -167,11 +332,17 @@ async def serve_connection(
                 break
             task = asyncio.create_task(_answer(conn, frame, handlers, ops, authorize))
             tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            conn.in_flight = len(tasks)
+            task.add_done_callback(partial(_done, conn, tasks))
     finally:
         conn.close()
         for task in list(tasks):
             task.cancel()
+
+
+def _done(conn: Connection, tasks: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
+    tasks.discard(task)
+    conn.in_flight = len(tasks)
 
 
 async def _answer(

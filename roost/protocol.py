@@ -339,6 +339,9 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
               doc="`roost attach`: let go of the session at the next safe point"),
         PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),
         PushedEvent("log", ROOSTD, CLIENT, ("entry",), doc="an event-log entry (after `events`)"),
+        PushedEvent("dropped", ROOSTD, CLIENT, ("reason",),
+              doc="the last frame before roostd closes a connection that did not read what "
+                  "it was sent (a `subscribe` or `events` client resumes on a new one)"),
         PushedEvent("deliver", ROOSTD, EXTENSION, ("content", "details"),
               doc="an agent message or report for a foreground peer, shown and steered in"),
         PushedEvent("inject", WORKER, EXTENSION, ("content", "details"),

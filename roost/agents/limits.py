@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 class RateLimiter:
-    """At most `limit` events per `window` seconds per key."""
+    """At most `limit` events per `window` seconds per key. The key is the sender's
+    identity (a job, a session, a pid: handlers/agents.py), never its connection."""
 
     def __init__(self, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.window = window
@@ -23,6 +24,9 @@ class RateLimiter:
     def hit(self, key: str, limit: int) -> bool:
         """Count one event for `key`; False when that exceeds the limit (still counted)."""
         now = self.clock()
+        if len(self._events) > 1000:  # keys (senders) come and go: forget the quiet ones
+            self._events = {k: v for k, v in self._events.items()
+                            if v and now - v[-1] < self.window}
         events = self._events.setdefault(key, deque())
         while events and now - events[0] >= self.window:
             events.popleft()

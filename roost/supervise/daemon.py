@@ -29,7 +29,8 @@ from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
-from roost.supervise import budgets, jobstore
+from roost.supervise import budgets, jobstore, logsetup
+from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
@@ -55,11 +56,11 @@ class Daemon:
         self._mailboxes: dict[str, Mailbox] = {}
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()
+        self.admission = Admission(connection_cap(1024), self.connections, self._kept)
         self._changed: dict[str, asyncio.Event] = {}
         self._reap_timers: dict[str, asyncio.TimerHandle] = {}
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
-        self._server: asyncio.AbstractServer | None = None
         self._any_changed = asyncio.Event()
         self.agents = AgentRouter(self)
         self.usage_book = UsageBook()
@@ -124,11 +125,12 @@ class Daemon:
         sock = paths.socket_path()
         with contextlib.suppress(FileNotFoundError):
             sock.unlink()  # stale: we hold the daemon lock, so no live daemon owns it
+        fd_limit = raise_fd_limit()
+        self.admission.cap = connection_cap(fd_limit)
+        log.info("open-file limit %d: at most %d connections", fd_limit, self.admission.cap)
         old_umask = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(
-                self._on_connection, path=str(sock), limit=protocol.MAX_FRAME + 1
-            )
+            self.admission.start(str(sock), self._on_connection)
         finally:
             os.umask(old_umask)
         os.chmod(sock, 0o600)
@@ -150,8 +152,7 @@ class Daemon:
 
     async def _shutdown(self) -> None:
         log.info("roostd shutting down; workers keep running")
-        if self._server is not None:
-            self._server.close()
+        self.admission.close()
         for conn in list(self.connections):
             conn.close()
         for proc in self.procs.values():
@@ -226,7 +227,7 @@ class Daemon:
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        conn = Connection(reader, writer)
+        conn = Connection(reader, writer, DAEMON_BOUNDS)
         self.connections.add(conn)
         try:
             if await conn.send(protocol.greeting()):
@@ -239,6 +240,10 @@ class Daemon:
             for sub in conn.info.pop("subscriptions", ()):
                 self.events.unsubscribe(sub)
             self._connection_closed(conn)
+
+    def _kept(self, conn: Connection) -> bool:
+        """Never closed to make room: it waits for pushed events by design."""
+        return conn in self.subscribers or bool(conn.info.get("subscriptions"))
 
     def _authorize(self, conn: Connection, op: Op) -> str | None:
         if op.caller == "worker" and conn.job_id is None:
@@ -320,8 +325,8 @@ class Daemon:
         self._any_changed = asyncio.Event()
         if self.subscribers:
             row = self.row(record)
-            for conn in list(self.subscribers):
-                asyncio.ensure_future(conn.send(protocol.event("job", row=row)))
+            for conn in list(self.subscribers):  # bounded: a client that never reads is dropped
+                conn.push(protocol.event("job", row=row))
 
     async def wait_any_change(self, timeout: float | None) -> bool:
         """Until any job changes (or `timeout`); False on timeout."""
@@ -481,10 +486,7 @@ def read_pid_file() -> int | None:
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
-        format="%(asctime)s roostd[%(process)d] %(levelname)s %(name)s: %(message)s",
-    )
+    logsetup.setup(paths.roost_home() / "roostd.log", os.environ.get("ROOST_LOG_LEVEL", "INFO"))
     try:
         asyncio.run(Daemon().run())
     except (AlreadyRunning, trust.UntrustedFile) as exc:

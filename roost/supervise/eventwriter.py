@@ -47,13 +47,19 @@ class Subscription:
         self.queue: deque[dict[str, Any]] = deque()
         self.wake = asyncio.Event()
         self.closed = False
+        # Called once when the follower falls SUBSCRIBER_BACKLOG behind (the `events` op
+        # drops its connection then: a pump stuck on a client that never reads would not).
+        self.on_overflow: Callable[[], None] | None = None
 
     def push(self, event: dict[str, Any]) -> None:
         if self.closed or not self.accept(event):
             return
         if len(self.queue) >= SUBSCRIBER_BACKLOG:
             log.warning("an event follower is %d events behind: dropping it", len(self.queue))
+            self.queue.clear()
             self.close()
+            if self.on_overflow is not None:
+                self.on_overflow()
             return
         self.queue.append(event)
         self.wake.set()

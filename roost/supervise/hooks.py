@@ -9,7 +9,8 @@ Hooks never hold up roostd: `on_event` only appends to a bounded backlog (past i
 event's hook is dropped with a log line) and starts a runner task when fewer than
 `hookMaxConcurrent` run. Each run is an asyncio subprocess in its own process group,
 killed (the whole group) after `hookTimeoutSeconds`. Its exit code and the tail of its
-stderr go to roostd's log.
+stderr go to roostd's log. Its stderr is read as it comes and only STDERR_KEEP bytes of it
+are kept (its head and its tail): a hook that writes 300 MB costs roostd nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,57 @@ from roost.config import Settings
 log = logging.getLogger("roostd.hooks")
 
 STDERR_TAIL = 400
+"""Characters of a hook's stderr quoted in roostd's log."""
+STDERR_KEEP = 8 * 1024
+"""Bytes of a hook's stderr roostd holds: the first and the last half of it."""
+
+
+class OutputTail:
+    """A stream's head and tail up to `keep` bytes; the middle is counted, not kept."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        self.half = keep // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        excess = len(self.tail) - self.half
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        cut = f"\n[… {self.dropped} bytes left out …]\n" if self.dropped else ""
+        return (bytes(self.head).decode("utf-8", "replace") + cut
+                + bytes(self.tail).decode("utf-8", "replace"))
+
+
+async def _read_bounded(stream: asyncio.StreamReader | None, into: OutputTail) -> None:
+    while stream is not None:
+        chunk = await stream.read(64 * 1024)
+        if not chunk:
+            return
+        into.add(chunk)
+
+
+async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    if stdin is None:
+        return
+    with contextlib.suppress(ConnectionError, BrokenPipeError):  # a hook may not read it
+        stdin.write(data)
+        await stdin.drain()
+        stdin.close()
+
+
+async def _run(proc: asyncio.subprocess.Process, data: bytes, err: OutputTail) -> None:
+    await asyncio.gather(_feed(proc.stdin, data), _read_bounded(proc.stderr, err))
+    await proc.wait()
 
 
 class HookRunner:
@@ -84,15 +136,16 @@ class HookRunner:
         except OSError as exc:
             log.error("%s could not start: %s", what, exc)
             return None
+        err = OutputTail()
         try:
-            _, err = await asyncio.wait_for(proc.communicate(data), timeout)
+            await asyncio.wait_for(_run(proc, data, err), timeout)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the hook and anything it started
             await proc.wait()
             log.warning("%s killed after %gs", what, timeout)
             return proc.returncode
-        tail = err.decode("utf-8", "replace").strip()[-STDERR_TAIL:]
+        tail = err.text().strip()[-STDERR_TAIL:]
         level = logging.INFO if proc.returncode == 0 else logging.WARNING
         log.log(level, "%s exited %s%s", what, proc.returncode,
                 f"; stderr: {tail}" if tail else "")

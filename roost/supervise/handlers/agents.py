@@ -121,6 +121,19 @@ class AgentOps:
     def caller(self, conn: Connection) -> Peer:
         return self.router.caller(conn)
 
+    def identity(self, conn: Connection, me: Peer) -> str:
+        """Who the rate limits count: the job, or a foreground pi's session (else its
+        kernel pid), never the connection or a peer id it chose: a new connection, or a
+        new peer_register, is not a new sender."""
+        if me.kind == PeerKind.JOB:
+            return f"job:{me.id}"
+        held = self.router.job_for_session(me.session)
+        if held is not None:  # a job's session handed to this pi: the job's own budget
+            return f"job:{held.id}"
+        if me.session:
+            return f"session:{me.session}"
+        return f"pid:{conn.peer.pid}" if conn.peer else f"peer:{me.id}"
+
     async def peers(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         me = self.caller(conn)
         external = self.core.settings().agentExternalMessages
@@ -130,7 +143,7 @@ class AgentOps:
     async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         me = self.caller(conn)
         settings = self.core.settings()
-        if not self.send_rate.hit(me.id, settings.agentMessagesPerMinute):
+        if not self.send_rate.hit(self.identity(conn, me), settings.agentMessagesPerMinute):
             raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
         message = request["message"]
         if not isinstance(message, str) or not message.strip():
@@ -169,7 +182,7 @@ class AgentOps:
             depth = held.links.depth if held else 0
         root = me.root_session or parent_session
         live = self.router.live_jobs()
-        tree_key = root or me.id
+        tree_key = root or self.identity(conn, me)
         counts = SpawnCounts(
             parent_depth=depth,
             live_children=sum(1 for r in live if (parent_session and r.links.parent_session == parent_session)

@@ -14,9 +14,13 @@ from typing import Any
 
 from roost import eventlog, protocol
 from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, RequestError
+from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.supervise.core import Core, bind
 from roost.supervise.eventwriter import Subscription
+
+MAX_FOLLOWS = 4
+"""Event-log follows open on one connection (`roost events -f` uses one): each is a queue."""
+OVERFLOW = "it fell too far behind the event log; resume from the last seq read"
 
 
 async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -33,8 +37,14 @@ async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         job = str(job)
         if job in core.jobs or any(r.name == job for r in core.jobs.values()):
             job = core.find_job(job).id
+    following = [s for s in conn.info.get("subscriptions", ()) if not s.closed]
+    if len(following) >= MAX_FOLLOWS:
+        raise RequestError(REFUSED, f"this connection already follows the event log "
+                                    f"{len(following)} times (at most {MAX_FOLLOWS})")
     # Synchronous from here to the registration: no event can slip in between.
     sub = core.events.subscribe(since, partial(eventlog.matches, types=types, job=job))
+    sub.on_overflow = partial(conn.drop, OVERFLOW)
+    conn.info["subscriptions"] = following
     conn.info.setdefault("subscriptions", []).append(sub)
     asyncio.get_running_loop().create_task(_pump(core, conn, sub))
     return {"seq": core.events.seq}
@@ -54,4 +64,5 @@ async def _pump(core: Core, conn: Connection, sub: Subscription) -> None:
     finally:
         core.events.unsubscribe(sub)
         if sub.closed and not conn.closed.is_set():
-            conn.close()  # dropped as too slow: the follower resumes from its last seq
+            # Dropped as too slow: the follower resumes from its last seq.
+            conn.drop(OVERFLOW)
