@@ -107,3 +107,20 @@ def same_process(pid: int | None, start: float | None) -> bool:
     actual = live_start_time(pid)
     return actual is not None and abs(actual - start) < START_TOLERANCE
 
+
+
+def pin(pid: int | None, start: float | None) -> int | None:
+    """A pidfd for `pid` if it is still the live process that started at `start`, else None.
+    Signals sent through it can never reach a later process that reuses the pid."""
+    if not pid or start is None:
+        return None
+    import os
+
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not same_process(pid, start):  # checked after pinning: the pid cannot change now
+        os.close(fd)
+        return None
+    return fd

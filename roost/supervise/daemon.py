@@ -36,7 +36,7 @@ from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.router import AgentRouter
 from roost.supervise.usagebook import UsageBook
-from roost.supervise.workers import WorkerProcess
+from roost.supervise.workers import WorkerProcess, evict_strangers
 from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
@@ -177,15 +177,19 @@ class Daemon:
                     self.set_state(record, JobState.FAILED, busy=False, status="",
                                    error=f"roostd could not resume it: {exc}")
         for record in recovered:
+            # Its worker (and pi) would run on, refused as "wrong token" for ever: nothing
+            # can run the job from an unreadable record, so what still holds it is stopped.
+            evict_strangers(record.dir)
             self.jobs[record.id] = record
 
     def _resume_job(self, record: JobRecord) -> None:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
         proc = self.proc(record)
-        if proc.adopt():  # the pid in its record, or the holder of its worker lock
+        if proc.adopt():  # the pid and start time in its record
             log.info("job %s: adopting live worker pid %s", record.id, record.process.worker_pid)
             return
         record.process.worker_pid = None
+        evict_strangers(record.dir)  # a lock holder roostd never recorded is no worker of ours
         if record.attached:
             holder = read_holder(record.session) if record.session else None
             if holder is not None and holder_is_alive(holder):

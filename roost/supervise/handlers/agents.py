@@ -73,6 +73,12 @@ class AgentOps:
                 )
             if not holder_is_alive(holder):
                 raise RequestError(UNAUTHORIZED, f"the lock holder pid {pid} is not alive")
+            # A job's session is the job's (its reports, its messages): a foreground pi gets
+            # it only through `roost attach` (or /roost-bg), never by taking a free lock.
+            owner = self.router.job_for_session(session)
+            if owner is not None and not owner.attached:
+                raise RequestError(UNAUTHORIZED, f"{session} is job {owner.id}'s session: "
+                                                 f"`roost attach {owner.id}` opens it in a pi")
         else:
             try:
                 os.kill(pid, 0)
