@@ -36,7 +36,7 @@ from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.router import AgentRouter
 from roost.supervise.usagebook import UsageBook
-from roost.supervise.workers import WorkerProcess, evict_strangers
+from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
@@ -179,7 +179,7 @@ class Daemon:
         for record in recovered:
             # Its worker (and pi) would run on, refused as "wrong token" for ever: nothing
             # can run the job from an unreadable record, so what still holds it is stopped.
-            evict_strangers(record.dir)
+            stop_leftovers(record)
             self.jobs[record.id] = record
 
     def _resume_job(self, record: JobRecord) -> None:

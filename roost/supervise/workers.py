@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roost import procid
+from roost.locks import holder_is_alive, read_holder
 from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.worker import joblock
 
@@ -301,6 +302,23 @@ def evict_strangers(job_dir: Path, keep: int | None = None) -> list[int]:
         if stop_exact(pid, procid.live_start_time(pid), EVICT_GRACE_SECONDS):
             log.warning("%s: stopped pid %s, which held its worker lock", job_dir.name, pid)
             stopped.append(pid)
+    return stopped
+
+
+def stop_leftovers(record: JobRecord) -> list[int]:
+    """Stop what still runs for a job that roostd no longer runs (removed, or its record
+    unreadable): the holders of its worker lock (a worker and its pi) and the live holder
+    of its session's writer lock, checked by pid and start time. The session's only when
+    the file is the job's own (a record that could not be read names any path) and no
+    foreground pi has it through `roost attach`. The stopped pids."""
+    stopped = evict_strangers(record.dir)
+    session = record.session
+    if session and not record.attached and os.path.dirname(session) == str(record.dir):
+        holder = read_holder(session)
+        if holder is not None and holder.pid != os.getpid() and holder_is_alive(holder) \
+                and stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS):
+            log.warning("job %s: stopped pid %s, which held its session", record.id, holder.pid)
+            stopped.append(holder.pid)
     return stopped
 
 

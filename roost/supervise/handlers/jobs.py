@@ -21,7 +21,7 @@ from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, launch, request_env
 from roost.supervise.jobstore import accept_item, held_by_other, is_settled
-from roost.supervise.workers import evict_strangers
+from roost.supervise.workers import stop_leftovers
 
 
 def _nothing_to_start(record: JobRecord) -> str:
@@ -238,9 +238,9 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     if proc is not None:
         await proc.stop("removed", core.settings().stopTimeoutSeconds)
         proc.forget()
-    # Whatever still holds its worker lock (a worker of an unreadable record, a stranger)
-    # goes too, with its process group (its pi): nothing runs on in a deleted folder.
-    await asyncio.to_thread(evict_strangers, record.dir)
+    # Whatever still holds its locks (the worker of an unreadable record and its pi, a
+    # stranger) goes too: nothing runs on in a deleted folder.
+    await asyncio.to_thread(stop_leftovers, record)
     # Its agent may have written until it stopped: asked again, now that it cannot.
     await worktree_jobs.check_removable(record, force, delete_branch)
     if not was_stopped:
