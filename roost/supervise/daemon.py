@@ -56,6 +56,7 @@ class Daemon:
         self.subscribers: set[Connection] = set()
         self._changed: dict[str, asyncio.Event] = {}
         self._reap_timers: dict[str, asyncio.TimerHandle] = {}
+        self._saver = jobstore.RecordSaver(self)
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._server: asyncio.AbstractServer | None = None
@@ -177,8 +178,7 @@ class Daemon:
                     self.set_state(record, JobState.FAILED, busy=False, status="",
                                    error=f"roostd could not resume it: {exc}")
         for record in recovered:
-            # Its worker (and pi) would run on, refused as "wrong token" for ever: nothing
-            # can run the job from an unreadable record, so what still holds it is stopped.
+            # Nothing runs from an unreadable record: its worker and pi would run on, refused.
             stop_leftovers(record)
             self.jobs[record.id] = record
 
@@ -195,7 +195,7 @@ class Daemon:
             if holder is not None and holder_is_alive(holder):
                 return  # a foreground pi still holds it; it re-registers on its next call
             record.set_attach(Attach.DETACHED, "its foreground pi is gone")
-            record.save()
+            self._saver.save(record)
         if record.state in (JobState.STOPPED, JobState.FAILED):
             return
         if record.kind == JobKind.SHELL:
@@ -312,7 +312,7 @@ class Daemon:
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         if persist and record.id in self.jobs:
-            record.save()
+            self._saver.save(record)
         self._schedule_reap(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
@@ -350,17 +350,23 @@ class Daemon:
             self.set_state(record, JobState.STARTING, why, status="starting", error=None)
         if record.kind == JobKind.PI:
             record.agent_catalog = agent_catalog(record.cwd)
-        proc.spawn()
+        try:
+            proc.spawn()
+        except OSError as exc:  # e.g. worker.log replaced by a symlink: refused, not followed
+            log.error("job %s: could not start its worker: %s", record.id, exc)
+            self.set_state(record, JobState.FAILED, busy=False, status="",
+                           error=f"roostd could not start its worker: {exc}")
+            return
         if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
-        record.save()
+        self._saver.save(record)
 
     def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
         record = proc.record
         if record.id not in self.jobs:
             return  # removed
         if how == WorkerExit.RESTARTED:
-            record.save()
+            self._saver.save(record)
             return
         log.info("job %s worker exit: %s %s", record.id, how.value, detail)
         if how == WorkerExit.REAPED:

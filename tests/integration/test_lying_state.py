@@ -99,3 +99,34 @@ def test_rm_of_an_unreadable_record_whose_worker_runs_stops_it(fake_pi_env: Lab)
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_reply_that_was_queued_is_never_reported_as_an_error(fake_pi_env: Lab) -> None:
+    # worker.log replaced by a symlink: roostd refuses to follow it, so no worker starts.
+    # The reply is in the mailbox all the same: the answer says `queued` and why, never an
+    # error that would make the person send it twice.
+    env = fake_pi_env
+    env.configure(reapAfterSeconds=1)
+    job = env.run_job("soon idle")
+    settle(env, job)
+    wait_until(lambda: env.show(job)["state"] == "reaped", 20, what="the reaper")
+    log = env.job_dir(job) / "worker.log"
+    elsewhere = env.root / "elsewhere.log"
+    elsewhere.write_text("")
+    log.unlink()
+    log.symlink_to(elsewhere)
+    answer = env.roost("reply", job, "only once")
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() == "queued"
+    assert "could not start its worker" in answer.stderr and "roost start" in answer.stderr
+    assert elsewhere.read_text() == ""  # never written through
+    assert [i["text"] for i in env.mailbox_files(job)] == ["only once"]
+    assert env.show(job)["state"] == "failed"
+
+    log.unlink()
+    env.roost_ok("start", job)
+    assert settle(env, job) in ("done", "reaped")
+    assert env.show(job)["summary"] == "echo: only once"
+    texts = [e["message"]["content"] for e in env.session(job)
+             if e.get("type") == "message" and e["message"]["role"] == "user"]
+    assert sum("only once" in json.dumps(t) for t in texts) == 1

@@ -50,7 +50,7 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     conn.job_id = record.id
     conn.peer_id = record.id
     proc.connected_as_worker(conn)
-    record.save()
+    core.job_changed(record)
     core.agents.retry_undelivered(record.session)
     budgets.worker_connected(core, record)
     return {"job": record.id}
