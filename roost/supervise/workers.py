@@ -77,9 +77,9 @@ class WorkerProcess:
         return self.conn is not None and not self.conn.closed.is_set()
 
     # -- starting ----------------------------------------------------------------------
-    def command(self, go_fd: int) -> list[str]:
+    def command(self) -> list[str]:
         module = "roost.worker.shell" if self.record.kind == JobKind.SHELL else "roost.worker"
-        return [sys.executable, "-m", module, self.record.id, str(go_fd)]
+        return [sys.executable, "-m", module, self.record.id]
 
     def spawn(self) -> None:
         """Start a fresh worker process for the job."""
@@ -109,7 +109,8 @@ class WorkerProcess:
             os.fchmod(fd, 0o600)
             with os.fdopen(fd, "ab") as log_file:
                 self._popen = subprocess.Popen(
-                    self.command(go_read),
+                    self.command(),
+                    env={**os.environ, joblock.GO_FD_VAR: str(go_read)},
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,

@@ -54,10 +54,18 @@ EXIT_UNRECORDED = 5
 """A worker's exit code for "roostd went away before it recorded this worker"."""
 
 
-def wait_for_go(fd_text: str) -> None:
-    """Wait until roostd has saved this worker's pid and start time (it writes to the pipe
-    `fd_text` then); exit when it closed the pipe without (roostd died or could not save):
-    a worker that no record names must never run, roostd adopts only recorded ones."""
+GO_FD_VAR = "ROOST_WORKER_GO_FD"
+"""The worker's environment variable that names the pipe roostd says `go` on."""
+
+
+def wait_for_go() -> None:
+    """Wait until roostd has saved this worker's pid and start time (it writes `go` to the
+    pipe named by GO_FD_VAR then); exit when it closed the pipe without (roostd died or
+    could not save): a worker no record names must never run, roostd adopts only recorded
+    ones. A worker started by hand (no variable) goes on: the lock still keeps it single."""
+    fd_text = os.environ.pop(GO_FD_VAR, None)
+    if fd_text is None or not fd_text.isdigit():
+        return
     fd = int(fd_text)
     try:
         go = os.read(fd, 2)

@@ -22,11 +22,10 @@ from roost.worker import joblock
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (1, 2):
-        print("usage: python -m roost.worker.shell JOB_ID [GO_FD]", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: python -m roost.worker.shell JOB_ID", file=sys.stderr)
         return 2
-    if len(argv) == 2:
-        joblock.wait_for_go(argv[1])
+    joblock.wait_for_go()  # until roostd has recorded this process as the job's worker
     try:
         joblock.acquire(paths.job_dir(argv[0]))
     except joblock.Duplicate as exc:

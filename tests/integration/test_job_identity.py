@@ -139,7 +139,8 @@ def test_a_worker_whose_roostd_died_before_recording_it_never_runs(fake_pi_env: 
     env.roost_ok("stop", job)
     read, write = os.pipe()
     os.close(write)  # what a roostd killed between spawning and saving leaves: a closed pipe
-    done = subprocess.run([sys.executable, "-m", "roost.worker", job, str(read)], env=env.env,
+    done = subprocess.run([sys.executable, "-m", "roost.worker", job],
+                          env={**env.env, joblock.GO_FD_VAR: str(read)},
                           pass_fds=(read,), capture_output=True, text=True, timeout=30)
     os.close(read)
     assert done.returncode == joblock.EXIT_UNRECORDED, done.stderr
