@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Any
 
-from roost import jobenv
+from roost import jobenv, procid
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
@@ -21,7 +21,7 @@ from roost.jobs import Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES, PeerKind
+from roost.states import SETTLED_JOB_STATES, Attach, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
@@ -79,6 +79,11 @@ class AgentOps:
             if owner is not None and not owner.attached:
                 raise RequestError(UNAUTHORIZED, f"{session} is job {owner.id}'s session: "
                                                  f"`roost attach {owner.id}` opens it in a pi")
+            caller = self.router.attach_callers.get(owner.id) if owner is not None else None
+            if owner is not None and owner.attach in (Attach.ATTACHING, Attach.ATTACHED) \
+                    and caller is not None and not procid.descends_from(pid, *caller):
+                raise RequestError(UNAUTHORIZED, f"pid {pid} is not the pi that `roost attach "
+                                                 f"{owner.id}` (pid {caller[0]}) started")
         else:
             try:
                 os.kill(pid, 0)
