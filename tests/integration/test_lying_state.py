@@ -123,6 +123,8 @@ def test_a_reply_that_was_queued_is_never_reported_as_an_error(fake_pi_env: Lab)
     assert [i["text"] for i in env.mailbox_files(job)] == ["only once"]
     assert env.show(job)["state"] == "failed"
 
+    refused = env.roost("start", job)  # nothing queued by a start: an error is the truth
+    assert refused.returncode != 0 and "could not start its worker" in refused.stderr
     log.unlink()
     env.roost_ok("start", job)
     assert settle(env, job) in ("done", "reaped")

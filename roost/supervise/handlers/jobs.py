@@ -225,6 +225,9 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         raise RequestError(REFUSED, f"job {record.id} cannot start: {held.message(record.id)}")
     record.process.crashes = []
     core.start_worker(record, "roost start")
+    proc = core.procs.get(record.id)
+    if record.state == JobState.FAILED and (proc is None or not proc.alive):
+        raise RequestError(REFUSED, f"job {record.id} cannot start: {record.error}")
     return {"id": record.id, "state": record.state.value}
 
 
