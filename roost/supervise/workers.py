@@ -135,7 +135,9 @@ class WorkerProcess:
             self.record.save()
             os.write(go_write, b"go")
         except OSError as exc:  # not saved: the worker sees the pipe close and exits
-            log.error("job %s: the new worker's pid could not be saved (%s): it exits", self.record.id, exc)
+            log.error("job %s: the new worker's pid could not be saved (%s): it exits",
+                      self.record.id, exc)
+            self.fatal_reason = f"roostd could not record its worker: {exc}"
         finally:
             os.close(go_write)
 
