@@ -107,3 +107,39 @@ def same_process(pid: int | None, start: float | None) -> bool:
     actual = live_start_time(pid)
     return actual is not None and abs(actual - start) < START_TOLERANCE
 
+
+
+def pin(pid: int | None, start: float | None) -> int | None:
+    """A pidfd for `pid` if it is still the live process that started at `start`, else None.
+    Signals sent through it can never reach a later process that reuses the pid."""
+    if not pid or start is None:
+        return None
+    import os
+
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not same_process(pid, start):  # checked after pinning: the pid cannot change now
+        os.close(fd)
+        return None
+    return fd
+
+
+def descends_from(pid: int, ancestor: int, ancestor_start: float, depth: int = 8) -> bool:
+    """`pid` is `ancestor` (the live process that started at `ancestor_start`) or one of its
+    descendants, by the parent links in /proc (at most `depth` levels up)."""
+    if not same_process(ancestor, ancestor_start):
+        return False
+    for _ in range(depth):
+        if pid == ancestor:
+            return True
+        try:
+            with open(PROC / str(pid) / "stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            return False
+        pid = int(data[data.rindex(b")") + 2 :].split()[1])  # field 4, the parent's pid
+        if pid <= 1:
+            return False
+    return False

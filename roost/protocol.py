@@ -56,6 +56,7 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.report": ("to", "kind", "firstLine", "outcome"),
     "job.failed": ("error",),
     "job.removed": (),
+    "job.save_failed": ("error",),
     "message.sent": ("from", "to", "outcome"),
     "worker.crashed": ("reason", "crashes"),
     "worker.gave_up": ("reason",),

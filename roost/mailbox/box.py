@@ -88,6 +88,7 @@ class Mailbox:
         self._new_str = str(self.new_dir)
         self._tmp_str = str(self.tmp_dir)
         self._bound = 0  # highest seq known to have been handed out (grows lazily)
+        self._checked = False  # the counter was checked against the disk by this object
 
     def __repr__(self) -> str:
         return f"Mailbox({str(self.path)!r})"
@@ -113,6 +114,11 @@ class Mailbox:
         is_agent = kind in AGENT_KINDS
         limit = self.max_agent if is_agent else self.max_replies
         with self._counter.locked() as state:
+            if not self._checked or state.last < self._bound:
+                # First post, or the counter went below a seq this object saw: never
+                # trust it above what is on disk (a rolled-back counter repeats seqs).
+                self._counter.catch_up(state)
+                self._checked = True
             if state.pending_bound() >= limit:
                 # Near a cap: count exactly. Posts hold the lock through publishing, so
                 # no other poster can slip an item in between this count and ours.
@@ -122,6 +128,11 @@ class Mailbox:
                 if pending >= limit:
                     raise MailboxFull("agent" if is_agent else "replies", pending, limit, self.path)
             seq = state.allocate()
+            name = name_for(seq)
+            if any(os.path.lexists(f"{d}{os.sep}{name}") for d in (self._new_str, self.cur_dir)):
+                self._counter.catch_up(state)  # behind the disk: take the next free one
+                seq = state.allocate()
+            self._bound = max(self._bound, seq)
             created = now_iso()
             self._publish(seq, render_line(seq, body, created))
         # Copies: the caller may reuse and change its dicts; cached items must not change.
@@ -289,11 +300,9 @@ class Mailbox:
                 if seq > self._bound:
                     self._bound = self._counter.published_bound()
                     if seq > self._bound:
-                        # Not from post(): a later post of this seq would replace it.
-                        self._quarantine(
-                            name, f"seq {seq} was never handed out (counter at {self._bound})"
-                        )
-                        continue
+                        # Above the counter: the counter is behind the disk (rolled
+                        # back), never the item: lift it so no later post repeats it.
+                        self._bound = self._counter.caught_up_bound()
                 try:
                     item = self._read(self.new_dir, name, seq)
                 except FileNotFoundError:

@@ -19,12 +19,17 @@ The file holds one line::
   listed under the lock, and reset to 0 (forcing a listing) after a reboot.
 
 A missing, empty or unreadable file is rebuilt from the highest seq found in new/,
-cur/ and bad/.
+cur/ and bad/. A well-formed file is not trusted either: a counter rolled back to a lower
+value would hand out seqs again (a second item under a seq the worker already delivered,
+an acknowledged item in cur/ replaced). `catch_up` lifts it to the highest seq on disk; the
+Mailbox calls it on its first post and whenever the counter looks behind (below a seq it
+saw, or a name it would take already exists).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +38,8 @@ from pathlib import Path
 from roost.mailbox.fileops import FILE_MODE
 from roost.mailbox.item import MAX_SEQ, seq_of
 from roost.mailbox.mail_errors import MailboxError
+
+log = logging.getLogger(__name__)
 
 RESERVE_BLOCK = 64
 """Seqs reserved per fsync of the counter file."""
@@ -150,6 +157,26 @@ class SeqCounter:
                 state.flush()
         finally:
             os.close(fd)  # closing the only descriptor releases the flock
+
+    def catch_up(self, state: CounterState) -> int:
+        """Under the lock: lift the counter to the highest seq in new/, cur/ and bad/ when
+        it is below it (rolled back); the highest seq on disk."""
+        highest = self._highest_on_disk()
+        if highest > state.last:
+            log.warning("seq counter %s was at %d below seq %d on disk: moved up",
+                        self.path, state.last, highest)
+            state.last = highest
+            state.reserved = max(state.reserved, highest)
+            state.acked = min(state.acked, highest)
+            state._write(fsync=True)
+        return highest
+
+    def caught_up_bound(self) -> int:
+        """`published_bound` after `catch_up` under the lock (a seq on disk above the
+        counter means the counter, not the file, is wrong)."""
+        with self.locked() as state:
+            self.catch_up(state)
+            return state.last
 
     def peek_last(self) -> int:
         """The last seq handed out, read under the lock (for inspection and tests)."""

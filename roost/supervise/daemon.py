@@ -36,9 +36,10 @@ from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
+from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
 from roost.supervise.usagebook import UsageBook
-from roost.supervise.workers import WorkerProcess
+from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
@@ -59,6 +60,7 @@ class Daemon:
         self.admission = Admission(connection_cap(1024), self.connections, self._kept)
         self._changed: dict[str, asyncio.Event] = {}
         self._reap_timers: dict[str, asyncio.TimerHandle] = {}
+        self._saver = jobstore.RecordSaver(self)
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._any_changed = asyncio.Event()
@@ -181,21 +183,24 @@ class Daemon:
                     self.set_state(record, JobState.FAILED, busy=False, status="",
                                    error=f"roostd could not resume it: {exc}")
         for record in recovered:
+            # Nothing runs from an unreadable record: its worker and pi would run on, refused.
+            stop_leftovers(record)
             self.jobs[record.id] = record
 
     def _resume_job(self, record: JobRecord) -> None:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
         proc = self.proc(record)
-        if proc.adopt():  # the pid in its record, or the holder of its worker lock
+        if proc.adopt():  # the pid and start time in its record
             log.info("job %s: adopting live worker pid %s", record.id, record.process.worker_pid)
             return
         record.process.worker_pid = None
+        evict_strangers(record.dir)  # a lock holder roostd never recorded is no worker of ours
         if record.attached:
             holder = read_holder(record.session) if record.session else None
             if holder is not None and holder_is_alive(holder):
                 return  # a foreground pi still holds it; it re-registers on its next call
             record.set_attach(Attach.DETACHED, "its foreground pi is gone")
-            record.save()
+            self._saver.save(record)
         if record.state in (JobState.STOPPED, JobState.FAILED):
             return
         if record.kind == JobKind.SHELL:
@@ -316,7 +321,7 @@ class Daemon:
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         if persist and record.id in self.jobs:
-            record.save()
+            self._saver.save(record)
         self._schedule_reap(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
@@ -354,17 +359,23 @@ class Daemon:
             self.set_state(record, JobState.STARTING, why, status="starting", error=None)
         if record.kind == JobKind.PI:
             record.agent_catalog = agent_catalog(record.cwd)
-        proc.spawn()
+        try:
+            proc.spawn()
+        except OSError as exc:  # e.g. worker.log replaced by a symlink: refused, not followed
+            log.error("job %s: could not start its worker: %s", record.id, exc)
+            self.set_state(record, JobState.FAILED, busy=False, status="",
+                           error=f"roostd could not start its worker: {exc}")
+            return
         if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
-        record.save()
+        self._saver.save(record)
 
     def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
         record = proc.record
         if record.id not in self.jobs:
             return  # removed
         if how == WorkerExit.RESTARTED:
-            record.save()
+            self._saver.save(record)
             return
         log.info("job %s worker exit: %s %s", record.id, how.value, detail)
         if how == WorkerExit.REAPED:
@@ -463,19 +474,6 @@ class Daemon:
             "created": record.created,
             "updated": record.updated,
         }
-
-
-def agent_catalog(cwd: str) -> str | None:
-    """roost_spawn's list of agents for a job in `cwd` (read when its worker starts, so
-    new definitions show after a restart); refreshes the foreground pi's cached list."""
-    from roost.definitions import rules, store
-
-    try:
-        store.write_catalog_cache()
-        return rules.catalog(store.load(cwd))
-    except Exception:  # a broken definition file must never keep a job from starting
-        log.exception("could not list the agent definitions for %s", cwd)
-        return None
 
 
 def read_pid_file() -> int | None:

@@ -6,6 +6,7 @@ makes agent- or user-written text safe for a one-line name."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ from roost.supervise.jobstore import new_job_id
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition
     from roost.supervise.core import Core
+
+log = logging.getLogger(__name__)
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 NAME_MAX = 80
@@ -181,3 +184,16 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         raise
     core.start_worker(record, "new job")
+
+
+def agent_catalog(cwd: str) -> str | None:
+    """roost_spawn's list of agents for a job in `cwd` (read when its worker starts, so
+    new definitions show after a restart); refreshes the foreground pi's cached list."""
+    from roost.definitions import rules, store
+
+    try:
+        store.write_catalog_cache()
+        return rules.catalog(store.load(cwd))
+    except Exception:  # a broken definition file must never keep a job from starting
+        log.exception("could not list the agent definitions for %s", cwd)
+        return None

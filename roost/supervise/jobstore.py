@@ -7,6 +7,7 @@ Only roostd uses it; a single record is `roost.jobs.JobRecord`, and the daemon
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -20,13 +21,61 @@ from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, Links, load_record
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
-from roost.states import ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
+from roost.states import ItemDecision, ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise import budgets
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
+
+
+SAVE_RETRY_SECONDS = 1.0
+"""How often a job record whose save failed (a full disk) is written again."""
+
+
+class RecordSaver:
+    """Persists changed records. A failed save (a full disk) never stops the change: the
+    record in memory is the truth that rows, waits and events show; the failure is logged
+    and announced once (job.save_failed), and the save is retried until it succeeds, so
+    job.json never keeps an old state for longer than the disk is full."""
+
+    def __init__(self, table: JobTable) -> None:
+        self.table = table  # its jobs and events, as they are when a save happens
+        self.unsaved: dict[str, str] = {}  # job id -> why its last change is not on disk
+        self._retry: asyncio.TimerHandle | None = None
+
+    def save(self, record: JobRecord) -> None:
+        try:
+            record.save()
+        except OSError as exc:
+            if record.id not in self.unsaved:
+                log.error("job %s: its record could not be saved (%s): retrying every %gs",
+                          record.id, exc, SAVE_RETRY_SECONDS)
+                self.table.events.emit("job.save_failed", record, error=str(exc))
+            self.unsaved[record.id] = str(exc)
+            self._schedule()
+            return
+        if self.unsaved.pop(record.id, None) is not None:
+            log.info("job %s: its record is saved again", record.id)
+
+    def _schedule(self) -> None:
+        if self._retry is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving: the next change saves it again
+        self._retry = loop.call_later(SAVE_RETRY_SECONDS, self._retry_all)
+
+    def _retry_all(self) -> None:
+        self._retry = None
+        for job_id in list(self.unsaved):
+            record = self.table.jobs.get(job_id)
+            if record is None:
+                self.unsaved.pop(job_id, None)
+            else:
+                self.save(record)
 
 
 def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
@@ -165,6 +214,21 @@ def accept_item(
         except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
             raise RequestError(
                 REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
+    try:
+        return _carry_out(daemon, record, kind, decision)
+    except Exception as exc:
+        if not decision.post:
+            raise
+        # The item is durably queued: an error now would tell the user it was not, and
+        # they would send it again. The job says what went wrong; the answer is `queued`.
+        log.exception("job %s: a %s was queued, then roostd failed", record.id, kind.value)
+        record.error = f"a {kind.value} was queued, then roostd failed: {exc}"
+        return Outcome.QUEUED
+
+
+def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
+               decision: ItemDecision) -> Outcome:
+    """What happens after the item is queued: wake the job, or mark its dialog answered."""
     if decision.wake and (held := held_by_other(record)) is not None:
         # Another process writes the session (a pi without roost's extension, started from
         # pi's resume hint): no second writer. The item waits; the job says why, as its
@@ -175,6 +239,8 @@ def accept_item(
     if decision.wake:
         daemon.start_worker(record, f"a {kind.value} arrived")
         daemon.job_changed(record)
+        if record.state == JobState.FAILED:  # its worker could not be started: it waits
+            return Outcome.QUEUED
     elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered
         # now, so a `wait` right after this reply waits for the run instead of seeing the

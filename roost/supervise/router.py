@@ -45,6 +45,9 @@ class AgentRouter:
         # Connections of foreground pis holding the session of an attached job: when one
         # closes (the person quit pi, or a hand-off finished) the job goes to the background.
         self.holders: dict[Connection, str] = {}
+        # job id -> (pid, start time) of the `roost attach` that asked for it: the pi that
+        # registers for the attached job's session must be that process or its descendant.
+        self.attach_callers: dict[str, tuple[int, float]] = {}
 
     # -- peers ---------------------------------------------------------------------------
     def job_peer(self, record: JobRecord) -> Peer:

@@ -13,14 +13,17 @@ import asyncio
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roost import procid
+from roost.locks import holder_is_alive, read_holder
 from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.worker import joblock
 
@@ -87,27 +90,40 @@ class WorkerProcess:
         self.fatal_reason = None
         self._exited = asyncio.Event()
         if self.adopt():
-            # A worker of this job is alive though no record named it (a roostd killed
-            # between spawning it and saving its pid): a second one must never start.
+            # The worker its record names is alive (a roostd that never saw its exit):
+            # a second one must never start.
             log.warning("job %s: adopted live worker pid %s instead of starting another",
                         self.record.id, self.record.process.worker_pid)
             return
+        evict_strangers(self.record.dir)
         log_path = self.record.dir / "worker.log"
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
-        # 0600 and never through a symlink planted in the job's directory.
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "ab") as log_file:
-            self._popen = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                start_new_session=True,
-                close_fds=True,
-            )
+        # The worker waits on `go` before it takes the job's lock or reads anything: it
+        # runs only once its pid and start time are saved, so a worker no record names
+        # never exists (a roostd killed in between closes the pipe and the worker exits).
+        go_read, go_write = os.pipe()
+        try:
+            # 0600 and never through a symlink planted in the job's directory.
+            fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "ab") as log_file:
+                self._popen = subprocess.Popen(
+                    self.command(),
+                    env={**os.environ, joblock.GO_FD_VAR: str(go_read)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(go_read,),
+                )
+        except BaseException:
+            os.close(go_write)
+            raise
+        finally:
+            os.close(go_read)
         pid = self._popen.pid
         self.record.process.worker_pid = pid
         self.record.process.worker_start = procid.live_start_time(pid)
@@ -115,18 +131,23 @@ class WorkerProcess:
         self._set_state(ProcState.STARTING)
         if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
             self._set_state(ProcState.RUNNING)
+        try:
+            self.record.save()
+            os.write(go_write, b"go")
+        except OSError as exc:  # not saved: the worker sees the pipe close and exits
+            log.error("job %s: the new worker's pid could not be saved (%s): it exits",
+                      self.record.id, exc)
+            self.fatal_reason = f"roostd could not record its worker: {exc}"
+        finally:
+            os.close(go_write)
 
     def adopt(self) -> bool:
-        """Take over a live worker of the job: the one its record names, else the holder of
-        its worker lock (roost.worker.joblock); False when there is none."""
+        """Take over the live worker the job's record names (its pid and start time, saved
+        before the worker ran): False when it is gone. A process that merely holds the
+        job's worker lock is never adopted: any process of the user can take a lock."""
         pid, start = self.record.process.worker_pid, self.record.process.worker_start
-        if not procid.same_process(pid, start):
-            pid = joblock.live_holder(self.record.dir)
-            start = procid.live_start_time(pid) if pid else None
-            if pid is None or start is None:
-                return False
-            self.record.process.worker_pid, self.record.process.worker_start = pid, start
-        assert pid is not None
+        if pid is None or not procid.same_process(pid, start):
+            return False
         self._popen = None
         self._exited = asyncio.Event()
         try:
@@ -161,10 +182,8 @@ class WorkerProcess:
         self.record.process.worker_start = None
         self.conn = None
         self._exited.set()
-        if code == joblock.EXIT_DUPLICATE and self.adopt():
-            log.warning("job %s: its new worker found a live one (pid %s): adopted that",
-                        self.record.id, self.record.process.worker_pid)
-            return
+        if code == joblock.EXIT_DUPLICATE:  # a process roostd never started held the lock
+            evict_strangers(self.record.dir)
         how, detail = self._classify(code)
         self._report(self, how, detail)
 
@@ -269,3 +288,61 @@ class WorkerProcess:
             asyncio.get_running_loop().remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
+
+
+EVICT_GRACE_SECONDS = 2.0
+
+
+def evict_strangers(job_dir: Path, keep: int | None = None) -> list[int]:
+    """Stop every process that holds the job's worker lock (as the kernel says) other than
+    `keep`: not a worker roostd started and recorded (roostd records before a worker may take
+    the lock), so either a process that took it to pass for the worker, or the worker of a
+    record that was lost. Its process group (its pi) goes with it. The stopped pids."""
+    stopped = []
+    for pid in joblock.kernel_holders(job_dir):
+        if pid in (keep, os.getpid()):
+            continue
+        if stop_exact(pid, procid.live_start_time(pid), EVICT_GRACE_SECONDS):
+            log.warning("%s: stopped pid %s, which held its worker lock", job_dir.name, pid)
+            stopped.append(pid)
+    return stopped
+
+
+def stop_leftovers(record: JobRecord) -> list[int]:
+    """Stop what still runs for a job that roostd no longer runs (removed, or its record
+    unreadable): the holders of its worker lock (a worker and its pi) and the live holder
+    of its session's writer lock, checked by pid and start time. The session's only when
+    the file is the job's own (a record that could not be read names any path) and no
+    foreground pi has it through `roost attach`. The stopped pids."""
+    stopped = evict_strangers(record.dir)
+    session = record.session
+    if session and not record.attached and os.path.dirname(session) == str(record.dir):
+        holder = read_holder(session)
+        if holder is not None and holder.pid != os.getpid() and holder_is_alive(holder) \
+                and stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS):
+            log.warning("job %s: stopped pid %s, which held its session", record.id, holder.pid)
+            stopped.append(holder.pid)
+    return stopped
+
+
+def stop_exact(pid: int | None, start: float | None, grace: float) -> bool:
+    """SIGTERM the process `pid` that started at `start` (its group too when it leads one),
+    SIGKILL after `grace` seconds; never a later process that reuses the pid. False when it
+    was not running. Blocks at most `grace` + 2 s: for processes roostd does not watch."""
+    fd = procid.pin(pid, start)
+    if fd is None or pid is None:
+        return False
+    try:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+            try:
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, sig)
+                else:
+                    signal.pidfd_send_signal(fd, sig)
+            except ProcessLookupError:
+                return True
+            if select.select([fd], [], [], wait)[0]:  # readable: it exited
+                return True
+        return True
+    finally:
+        os.close(fd)

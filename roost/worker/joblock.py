@@ -1,16 +1,15 @@
 """One worker per job: an flock on `jobs/<id>/worker.lock`, held for the worker's whole life.
 
-roostd records a worker's pid in job.json only after spawning it; a roostd killed in
-between leaves a live worker that no record names. Without this lock the next roostd would
-start a second worker for the job, both would bind `ext.sock`, and both would deliver from
-one mailbox. So:
+Without this lock a second worker for the job (a roostd that lost track of the first)
+would bind `ext.sock` beside it, and both would deliver from one mailbox. So:
 
 * a worker takes the lock (LOCK_EX, non-blocking) before it touches anything of the job,
   writes its pid into the file, and keeps the descriptor open until it exits (the kernel
   drops the lock then, whatever kills it); a second worker finds it held and exits at once
   with EXIT_DUPLICATE;
-* roostd asks `live_holder` before it spawns a worker and when it adopts one: a held lock
-  names the live worker to adopt instead.
+* the lock is no identity (any process of the user may take it): roostd adopts only the
+  worker whose pid and start time it saved before the worker ran (`wait_for_go`), and
+  stops a holder it did not record (`kernel_holders`, the kernel's word, not the file's).
 
 Standard library only: the worker's launcher imports this before pi starts.
 """
@@ -19,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -48,6 +48,34 @@ def _read_pid(fd: int) -> int | None:
         return int(text) if text.isdigit() else None
     except OSError:
         return None
+
+
+EXIT_UNRECORDED = 5
+"""A worker's exit code for "roostd went away before it recorded this worker"."""
+
+
+GO_FD_VAR = "ROOST_WORKER_GO_FD"
+"""The worker's environment variable that names the pipe roostd says `go` on."""
+
+
+def wait_for_go() -> None:
+    """Wait until roostd has saved this worker's pid and start time (it writes `go` to the
+    pipe named by GO_FD_VAR then); exit when it closed the pipe without (roostd died or
+    could not save): a worker no record names must never run, roostd adopts only recorded
+    ones. A worker started by hand (no variable) goes on: the lock still keeps it single."""
+    fd_text = os.environ.pop(GO_FD_VAR, None)
+    if fd_text is None or not fd_text.isdigit():
+        return
+    fd = int(fd_text)
+    try:
+        go = os.read(fd, 2)
+    except OSError:
+        go = b""
+    os.close(fd)
+    if go != b"go":
+        print("roost worker: roostd did not record this worker; exiting", file=sys.stderr,
+              flush=True)
+        sys.exit(EXIT_UNRECORDED)
 
 
 def acquire(job_dir: Path) -> None:
@@ -92,3 +120,23 @@ def live_holder(job_dir: Path, timeout: float = 1.0) -> int | None:
             return None
     finally:
         os.close(fd)
+
+
+def kernel_holders(job_dir: Path) -> list[int]:
+    """The pids that hold the job's lock as the kernel says (/proc/locks), never as the
+    file says: a holder writes what it likes into the file, so only this may name a process
+    to stop. Empty when nobody holds it (or /proc/locks cannot be read)."""
+    try:
+        st = os.stat(job_dir / LOCK_NAME, follow_symlinks=False)
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids: list[int] = []
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 11880 fe:00:2269404 0 EOF" (a blocked waiter has "->")
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev and fields[4].isdigit():
+            pids.append(int(fields[4]))
+    return pids

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m roost.worker.shell JOB_ID", file=sys.stderr)
         return 2
+    joblock.wait_for_go()  # until roostd has recorded this process as the job's worker
     try:
         joblock.acquire(paths.job_dir(argv[0]))
     except joblock.Duplicate as exc:

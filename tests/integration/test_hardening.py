@@ -130,9 +130,12 @@ def test_a_corrupted_job_record_fails_that_job_only(fake_pi_env: Lab) -> None:
 
 
 # -- 1: two workers for one job -----------------------------------------------------------------
-def test_a_roostd_killed_before_saving_the_worker_pid_adopts_instead_of_doubling(
+def test_a_worker_lock_holder_no_record_names_is_stopped_not_adopted(
     fake_pi_env: Lab,
 ) -> None:
+    # roostd saves a worker's pid and start time before the worker may run (its go pipe), so
+    # a live lock holder that no record names is not a worker roostd started: it is stopped
+    # with its pi (issue 24, section 5) and one fresh worker runs the job, never two.
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] working")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
@@ -142,21 +145,22 @@ def test_a_roostd_killed_before_saving_the_worker_pid_adopts_instead_of_doubling
     assert daemon is not None
     os.kill(daemon, signal.SIGKILL)
     wait_until(lambda: not alive(daemon), 10, what="roostd to die")
-    # What a roostd killed between spawning the worker and saving its pid leaves behind.
     path = env.job_dir(job) / "job.json"
     data = json.loads(path.read_text())
-    data.update(workerPid=None, workerStart=None, state="starting")
+    data["process"].update(workerPid=None, workerStart=None)
+    data["state"] = "starting"
     path.write_text(json.dumps(data))
 
     env.roost_ok("ls")  # a new roostd
+    wait_until(lambda: not alive(worker) and not alive(pi.pid), 20,
+               what="the unrecorded worker and its pi to be stopped")
     wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20,
-               what="the live worker to be adopted")
-    assert env.show(job)["worker"]["pid"] == worker
+               what="a fresh worker")
+    fresh = env.show(job)["worker"]["pid"]
     workers = [p for p in psutil.process_iter(["cmdline"])
                if p.info["cmdline"] and "roost.worker" in p.info["cmdline"]
                and job in p.info["cmdline"]]
-    assert [p.pid for p in workers] == [worker]
-    assert alive(pi.pid)
+    assert [p.pid for p in workers] == [fresh] and fresh != worker
     (env.work / "gate").touch()
     assert settle(env, job) == "done"
 

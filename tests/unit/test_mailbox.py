@@ -306,17 +306,18 @@ def test_bad_files_go_to_bad_with_a_reason_and_the_box_keeps_working(box: Mailbo
     assert box.counts() == {"replies": 0, "agent": 0}
 
 
-def test_a_file_with_a_seq_never_handed_out_is_quarantined_not_replaced(box: Mailbox) -> None:
+def test_a_file_above_the_counter_is_never_replaced_and_moves_it_up(box: Mailbox) -> None:
+    # Issue 24 section 6: an item above the counter means the counter is behind the disk
+    # (rolled back), so the counter moves up; the file is neither replaced nor dropped.
     box.post(kind="reply", text="1")
     squatter = Item(2, "reply", None, "dropped by hand", "2026-11-30T11:20:00.123Z")
     _write(box.new_dir / "000000000002.json", (squatter.to_json() + "\n").encode())
-    _write(box.new_dir / "000000000005.json", (squatter.to_json() + "\n").encode())
-    item = box.post(kind="reply", text="real 2")  # before any scan
-    assert item.seq == 2
-    assert (box.bad_dir / "000000000002.json").read_text().startswith('{"seq":2')
-    assert "never handed out" in (box.bad_dir / "000000000002.json.why").read_text()
-    assert [i.text for i in box.pending()] == ["1", "real 2"]
-    assert "never handed out" in (box.bad_dir / "000000000005.json.why").read_text()
+    five = Item(5, "reply", None, "five", "2026-11-30T11:20:00.123Z")
+    _write(box.new_dir / "000000000005.json", (five.to_json() + "\n").encode())
+    item = box.post(kind="reply", text="real")  # before any scan
+    assert item.seq == 6
+    assert [i.text for i in box.pending()] == ["1", "dropped by hand", "five", "real"]
+    assert not any(box.bad_dir.iterdir())
 
 
 def test_same_bad_name_twice_keeps_both(box: Mailbox) -> None:

@@ -14,7 +14,7 @@ import secrets
 import time
 from typing import Any
 
-from roost import jobenv, unitext
+from roost import jobenv, procid, unitext
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
@@ -22,7 +22,7 @@ from roost.jobs import Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES, PeerKind
+from roost.states import SETTLED_JOB_STATES, Attach, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
@@ -76,6 +76,17 @@ class AgentOps:
                 )
             if not holder_is_alive(holder):
                 raise RequestError(UNAUTHORIZED, f"the lock holder pid {pid} is not alive")
+            # A job's session is the job's (its reports, its messages): a foreground pi gets
+            # it only through `roost attach` (or /roost-bg), never by taking a free lock.
+            owner = self.router.job_for_session(session)
+            if owner is not None and not owner.attached:
+                raise RequestError(UNAUTHORIZED, f"{session} is job {owner.id}'s session: "
+                                                 f"`roost attach {owner.id}` opens it in a pi")
+            caller = self.router.attach_callers.get(owner.id) if owner is not None else None
+            if owner is not None and owner.attach in (Attach.ATTACHING, Attach.ATTACHED) \
+                    and caller is not None and not procid.descends_from(pid, *caller):
+                raise RequestError(UNAUTHORIZED, f"pid {pid} is not the pi that `roost attach "
+                                                 f"{owner.id}` (pid {caller[0]}) started")
         else:
             try:
                 os.kill(pid, 0)

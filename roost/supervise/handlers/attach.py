@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any
 
-from roost import jobenv, paths, protocol
+from roost import jobenv, paths, procid, protocol
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, RunCause
@@ -34,6 +34,9 @@ async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     if (held := jobstore.held_by_other(record)) is not None:  # the TUI would be a second writer
         raise RequestError(REFUSED, f"job {record.id}: {held.who()}: quit it first")
     record.set_attach(Attach.ATTACHING, "roost attach")
+    start = procid.live_start_time(conn.peer.pid) if conn.peer is not None else None
+    if conn.peer is not None and start is not None:  # whose pi may register for it
+        core.agents.attach_callers[record.id] = (conn.peer.pid, start)
     core.job_changed(record)
     proc = core.procs.get(record.id)
     try:

@@ -22,6 +22,7 @@ from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job, launch, request_env
 from roost.supervise.jobstore import accept_item, held_by_other, is_settled
+from roost.supervise.workers import stop_leftovers
 
 
 def _nothing_to_start(record: JobRecord) -> str:
@@ -226,6 +227,9 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         raise RequestError(REFUSED, f"job {record.id} cannot start: {held.message(record.id)}")
     record.process.crashes = []
     core.start_worker(record, "roost start")
+    proc = core.procs.get(record.id)
+    if record.state == JobState.FAILED and (proc is None or not proc.alive):
+        raise RequestError(REFUSED, f"job {record.id} cannot start: {record.error}")
     return {"id": record.id, "state": record.state.value}
 
 
@@ -239,6 +243,9 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     if proc is not None:
         await proc.stop("removed", core.settings().stopTimeoutSeconds)
         proc.forget()
+    # Whatever still holds its locks (the worker of an unreadable record and its pi, a
+    # stranger) goes too: nothing runs on in a deleted folder.
+    await asyncio.to_thread(stop_leftovers, record)
     # Its agent may have written until it stopped: asked again, now that it cannot.
     await worktree_jobs.check_removable(record, force, delete_branch)
     if not was_stopped:

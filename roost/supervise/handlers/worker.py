@@ -6,13 +6,13 @@ import hmac
 import os
 from typing import Any, cast
 
+from roost import procid
 from roost.jobs import Facts
 from roost.jsonlines import Connection, Handler
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
 from roost.supervise import budgets
 from roost.supervise.core import Core, bind
-from roost.worker import joblock
 
 # What a worker may report, and the job states it may move its job to.
 WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "usage", "error")
@@ -28,8 +28,10 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     if not hmac.compare_digest(str(request["token"]), record.token):
         raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
     # The token alone is no proof: job.json is readable by any process of the user
-    # (an agent's tools included). The caller must be the very process roostd spawned
-    # or adopted as the job's worker, as the kernel says (SO_PEERCRED).
+    # (an agent's tools included), and so is its worker lock. The caller must be the very
+    # process roostd spawned (or adopted) as the job's worker: the pid the kernel gives
+    # for the socket (SO_PEERCRED) and that process's start time are the ones roostd saved
+    # when it spawned it, and roostd still watches it.
     peer = conn.peer
     if peer is None or peer.uid != os.getuid():
         raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
@@ -38,20 +40,17 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
         raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
                                          f"not {request['pid']!r}")
     proc = core.proc(record)
-    if proc.alive and record.process.worker_pid != pid:
+    if not proc.alive and not proc.adopt():
+        raise RequestError(UNAUTHORIZED, f"job {record.id} has no worker that roostd started")
+    if record.process.worker_pid != pid or not procid.same_process(
+            pid, record.process.worker_start):
         raise RequestError(
             UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
         )
-    if not proc.alive:
-        # Only the process holding the job's worker lock is its worker.
-        if joblock.live_holder(record.dir) != pid:
-            raise RequestError(UNAUTHORIZED, f"pid {pid} is not job {record.id}'s worker")
-        if not proc.adopt():
-            raise RequestError(REFUSED, f"worker pid {pid} is not alive")
     conn.job_id = record.id
     conn.peer_id = record.id
     proc.connected_as_worker(conn)
-    record.save()
+    core.job_changed(record)
     core.agents.retry_undelivered(record.session)
     budgets.worker_connected(core, record)
     return {"job": record.id}
