@@ -1,4 +1,4 @@
-"""Another local user, for the tests of what roost may trust (docs/security/h24-files.md).
+"""Another local user, for the tests of what roost may trust (docs/security.md, door 1).
 
 The tests run as root in CI: `ids()` creates the user `roost-intruder` (no home, no
 login shell) when it is absent, and `run`/`popen` run a program as that user in a child

@@ -1,4 +1,4 @@
-"""Files and folders another local user owns or planted (docs/security/h24-files.md).
+"""Files and folders another local user owns or planted (docs/security.md, door 1).
 
 A second local user (roost.testkit.intruder, created when the tests run as root, as in
 CI) plants a project (`.git` + `.pi/roost/agents/*.toml` + a FIFO) in a shared sticky

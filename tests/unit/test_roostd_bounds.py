@@ -1,4 +1,4 @@
-"""The bounds of door 4 (docs/security/h24-bounds.md) on their own: a connection's frame
+"""The bounds of door 4 (docs/security.md, door 4) on their own: a connection's frame
 timeout, the shared pool of unfinished frames, backpressure on pipelined requests, the
 push high-water mark, a hook's stderr, the repeat summariser, log rotation."""
 
