@@ -16,13 +16,13 @@ Each check has a level: `ok`, `warn` (works, but worth a look: the fix says what
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost.cli.diskcheck import existing_parent, write_problem
 from roost.cli.pirpc import load_extension
 from roost.pi.locate import (
     LEGACY_PI_PACKAGE,
@@ -383,9 +383,14 @@ def check_home(report: Report) -> None:
     can run jobs as this user."""
     import stat
 
+    from roost.trustedfiles import home_problem
+
     home = paths.roost_home()
+    if problem := home_problem(home):  # before anything is written there
+        report.add("ROOST_HOME", "fail", problem, "set ROOST_HOME to a folder of your own")
+        return
     if not os.path.lexists(home):
-        parent = _existing_parent(home)
+        parent = existing_parent(home)
         problem = write_problem(parent)
         if problem:
             report.add("ROOST_HOME", "fail", f"{home} does not exist and cannot be made: "
@@ -404,45 +409,6 @@ def check_home(report: Report) -> None:
 
 
 HOME_FIX = "free space there or remount it read-write, or set ROOST_HOME elsewhere"
-MIN_FREE = 1 << 20
-"""Less free space than one mailbox item (1 MiB) is a full ROOST_HOME: posts would fail."""
-
-
-def write_problem(directory: Path) -> str | None:
-    """Why roost could not write in `directory` (read-only, full, no inodes, refused),
-    found by writing, fsyncing and removing a small file there; None when it can."""
-    try:
-        fs = os.statvfs(directory)
-    except OSError as exc:
-        return f"cannot inspect {directory}: {exc.strerror or exc}"
-    if fs.f_flag & os.ST_RDONLY:
-        return f"{directory} is on a read-only filesystem"
-    probe = directory / f".doctor-probe-{os.getpid()}"
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, b"\0" * 4096)  # a block: creating an empty file needs no space
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(probe)
-    except OSError as exc:
-        return f"cannot write in {directory}: {exc.strerror or exc}"
-    free = fs.f_bavail * fs.f_frsize
-    if free < MIN_FREE:
-        return f"{directory} is full: {free // 1024} KiB free (roost needs at least 1 MiB)"
-    if fs.f_files and not fs.f_favail:
-        return f"{directory} has no free inodes: no file can be created"
-    return None
-
-
-def _existing_parent(path: Path) -> Path:
-    while not os.path.isdir(path) and path != path.parent:
-        path = path.parent
-    return path
-
-
 def _private(report: Report, name: str, path: Path, mode: int, is_kind: Any, kind: str,
              fix_kind: str) -> None:
     import stat

@@ -219,6 +219,7 @@ def test_the_cli_never_talks_to_another_users_roostd(roost_env: Lab) -> None:
         link = roost_env.root / "rh-link"
         link.symlink_to(theirs)
         (theirs / "events.jsonl").write_text('{"seq": 1, "type": "job.created"}\n')
+        before = os.stat(theirs).st_mtime_ns
         for command in (["mailbox", "j1"], ["ls"], ["rm", "j1"], ["daemon", "status"],
                         ["events", "--since", "0"], ["doctor"]):
             proc = roost_env.roost(*command, env={"ROOST_HOME": str(link)}, timeout=60)
@@ -228,6 +229,8 @@ def test_the_cli_never_talks_to_another_users_roostd(roost_env: Lab) -> None:
                 assert len(lines) == 1 and "not by you" in lines[0], proc.stderr
             assert "not by you" in proc.stderr + proc.stdout
         assert log.read_bytes() == b"", "the CLI sent a request to another user's roostd"
+        # Not a file made there either, not even doctor's write probe (made and removed).
+        assert os.stat(theirs).st_mtime_ns == before
         assert untouched(box)
         assert not (theirs / "roostd.log").exists()  # no roostd started there either
         # Nor is a ROOST_HOME made in a folder of theirs.
