@@ -10,10 +10,10 @@ One job per size: its first run makes the session, then (reaped, so no pi holds 
 turns are appended to its file until it has that many entries (a user message and the
 model's answer each, as pi writes them), and one unmeasured reply loads it once.
 
-Each trial, for each size (interleaved): a reply right after the previous run settled
-(`warm`: the job is done and its worker and pi are alive), then, once the window has
-stopped them (`reaped`), a reply that starts them again (`cold`: a worker and a pi boot and
-pi reads the session). t0 is just before the `reply` request (roost.client); the finish
+Each trial, for each size (in a rotating order): once the window has stopped the job's
+worker and pi (`reaped`), a reply that starts them again (`cold`: a worker and a pi boot
+and pi reads the session), then a reply right after that run settled (`warm`: the job is
+done and its worker and pi are alive). t0 is just before the `reply` request (roost.client); the finish
 line is the model request carrying the reply (FakeLLM's receipt time). One clock
 (time.monotonic). Read medians; the machine may be shared (the load average is printed).
 """
@@ -146,14 +146,12 @@ def main() -> int:
         for trial in range(args.trials):
             order = sizes[trial % len(sizes):] + sizes[:trial % len(sizes)]
             for n in order:
-                row = show(client, jobs[n])
-                assert row["state"] == "done" and row["worker"]["pid"], row  # warm
+                wait_state(client, jobs[n], "reaped")
+                results[n]["cold"].append(timed_reply(lab, client, jobs[n], f"RB{n} c{trial}"))
+                row = show(client, jobs[n])  # the run just settled: warm for its window
+                assert row["state"] == "done" and row["worker"]["pid"], row
                 rss[n].append(live_rss(row["worker"]["pid"]))
                 results[n]["warm"].append(timed_reply(lab, client, jobs[n], f"RB{n} w{trial}"))
-            for n in order:
-                wait_state(client, jobs[n], "reaped")
-            for n in order:
-                results[n]["cold"].append(timed_reply(lab, client, jobs[n], f"RB{n} c{trial}"))
         out["sizes"] = {}
         for n in sizes:
             warm, cold = results[n]["warm"], results[n]["cold"]
