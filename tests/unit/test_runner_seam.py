@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,7 @@ def test_the_local_runner_holds_its_worker_until_go(tmp_path: Path) -> None:
     for release in (True, False):
         log_path = tmp_path / f"w{release}.log"
         launched = LocalRunner().launch(WorkerSpec(
-            "0000abcd", ["python3", "-c", script], str(tmp_path), log_path))
+            "0000abcd", [sys.executable, "-c", script], str(tmp_path), log_path))
         assert launched.start_time == procid.live_start_time(launched.pid)
         launched.go() if release else launched.cancel()
         assert launched.wait() == 0
