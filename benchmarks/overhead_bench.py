@@ -396,7 +396,7 @@ def bench_lab(*, probe: bool = True, roost_settings: dict[str, Any] | None = Non
     """A Lab (the real pi, the lab's own FakeLLM) with roostd (the probe, or the stock daemon)
     running in it, which this process's roost.client reaches too."""
     require_pi()
-    settings = {"reapAfterSeconds": 3600}
+    settings: dict[str, Any] = {"warmSeconds": 3600, "maxLivePi": 1000}  # no idle stop
     settings.update(roost_settings or {})
     lab = Lab(llm=True, settings=settings, keep=keep, prefix="roost-bench-", hold_timeout=300.0)
     lab.env.pop("PYTHONUNBUFFERED", None)  # roostd and the workers as they run for real

@@ -44,8 +44,13 @@ class Settings:
     """roost_send calls per sender per minute."""
     agentMessageMaxChars: int = 8000
     """Longest agent message."""
-    reapAfterSeconds: float = 600.0
-    """A done job with an empty mailbox and no run this long has its worker stopped."""
+    warmSeconds: float = 60.0
+    """A done job with an empty mailbox keeps its worker and pi this long (a reply reaches
+    a live pi), then both are stopped (`reaped`); the next item starts them again.
+    `reapAfterSeconds` is its older name, read when warmSeconds is not set."""
+    maxLivePi: int | None = None
+    """Live pis past which the least recently used idle ones are stopped at once; none
+    set: a quarter of the machine's memory over one live job's (supervise.idle)."""
     restartBackoffSeconds: float = 0.5
     """First delay before restarting a crashed worker; doubles per crash (cap 30 s)."""
     restartMaxCrashes: int = 5
@@ -93,6 +98,8 @@ class Settings:
     def from_dict(cls, data: dict[str, Any]) -> Settings:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        if "reapAfterSeconds" in data and "warmSeconds" not in data:
+            data = {**data, "warmSeconds": data["reapAfterSeconds"]}  # the older name
         for key, value in data.items():
             spec = fields.get(key)
             if spec is None:

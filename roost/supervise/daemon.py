@@ -28,7 +28,7 @@ from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
-from roost.states import JOBS, REAP_REASON, Attach, JobKind, JobState, ProcState, WorkerExit
+from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.supervise import budgets, jobstore, logsetup
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
@@ -36,6 +36,7 @@ from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
+from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
 from roost.supervise.usagebook import UsageBook
@@ -59,13 +60,13 @@ class Daemon:
         self.subscribers: set[Connection] = set()
         self.admission = Admission(connection_cap(1024), self.connections, self._kept)
         self._changed: dict[str, asyncio.Event] = {}
-        self._reap_timers: dict[str, asyncio.TimerHandle] = {}
         self._saver = jobstore.RecordSaver(self)
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._any_changed = asyncio.Event()
         self.agents = AgentRouter(self)
         self.usage_book = UsageBook()
+        self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -99,6 +100,7 @@ class Daemon:
             self.events.emit("job.removed", record)
         self.procs.pop(record.id, None)
         self._mailboxes.pop(record.id, None)
+        self.idle.forget(record)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _take_daemon_lock(self) -> None:
@@ -159,8 +161,7 @@ class Daemon:
             conn.close()
         for proc in self.procs.values():
             proc.forget()
-        for timer in self._reap_timers.values():
-            timer.cancel()
+        self.idle.close()
         with contextlib.suppress(FileNotFoundError):
             paths.socket_path().unlink()
         with contextlib.suppress(FileNotFoundError):
@@ -322,7 +323,7 @@ class Daemon:
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         if persist and record.id in self.jobs:
             self._saver.save(record)
-        self._schedule_reap(record)
+        self.idle.changed(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()
@@ -414,35 +415,6 @@ class Daemon:
                              crashes=len(record.process.crashes))
             self.set_state(record, JobState.STARTING, busy=False, status=detail,
                            dialog=False)
-
-    # -- reaper -----------------------------------------------------------------------------
-    def _schedule_reap(self, record: JobRecord) -> None:
-        timer = self._reap_timers.pop(record.id, None)
-        if timer is not None:
-            timer.cancel()
-        if self._reapable(record):
-            delay = self.settings().reapAfterSeconds
-            self._reap_timers[record.id] = asyncio.get_running_loop().call_later(
-                delay, lambda: asyncio.ensure_future(self._reap(record))
-            )
-
-    def _reapable(self, record: JobRecord) -> bool:
-        proc = self.procs.get(record.id)
-        return (
-            record.kind == JobKind.PI
-            and record.state == JobState.DONE
-            and not record.busy
-            and proc is not None
-            and proc.state == ProcState.RUNNING
-            and not self.mailbox(record).pending()
-        )
-
-    async def _reap(self, record: JobRecord) -> None:
-        self._reap_timers.pop(record.id, None)
-        if record.id in self.jobs and self._reapable(record):
-            log.info("job %s: idle for %gs, reaping its worker", record.id,
-                     self.settings().reapAfterSeconds)
-            await self.procs[record.id].stop(REAP_REASON, self.settings().stopTimeoutSeconds)
 
     # -- rows ---------------------------------------------------------------------------------
     def row(self, record: JobRecord) -> dict[str, Any]:

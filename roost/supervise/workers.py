@@ -15,7 +15,6 @@ import logging
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 from roost import procid
 from roost.locks import holder_is_alive, read_holder
 from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
+from roost.supervise.runner import Launched, LocalRunner, Runner, WorkerSpec
 from roost.worker import joblock
 
 if TYPE_CHECKING:
@@ -46,13 +46,15 @@ class WorkerProcess:
         record: JobRecord,
         settings_source: Callable[[], Settings],
         report: Callable[[WorkerProcess, WorkerExit, str], None],
+        runner: Runner | None = None,
     ) -> None:
         self.record = record
         self.state = ProcState.STOPPED
         self.conn: Connection | None = None
         self._settings = settings_source
         self._report = report
-        self._popen: subprocess.Popen[bytes] | None = None
+        self._runner: Runner = runner or LocalRunner()
+        self._launched: Launched | None = None  # the process this roostd started
         self._pidfd: int | None = None
         self._restart: asyncio.TimerHandle | None = None
         self._exited = asyncio.Event()
@@ -96,50 +98,35 @@ class WorkerProcess:
                         self.record.id, self.record.process.worker_pid)
             return
         evict_strangers(self.record.dir)
-        log_path = self.record.dir / "worker.log"
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
         # The worker waits on `go` before it takes the job's lock or reads anything: it
         # runs only once its pid and start time are saved, so a worker no record names
-        # never exists (a roostd killed in between closes the pipe and the worker exits).
-        go_read, go_write = os.pipe()
+        # never exists (a roostd killed in between never releases it, and it exits).
+        launched = self._runner.launch(WorkerSpec(
+            self.record.id, self.command(), cwd, self.record.dir / "worker.log"))
+        self._launched = launched
+        self.record.process.worker_pid = launched.pid
+        self.record.process.worker_start = launched.start_time
         try:
-            # 0600 and never through a symlink planted in the job's directory.
-            fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "ab") as log_file:
-                self._popen = subprocess.Popen(
-                    self.command(),
-                    env={**os.environ, joblock.GO_FD_VAR: str(go_read)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    start_new_session=True,
-                    close_fds=True,
-                    pass_fds=(go_read,),
-                )
+            self._watch(launched.pid)
         except BaseException:
-            os.close(go_write)
+            launched.cancel()
             raise
-        finally:
-            os.close(go_read)
-        pid = self._popen.pid
-        self.record.process.worker_pid = pid
-        self.record.process.worker_start = procid.live_start_time(pid)
-        self._watch(pid)
         self._set_state(ProcState.STARTING)
         if self.record.kind == JobKind.SHELL:  # a shell worker never says hello: it runs once spawned
             self._set_state(ProcState.RUNNING)
         try:
             self.record.save()
-            os.write(go_write, b"go")
-        except OSError as exc:  # not saved: the worker sees the pipe close and exits
+        except OSError as exc:  # not saved: never released, the worker exits
             log.error("job %s: the new worker's pid could not be saved (%s): it exits",
                       self.record.id, exc)
             self.fatal_reason = f"roostd could not record its worker: {exc}"
-        finally:
-            os.close(go_write)
+            launched.cancel()
+            return
+        try:
+            launched.go()
+        except OSError as exc:  # it is gone already: its exit is on its way
+            log.error("job %s: the new worker could not be released: %s", self.record.id, exc)
 
     def adopt(self) -> bool:
         """Take over the live worker the job's record names (its pid and start time, saved
@@ -148,7 +135,7 @@ class WorkerProcess:
         pid, start = self.record.process.worker_pid, self.record.process.worker_start
         if pid is None or not procid.same_process(pid, start):
             return False
-        self._popen = None
+        self._launched = None
         self._exited = asyncio.Event()
         try:
             self._watch(pid)
@@ -175,9 +162,9 @@ class WorkerProcess:
         os.close(self._pidfd)
         self._pidfd = None
         code: int | None = None
-        if self._popen is not None:
-            code = self._popen.wait()
-            self._popen = None
+        if self._launched is not None:
+            code = self._launched.wait()
+            self._launched = None
         self.record.process.worker_pid = None
         self.record.process.worker_start = None
         self.conn = None

@@ -313,7 +313,7 @@ class TestSpawnLimits:
                                 "agentExternalMessages": "yes", "reapAfterSeconds": 1,
                                 "unknownKey": 5, "agentMaxSpawned": -1, "agentMaxTreeSessions": True})
         assert s.agentMaxDepth == 1 and s.agentMaxChildren == 8 and s.agentTools is True
-        assert s.agentExternalMessages is False and s.reapAfterSeconds == 1.0
+        assert s.agentExternalMessages is False and s.warmSeconds == 1.0  # reapAfterSeconds: its older name
         assert s.agentMaxSpawned == 32 and s.agentMaxTreeSessions == 16
 
 

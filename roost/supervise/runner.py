@@ -1,0 +1,108 @@
+"""Where a worker process is started: the `Runner` seam, and `LocalRunner`, this machine.
+
+roostd asks a runner to launch a job's worker (`WorkerSpec`: the command, its environment,
+its directory, its log) and gets back a `Launched`: the process's identity (pid and start
+time) and its release. The worker waits on the release before it takes the job's lock or
+reads anything, so roostd saves that identity first and only then calls `go()`; when the
+save fails it calls `cancel()` and the worker exits without acting. Everything else (the
+job's states, its mailbox, the agent rules) stays in roostd and never asks where the
+worker runs. A runner for other machines implements these two classes (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from roost import procid
+from roost.worker import joblock
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What to start for one job."""
+
+    job_id: str
+    command: list[str]
+    cwd: str
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)  # on top of roostd's own environment
+
+
+class Launched(Protocol):
+    """A started worker, held before it may act."""
+
+    pid: int
+    start_time: float | None
+
+    def go(self) -> None:
+        """Let it act: its identity is saved (OSError when it cannot be told)."""
+
+    def cancel(self) -> None:
+        """Never let it act: it exits on its own."""
+
+    def wait(self) -> int | None:
+        """Its exit status once it has exited (None when the runner cannot know it)."""
+
+
+class Runner(Protocol):
+    def launch(self, spec: WorkerSpec) -> Launched: ...
+
+
+class LocalLaunch:
+    """A worker started here: a child process that waits on a pipe (`ROOST_WORKER_GO_FD`)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], go_write: int) -> None:
+        self._popen = popen
+        self._go_write: int | None = go_write
+        self.pid = popen.pid
+        self.start_time = procid.live_start_time(popen.pid)
+
+    def go(self) -> None:
+        try:
+            if self._go_write is not None:
+                os.write(self._go_write, b"go")
+        finally:
+            self.cancel()  # closed either way: a worker reads "go", or EOF and exits
+
+    def cancel(self) -> None:
+        if self._go_write is not None:
+            os.close(self._go_write)
+            self._go_write = None
+
+    def wait(self) -> int | None:
+        return self._popen.wait()
+
+
+class LocalRunner:
+    """Workers as children of roostd, each in its own process session (so a roostd killed
+    with SIGKILL takes no worker, and no pi, with it)."""
+
+    def launch(self, spec: WorkerSpec) -> LocalLaunch:
+        go_read, go_write = os.pipe()
+        try:
+            # 0600 and never through a symlink planted in the job's directory.
+            fd = os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "ab") as log_file:
+                popen = subprocess.Popen(
+                    spec.command,
+                    env={**os.environ, **spec.env, joblock.GO_FD_VAR: str(go_read)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    cwd=spec.cwd,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(go_read,),
+                )
+        except BaseException:
+            os.close(go_write)
+            raise
+        finally:
+            os.close(go_read)
+        return LocalLaunch(popen, go_write)
