@@ -28,6 +28,7 @@ COMMANDS = {
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
     "view": "view",
+    "web": "web",
     "agents": "agents",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),
