@@ -115,7 +115,14 @@ def action(handler: Action) -> Callable[[Request], Awaitable[Response]]:
 # -- pages ------------------------------------------------------------------------------------------
 async def tree_page(request: Request) -> Response:
     hub: bridge.Hub = request.app.state.hub
-    return render(request, "tree.html", rows=views.tree(hub.rows), connected=hub.connected,
+    rows, connected = hub.rows, hub.connected
+    if not connected:  # the live link is (re)connecting: ask roostd itself
+        try:
+            rows = {r["id"]: r for r in (await bridge.request("list"))["jobs"]}
+            connected = True
+        except (DaemonUnavailable, RequestError, OSError):
+            pass
+    return render(request, "tree.html", rows=views.tree(rows), connected=connected,
                   notice=request.query_params.get("notice", ""))
 
 

@@ -23,8 +23,9 @@ from roost.protocol import ProtocolError
 
 log = logging.getLogger("roost.web")
 
-RETRY_SECONDS = 1.0
-"""How long the live link waits before it connects again when roostd went away."""
+RETRY_SECONDS = (0.05, 1.0)
+"""The live link's waits before it connects again while roostd is away: from the first to
+the second, doubling (roostd starting up answers within a second)."""
 
 
 async def request(op: str, **args: Any) -> dict[str, Any]:
@@ -83,11 +84,13 @@ class Hub:
                 loop.call_soon_threadsafe(self._apply, rows, connected)
 
     def _follow(self) -> None:
+        delay = RETRY_SECONDS[0]
         while not self._stop.is_set():
             try:
                 with connect(autostart=False) as client, connect(autostart=False) as lister:
                     self._client = client
                     self._post(client.request("subscribe")["jobs"], True)
+                    delay = RETRY_SECONDS[0]
                     for event in client.events():
                         if event.get("event") == "job":
                             # `list` is the truth: a removed job's last event looks like
@@ -96,8 +99,10 @@ class Hub:
             except (DaemonUnavailable, ProtocolError, OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return
-                log.warning("roost web: lost roostd (%s); connecting again", exc)
+                if self.connected or delay >= RETRY_SECONDS[1]:
+                    log.warning("roost web: no roostd (%s); connecting again", exc)
                 self._post(None, False)
             finally:
                 self._client = None
-            self._stop.wait(RETRY_SECONDS)  # roostd is down: wait for it to come back
+            self._stop.wait(delay)  # roostd is down: wait for it to come back
+            delay = min(delay * 2, RETRY_SECONDS[1])
