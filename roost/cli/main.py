@@ -29,6 +29,7 @@ COMMANDS = {
     "attach": "attach",
     "view": "view",
     "web": "web",
+    **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-import hmac
 from urllib.parse import parse_qs, quote
 
 import jinja2
@@ -28,7 +28,8 @@ from starlette.staticfiles import StaticFiles
 from roost.client import DaemonUnavailable
 from roost.protocol import RequestError
 from roost.transcript import read_entries
-from roost.web import bridge, pageparts as views
+from roost.web import bridge
+from roost.web import pageparts as views
 from roost.web.devices import csrf_token
 from roost.web.entries import items
 from roost.web.filewatch import Watcher
@@ -104,7 +105,7 @@ def action(handler: Action) -> Callable[[Request], Awaitable[Response]]:
             notice = f"roostd is not answering: {exc}"
         except ValueError as exc:
             notice = str(exc)
-        target = form.get("back") if form.get("back", "").startswith("/job/") else back
+        target = back
         if notice:
             target += ("&" if "?" in target else "?") + "notice=" + quote(notice[:300])
         return RedirectResponse(target, status_code=303)
@@ -147,6 +148,46 @@ async def job_page(request: Request) -> Response:
     entries = await asyncio.to_thread(_transcript, row)
     return render(request, "job.html", row=row, items=entries,
                   notice=request.query_params.get("notice", ""))
+
+
+async def inbox_page(request: Request) -> Response:
+    entries = (await bridge.request("inbox"))["entries"]
+    return render(request, "inbox.html", entries=entries,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def live_inbox(request: Request) -> Response:
+    hub: bridge.Hub = request.app.state.hub
+    token = (request.scope.get("state") or {}).get("token") or ""
+    forms = {"csrf": csrf_token(token) if token else "", "read_only": request.app.state.read_only}
+
+    async def body() -> AsyncIterator[bytes]:
+        seen = hub.version
+        yield b": live\n\n"
+        while True:
+            seen = await hub.changed(seen)
+            entries = (await bridge.request("inbox"))["entries"]
+            yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms)})
+
+    return stream(body())
+
+
+async def do_answer(request: Request, form: dict[str, str]) -> str:
+    device = (request.scope.get("state") or {}).get("device")
+    args: dict[str, Any] = {"entry": request.path_params["entry"],
+                            "by": f"roost web ({device.name if device else 'a browser'})"}
+    if form.get("choice", "").isdigit():
+        args["choice"] = int(form["choice"])
+    elif form.get("dismiss"):
+        args["dismiss"] = True
+    else:
+        if not form.get("text", "").strip():
+            raise ValueError("the answer is empty")
+        args["text"] = form["text"]
+    result = await bridge.request("answer", **args)
+    if result.get("status") == "already answered":
+        raise ValueError(f"already answered by {result.get('by')} at {result.get('at')}")
+    return "/inbox"
 
 
 async def pair(request: Request) -> Response:
@@ -194,7 +235,6 @@ async def live_tree(request: Request) -> Response:
 async def live_job(request: Request) -> Response:
     hub: bridge.Hub = request.app.state.hub
     watcher: Watcher = request.app.state.watcher
-    job = request.path_params["job"]
     try:
         shown = max(0, int(request.query_params.get("items", "0")))
     except ValueError:
@@ -300,7 +340,10 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/", tree_page),
         Route("/pair", pair),
         Route("/job/{job}", job_page),
+        Route("/inbox", inbox_page),
         Route("/live/tree", live_tree),
+        Route("/live/inbox", live_inbox),
+        Route("/inbox/{entry}/answer", action(do_answer), methods=["POST"]),
         Route("/live/job/{job}", live_job),
         Route("/run", action(do_run), methods=["POST"]),
         Route("/job/{job}/reply", action(do_reply), methods=["POST"]),

@@ -148,7 +148,8 @@ def test_a_pairing_code_works_once(home: Path, calls: list[Any]) -> None:
         assert second.get("/").status_code == 401
 
 
-def test_a_pairing_code_expires_after_five_minutes(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pairing_code_expires_after_five_minutes(client: TestClient,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     code = Store().new_code()
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 301)
@@ -312,10 +313,12 @@ def hostile_session(path: Path) -> None:
         {"type": "message", "timestamp": "2026-12-01T10:00:01Z",
          "message": {"role": "assistant", "content": [
              {"type": "text", "text": "<iframe src=javascript:alert(1)>"},
-             {"type": "toolCall", "name": "<b>bash</b>", "arguments": {"command": "</pre><script>x()</script>"}}]}},
+             {"type": "toolCall", "name": "<b>bash</b>",
+              "arguments": {"command": "</pre><script>x()</script>"}}]}},
         {"type": "message", "timestamp": "2026-12-01T10:00:02Z",
          "message": {"role": "toolResult", "toolName": "bash", "content": XSS_DIFF}},
-        {"type": "custom_message", "customType": "pi-roost-agent-message", "timestamp": "2026-12-01T10:00:03Z",
+        {"type": "custom_message", "customType": "pi-roost-agent-message",
+         "timestamp": "2026-12-01T10:00:03Z",
          "content": "<svg onload=alert(1)>", "details": {"title": "<script>t()</script>", "seq": 1}},
     ]
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))

@@ -69,7 +69,7 @@ def test_the_tree_is_live(web: WebServer, fake_pi_env: Lab) -> None:
     done = threading.Event()
 
     def read() -> None:
-        for name, data in web.live(http, "/live/tree"):
+        for _name, data in web.live(http, "/live/tree"):
             seen.append(data.get("tree", ""))
             if "live-one" in seen[-1] and "done" in seen[-1]:
                 done.set()

@@ -36,9 +36,11 @@ def web(ctx: click.Context, bind: str, port: int, read_only: bool, tls_cert: str
         check(bind, tls_cert, tls_key, insecure_http)
     except Refused as exc:
         fail(str(exc))
+    import os
+
     from roost.client import daemon_running, start_daemon_background
 
-    if not daemon_running():
+    if not daemon_running() and not os.environ.get("ROOST_NO_AUTOSTART"):
         start_daemon_background()  # as every command does; the web follows it when it is up
     try:
         run(bind, port, read_only, tls_cert, tls_key, insecure_http, names)
