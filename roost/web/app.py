@@ -164,10 +164,10 @@ async def live_inbox(request: Request) -> Response:
     async def body() -> AsyncIterator[bytes]:
         seen = hub.version
         yield b": live\n\n"
-        while True:
-            seen = await hub.changed(seen)
+        while True:  # the first round: what changed between the page and this stream
             entries = (await bridge.request("inbox"))["entries"]
             yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms)})
+            seen = await hub.changed(seen)
 
     return stream(body())
 
@@ -224,10 +224,10 @@ async def live_tree(request: Request) -> Response:
     async def body() -> AsyncIterator[bytes]:
         seen = hub.version
         yield b": live\n\n"
-        while True:
-            seen = await hub.changed(seen)
+        while True:  # the first round: what changed between the page and this stream
             yield sse("parts", {"tree": fragment("_tree.html", rows=views.tree(hub.rows),
                                                  connected=hub.connected)})
+            seen = await hub.changed(seen)
 
     return stream(body())
 
@@ -250,6 +250,8 @@ async def live_job(request: Request) -> Response:
             return
         seen = hub.version
         yield b": live\n\n"
+        # What changed between the page and this stream.
+        yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
         with watcher.watch(row.get("session") or "") as grew:
             while True:
                 entries = await asyncio.to_thread(_transcript, row)
