@@ -18,8 +18,15 @@ from typing import Any
 import pytest
 from kit import FIXTURES
 
-from roost.testkit.fakellm import FakeLLM, first_user_contains, last_is_tool_result, \
-    last_tool_result_contains, last_user_contains, text, tool_call
+from roost.testkit.fakellm import (
+    FakeLLM,
+    first_user_contains,
+    last_is_tool_result,
+    last_tool_result_contains,
+    last_user_contains,
+    text,
+    tool_call,
+)
 from roost.testkit.lab import Lab
 from roost.testkit.webserver import WebServer
 
