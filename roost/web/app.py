@@ -86,16 +86,25 @@ async def form_of(request: Request) -> dict[str, str]:
 Action = Callable[[Request, dict[str, str]], Awaitable[str]]
 
 
-def action(handler: Action) -> Callable[[Request], Awaitable[Response]]:
-    """A POST: the form checked, the handler's roostd request made, then back to the page it
-    names (303), with roostd's refusal shown as the page's notice."""
+def action(handler: Action, page: str = "job") -> Callable[[Request], Awaitable[Response]]:
+    """A POST: the form checked, the handler's roostd request made, then to the page it
+    names (303); refused, back to its `page` (the job's, its diff's, the inbox, the tree)
+    with roostd's one line as the page's notice."""
+
+    def back_of(request: Request) -> str:
+        job = request.path_params.get("job")
+        if page == "diff" and job:
+            return f"/job/{quote(str(job))}/diff"
+        if page == "job" and job:
+            return f"/job/{quote(str(job))}"
+        return "/inbox" if page == "inbox" else "/"
 
     async def endpoint(request: Request) -> Response:
         try:
             form = await form_of(request)
         except Refused as exc:
             return PlainTextResponse(f"roost web: {exc}\n", status_code=403)
-        back = "/"
+        back = back_of(request)
         try:
             back = await handler(request, form)
             notice = ""
@@ -188,6 +197,23 @@ async def do_answer(request: Request, form: dict[str, str]) -> str:
     if result.get("status") == "already answered":
         raise ValueError(f"already answered by {result.get('by')} at {result.get('at')}")
     return "/inbox"
+
+
+async def diff_page(request: Request) -> Response:
+    row = await _job_row(request)
+    if row is None:
+        return render(request, "missing.html", status=404)
+    text, why = await asyncio.to_thread(views.job_diff, row)
+    return render(request, "diff.html", row=row, lines=views.diff_lines(text), why=why,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def events_page(request: Request) -> Response:
+    query = request.query_params
+    types = tuple(t for t in query.get("type", "").split(",") if t.strip())
+    job = query.get("job", "").strip() or None
+    found = await asyncio.to_thread(views.recent_events, types, job)
+    return render(request, "events.html", events=found, type=",".join(types), job=job or "")
 
 
 async def pair(request: Request) -> Response:
@@ -319,6 +345,13 @@ async def do_run(request: Request, form: dict[str, str]) -> str:
     return f"/job/{result['id']}"
 
 
+async def do_merge(request: Request, form: dict[str, str]) -> str:
+    result = await bridge.request("merge", job=_job(request))
+    done = (f"{result['branch']} merged into {result['into']} ({str(result['commit'])[:12]})"
+            if result.get("merged") else f"{result['branch']}: {result['outcome']} ({result['into']})")
+    return f"/job/{_job(request)}/diff?notice=" + quote(done)
+
+
 async def do_budget(request: Request, form: dict[str, str]) -> str:
     await bridge.request("budget", job=_job(request), **views.budget_args(form))
     return f"/job/{_job(request)}"
@@ -342,12 +375,15 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/", tree_page),
         Route("/pair", pair),
         Route("/job/{job}", job_page),
+        Route("/job/{job}/diff", diff_page),
+        Route("/events", events_page),
+        Route("/job/{job}/merge", action(do_merge, "diff"), methods=["POST"]),
         Route("/inbox", inbox_page),
         Route("/live/tree", live_tree),
         Route("/live/inbox", live_inbox),
-        Route("/inbox/{entry}/answer", action(do_answer), methods=["POST"]),
+        Route("/inbox/{entry}/answer", action(do_answer, "inbox"), methods=["POST"]),
         Route("/live/job/{job}", live_job),
-        Route("/run", action(do_run), methods=["POST"]),
+        Route("/run", action(do_run, "tree"), methods=["POST"]),
         Route("/job/{job}/reply", action(do_reply), methods=["POST"]),
         Route("/job/{job}/choice", action(do_choice), methods=["POST"]),
         Route("/job/{job}/stop", action(simple("stop")), methods=["POST"]),

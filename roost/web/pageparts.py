@@ -5,7 +5,16 @@ ValueError line, shown as the page's notice)."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
+
+from roost import paths
+from roost.eventlog import matches, read_events
+
+DIFF_MAX = 400_000
+"""The most characters of a diff a page shows (the rest: `roost diff`)."""
+EVENTS_SHOWN = 500
 
 STATE_CLASS = {"needs_input": "ask", "failed": "bad", "running": "run", "starting": "run"}
 
@@ -90,3 +99,47 @@ def budget_args(form: dict[str, str]) -> dict[str, Any]:
     if all(v is None for v in args.values()):
         raise ValueError("give a budget, a token budget or a number of turns")
     return {k: v for k, v in args.items() if v is not None}
+
+
+def job_diff(row: dict[str, Any]) -> tuple[str, str]:
+    """A worktree job's diff against its base, as `roost diff` shows it; or why there is none."""
+    from roost.worktrees import CHECKOUT_MARKER, git
+
+    worktree = row.get("worktree")
+    if not worktree:
+        return "", "this job has no worktree"
+    if not os.path.isdir(worktree["path"]):
+        return "", f"its worktree ({worktree['path']}) is gone"
+    if (Path(row["dir"]) / CHECKOUT_MARKER).exists():
+        return "", "its worktree is still being written (the job is starting)"
+    try:
+        text = git.diff(worktree["path"], worktree["base"])
+    except git.GitError as exc:
+        return "", str(exc)
+    if len(text) > DIFF_MAX:
+        text = text[:DIFF_MAX] + "\n… (cut: `roost diff` shows it all)\n"
+    return text, "" if text else "no changes"
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """Each line of a diff with its class: add, del, hunk, file or ctx."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---", "diff --git", "index ")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        out.append((kind, line))
+    return out
+
+
+def recent_events(types: tuple[str, ...], job: str | None) -> list[dict[str, Any]]:
+    """The newest EVENTS_SHOWN events of the log that match, newest first."""
+    found = [e for e in read_events(paths.roost_home()) if matches(e, types or None, job)]
+    return found[-EVENTS_SHOWN:][::-1]
