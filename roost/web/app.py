@@ -274,31 +274,39 @@ async def live_job(request: Request) -> Response:
         row = await _job_row(request)
         if row is None:
             return
-        seen = hub.version
+        seen, last = hub.version, hub.rows.get(row["id"])
         yield b": live\n\n"
         # What changed between the page and this stream.
         yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
-        with watcher.watch(row.get("session") or "") as grew:
-            while True:
-                entries = await asyncio.to_thread(_transcript, row)
-                if len(entries) != shown:
-                    new = entries[shown:] if len(entries) > shown else entries
-                    yield sse("append" if len(entries) > shown else "reset",
-                              {"transcript": fragment("_items.html", items=new)})
-                    shown = len(entries)
-                waits = [asyncio.ensure_future(hub.changed(seen)), asyncio.ensure_future(grew.wait())]
-                done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for task in pending:
-                    task.cancel()
-                grew.clear()
-                if hub.version != seen:
+        read = True
+        while True:  # once per session file (a new job's appears after its page opened)
+            session = row.get("session") or ""
+            with watcher.watch(session) as grew:
+                while session == (row.get("session") or ""):
+                    if read:  # the file grew, or the job moved: only then is it read again
+                        entries = await asyncio.to_thread(_transcript, row)
+                        if len(entries) != shown:
+                            new = entries[shown:] if len(entries) > shown else entries
+                            yield sse("append" if len(entries) > shown else "reset",
+                                      {"transcript": fragment("_items.html", items=new)})
+                            shown = len(entries)
+                    waits = [asyncio.ensure_future(hub.changed(seen)),
+                             asyncio.ensure_future(grew.wait())]
+                    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    for task in pending:
+                        task.cancel()
+                    read = grew.is_set()
+                    grew.clear()
+                    if hub.version == seen:
+                        continue
                     seen = hub.version
                     fresh = hub.rows.get(row["id"])
                     if fresh is None:
                         yield sse("parts", {"head": fragment("_gone.html")})
                         return
-                    row = {**row, **fresh}
-                    yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
+                    if fresh != last:  # another job's change leaves this page alone
+                        last, row, read = fresh, {**row, **fresh}, True
+                        yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
 
     return stream(body())
 
