@@ -144,3 +144,28 @@ def test_insecure_http_warns(roost_env: Lab) -> None:
         assert server.first_line.startswith("http://127.0.0.1:")
         err = server.stop()
     assert "WARNING: serving plain HTTP on 0.0.0.0" in err
+
+
+def test_an_agent_report_arrives_live_framed_as_an_agents(web: WebServer, fake_pi_env: Lab) -> None:
+    """A child's report reaches its parent while the parent's page is open: it appears in
+    the transcript as an agent item, not as the user's."""
+    lab = fake_pi_env
+    parent = lab.run_job("--name", "parent", "[[hold gate]]")
+    wait_until(lambda: lab.row(parent)["session"], 30, "the parent's session")
+    http = web.paired()
+    got: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        for _name, data in web.live(http, f"/live/job/{parent}"):
+            got.append(str(data.get("transcript", "")))
+            if "item-agent" in got[-1] and "CHILD-REPORT" in got[-1]:
+                done.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    (lab.work / "gate").touch()
+    lab.reply(parent, "[[spawn CHILD-REPORT please]]")
+    assert done.wait(60), got[-3:]
+    agent_item = next(g for g in got if "item-agent" in g)
+    assert "item-user" not in agent_item.split("item-agent")[1].split("</li>")[0]
