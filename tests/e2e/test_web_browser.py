@@ -139,3 +139,29 @@ def test_answer_a_dialog_from_the_inbox(make_lab: Callable[..., Lab], llm: FakeL
         assert again.startswith("already answered by roost web (")
     answered = llm.wait_for_request(last_tool_result_contains("picked:"), timeout=5)
     assert "picked: green" in str(answered["messages"])
+
+
+def test_raise_a_budget_from_the_browser(make_lab: Callable[..., Lab], browser: Any,
+                                         shots: Callable[[Any, str], None]) -> None:
+    from selenium.webdriver.common.by import By
+
+    lab = make_lab()
+    after_raise = last_user_contains("budget was raised") | last_user_contains("limit")
+    lab.llm.add(first_user_contains("TASK-TURNS") & after_raise, text("ANSWER-TURNS: finished"))
+    lab.llm.add(first_user_contains("TASK-TURNS"),
+                lambda r: tool_call("bash", {"command": "echo step"}))
+    with WebServer(lab) as web:
+        browser.get(web.first_line)
+        job = lab.cli("run", "--max-turns", "2", "--name", "stepper", "TASK-TURNS").stdout.strip()
+        record = lab.wait_state(job, "failed", timeout=T)
+        assert record["error"] == "turn limit reached: 2 of 2 model requests", record
+        browser.get(web.url + "/inbox")
+        wait_text(browser, "#inbox", "turn limit reached: 2 of 2 model requests")
+        assert "budget" in browser.find_element(By.CSS_SELECTOR, "#inbox .state").text
+        browser.get(f"{web.url}/job/{job}")
+        turns = browser.find_element(By.CSS_SELECTOR, 'input[name="maxTurns"]')
+        turns.send_keys("10")
+        turns.find_element(By.XPATH, "./ancestor::form//button").click()
+        assert lab.wait(job) == "done"
+        wait_text(browser, "#head", "at most 10 turns")
+        wait_text(browser, "#transcript", "ANSWER-TURNS: finished")
