@@ -71,10 +71,13 @@ def shots(tmp_path: Path) -> Callable[[Any, str], None]:
 
 
 def wait_text(driver: Any, css: str, wanted: str, timeout: float = T) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, timeout).until(
+    # A live part may be swapped between finding it and reading it: look again.
+    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                       NoSuchElementException)).until(
         lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text,
         f"{wanted!r} in {css}")
 
@@ -107,9 +110,10 @@ def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], ll
         shots(browser, "transcript")
 
         browser.set_window_size(375, 812)  # a phone
-        browser.get(web.url + "/")
-        width = browser.execute_script("return document.documentElement.scrollWidth")
-        assert width <= 375, f"the page is {width}px wide at 375"
+        for path in (f"/job/{job}", "/inbox", "/events", "/"):
+            browser.get(web.url + path)
+            width = browser.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 375, f"{path} is {width}px wide at 375"
         shots(browser, "phone")
     assert lab.wait(job) == "done"
 
