@@ -11,6 +11,9 @@ same run; a 2,000-entry transcript's page; CPU with many open pages and no traff
 - **transcript**: GET /job/ID for a session of 2,000 entries (server time plus transfer).
 - **idle CPU**: `--pages` live pages held open, no traffic, for `--idle` seconds: the CPU
   seconds roostd and the web process used (the target: 0).
+- **load CPU**: 200 replies a minute to 4 fake-pi jobs for `--load` seconds, with the web
+  and its `--pages` live pages, then again with the web stopped: roostd's CPU (% of a
+  core) in each, and the difference (what the web adds to roostd).
 
 Prints one JSON object: p50/p99 in ms for each, and the CPU seconds.
 """
@@ -40,39 +43,38 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Watch:
-    """The monotonic times at which an observer saw `done` for the job."""
+    """The monotonic times at which an observer saw something, with what it saw."""
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.seen: list[tuple[float, str]] = []
         self.cond = threading.Condition()
 
-    def saw(self) -> None:
+    def saw(self, what: str = "") -> None:
         with self.cond:
-            self.times.append(time.monotonic())
+            self.seen.append((time.monotonic(), what))
             self.cond.notify_all()
 
-    def after(self, t0: float, timeout: float = 30.0) -> float:
+    def after(self, t0: float, needle: str = "", timeout: float = 30.0) -> float:
+        """Seconds from t0 to the first sighting after it that holds `needle`."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                hits = [t for t in self.times if t >= t0]
+                hits = [t for t, what in self.seen if t >= t0 and needle in what]
                 if hits:
                     return hits[0] - t0
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError("no event")
+                    raise TimeoutError(f"no sighting of {needle!r}")
                 self.cond.wait(left)
 
 
 def follow_page(web: WebServer, http: httpx.Client, job: str, watch: Watch) -> None:
-    marker = '<li class="job state-done'
-    was_done = True
+    """Each redrawn tree in which the job is done (a burst of changes may come as one)."""
     with contextlib.suppress(httpx.HTTPError):  # the server stops at the end of the run
         for _name, data in web.live(http, "/live/tree"):
-            done = marker in data.get("tree", "")
-            if done and not was_done:
-                watch.saw()
-            was_done = done
+            tree = data.get("tree", "")
+            if '<li class="job state-done' in tree:
+                watch.saw(tree)
 
 
 def follow_cli(lab: Lab, job: str, watch: Watch) -> subprocess.Popen[str]:
@@ -107,11 +109,24 @@ def cpu(pid: int) -> float:
     return times.user + times.system
 
 
+def load_cpu(lab: Lab, jobs: list[str], daemon_pid: int, seconds: float) -> float:
+    """roostd's CPU (% of a core) while 200 replies a minute go to `jobs`, round robin."""
+    start, before, sent = time.monotonic(), cpu(daemon_pid), 0
+    with lab.client() as client:
+        while time.monotonic() - start < seconds:
+            client.request("reply", job=jobs[sent % len(jobs)], text=f"load {sent}")
+            sent += 1
+            time.sleep(max(0.0, start + sent * 0.3 - time.monotonic()))  # the load's pace
+    used = cpu(daemon_pid) - before
+    return round(100 * used / (time.monotonic() - start), 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--idle", type=float, default=20.0)
+    parser.add_argument("--load", type=float, default=30.0)
     args = parser.parse_args(argv)
     out: dict[str, Any] = {}
     with Lab(pi="fake", settings={"reapAfterSeconds": 3600}) as lab, WebServer(lab) as web:
@@ -126,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.trials):
             t0 = time.monotonic()
             lab.request("reply", job=job, text=f"trial {i}")
-            web_ms.append(page.after(t0))
+            web_ms.append(page.after(t0, f"echo: trial {i}<"))
             cli_ms.append(cli.after(t0))
             lab.wait_settled(job)
         follower.terminate()
@@ -158,10 +173,19 @@ def main(argv: list[str] | None = None) -> int:
         out["idle"] = {"pages": args.pages, "seconds": args.idle,
                        "roostd_cpu_s": round(after[0] - before[0], 3),
                        "web_cpu_s": round(after[1] - before[1], 3)}
+        workers = [lab.run_job("--name", f"load{i}", "hello") for i in range(4)]
+        for w in workers:
+            lab.wait(w)
+        with_web = load_cpu(lab, workers, daemon_pid, args.load)
         for s in streams:
             s.__exit__(None, None, None)
         for c in clients:
             c.close()
+        web.stop()
+        without_web = load_cpu(lab, workers, daemon_pid, args.load)
+        out["load_200_per_min"] = {"seconds": args.load, "roostd_cpu_pct_with_web": with_web,
+                                   "roostd_cpu_pct_without_web": without_web,
+                                   "added_pct": round(with_web - without_web, 2)}
     out["median_note"] = "ms from the reply sent to the job's `done` seen by each observer"
     print(json.dumps(out, indent=2))
     return 0

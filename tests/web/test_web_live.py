@@ -169,3 +169,21 @@ def test_an_agent_report_arrives_live_framed_as_an_agents(web: WebServer, fake_p
     assert done.wait(60), got[-3:]
     agent_item = next(g for g in got if "item-agent" in g)
     assert "item-user" not in agent_item.split("item-agent")[1].split("</li>")[0]
+
+
+def test_run_a_job_stop_start_and_remove_it(web: WebServer, fake_pi_env: Lab) -> None:
+    lab = fake_pi_env
+    http = web.paired()
+    ran = web.post(http, "/run", task="from the web", cwd=str(lab.work), name="webbed")
+    job = lab.job_named("webbed")
+    assert job is not None and str(ran.url) == f"{web.url}/job/{job['id']}"
+    assert lab.wait(job["id"]) == "done"
+    assert "webbed" in http.get(web.url + "/").text
+    web.post(http, f"/job/{job['id']}/stop")
+    assert lab.row(job["id"])["state"] == "stopped"
+    web.post(http, f"/job/{job['id']}/start")
+    assert lab.row(job["id"])["state"] in ("starting", "running", "done")
+    refused = web.post(http, "/run", task="x", cwd="relative/dir")
+    assert "the directory must be an absolute path" in refused.text
+    removed = web.post(http, f"/job/{job['id']}/rm")
+    assert str(removed.url) == web.url + "/" and lab.job_named("webbed") is None
