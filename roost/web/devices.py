@@ -31,6 +31,8 @@ from roost.fsutil import atomic_write_json, utc_now
 
 PAIRING_TTL = 300.0
 """A pairing code is good for 5 minutes, once."""
+SEEN_EVERY = 600.0
+"""A device's `lastSeen` is written at most this often (a request is not a file write)."""
 PAIRING_OPEN_MAX = 20
 """At most this many unexpired codes at once: the oldest go first."""
 
@@ -153,8 +155,9 @@ class Store:
         """A new device and its session token (given to it once, as its cookie)."""
         token = secrets.token_urlsafe(32)
         devices = dict(self._load())
+        now = utc_now()
         device = Device(id=secrets.token_hex(4), name=name[:80] or "browser",
-                        paired=utc_now(), token_hash=_hash(token))
+                        paired=now, token_hash=_hash(token), last_seen=now)
         devices[device.id] = device
         self._save(devices)
         return device, token
@@ -163,8 +166,23 @@ class Store:
         wanted = _hash(token)
         for device in self._load().values():
             if hmac.compare_digest(device.token_hash, wanted):
+                self._seen(device)
                 return device
         return None
+
+    def _seen(self, device: Device) -> None:
+        from datetime import datetime
+
+        try:
+            last = datetime.fromisoformat(str(device.last_seen).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            last = 0.0
+        if time.time() - last < SEEN_EVERY:
+            return
+        devices = dict(self._load())
+        devices[device.id] = Device(device.id, device.name, device.paired, device.token_hash,
+                                    last_seen=utc_now())
+        self._save(devices)
 
     def revoke(self, device_id: str | None) -> list[str]:
         """Drop one device (or all, `None`); the ids dropped."""

@@ -2,7 +2,8 @@
 foreground.
 
 The link is printed alone on one line of stdout (scripts read it); everything else goes to
-stderr. uvicorn's access log is off: it would write every URL, and a pairing link's code
+stderr. uvicorn's proxy headers are off: a local client must not be able to claim another
+scheme or address with X-Forwarded-*. uvicorn's access log is off: it would write every URL, and a pairing link's code
 is in one (spent at its first use, but a log outlives that).
 """
 
@@ -85,7 +86,7 @@ def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: st
     config = uvicorn.Config(create_app(settings), host=bind, port=port, access_log=False,
                             log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
                             lifespan="on", timeout_graceful_shutdown=1, date_header=False,
-                            server_header=False)
+                            server_header=False, proxy_headers=False)
     asyncio.run(_serve(uvicorn.Server(config), store, url, bind, port))
 
 

@@ -76,7 +76,8 @@ def devices(as_json: bool) -> None:
     if not found:
         click.echo("no paired devices")
     for device in found:
-        click.echo(f"{device['id']}  {device['paired']}  {device['name']}")
+        click.echo(f"{device['id']}  paired {device['paired']}  seen {device['lastSeen'] or '-'}  "
+                   f"{device['name']}")
 
 
 @web.command()
