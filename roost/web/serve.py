@@ -3,8 +3,8 @@ foreground.
 
 The link is printed alone on one line of stdout (scripts read it); everything else goes to
 stderr. uvicorn's proxy headers are off: a local client must not be able to claim another
-scheme or address with X-Forwarded-*. uvicorn's access log is off: it would write every URL, and a pairing link's code
-is in one (spent at its first use, but a log outlives that).
+scheme or address with X-Forwarded-*. uvicorn's access log is off: it would write every
+URL, and a pairing link's code is in one (spent at its first use, but a log outlives that).
 """
 
 from __future__ import annotations
