@@ -15,10 +15,13 @@ class WebGroup(click.Group):
 @click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR",
               help="The address to listen on (not loopback: needs --tls-cert/--tls-key or "
                    "--insecure-http).")
-@click.option("--port", default=8477, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=8477, show_default=True, type=click.IntRange(1, 65535),
+              help="The TCP port to listen on.")
 @click.option("--read-only", is_flag=True, help="Serve views only: every action is refused.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="F")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), metavar="F")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="F",
+              help="Serve HTTPS with this certificate (PEM; with --tls-key).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), metavar="F",
+              help="The private key of --tls-cert (PEM).")
 @click.option("--insecure-http", is_flag=True,
               help="Allow plain HTTP on a non-loopback address (prints a warning).")
 @click.option("--host", "names", multiple=True, metavar="NAME",
