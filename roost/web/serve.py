@@ -39,8 +39,10 @@ def hosts_for(bind: str, port: int, names: tuple[str, ...]) -> frozenset[str]:
     """The Host header values this server answers: its bound address (and `localhost` on
     loopback), and each --host NAME (a tailnet name, a tunnel's), all with the port."""
     bases = {bind, *names}
-    if is_loopback(bind):
-        bases |= {"127.0.0.1", "localhost"}
+    if is_loopback(bind) or bind in ("0.0.0.0", "::"):
+        # A wildcard bind listens on loopback too; its other addresses are named by --host
+        # (a browser's Host is what it typed, never the wildcard).
+        bases |= {"127.0.0.1", "localhost", "::1"}
     out: set[str] = set()
     for base in bases:
         shown = f"[{base}]" if ":" in base and not base.startswith("[") else base

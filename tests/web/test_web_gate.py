@@ -374,3 +374,12 @@ def test_the_session_files_of_the_web_are_private(home: Path) -> None:
     assert stat.S_IMODE((home / "web" / "server.json").stat().st_mode) == 0o600
     assert Store().running_url() == "http://127.0.0.1:8477"
     os.environ.get("ROOST_HOME")
+
+
+def test_the_names_a_server_answers() -> None:
+    from roost.web.serve import hosts_for
+
+    assert hosts_for("127.0.0.1", 8477, ()) == {"127.0.0.1:8477", "localhost:8477", "[::1]:8477"}
+    assert "127.0.0.1:8477" in hosts_for("0.0.0.0", 8477, ())
+    tailnet = hosts_for("100.64.0.1", 8477, ("Box.ts.net",))
+    assert tailnet == {"100.64.0.1:8477", "box.ts.net:8477"}  # no loopback name off loopback

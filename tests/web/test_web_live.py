@@ -4,8 +4,10 @@ polling, `roost web pair|devices|revoke`, and the refused options."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +189,24 @@ def test_run_a_job_stop_start_and_remove_it(web: WebServer, fake_pi_env: Lab) ->
     assert "the directory must be an absolute path" in refused.text
     removed = web.post(http, f"/job/{job['id']}/rm")
     assert str(removed.url) == web.url + "/" and lab.job_named("webbed") is None
+
+
+def test_tls_off_loopback_serves_https_with_a_secure_host_cookie(roost_env: Lab, tmp_path: Path) -> None:
+    """With --tls-cert/--tls-key a non-loopback bind is allowed (0.0.0.0 here: the test
+    still connects on 127.0.0.1), and the cookie is Secure and host-bound."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    with WebServer(roost_env, "--bind", "0.0.0.0", "--tls-cert", str(cert), "--tls-key", str(key)) as web:
+        assert web.first_line.startswith("https://127.0.0.1:")
+        import httpx
+
+        client = httpx.Client(verify=False)
+        answer = client.get(web.first_line)
+        assert answer.status_code == 303
+        cookie = answer.headers["set-cookie"].lower()
+        assert cookie.startswith("__host-roost_web=") and "; secure" in cookie
+        assert "strict-transport-security" in answer.headers
+        err = web.stop()
+    assert "WARNING" not in err
