@@ -66,7 +66,17 @@ def test_a_conflicting_merge_names_the_file(fake_pi_env: Lab) -> None:
         http = web.paired()
         refused = web.post(http, f"/job/{job}/merge")
         assert "conflicts in page.html" in refused.text
+        # The inbox keeps the conflict (roostd keeps nothing else of a refused merge).
+        [entry] = [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "conflict"]
+        assert entry["job"]["id"] == job and "conflicts in page.html" in entry["text"]
+        assert entry["id"] in http.get(web.url + "/inbox").text
     assert (path / "page.html").read_text() == "<p>ours</p>\n"
+    # Resolved on the job's branch, the merge goes through and the entry is gone.
+    (tree / "page.html").write_text("<p>ours</p>\n")
+    git(tree, "commit", "-qam", "agree")
+    git(tree, "merge", "-q", "-s", "ours", "main", "-m", "take ours")
+    lab.roost_ok("merge", job)
+    assert [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "conflict"] == []
 
 
 def test_the_event_log_filters(fake_pi_env: Lab) -> None:

@@ -3,7 +3,8 @@ inbox`, `roost answer` and `roost web` all read (ops `inbox`, `answer`).
 
 An entry is a job that waits: its open question (`question`) or dialog (`dialog`), a stop
 by its budget (`budget`), a worker roostd gave up on (`gave_up`), any other failure
-(`failed`). Its id is stable while it stays open: it is kept in `$ROOST_HOME/inbox.json`
+(`failed`), a merge of its branch that conflicted (`conflict`, until a merge succeeds or it
+is dismissed). Its id is stable while it stays open: it is kept in `$ROOST_HOME/inbox.json`
 (0600) under the entry's key (job, kind, text) until the job's state changes (an event
 listener), so the same open question has the same id across calls and restarts of roostd,
 and a question asked again after it was answered gets a new one. Answering is idempotent:
@@ -14,49 +15,19 @@ says so.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
-from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost.fsutil import atomic_write_json, utc_now
+from roost.fsutil import utc_now
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import ItemKind, JobState, ProcState
-from roost.supervise import budgets
+from roost.supervise import attention, budgets
 from roost.supervise.core import Core, bind
 from roost.supervise.jobstore import accept_item
 
-ANSWERED_KEPT = 500
-"""How many answered ids the file remembers (the newest): enough for any retry."""
-KINDS = ("question", "dialog", "budget", "gave_up", "failed")
-
-
-def _file() -> Path:
-    return paths.roost_home() / "inbox.json"
-
-
-def _load() -> dict[str, Any]:
-    try:
-        data = json.loads(_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if not isinstance(data, dict):
-        data = {}
-    open_ids = {k: v for k, v in (data.get("open") or {}).items() if isinstance(v, dict)} \
-        if isinstance(data.get("open"), dict) else {}
-    answered = data.get("answered") if isinstance(data.get("answered"), dict) else {}
-    return {"open": open_ids, "answered": answered}
-
-
-def _save(book: dict[str, Any]) -> None:
-    answered = book["answered"]
-    if len(answered) > ANSWERED_KEPT:
-        newest = sorted(answered, key=lambda k: str(answered[k].get("at")))[-ANSWERED_KEPT:]
-        book["answered"] = {k: answered[k] for k in newest}
-    atomic_write_json(_file(), book, mode=0o600)
+KINDS = ("question", "dialog", "budget", "gave_up", "failed", "conflict")
 
 
 def waiting(core: Core, record: JobRecord) -> tuple[str, str] | None:
@@ -79,19 +50,23 @@ def _key(job: str, kind: str, text: str) -> str:
 
 def entries(core: Core) -> list[dict[str, Any]]:
     """The open entries, oldest job first, each with its stable id (kept in the file)."""
-    book = _load()
+    book = attention.load()
     opened: dict[str, dict[str, str]] = {}
     out: list[dict[str, Any]] = []
+    waits = []
     for record in sorted(core.jobs.values(), key=lambda r: r.created):
         wait = waiting(core, record)
-        if wait is None:
-            continue
-        kind, text = wait
+        if wait is not None:
+            waits.append((record, *wait))
+        conflict = book["conflicts"].get(record.id)
+        if conflict is not None:
+            waits.append((record, "conflict", str(conflict.get("text"))))
+    for record, kind, text in waits:
         key = _key(record.id, kind, text)
         known = book["open"].get(key)
         entry_id = known["id"] if isinstance(known, dict) and known.get("id") else secrets.token_hex(4)
         # Kept while open, answered or not: the id stays the same until the job moves on.
-        opened[key] = {"id": entry_id, "job": record.id}
+        opened[key] = {"id": entry_id, "job": record.id, "kind": kind}
         if entry_id in book["answered"]:  # answered; its job has not moved on yet
             continue
         out.append({"id": entry_id, "job": {"id": record.id, "name": record.name},
@@ -100,7 +75,7 @@ def entries(core: Core) -> list[dict[str, Any]]:
                     "since": record.updated})
     if opened != book["open"]:
         book["open"] = opened  # what closed is forgotten: a new question gets a new id
-        _save(book)
+        attention.save(book)
     return out
 
 
@@ -128,7 +103,7 @@ def _answer_text(entry: dict[str, Any], request: dict[str, Any]) -> str:
 async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     entry_id = str(request["entry"])
     by = str(request.get("by") or "someone")[:80]
-    book = _load()
+    book = attention.load()
     done = book["answered"].get(entry_id)
     if done is not None:
         return {"id": entry_id, "status": "already answered", "by": done.get("by"),
@@ -139,17 +114,20 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     record = core.find_job(entry["job"]["id"])
     if request.get("dismiss"):
         outcome = "dismissed"
+        if entry["kind"] == "conflict":
+            attention.clear_conflict(record.id)
     elif entry["kind"] in ("question", "dialog"):
         text = _answer_text(entry, request)
         outcome = accept_item(core, record, ItemKind.REPLY, text, cause="reply").value
     else:
         fix = {"budget": f"roost budget {record.id} AMOUNT", "gave_up": f"roost start {record.id}",
-               "failed": f"roost start {record.id}"}[entry["kind"]]
+               "failed": f"roost start {record.id}",
+               "conflict": f"roost merge {record.id} once the branches agree"}[entry["kind"]]
         raise RequestError(REFUSED, f"{entry_id} is a {entry['kind'].replace('_', ' ')}: there "
                                     f"is nothing to reply; `{fix}`, or dismiss it")
-    book = _load()
+    book = attention.load()
     book["answered"][entry_id] = {"by": by, "at": utc_now(), "job": record.id}
-    _save(book)
+    attention.save(book)
     return {"id": entry_id, "status": outcome, "job": record.id}
 
 
@@ -161,11 +139,12 @@ def _on_event(event: dict[str, Any]) -> None:
     if event.get("type") == "job.state" and event.get("from") not in ("needs_input", "failed"):
         return
     job = event["job"]["id"]
-    book = _load()
-    kept = {k: v for k, v in book["open"].items() if v.get("job") != job}
+    book = attention.load()
+    kept = {k: v for k, v in book["open"].items()
+            if v.get("job") != job or (v.get("kind") == "conflict" and event["type"] == "job.state")}
     if len(kept) != len(book["open"]):
         book["open"] = kept
-        _save(book)
+        attention.save(book)
 
 
 def handlers(core: Core) -> dict[str, Handler]:
