@@ -45,7 +45,6 @@ ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                          autoescape=True, trim_blocks=True, lstrip_blocks=True)
 """autoescape=True for every template, whatever its name: nothing agent-written is raw."""
 ENV.filters["money"] = views.money
-ENV.filters["tojson_attr"] = lambda v: json.dumps(v)
 
 
 class Refused(Exception):
@@ -400,7 +399,12 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/job/{job}/budget", action(do_budget), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def roostd_away(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(f"roost web: roostd is not answering ({exc}); it is started "
+                                 "by any roost command, or by your service manager\n", status_code=503)
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={DaemonUnavailable: roostd_away, ConnectionError: roostd_away})
     app.state.hub, app.state.watcher = hub, watcher
     app.state.settings, app.state.read_only = settings, settings.read_only
     return Guard(app, settings)

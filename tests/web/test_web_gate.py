@@ -383,3 +383,17 @@ def test_the_names_a_server_answers() -> None:
     assert "127.0.0.1:8477" in hosts_for("0.0.0.0", 8477, ())
     tailnet = hosts_for("100.64.0.1", 8477, ("Box.ts.net",))
     assert tailnet == {"100.64.0.1:8477", "box.ts.net:8477"}  # no loopback name off loopback
+
+
+def test_roostd_away_is_one_line_503(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roost.client import DaemonUnavailable
+
+    async def request(op: str, **args: Any) -> dict[str, Any]:
+        raise DaemonUnavailable("roostd is not running")
+
+    monkeypatch.setattr(bridge, "request", request)
+    with make(home) as c:
+        paired(c)
+        answer = c.get(f"/job/{JOB}")
+        assert answer.status_code == 503 and "roostd is not answering" in answer.text
+        assert answer.headers["content-security-policy"] == CSP
