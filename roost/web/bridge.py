@@ -32,7 +32,9 @@ async def request(op: str, **args: Any) -> dict[str, Any]:
     """One roostd request; RequestError as the CLI gets it, DaemonUnavailable when it is down."""
 
     def call() -> dict[str, Any]:
-        with connect(autostart=False) as client:
+        # Like every roost command: roostd is started when it does not answer (with
+        # ROOST_NO_AUTOSTART, waited for), so an action right after a restart is not lost.
+        with connect() as client:
             return client.call(op, args, timeout=60.0)
 
     return await anyio.to_thread.run_sync(call)

@@ -178,7 +178,7 @@ def test_run_a_job_stop_start_and_remove_it(web: WebServer, fake_pi_env: Lab) ->
     http = web.paired()
     ran = web.post(http, "/run", task="from the web", cwd=str(lab.work), name="webbed")
     job = lab.job_named("webbed")
-    assert job is not None and str(ran.url) == f"{web.url}/job/{job['id']}"
+    assert job is not None and str(ran.url) == f"{web.url}/job/{job['id']}", ran.url
     assert lab.wait(job["id"]) == "done"
     assert "webbed" in http.get(web.url + "/").text
     web.post(http, f"/job/{job['id']}/stop")
