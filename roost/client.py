@@ -6,6 +6,7 @@ does that) and waits for its socket.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -113,6 +114,11 @@ class Client:
                   and not frame.get("ok")):
                 error = frame.get("error") or {}
                 raise RequestError(str(error.get("code")), str(error.get("message")))
+
+    def interrupt(self) -> None:
+        """End a read blocked in another thread (`events`): it sees the connection end."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         try:

@@ -255,6 +255,11 @@ DAEMON_OPS: dict[str, Op] = {
            ("into", "squash")),
         Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records",
            ("force",)),
+        Op("inbox", "any", (), "what waits for a person: open questions and dialogs, budget "
+                               "stops, given-up workers, failures; each with a stable id"),
+        Op("answer", "any", ("entry",), "answer an inbox entry (`text`, or `choice` N for a "
+                                     "dialog; `dismiss`); `by`: who answers",
+           ("text", "choice", "dismiss", "by")),
         Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one "
                                    "changes"),
         Op("events", "any", (), "push the event log's entries after `since` (filtered by "

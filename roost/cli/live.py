@@ -192,6 +192,7 @@ class ViewApp(App[None]):
     BINDINGS = [
         Binding("o", "open", "Open", key_display="enter/o"),
         Binding("a", "reply", "Reply"),
+        Binding("i", "inbox", "Inbox"),
         Binding("g", "toggle_group", "Group dir/state"),
         Binding("r", "refresh", "Refresh"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -458,6 +459,19 @@ class ViewApp(App[None]):
             # Not markup: a name and roostd's words may hold `[`; the name is a display row's.
             self.call_from_thread(self.notify, visible(f"{row['name']}: {outcome}"),
                                   severity="information" if ok else "error", markup=False)
+
+    def action_inbox(self) -> None:
+        from roost.cli.inboxpane import InboxScreen
+
+        self.push_screen(InboxScreen(self._request))
+
+    def _request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """One roostd request on a connection of its own (the inbox pane's)."""
+        client = self._open(autostart=False)
+        try:
+            return client.call(op, args, timeout=30)
+        finally:
+            self._close(client)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -28,6 +28,8 @@ COMMANDS = {
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
     "view": "view",
+    "web": "web",
+    **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),

@@ -33,7 +33,7 @@ from roost.supervise import budgets, jobstore, logsetup
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.eventwriter import EventLog
-from roost.supervise.handlers import agents, attach, events, jobs, worker, worktrees
+from roost.supervise.handlers import agents, attach, events, inbox, jobs, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
@@ -269,7 +269,7 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Handler]:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
-        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees):
+        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox):
             handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"

@@ -40,6 +40,14 @@ at once can fail (the second reads the first's half-made `.git/worktrees/<id>`),
 merge makes a temporary worktree too."""
 
 
+class MergeConflict(git.GitError):
+    """A merge refused because the branches conflict."""
+
+
+class MergeRefused(RequestError):
+    """`merge`'s refusal on a conflict, as the client sees it (the inbox lists it)."""
+
+
 def tree_key(record: JobRecord) -> str:
     return record.links.root_session or record.session or record.id
 
@@ -177,6 +185,8 @@ async def merge(daemon: JobTable, record: JobRecord, into: str | None,
                                         "progress): merge once it has settled (roost wait)")
         try:
             return await asyncio.to_thread(_merge, record.id, record.name, wt, into, squash)
+        except MergeConflict as exc:
+            raise MergeRefused(REFUSED, str(exc)) from None
         except git.GitError as exc:
             raise RequestError(REFUSED, str(exc)) from None
 
@@ -224,7 +234,7 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
                                f"({shown}): commit or stash them first; nothing was merged")
     conflicted = git.conflicts(repo, into, branch)
     if conflicted:
-        raise git.GitError(
+        raise MergeConflict(
             f"merge aborted: merging {branch} into {into} conflicts in "
             f"{', '.join(conflicted)}; nothing was changed (both branches are as they were)")
     count = git.commit_count(wt["path"], wt["base"]) if os.path.isdir(wt["path"]) else 0

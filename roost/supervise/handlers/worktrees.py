@@ -6,14 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 from roost.jsonlines import Connection, Handler
-from roost.supervise import worktree_jobs
+from roost.supervise import attention, worktree_jobs
 from roost.supervise.core import Core, bind
 
 
 async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
-    return await worktree_jobs.merge(core, record, request.get("into") or None,
-                              bool(request.get("squash")))
+    try:
+        result = await worktree_jobs.merge(core, record, request.get("into") or None,
+                                           bool(request.get("squash")))
+    except worktree_jobs.MergeRefused as exc:
+        attention.note_conflict(record.id, exc.message)  # the inbox shows it until a merge
+        raise
+    attention.clear_conflict(record.id)
+    return result
 
 
 async def gc(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,410 @@
+"""`roost web`'s pages and actions (Starlette), behind the gate of roost.web.guard.
+
+Pages are rendered on the server (Jinja2, autoescape on for every template: agent-written
+text is always escaped). A live page holds one server-sent-events stream that sends the
+page's changed parts, rendered by the same templates, when roostd pushes a change (or, on a
+job page, when its session file grows); app.js swaps them in. Every action is a plain form
+POST, checked by `form_of` (the per-session CSRF token) after the gate checked its origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from roost.client import DaemonUnavailable
+from roost.protocol import RequestError
+from roost.transcript import read_entries
+from roost.web import bridge
+from roost.web import pageparts as views
+from roost.web.devices import csrf_token
+from roost.web.entries import items
+from roost.web.filewatch import Watcher
+from roost.web.guard import Guard, Settings
+
+HERE = Path(__file__).resolve().parent
+FORM_MAX = 256 * 1024
+"""The largest form body read (a reply or a task)."""
+TRANSCRIPT_PAGE = 2000
+"""A job page shows the last this many transcript items (the rest: `roost logs`)."""
+
+ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                         autoescape=True, trim_blocks=True, lstrip_blocks=True)
+"""autoescape=True for every template, whatever its name: nothing agent-written is raw."""
+ENV.filters["money"] = views.money
+
+
+class Refused(Exception):
+    """An action refused before it reached roostd (a bad form, a missing CSRF token)."""
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    state = request.scope.get("state") or {}
+    token = state.get("token")
+    html = ENV.get_template(template).render(
+        csrf=csrf_token(token) if token else "", read_only=request.app.state.read_only,
+        device=state.get("device"), **context)
+    return HTMLResponse(html, status_code=status)
+
+
+def fragment(template: str, **context: Any) -> str:
+    return ENV.get_template(template).render(**context)
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """The POSTed form, once its per-session CSRF token matched (else Refused)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_MAX:
+            raise Refused("the form is too large")
+    try:
+        pairs = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        raise Refused("the form could not be read") from None
+    form = {k: v[-1] for k, v in pairs.items()}
+    token = (request.scope.get("state") or {}).get("token") or ""
+    if not token or not hmac.compare_digest(form.get("csrf", ""), csrf_token(token)):
+        raise Refused("the form's CSRF token is missing or wrong: reload the page")
+    return form
+
+
+Action = Callable[[Request, dict[str, str]], Awaitable[str]]
+
+
+def action(handler: Action, page: str = "job") -> Callable[[Request], Awaitable[Response]]:
+    """A POST: the form checked, the handler's roostd request made, then to the page it
+    names (303); refused, back to its `page` (the job's, its diff's, the inbox, the tree)
+    with roostd's one line as the page's notice."""
+
+    def back_of(request: Request) -> str:
+        job = request.path_params.get("job")
+        if page == "diff" and job:
+            return f"/job/{quote(str(job))}/diff"
+        if page == "job" and job:
+            return f"/job/{quote(str(job))}"
+        return "/inbox" if page == "inbox" else "/"
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            form = await form_of(request)
+        except Refused as exc:
+            return PlainTextResponse(f"roost web: {exc}\n", status_code=403)
+        back = back_of(request)
+        try:
+            back = await handler(request, form)
+            notice = ""
+        except RequestError as exc:
+            notice = exc.message
+        except DaemonUnavailable as exc:
+            notice = f"roostd is not answering: {exc}"
+        except ValueError as exc:
+            notice = str(exc)
+        target = back
+        if notice:
+            target += ("&" if "?" in target else "?") + "notice=" + quote(notice[:300])
+        return RedirectResponse(target, status_code=303)
+
+    return endpoint
+
+
+# -- pages ------------------------------------------------------------------------------------------
+async def tree_page(request: Request) -> Response:
+    hub: bridge.Hub = request.app.state.hub
+    rows, connected = hub.rows, hub.connected
+    if not connected:  # the live link is (re)connecting: ask roostd itself
+        try:
+            rows = {r["id"]: r for r in (await bridge.request("list"))["jobs"]}
+            connected = True
+        except (DaemonUnavailable, RequestError, OSError):
+            pass
+    return render(request, "tree.html", rows=views.tree(rows), connected=connected,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def _job_row(request: Request) -> dict[str, Any] | None:
+    try:
+        return (await bridge.request("show", job=request.path_params["job"]))["job"]
+    except RequestError:
+        return None
+
+
+def _transcript(row: dict[str, Any]) -> list[Any]:
+    session = row.get("session")
+    if row.get("kind") != "pi" or not session:
+        return []
+    return items(read_entries(session))[-TRANSCRIPT_PAGE:]
+
+
+async def job_page(request: Request) -> Response:
+    row = await _job_row(request)
+    if row is None:
+        return render(request, "missing.html", status=404)
+    entries = await asyncio.to_thread(_transcript, row)
+    return render(request, "job.html", row=row, items=entries,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def inbox_page(request: Request) -> Response:
+    entries = (await bridge.request("inbox"))["entries"]
+    return render(request, "inbox.html", entries=entries,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def live_inbox(request: Request) -> Response:
+    hub: bridge.Hub = request.app.state.hub
+    token = (request.scope.get("state") or {}).get("token") or ""
+    forms = {"csrf": csrf_token(token) if token else "", "read_only": request.app.state.read_only}
+
+    async def body() -> AsyncIterator[bytes]:
+        seen = hub.version
+        yield b": live\n\n"
+        while True:  # the first round: what changed between the page and this stream
+            entries = (await bridge.request("inbox"))["entries"]
+            yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms)})
+            seen = await hub.changed(seen)
+
+    return stream(body())
+
+
+async def do_answer(request: Request, form: dict[str, str]) -> str:
+    device = (request.scope.get("state") or {}).get("device")
+    args: dict[str, Any] = {"entry": request.path_params["entry"],
+                            "by": f"roost web ({device.name if device else 'a browser'})"}
+    if form.get("choice", "").isdigit():
+        args["choice"] = int(form["choice"])
+    elif form.get("dismiss"):
+        args["dismiss"] = True
+    else:
+        if not form.get("text", "").strip():
+            raise ValueError("the answer is empty")
+        args["text"] = form["text"]
+    result = await bridge.request("answer", **args)
+    if result.get("status") == "already answered":
+        raise ValueError(f"already answered by {result.get('by')} at {result.get('at')}")
+    return "/inbox"
+
+
+async def diff_page(request: Request) -> Response:
+    row = await _job_row(request)
+    if row is None:
+        return render(request, "missing.html", status=404)
+    text, why = await asyncio.to_thread(views.job_diff, row)
+    return render(request, "diff.html", row=row, lines=views.diff_lines(text), why=why,
+                  notice=request.query_params.get("notice", ""))
+
+
+async def events_page(request: Request) -> Response:
+    query = request.query_params
+    types = tuple(t for t in query.get("type", "").split(",") if t.strip())
+    job = query.get("job", "").strip() or None
+    found = await asyncio.to_thread(views.recent_events, types, job)
+    return render(request, "events.html", events=found, type=",".join(types), job=job or "")
+
+
+async def pair(request: Request) -> Response:
+    """The one page without a session: a pairing code buys this browser its cookie."""
+    settings: Settings = request.app.state.settings
+    code = request.query_params.get("code", "")
+    if not code or not settings.store.spend_code(code):
+        settings.limit.fail()
+        return PlainTextResponse("roost web: this pairing link is unknown, used or expired; "
+                                 "run `roost web pair` for a new one\n", status_code=403)
+    agent = request.headers.get("user-agent", "browser")
+    device, token = settings.store.add_device(views.device_name(agent))
+    # The code is spent; the next URL holds no secret (the redirect drops the query).
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(settings.cookie_name, token, max_age=400 * 86400, httponly=True,
+                        samesite="strict", secure=settings.tls, path="/")
+    return response
+
+
+# -- live -------------------------------------------------------------------------------------------
+def sse(name: str, data: dict[str, str]) -> bytes:
+    lines = json.dumps(data).splitlines() or [""]
+    return (f"event: {name}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode()
+
+
+def stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream",
+                             headers={"x-accel-buffering": "no"})
+
+
+async def live_tree(request: Request) -> Response:
+    hub: bridge.Hub = request.app.state.hub
+
+    async def body() -> AsyncIterator[bytes]:
+        seen = hub.version
+        yield b": live\n\n"
+        while True:  # the first round: what changed between the page and this stream
+            yield sse("parts", {"tree": fragment("_tree.html", rows=views.tree(hub.rows),
+                                                 connected=hub.connected)})
+            seen = await hub.changed(seen)
+
+    return stream(body())
+
+
+async def live_job(request: Request) -> Response:
+    hub: bridge.Hub = request.app.state.hub
+    watcher: Watcher = request.app.state.watcher
+    try:
+        shown = max(0, int(request.query_params.get("items", "0")))
+    except ValueError:
+        shown = 0
+
+    token = (request.scope.get("state") or {}).get("token") or ""
+    forms = {"csrf": csrf_token(token) if token else "", "read_only": request.app.state.read_only}
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal shown
+        row = await _job_row(request)
+        if row is None:
+            return
+        seen, last = hub.version, hub.rows.get(row["id"])
+        yield b": live\n\n"
+        # What changed between the page and this stream.
+        yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
+        read = True
+        while True:  # once per session file (a new job's appears after its page opened)
+            session = row.get("session") or ""
+            with watcher.watch(session) as grew:
+                while session == (row.get("session") or ""):
+                    if read:  # the file grew, or the job moved: only then is it read again
+                        entries = await asyncio.to_thread(_transcript, row)
+                        if len(entries) != shown:
+                            new = entries[shown:] if len(entries) > shown else entries
+                            yield sse("append" if len(entries) > shown else "reset",
+                                      {"transcript": fragment("_items.html", items=new)})
+                            shown = len(entries)
+                    waits = [asyncio.ensure_future(hub.changed(seen)),
+                             asyncio.ensure_future(grew.wait())]
+                    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    for task in pending:
+                        task.cancel()
+                    read = grew.is_set()
+                    grew.clear()
+                    if hub.version == seen:
+                        continue
+                    seen = hub.version
+                    fresh = hub.rows.get(row["id"])
+                    if fresh is None:
+                        yield sse("parts", {"head": fragment("_gone.html")})
+                        return
+                    if fresh != last:  # another job's change leaves this page alone
+                        last, row, read = fresh, {**row, **fresh}, True
+                        yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
+
+    return stream(body())
+
+
+# -- actions ----------------------------------------------------------------------------------------
+def _job(request: Request) -> str:
+    return str(request.path_params["job"])
+
+
+async def do_reply(request: Request, form: dict[str, str]) -> str:
+    text = form.get("text", "")
+    if not text.strip():
+        raise ValueError("the reply is empty")
+    await bridge.request("reply", job=_job(request), text=text, cause="reply")
+    return f"/job/{_job(request)}"
+
+
+async def do_choice(request: Request, form: dict[str, str]) -> str:
+    choice = form.get("choice", "")
+    if not choice.isdigit():
+        raise ValueError("no choice was picked")
+    row = (await bridge.request("show", job=_job(request)))["job"]
+    options = row.get("options") or []
+    index = int(choice) - 1
+    if not row.get("dialog") or not 0 <= index < len(options):
+        raise ValueError("that question is no longer open")
+    # A confirm's choices are yes and no; a select's is picked by its number (exact even
+    # when two choices read alike), as `roost view` does.
+    text = options[index] if options == ["yes", "no"] else str(index + 1)
+    await bridge.request("reply", job=_job(request), text=text, cause="reply")
+    return f"/job/{_job(request)}"
+
+
+def simple(op: str, after: str = "job") -> Action:
+    async def handler(request: Request, form: dict[str, str]) -> str:
+        await bridge.request(op, job=_job(request))
+        return "/" if after == "tree" else f"/job/{_job(request)}"
+    return handler
+
+
+async def do_run(request: Request, form: dict[str, str]) -> str:
+    args = views.run_args(form)
+    result = await bridge.request("run", **args)
+    return f"/job/{result['id']}"
+
+
+async def do_merge(request: Request, form: dict[str, str]) -> str:
+    result = await bridge.request("merge", job=_job(request))
+    done = (f"{result['branch']} merged into {result['into']} ({str(result['commit'])[:12]})"
+            if result.get("merged") else f"{result['branch']}: {result['outcome']} ({result['into']})")
+    return f"/job/{_job(request)}/diff?notice=" + quote(done)
+
+
+async def do_budget(request: Request, form: dict[str, str]) -> str:
+    await bridge.request("budget", job=_job(request), **views.budget_args(form))
+    return f"/job/{_job(request)}"
+
+
+# -- the app ----------------------------------------------------------------------------------------
+def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
+    hub = hub or bridge.Hub()
+    watcher = Watcher()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        hub.start()
+        try:
+            yield
+        finally:
+            hub.stop()
+            watcher.stop()
+
+    routes = [
+        Route("/", tree_page),
+        Route("/pair", pair),
+        Route("/job/{job}", job_page),
+        Route("/job/{job}/diff", diff_page),
+        Route("/events", events_page),
+        Route("/job/{job}/merge", action(do_merge, "diff"), methods=["POST"]),
+        Route("/inbox", inbox_page),
+        Route("/live/tree", live_tree),
+        Route("/live/inbox", live_inbox),
+        Route("/inbox/{entry}/answer", action(do_answer, "inbox"), methods=["POST"]),
+        Route("/live/job/{job}", live_job),
+        Route("/run", action(do_run, "tree"), methods=["POST"]),
+        Route("/job/{job}/reply", action(do_reply), methods=["POST"]),
+        Route("/job/{job}/choice", action(do_choice), methods=["POST"]),
+        Route("/job/{job}/stop", action(simple("stop")), methods=["POST"]),
+        Route("/job/{job}/start", action(simple("start")), methods=["POST"]),
+        Route("/job/{job}/rm", action(simple("rm", after="tree")), methods=["POST"]),
+        Route("/job/{job}/budget", action(do_budget), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    async def roostd_away(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(f"roost web: roostd is not answering ({exc}); it is started "
+                                 "by any roost command, or by your service manager\n", status_code=503)
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={DaemonUnavailable: roostd_away, ConnectionError: roostd_away})
+    app.state.hub, app.state.watcher = hub, watcher
+    app.state.settings, app.state.read_only = settings, settings.read_only
+    return Guard(app, settings)

@@ -1,0 +1,171 @@
+"""`roost web` in a real browser (Debian's chromium, driven by selenium through its
+chromedriver) against real roostd and the real pi on the scripted model: pair a device,
+see a job ask a question live and answer it, answer a dialog from the inbox, the phone
+layout at 375 px. Screenshots go to $ROOST_WEB_SCREENSHOTS when set (the README's come
+from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir.
+
+Few on purpose (a browser start is ~1 s; each test drives several flows).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kit import FIXTURES
+
+from roost.testkit.fakellm import (
+    FakeLLM,
+    first_user_contains,
+    last_is_tool_result,
+    last_tool_result_contains,
+    last_user_contains,
+    text,
+    tool_call,
+)
+from roost.testkit.lab import Lab
+from roost.testkit.webserver import WebServer
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+T = 60
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (CHROMIUM and DRIVER):
+        message = "needs Debian's chromium and chromium-driver (scripts/test installs them as root)"
+        if os.geteuid() == 0:
+            pytest.fail(message, pytrace=False)  # CI runs as root: never skipped there
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1100,900", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    driver.set_page_load_timeout(T)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Callable[[Any, str], None]:
+    where = Path(os.environ.get("ROOST_WEB_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+
+    def take(driver: Any, name: str) -> None:
+        driver.save_screenshot(str(where / f"web-{name}.png"))
+
+    return take
+
+
+def wait_text(driver: Any, css: str, wanted: str, timeout: float = T) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # A live part may be swapped between finding it and reading it: look again.
+    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                       NoSuchElementException)).until(
+        lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text,
+        f"{wanted!r} in {css}")
+
+
+def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], llm: FakeLLM,
+                                                browser: Any, shots: Callable[[Any, str], None]) -> None:
+    from selenium.webdriver.common.by import By
+
+    lab = make_lab(llm=llm)
+    llm.add(first_user_contains("TASK-WEB") & last_user_contains("TASK-WEB"),
+            text("I looked at the palette.\n\nShould the banner be <b>blue</b> or green?"))
+    llm.add(last_user_contains("blue, please"), text("ANSWER-WEB: the banner is blue now."))
+    with WebServer(lab) as web:
+        browser.get(web.first_line)  # pairing: the code is spent, the URL has none left
+        assert browser.current_url == web.url + "/"
+        assert "pair" not in browser.current_url
+        job = lab.run_job("--name", "<script>banner</script>", "TASK-WEB")
+        wait_text(browser, "#tree", "needs_input")  # pushed live, no reload
+        assert "<script>banner</script>" in browser.find_element(By.CSS_SELECTOR, "#tree").text
+        assert browser.execute_script("return window.__pwned === undefined")
+        shots(browser, "tree")
+
+        browser.find_element(By.CSS_SELECTOR, f'a[href="/job/{job}"]').click()
+        wait_text(browser, "#question", "Should the banner be <b>blue</b> or green?")
+        box = browser.find_element(By.CSS_SELECTOR, "#reply textarea")
+        box.send_keys("blue, please")
+        box.find_element(By.XPATH, "./ancestor::form//button").click()
+        wait_text(browser, "#transcript", "ANSWER-WEB: the banner is blue now.")
+        wait_text(browser, "#head", "done")
+        shots(browser, "transcript")
+
+        browser.set_window_size(375, 812)  # a phone
+        for path in (f"/job/{job}", "/inbox", "/events", "/"):
+            browser.get(web.url + path)
+            width = browser.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 375, f"{path} is {width}px wide at 375"
+        shots(browser, "phone")
+    assert lab.wait(job) == "done"
+
+
+def test_answer_a_dialog_from_the_inbox(make_lab: Callable[..., Lab], llm: FakeLLM, browser: Any,
+                                        shots: Callable[[Any, str], None]) -> None:
+    from selenium.webdriver.common.by import By
+
+    lab = make_lab(llm=llm)
+    (lab.agent_dir / "extensions").mkdir()
+    shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
+    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(),
+            tool_call("ask_colour", {}), times=1)
+    llm.add(last_tool_result_contains("picked:"), text("ANSWER-DIALOG: done."))
+    with WebServer(lab) as web:
+        browser.get(web.first_line)
+        job = lab.run_job("--name", "painter", "TASK-DIALOG")
+        lab.wait_state(job, "needs_input")
+        browser.get(web.url + "/inbox")
+        wait_text(browser, "#inbox", "Pick a colour")
+        shots(browser, "inbox")
+        entry = lab.cli_json("inbox", "--json")[0]
+        browser.find_element(By.CSS_SELECTOR, f'#entry-{entry["id"]} button[value="2"]').click()
+        assert lab.wait(job) == "done"
+        wait_text(browser, "#inbox", "Nothing waits for you.")
+        again = lab.roost_ok("answer", entry["id"], "--choice", "1")
+        assert again.startswith("already answered by roost web (")
+    answered = llm.wait_for_request(last_tool_result_contains("picked:"), timeout=5)
+    assert "picked: green" in str(answered["messages"])
+
+
+def test_raise_a_budget_from_the_browser(make_lab: Callable[..., Lab], browser: Any,
+                                         shots: Callable[[Any, str], None]) -> None:
+    from selenium.webdriver.common.by import By
+
+    lab = make_lab()
+    after_raise = last_user_contains("budget was raised") | last_user_contains("limit")
+    lab.llm.add(first_user_contains("TASK-TURNS") & after_raise, text("ANSWER-TURNS: finished"))
+    lab.llm.add(first_user_contains("TASK-TURNS"),
+                lambda r: tool_call("bash", {"command": "echo step"}))
+    with WebServer(lab) as web:
+        browser.get(web.first_line)
+        job = lab.cli("run", "--max-turns", "2", "--name", "stepper", "TASK-TURNS").stdout.strip()
+        record = lab.wait_state(job, "failed", timeout=T)
+        assert record["error"] == "turn limit reached: 2 of 2 model requests", record
+        browser.get(web.url + "/inbox")
+        wait_text(browser, "#inbox", "turn limit reached: 2 of 2 model requests")
+        assert "budget" in browser.find_element(By.CSS_SELECTOR, "#inbox .state").text
+        browser.get(f"{web.url}/job/{job}")
+        turns = browser.find_element(By.CSS_SELECTOR, 'input[name="maxTurns"]')
+        turns.send_keys("10")
+        turns.find_element(By.XPATH, "./ancestor::form//button").click()
+        assert lab.wait(job) == "done"
+        wait_text(browser, "#head", "at most 10 turns")
+        wait_text(browser, "#transcript", "ANSWER-TURNS: finished")

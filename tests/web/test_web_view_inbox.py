@@ -1,0 +1,75 @@
+"""`roost view`'s inbox pane (the `i` key) reads the same inbox as `roost inbox` and
+`roost web`, and answers through the same op (textual's pilot; fake pi, real roostd)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from roost.cli.inboxpane import InboxScreen
+from roost.cli.live import ViewApp
+from roost.cli.replybox import ReplyScreen
+from roost.testkit.lab import Lab
+from roost.testkit.procs import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await pilot.pause(0.05)
+    return value
+
+
+def test_the_view_inbox_pane_answers_a_dialog_once(fake_pi_env: Lab,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    env = fake_pi_env
+    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "ROOST_PI"):
+        if key in env.env:
+            monkeypatch.setenv(key, env.env[key])
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.chdir(env.work)
+    dialog = env.run_job("--name", "chooser", "[[dialog select red,green]]")
+    broken = env.run_job("--name", "broken", "--shell", "--", "false")
+    env.wait_state(dialog, "needs_input")
+    env.wait_state(broken, "failed")
+    wait_until(lambda: env.row(dialog)["dialog"], 30, "the dialog open")
+    cli = {e["kind"]: e for e in env.cli_json("inbox", "--json")}
+
+    async def scenario() -> None:
+        app = ViewApp()
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("i")
+            pane = await until(pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen,
+                               "the inbox pane")
+            assert [e["id"] for e in pane.entries] == [e["id"] for e in env.cli_json("inbox", "--json")]
+            index = [e["kind"] for e in pane.entries].index("dialog")
+            for _ in range(index):
+                await pilot.press("down")
+            await pilot.press("enter")
+            box = await until(pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen,
+                              "the reply box")
+            assert box.options == ["red", "green"]
+            await pilot.press("down", "enter")
+            await until(pilot, lambda: pane.outcomes == ["delivered"], "the answer")
+            await asyncio.to_thread(env.wait, dialog)
+            # the failure: dismissed with d
+            await until(pilot, lambda: app.screen is pane, "back on the pane")
+            pane.action_reload()
+            assert [e["kind"] for e in pane.entries] == ["failed"]
+            await pilot.press("d")
+            await until(pilot, lambda: len(pane.outcomes) == 2, "the dismissal")
+            assert pane.outcomes[1] == "dismissed" and pane.entries == []
+
+    asyncio.run(scenario())
+    again = env.roost_ok("answer", cli["dialog"]["id"], "--choice", "1").strip()
+    assert again.startswith("already answered by roost view at ")
+    wait_until(lambda: "chose: green" in str(env.session(dialog)), 30, "green, once")
+    assert "chose: red" not in str(env.session(dialog))
