@@ -1,5 +1,5 @@
 """Every request to `roost web` passes this gate, in this order (README: roost web, the
-threat model; docs/security/h20-web.md):
+threat model; docs/security.md, door 6):
 
 1. the Host header names this server (a DNS-rebinding page's host does not): else 421;
 2. security headers on every response, whatever answers it (CSP, nosniff, frame-ancestors,
