@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import select
 import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import pytest
+from kit.term import on_pty
 
 from roost.cli.live import TranscriptSource
 from roost.cli.main import cli
@@ -58,6 +56,10 @@ PRINTS_NO_FOREIGN_TEXT = {
             "checked in test_view_rows_and_transcript_show_controls",
     "doctor": "pi's words in a check: checked in test_doctor_shows_controls_in_a_check",
     "notify": "the desktop notification: checked in test_notification_text_is_escaped",
+    "answer": "the entry's outcome and job id; 'already answered by' names a surface",
+    "web pair": "the pairing link", "web revoke": "a count",
+    "web devices": "ids and times, and a device's name (its browser's, written through the "
+                   "output layer's stream like every line of the CLI)",
 }
 
 
@@ -77,32 +79,7 @@ def leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
 def on_terminal(argv: Sequence[str], env: Mapping[str, str], cwd: Path,
                 timeout: float = 60.0) -> tuple[int, str]:
     """(exit code, everything written) by `argv` with stdout and stderr on a terminal."""
-    master, slave = pty.openpty()
-    full = {**env, "COLUMNS": "200", "LINES": "50", "TERM": "xterm-256color"}
-    proc = subprocess.Popen(list(argv), env=full, cwd=cwd, stdout=slave, stderr=slave,
-                            stdin=subprocess.DEVNULL)
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # EIO: the last writer closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif proc.poll() is not None:
-                break
-        else:
-            proc.kill()
-            raise AssertionError(f"{argv} did not finish in {timeout}s")
-    finally:
-        os.close(master)
-    return proc.wait(timeout=10), b"".join(chunks).decode("utf-8", "replace")
+    return on_pty(argv, env, cwd=cwd, timeout=timeout)
 
 
 def without_roost_styles(text: str) -> str:
@@ -201,6 +178,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         "usage": [(["usage"], cut), (["usage", "--by", "tree"], cut)],
         "merge": [(["merge", tree], cut)],
         "gc": [(["gc"], cut)],
+        "inbox": [(["inbox"], cut)],  # the failed shell job's entry
     }
 
 

@@ -28,10 +28,22 @@ def in_pty(argv: Sequence[str], env: Mapping[str, str], columns: int, rows: int 
            cwd: Path | None = None, stdin: str | None = None, timeout: float = 60.0) -> str:
     """The command's stdout (and stderr) as written to a `columns`-wide terminal, without
     colours, with `\\n` line ends; AssertionError when it exits non-zero or hangs."""
+    colours = {key: value for key, value in env.items() if key != "NO_COLOR"}
+    code, raw = on_pty(argv, colours, columns, rows, cwd, stdin, timeout)
+    text = ANSI.sub("", raw).replace("\r\n", "\n")
+    if code != 0:
+        raise AssertionError(f"{argv} exited {code}:\n{text}")
+    return text
+
+
+def on_pty(argv: Sequence[str], env: Mapping[str, str], columns: int = 200, rows: int = 50,
+           cwd: Path | None = None, stdin: str | None = None,
+           timeout: float = 60.0) -> tuple[int, str]:
+    """(exit code, every byte written, as text) by `argv` with its stdout and stderr on a
+    `columns` x `rows` pseudo-terminal; AssertionError when it hangs."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     full_env = {**env, "COLUMNS": str(columns), "LINES": str(rows), "TERM": "xterm-256color"}
-    full_env.pop("NO_COLOR", None)
     proc = subprocess.Popen(list(argv), env=full_env, cwd=cwd, stdout=slave, stderr=slave,
                             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
     os.close(slave)
@@ -58,11 +70,7 @@ def in_pty(argv: Sequence[str], env: Mapping[str, str], columns: int, rows: int 
             raise AssertionError(f"{argv} did not finish in {timeout}s")
     finally:
         os.close(master)
-    code = proc.wait(timeout=10)
-    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r\n", "\n")
-    if code != 0:
-        raise AssertionError(f"{argv} exited {code}:\n{text}")
-    return text
+    return proc.wait(timeout=10), b"".join(chunks).decode("utf-8", "replace")
 
 
 def columns_of(lines: Sequence[str], header: str) -> dict[str, list[str]]:
