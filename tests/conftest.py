@@ -92,3 +92,13 @@ def make_lab() -> Iterator[Callable[..., Lab]]:
     finally:
         for lab in labs:
             _closing(lab)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """roost's and pi's folders in `tmp_path`, for in-process tests of the daemon's parts
+    (a test module makes it autouse with `pytestmark = pytest.mark.usefixtures("home")`)."""
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path

@@ -23,13 +23,7 @@ from roost.supervise.handlers import worker as worker_ops
 from roost.supervise.router import AgentRouter, ForegroundPeer
 from roost.supervise.usagebook import UsageBook
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("home")
 
 
 class FakeProc:

@@ -19,13 +19,7 @@ from roost.states import JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
 from roost.supervise import jobstore
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("home")
 
 
 class FakeProc:
