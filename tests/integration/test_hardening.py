@@ -135,7 +135,7 @@ def test_a_worker_lock_holder_no_record_names_is_stopped_not_adopted(
 ) -> None:
     # roostd saves a worker's pid and start time before the worker may run (its go pipe), so
     # a live lock holder that no record names is not a worker roostd started: it is stopped
-    # with its pi (issue 24, section 5) and one fresh worker runs the job, never two.
+    # with its pi (docs/security.md, door 5) and one fresh worker runs the job, never two.
     env = fake_pi_env
     job = run_job(env, "[[hold gate]] working")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")

@@ -1,4 +1,4 @@
-"""Door 4 of issue 24: clients that take more than their share (docs/security.md, door 4).
+"""Clients that take more than their share (docs/security.md, door 4).
 
 Each attack runs against a real roostd; during it a normal client's `list` (what `roost ls`
 sends) must answer within 1 s, and roostd's memory must stay within a stated bound.

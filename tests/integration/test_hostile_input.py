@@ -1,4 +1,4 @@
-"""Integration (fake pi): input that is not what it claims (issue 24, §3).
+"""Integration (fake pi): input that is not what it claims (docs/security.md, door 3).
 
 A lone surrogate (`"\\ud800"`, which JSON's escapes let in) in any field of any op is
 refused with `bad_request` and kept nowhere, so `roost ls` keeps answering; a

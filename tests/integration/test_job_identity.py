@@ -1,4 +1,4 @@
-"""A job's identity (issue 24, section 5): a worker connection is accepted only from the
+"""A job's identity (docs/security.md, door 5): a worker connection is accepted only from the
 process roostd started for the job (kernel pid + start time, saved before the worker runs),
 and a foreground peer gets a job's session only through `roost attach`.
 

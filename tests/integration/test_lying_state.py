@@ -1,4 +1,4 @@
-"""State files that lie (issue 24, section 6), against a real roostd, workers and the fake
+"""State files that lie (docs/security.md, door 5), against a real roostd, workers and the fake
 pi: a quarantined record stops what runs for it, `roost rm` leaves no process running, and
 an error printed to the user is the truth about the item."""
 

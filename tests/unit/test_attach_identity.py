@@ -1,4 +1,4 @@
-"""Who may register for an attached job's session (issue 24, section 5): the pi that
+"""Who may register for an attached job's session (docs/security.md, door 5): the pi that
 `roost attach` started (that process or its descendant), holding the session's lock; not
 another process of the user that takes the lock in between. In-process: a Daemon, the real
 peer_register, a real session lock held by this test process."""

@@ -1,4 +1,4 @@
-"""The envelope's tags found by what characters look like (issue 24, §3): every look-alike
+"""The envelope's tags found by what characters look like (docs/security.md, door 3): every look-alike
 that Unicode's confusables table (UTS #39) gives for a character of `<agent-message` and
 `</agent-message`, generated from the table itself, is neutralised; so are invisible
 characters between the letters and the brackets the table keeps apart from `<`. The

@@ -1,4 +1,4 @@
-"""Frames that are not what they claim (issue 24, §3), on the shared JSON-lines server
+"""Frames that are not what they claim (docs/security.md, door 3), on the shared JSON-lines server
 (roost/jsonlines.py, which roostd and the worker's extension channel both run): a string
 that is not valid Unicode anywhere in a request is refused with `bad_request` before any
 handler sees it; an answer that cannot be encoded becomes an `internal` error for its own

@@ -1,4 +1,4 @@
-"""A seq counter that lies (issue 24, section 6): rolled back to a lower but well-formed
+"""A seq counter that lies (docs/security.md, door 5): rolled back to a lower but well-formed
 value, it must not hand out a seq again (a repeated seq is dropped by the worker as
 "already in the session", and an ack would replace the acknowledged item in cur/)."""
 

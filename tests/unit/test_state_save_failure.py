@@ -1,4 +1,4 @@
-"""A state move whose save fails (a full disk; issue 24, section 6): the move still happens
+"""A state move whose save fails (a full disk; docs/security.md, door 5): the move still happens
 in memory and is shown (rows, waits, events, the parent's `ended`), the failure is logged and
 announced once, and the save is retried until the record on disk agrees."""
 
