@@ -44,6 +44,12 @@ class Settings:
     """roost_send calls per sender per minute."""
     agentMessageMaxChars: int = 8000
     """Longest agent message."""
+    maxRunning: int = 0
+    """Jobs running a turn at once (starting or running); past it a job is queued. 0: from
+    the machine, min(2 per core, available memory / 150 MB) (README: Queue and limits)."""
+    agentSpawnQueue: bool = False
+    """A spawn past the tree caps (children, tree, spawned) is queued instead of refused,
+    as if it asked with `queue: true`."""
     reapAfterSeconds: float = 600.0
     """A done job with an empty mailbox and no run this long has its worker stopped."""
     restartBackoffSeconds: float = 0.5

@@ -27,6 +27,7 @@ COMMANDS = {
     "events": "events",
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
+    **dict.fromkeys(("queue", "group"), "queue"),
     "view": "view",
     "agents": "agents",
     **dict.fromkeys(("budget", "usage"), "usage"),

@@ -239,7 +239,7 @@ def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
     if decision.wake:
         daemon.start_worker(record, f"a {kind.value} arrived")
         daemon.job_changed(record)
-        if record.state == JobState.FAILED:  # its worker could not be started: it waits
+        if record.state in (JobState.FAILED, JobState.QUEUED):  # not started: it waits
             return Outcome.QUEUED
     elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered
