@@ -22,7 +22,7 @@ import logging
 import os
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from roost import paths
 from roost import trustedfiles as trust
@@ -32,8 +32,23 @@ from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 from roost.states import ENDED_JOB_STATES, JobKind, JobState
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
-    from roost.supervise.base import JobTable
+    from roost.config import Settings
+    from roost.jobs import Facts, JobRecord
+
+
+class JobTable(Protocol):
+    """What the queue uses of the daemon (a leaf, as `base.JobTable` names this module)."""
+
+    jobs: dict[str, JobRecord]
+
+    def settings(self) -> Settings: ...
+
+    def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
+                  **facts: Unpack[Facts]) -> None: ...
+
+    def job_changed(self, record: JobRecord, persist: bool = True) -> None: ...
+
+    def start_worker(self, record: JobRecord, why: str) -> None: ...
 
 log = logging.getLogger(__name__)
 
