@@ -187,7 +187,7 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         raise
     if queued:
-        core.job_changed(record)  # its row, with its place in the queue
+        core.job_changed(record, persist=False)  # its row, with its place; saved above
     else:
         core.start_worker(record, "new job")
 
