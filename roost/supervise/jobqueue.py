@@ -187,6 +187,8 @@ class JobQueue:
         for record in queued:
             if total >= limit:
                 break
+            if record.attached:
+                continue  # a foreground pi holds its session: it goes when it is back
             group = group_of(record)
             if group in self.groups and by_group[group] >= self.groups[group]:
                 continue  # its group is full: the next one may be of another group
