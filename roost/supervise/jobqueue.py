@@ -76,7 +76,12 @@ def machine_limit() -> int:
                     break
     except (OSError, ValueError):
         pass
-    by_memory = available // (JOB_MB * 2**20) if available else cores * 2
+    return derive_limit(cores, available)
+
+
+def derive_limit(cores: int, available: int | None) -> int:
+    """min(2 per core, what `available` bytes hold at JOB_MB a job), at least 1."""
+    by_memory = available // (JOB_MB * 2**20) if available is not None else cores * 2
     return max(1, min(cores * 2, by_memory))
 
 

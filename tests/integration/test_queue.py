@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kit.jobs import WAIT, alive, run_job, settle
+from kit.jobs import alive, run_job, settle
 from kit.wait import wait_until
 
 from roost import protocol
@@ -247,4 +247,20 @@ def test_the_agent_spawn_queue_setting_queues_every_spawn_past_the_caps(
         assert queued["position"] == 1 and "queued (position 1)" in queued["text"]
         assert env.row(queued["id"])["state"] == "queued"
         open_gate(env, "g1")
-    assert WAIT
+
+
+def test_a_raised_max_running_starts_queued_jobs(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    env.configure(maxRunning=1)
+    a = run_job(env, "[[hold ga]] a")
+    b = run_job(env, "[[hold gb]] b")
+    assert env.row(b)["state"] == "queued"
+    assert queue_of(env)["maxRunning"] == 1
+    env.configure(maxRunning=2)
+    env.ls()  # roostd reads roost.json again; the queue goes on
+    wait_until(lambda: env.row(b)["state"] == "running", 30, what="b to start beside a")
+    assert env.row(a)["state"] == "running"
+    open_gate(env, "ga")
+    open_gate(env, "gb")
+    for job in (a, b):
+        assert settle(env, job) == "done"

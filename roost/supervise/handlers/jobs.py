@@ -107,6 +107,7 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
 
 
 async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    core.queue.schedule()  # a maxRunning raised in roost.json applies now
     rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
     return {"jobs": rows}
 

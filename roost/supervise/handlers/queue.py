@@ -73,6 +73,7 @@ async def run_each(core: Core, conn: Connection, request: dict[str, Any]) -> dic
 
 
 async def queue(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    core.queue.schedule()  # a maxRunning raised in roost.json applies now
     return {**core.queue.summary(), "jobs": [core.row(r) for r in core.queue.queued()],
             "groups": core.queue.group_rows()}
 
