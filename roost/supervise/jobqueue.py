@@ -93,7 +93,7 @@ def load_groups() -> dict[str, int]:
     """The named groups and their limits; a bad file is logged and read as none."""
     path = groups_file()
     try:
-        data = json.loads(trust.read_text(path))
+        data = json.loads(trust.read_text(path, follow=False))
         groups = data["groups"]
         return {str(name): int(spec["parallel"]) for name, spec in groups.items()
                 if GROUP_NAME.fullmatch(str(name)) and int(spec["parallel"]) >= 1}
@@ -146,7 +146,8 @@ class JobQueue:
         self._seq: int | None = None
         self._scheduled = False
         self._starting: str | None = None  # the job the pump is starting: let through
-        self._positions: dict[str, int] = {}
+        self._positions: dict[str, int] = {}  # cached; cleared when the order may change
+        self._shown: dict[str, int] = {}  # the positions the pump last pushed rows for
         self._states: dict[str, JobState] = {}
 
     # -- limits --------------------------------------------------------------------------
@@ -283,11 +284,14 @@ class JobQueue:
                 log.exception("job %s: could not be started from the queue", record.id)
             finally:
                 self._starting = None
-        old = dict(self._positions)
         self._positions.clear()
+        shown, self._shown = self._shown, {}
         for record in queued:
-            if record.state == JobState.QUEUED and old.get(record.id) != self.position(record):
-                self.table.job_changed(record, persist=False)  # its row shows the new place
+            position = self.position(record)
+            if position is not None:
+                self._shown[record.id] = position
+                if shown.get(record.id) != position:  # its row shows the new place
+                    self.table.job_changed(record, persist=False)
 
     # -- rows and the queue op -----------------------------------------------------------
     def position(self, record: JobRecord) -> int | None:

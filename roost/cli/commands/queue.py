@@ -29,8 +29,8 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    click.echo(_line(f"running {result['running']} of maxRunning {result['maxRunning']};",
-                     f"{len(result['jobs'])} queued"))
+    click.echo(f"running {result['running']} of maxRunning {result['maxRunning']}; "
+               f"{len(result['jobs'])} queued")
     for row in result["jobs"]:
         place = row["queue"]
         click.echo(_line(f"{place['position']:>4}", row["id"], f"priority {place['priority']}",
