@@ -61,6 +61,8 @@ def test_past_max_running_jobs_queue_in_order_and_start_as_slots_free(fake_pi_en
     assert (rows[b]["state"], rows[b]["queue"]["position"]) == ("queued", 1)
     assert (rows[c]["state"], rows[c]["queue"]["position"]) == ("queued", 2)
     assert rows[c]["status"] == "queued (position 2)"
+    table = env.roost_ok("ls", "--wide")
+    assert f"{c}  c" in table and "queued   queued (position 2)" in table
     assert rows[a]["queue"] == {"position": None, "group": None, "priority": 0}
     assert [r["id"] for r in queue_of(env)["jobs"]] == [b, c]
 
