@@ -279,6 +279,8 @@ DAEMON_OPS: dict[str, Op] = {
         Op("worker_update", "worker", (), "the worker's view of its job: state, status, ...",
            ("state", "status", "summary", "question", "dialog", "options", "busy", "usage",
             "error")),
+        Op("turn", "worker", (), "an idle worker with new work asks for a slot (`go`: run "
+                                 "now; else the job is queued and a `turn` push follows)"),
         Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose",
            ("fatal",)),
         Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent",
@@ -347,6 +349,8 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
         PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
               ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
                                 "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent("turn", ROOSTD, WORKER, (),
+                    doc="a slot is free: the queued job's worker may start its next run"),
         PushedEvent("release", ROOSTD, WORKER, ("reason",),
               doc="`roost attach`: let go of the session at the next safe point"),
         PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),

@@ -111,6 +111,7 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
     **{(source, _J.QUEUED): "no slot free to start it (maxRunning or its group's limit)"
        for source in (_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.REAPED)},
     (_J.QUEUED, _J.STARTING): "a slot freed: its worker starts and delivers its mailbox",
+    (_J.QUEUED, _J.RUNNING): "a slot freed: its idle worker starts the next run",
     (_J.QUEUED, _J.STOPPED): "the user stopped it",
 }
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {

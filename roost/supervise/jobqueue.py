@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from roost import paths
+from roost import paths, protocol
 from roost import trustedfiles as trust
 from roost.agents.limits import SpawnCounts, spawn_refusal
 from roost.fsutil import atomic_write_json
@@ -34,12 +34,15 @@ from roost.states import ENDED_JOB_STATES, JobKind, JobState
 if TYPE_CHECKING:
     from roost.config import Settings
     from roost.jobs import Facts, JobRecord
+    from roost.jsonlines import Connection
+    from roost.supervise.workers import WorkerProcess
 
 
 class JobTable(Protocol):
     """What the queue uses of the daemon (a leaf, as `base.JobTable` names this module)."""
 
     jobs: dict[str, JobRecord]
+    procs: dict[str, WorkerProcess]
 
     def settings(self) -> Settings: ...
 
@@ -240,6 +243,40 @@ class JobQueue:
             self._positions.clear()
         return False
 
+    def turn(self, record: JobRecord) -> bool:
+        """An idle job's live worker has new work (a reply, a message, a report) and asks
+        for a slot before it starts a run: True, run now (the job is `running` from here);
+        False, it is queued, and a `turn` push tells its worker when a slot frees."""
+        if record.state in COUNTED:
+            return True  # the run this worker was started for, or one granted already
+        if self.has_room(record):
+            self.table.set_state(record, JobState.RUNNING, status="thinking")
+            return True
+        self.admit(record, "its next run")  # not chosen: it is queued
+        return False
+
+    def has_room(self, record: JobRecord) -> bool:
+        """Would the job get a slot now (its place in the queue considered)?"""
+        if record.state in COUNTED:
+            return True
+        chosen, _ = self._plan(record)
+        return any(r is record for r in chosen)
+
+    def hello(self, record: JobRecord, conn: Connection) -> None:
+        """A worker (re)connected: if its job holds a slot, a `turn` it may have missed."""
+        if record.state in COUNTED:
+            conn.push(protocol.event("turn"))
+
+    def _start(self, record: JobRecord) -> None:
+        """Start a queued job the pump chose: its worker, or the run its live worker waits for."""
+        proc = self.table.procs.get(record.id)
+        if proc is None or not proc.alive:
+            self.table.start_worker(record, "a slot is free")
+            return
+        self.table.set_state(record, JobState.RUNNING, "a slot is free", status="thinking")
+        if proc.conn is not None:  # else its worker_hello brings the news (`hello`)
+            proc.conn.push(protocol.event("turn"))
+
     def _next_seq(self) -> int:
         if self._seq is None:
             self._seq = max((_seq_of(r) for r in self.table.jobs.values()), default=0)
@@ -279,7 +316,7 @@ class JobQueue:
             self._starting = record.id
             _info(record).pop("caps", None)
             try:
-                self.table.start_worker(record, "a slot is free")
+                self._start(record)
             except Exception:  # one job must not keep the others queued for ever
                 log.exception("job %s: could not be started from the queue", record.id)
             finally:

@@ -266,3 +266,29 @@ def test_a_raised_max_running_starts_queued_jobs(fake_pi_env: Lab) -> None:
     open_gate(env, "gb")
     for job in (a, b):
         assert settle(env, job) == "done"
+
+
+def test_a_reply_to_an_idle_job_with_a_live_worker_waits_for_a_slot(fake_pi_env: Lab) -> None:
+    """Its worker is up (not reaped), so nothing has to start: still, its next run takes a
+    slot, and with none free the reply waits in the mailbox and the job is queued."""
+    env = fake_pi_env
+    env.configure(maxRunning=1)
+    idle = run_job(env, "first")
+    assert settle(env, idle) == "done"
+    worker = env.show(idle)["worker"]["pid"]
+    assert worker is not None and alive(worker)
+    a = run_job(env, "[[hold ga]] a")
+    wait_until(lambda: env.row(a)["state"] == "running", 30, what="a to run")
+    assert env.roost_ok("reply", idle, "wake up").strip() == "queued"
+    row = env.row(idle)
+    assert row["state"] == "queued" and row["queue"]["position"] == 1
+    assert row["pending"]["replies"] == 1
+    assert env.show(idle)["worker"]["pid"] == worker  # kept, waiting for its turn
+
+    open_gate(env, "ga")
+    assert settle(env, a) == "done"
+    assert settle(env, idle) == "done"
+    assert env.show(idle)["summary"] == "echo: wake up"
+    assert env.show(idle)["worker"]["pid"] == worker
+    assert starts(env) == [idle, a, idle]
+    assert most_at_once(env, [a, idle]) == 1

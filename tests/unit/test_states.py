@@ -54,7 +54,7 @@ EXPECTED: dict[str, set[tuple[Any, Any]]] = {
         (J.REAPED, J.STARTING), (J.REAPED, J.STOPPED), (J.REAPED, J.FAILED),
         (J.DONE, J.QUEUED), (J.NEEDS_INPUT, J.QUEUED), (J.FAILED, J.QUEUED),
         (J.STOPPED, J.QUEUED), (J.REAPED, J.QUEUED), (J.QUEUED, J.STARTING),
-        (J.QUEUED, J.STOPPED),
+        (J.QUEUED, J.STOPPED), (J.QUEUED, J.RUNNING),
     },
     "worker": {
         (P.STOPPED, P.STARTING),
