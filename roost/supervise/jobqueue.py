@@ -263,9 +263,9 @@ class JobQueue:
         return any(r is record for r in chosen)
 
     def hello(self, record: JobRecord, conn: Connection) -> None:
-        """A worker (re)connected: if its job holds a slot, a `turn` it may have missed."""
-        if record.state in COUNTED:
-            conn.push(protocol.event("turn"))
+        """A worker (re)connected: a `turn` it may have missed (a queued worker asks again,
+        and this roostd answers)."""
+        conn.push(protocol.event("turn"))
 
     def _start(self, record: JobRecord) -> None:
         """Start a queued job the pump chose: its worker, or the run its live worker waits for."""

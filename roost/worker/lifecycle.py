@@ -299,7 +299,8 @@ class Worker:
         await asyncio.sleep(0)
         try:
             self.queued = not (await self.link.request("turn")).get("go")
-        except RequestError:
+        except RequestError:  # roostd is away: ask again once a roostd has our hello
+            self.tasks.spawn(self.link.after_hello(self.wake.set), "asking for a slot again")
             return False
         return not self.queued
 
