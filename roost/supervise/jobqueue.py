@@ -152,6 +152,9 @@ class JobQueue:
         self._positions: dict[str, int] = {}  # cached; cleared when the order may change
         self._shown: dict[str, int] = {}  # the positions the pump last pushed rows for
         self._states: dict[str, JobState] = {}
+        # Jobs held `running` for a run their live worker was granted (`turn`) and has not
+        # reported yet: its idle-but-busy report (the prompt on its way) keeps them running.
+        self.granted: set[str] = set()
 
     # -- limits --------------------------------------------------------------------------
     def limit(self) -> int:
@@ -251,6 +254,7 @@ class JobQueue:
             return True  # the run this worker was started for, or one granted already
         if self.has_room(record):
             self.table.set_state(record, JobState.RUNNING, status="thinking")
+            self.granted.add(record.id)
             return True
         self.admit(record, "its next run")  # not chosen: it is queued
         return False
@@ -274,6 +278,7 @@ class JobQueue:
             self.table.start_worker(record, "a slot is free")
             return
         self.table.set_state(record, JobState.RUNNING, "a slot is free", status="thinking")
+        self.granted.add(record.id)
         if proc.conn is not None:  # else its worker_hello brings the news (`hello`)
             proc.conn.push(protocol.event("turn"))
 
@@ -288,6 +293,8 @@ class JobQueue:
         """A job changed (Daemon.job_changed): a slot may have freed, the order changed."""
         before = self._states.get(record.id)
         removed = record.id not in self.table.jobs
+        if removed or record.state != JobState.RUNNING:
+            self.granted.discard(record.id)
         if removed:
             self._states.pop(record.id, None)
         else:

@@ -287,9 +287,8 @@ class Worker:
             self.report()
 
     async def _slot_for_a_run(self) -> bool:
-        """A run started from idle takes one of roostd's slots (README: Queue and limits):
-        ask first. False while the job is queued, or roostd is away (its hello brings a
-        `turn` when the job holds a slot)."""
+        """A run from idle takes one of roostd's slots (README: Queue and limits): ask first.
+        False while the job is queued, or roostd is away (after its hello we ask again)."""
         if self.queued:
             return False
         if (self.runs.state not in SETTLED_JOB_STATES or self.busy or self.runs.dialog_open
@@ -298,7 +297,7 @@ class Worker:
         self.report()  # roostd hears that the last run ended before it hears the ask
         await asyncio.sleep(0)
         try:
-            self.queued = not (await self.link.request("turn")).get("go")
+            self.queued = not await self.link.turn()
         except RequestError:  # roostd is away: ask again once a roostd has our hello
             self.tasks.spawn(self.link.after_hello(self.wake.set), "asking for a slot again")
             return False

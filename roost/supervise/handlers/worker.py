@@ -72,6 +72,11 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
             raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
         if record.state == JobState.QUEUED and target != JobState.RUNNING:
             target = record.state  # idle while it waits for a slot: still queued
+        elif record.id in core.queue.granted:  # roost.supervise.jobqueue.JobQueue.turn
+            if target != JobState.RUNNING and fields.get("busy"):
+                target = record.state  # the granted run's prompt is on its way
+            else:
+                core.queue.granted.discard(record.id)  # it runs, or no run followed
         if target != record.state:
             core.set_state(record, target, **fields)
             return {}
