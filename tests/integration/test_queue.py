@@ -292,3 +292,30 @@ def test_a_reply_to_an_idle_job_with_a_live_worker_waits_for_a_slot(fake_pi_env:
     assert env.show(idle)["worker"]["pid"] == worker
     assert starts(env) == [idle, a, idle]
     assert most_at_once(env, [a, idle]) == 1
+
+
+def test_a_queued_job_with_a_live_worker_survives_a_roostd_sigkill(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    env.configure(maxRunning=1)
+    idle = run_job(env, "first")
+    assert settle(env, idle) == "done"
+    worker = env.show(idle)["worker"]["pid"]
+    a = run_job(env, "[[hold ga]] a")
+    wait_until(lambda: env.row(a)["state"] == "running", 30, what="a to run")
+    assert env.roost_ok("reply", idle, "after the kill").strip() == "queued"
+    daemon = env.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: not alive(daemon), 10, what="roostd to die")
+
+    assert [r["id"] for r in queue_of(env)["jobs"]] == [idle]  # a new roostd
+    wait_until(lambda: env.show(idle)["worker"]["state"] == "running", 30,
+               what="the idle job's worker to reconnect")
+    assert env.row(idle)["state"] == "queued" and env.row(a)["state"] == "running"
+    open_gate(env, "ga")
+    assert settle(env, a) == "done"
+    assert settle(env, idle) == "done"
+    assert env.show(idle)["summary"] == "echo: after the kill"
+    assert env.show(idle)["worker"]["pid"] == worker
+    assert starts(env) == [idle, a, idle]
+    assert most_at_once(env, [a, idle]) == 1
