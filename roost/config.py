@@ -51,6 +51,12 @@ class Settings:
     maxLivePi: int | None = None
     """Live pis past which the least recently used idle ones are stopped at once; none
     set: a quarter of the machine's memory over one live job's (supervise.idle)."""
+    maxRunning: int = 0
+    """Jobs running a turn at once (starting or running); past it a job is queued. 0: from
+    the machine, min(2 per core, available memory / 150 MB) (README: Queue and limits)."""
+    agentSpawnQueue: bool = False
+    """A spawn past the tree caps (children, tree, spawned) is queued instead of refused,
+    as if it asked with `queue: true`."""
     restartBackoffSeconds: float = 0.5
     """First delay before restarting a crashed worker; doubles per crash (cap 30 s)."""
     restartMaxCrashes: int = 5

@@ -44,7 +44,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "thinking": _OPT_STR, "token": _STR, "created": _STR, "updated": _STR, "error": _OPT_STR,
     "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
-    "worktree": _OPT_DICT,
+    "worktree": _OPT_DICT, "queue": _OPT_DICT,
     # links
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
     "depth": _INT, "spawned": (bool,),
@@ -241,6 +241,9 @@ class JobRecord:
     usage: dict[str, Any] | None = None
     # The job's git worktree (roost.worktrees): {path, branch, base, origin, toplevel, repo}.
     worktree: dict[str, Any] | None = None
+    # Its place in the queue (roost.supervise.jobqueue): {group, priority, seq}; seq orders
+    # jobs of one priority, first come first; `caps`: a spawn that waits for its tree's caps.
+    queue: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.jobstore.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})

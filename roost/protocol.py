@@ -239,7 +239,17 @@ DAEMON_OPS: dict[str, Op] = {
                                   "too)", ("jobs",)),
         Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`); "
                              "`env`: the caller's environment, which the job runs with",
-           ("task", "shell", "command", "treeBudget", *_JOB_ARGS)),
+           ("task", "shell", "command", "treeBudget", "group", "priority", *_JOB_ARGS)),
+        Op("run_each", "any", ("tasks",), "start many pi jobs in one request: `tasks`, a list "
+                                          "of task strings or objects (`task`, `name`, `group`, "
+                                          "`priority`); the other arguments apply to each",
+           ("group", "priority", "treeBudget", *_JOB_ARGS)),
+        Op("queue", "any", (), "the queued jobs in order, the limits and the groups"),
+        Op("queue_move", "any", ("job",), "a queued job's new `priority`, or `first`",
+           ("priority", "first")),
+        Op("group_add", "any", ("name", "parallel"), "add or change a named group's limit"),
+        Op("group_ls", "any", (), "the named groups: limit, running, queued"),
+        Op("group_rm", "any", ("name",), "remove a named group (its jobs: maxRunning only)"),
         Op("list", "any", (), "all job rows"),
         Op("show", "any", ("job",), "one job row with details"),
         Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox (`cause`: "
@@ -274,6 +284,8 @@ DAEMON_OPS: dict[str, Op] = {
         Op("worker_update", "worker", (), "the worker's view of its job: state, status, ...",
            ("state", "status", "summary", "question", "dialog", "options", "busy", "usage",
             "error")),
+        Op("turn", "worker", (), "an idle worker with new work asks for a slot (`go`: run "
+                                 "now; else the job is queued and a `turn` push follows)"),
         Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose",
            ("fatal",)),
         Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent",
@@ -286,8 +298,9 @@ DAEMON_OPS: dict[str, Op] = {
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
         Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
-                                       "environment; a foreground pi sends its own as `env`)",
-           _JOB_ARGS),
+                                       "environment; a foreground pi sends its own as `env`; "
+                                       "`queue`: past the tree caps, queued, not refused)",
+           (*_JOB_ARGS, "queue")),
         Op("handback", "worker", ("state",), "a report for the job's parent",
            ("report", "result", "question", "error")),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
@@ -341,6 +354,8 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
         PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
               ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
                                 "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent("turn", ROOSTD, WORKER, (),
+                    doc="a slot is free: the queued job's worker may start its next run"),
         PushedEvent("release", ROOSTD, WORKER, ("reason",),
               doc="`roost attach`: let go of the session at the next safe point"),
         PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),

@@ -63,6 +63,7 @@ class JobState(str, Enum):
     FAILED = "failed"  # the model failed, the command exited non-zero, or roostd gave up
     STOPPED = "stopped"  # the user stopped it: nothing wakes it but `roost start`
     REAPED = "reaped"  # idle long enough that its worker was let go; an item wakes it
+    QUEUED = "queued"  # it would start a turn, but no slot is free (maxRunning, its group)
 
 
 # Named groups, as supervisor does.
@@ -105,6 +106,13 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
     (_J.REAPED, _J.STARTING): "an item wakes it",
     (_J.REAPED, _J.STOPPED): "the user stopped it",
     (_J.REAPED, _J.FAILED): "it could not be woken: its session is held by another writer",
+    # The queue (supervise/jobqueue.py): a job born past the limits starts `queued`; one
+    # that would start a turn with no slot free waits in it, its items in its mailbox.
+    **{(source, _J.QUEUED): "no slot free to start it (maxRunning or its group's limit)"
+       for source in (_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.REAPED)},
+    (_J.QUEUED, _J.STARTING): "a slot freed: its worker starts and delivers its mailbox",
+    (_J.QUEUED, _J.RUNNING): "a slot freed: its idle worker starts the next run",
+    (_J.QUEUED, _J.STOPPED): "the user stopped it",
 }
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     state: frozenset(to for (source, to) in JOB_MOVES if source == state) for state in JobState}
@@ -239,7 +247,7 @@ class Outcome(str, Enum):
     """What happened to an item, as its sender is told (the first word of the tool result)."""
 
     DELIVERED = "delivered"  # a live run takes it at its next tool boundary (or a dialog)
-    QUEUED = "queued"  # it waits in the mailbox (worker starting, attached, failed job)
+    QUEUED = "queued"  # it waits in the mailbox (worker starting, attached, failed or queued job)
     STARTED = "started"  # it starts a run (the job was idle, reaped or ended)
     NOT_RUNNING = "not running"  # a foreground peer that is gone: nothing was kept
     STOPPED = "stopped"  # the user stopped the job: nothing was kept
@@ -286,6 +294,8 @@ def item_outcome(
         if kind == ItemKind.REPORT:  # kept for when the person starts the parent again
             return ItemDecision(Outcome.QUEUED)
         return ItemDecision(Outcome.STOPPED, post=False)
+    if job == JobState.QUEUED:  # its worker starts when a slot frees, and delivers it then
+        return ItemDecision(Outcome.QUEUED)
     if attached:  # a foreground pi holds the session: delivered when it lets go
         return ItemDecision(Outcome.QUEUED)
     if not worker_alive:

@@ -35,8 +35,13 @@ def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
     return f'{outcome.value} ({relation}) → {peer_id} "{name}"'
 
 
-def spawn_text(job_id: str, name: str, worktree: Mapping[str, Any] | None = None) -> str:
+def spawn_text(job_id: str, name: str, worktree: Mapping[str, Any] | None = None,
+               position: int | None = None) -> str:
     where = (f" in worktree {worktree['path']} on branch {worktree['branch']}" if worktree
              else "")
+    if position is not None:  # past a limit: it starts when a slot (or its tree) has room
+        return (f'queued (position {position}): spawned {job_id} "{name}"{where}; it starts '
+                "when there is room. Its report will arrive by itself when it ends a turn; "
+                "do not poll.")
     return (f'spawned {job_id} "{name}"{where}. Its report will arrive by itself when it ends '
             "a turn; do not poll.")

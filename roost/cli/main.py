@@ -27,6 +27,7 @@ COMMANDS = {
     "events": "events",
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
+    **dict.fromkeys(("queue", "group"), "queue"),
     "view": "view",
     "web": "web",
     **dict.fromkeys(("inbox", "answer"), "inbox"),

@@ -473,6 +473,7 @@ export default function roost(pi: any) {
 			model: Type.Optional(Type.String({ description: "provider/id; default: yours" })),
 			thinking: Type.Optional(Type.String()),
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
+			queue: Type.Optional(Type.Boolean({ description: "past the spawn limits, wait in roost's queue instead of failing" })),
 			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
@@ -482,12 +483,8 @@ export default function roost(pi: any) {
 				agent: params.agent,
 				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
-				model: params.model,
-				thinking: params.thinking,
-				budget: params.budget,
-				worktree: params.worktree,
-				branch: params.branch,
-				base: params.base,
+				model: params.model, thinking: params.thinking, budget: params.budget, queue: params.queue,
+				worktree: params.worktree, branch: params.branch, base: params.base,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 				// A job's child gets its parent job's environment from roostd; a foreground

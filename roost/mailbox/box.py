@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.fsutil import fsync_dir
+from roost.fsutil import fsync, fsync_dir
 from roost.mailbox.counter import SeqCounter
 from roost.mailbox.fileops import (
     NotAnItemFile,
@@ -172,7 +172,7 @@ class Mailbox:
             raise MailboxError(f"while publishing item {seq} to {self.new_dir}: {exc}") from exc
         os.close(tmp_fd)
         try:
-            os.fsync(new_fd)
+            fsync(new_fd)
         except OSError as exc:
             raise MailboxError(
                 f"item {seq} is in {self.new_dir} but may not be durable: "

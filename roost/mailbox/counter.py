@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost import fsutil
 from roost.mailbox.fileops import FILE_MODE
 from roost.mailbox.item import MAX_SEQ, seq_of
 from roost.mailbox.mail_errors import MailboxError
@@ -113,7 +114,7 @@ class CounterState:
                 os.ftruncate(self.fd, len(record))
             self.size = len(record)
             if fsync:
-                os.fsync(self.fd)
+                fsutil.fsync(self.fd)
         except OSError as exc:
             raise MailboxError(f"while updating the seq counter {self.path}: {exc}") from exc
         self.dirty = False

@@ -8,6 +8,8 @@ import stat
 import time
 from pathlib import Path
 
+from roost.fsutil import fsync
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -35,7 +37,7 @@ def write_new_file(path: Path | str, data: bytes, dir_fd: int | None = None) -> 
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from roost.mailbox import Mailbox
     from roost.states import JobState
     from roost.supervise.eventwriter import EventLog
+    from roost.supervise.jobqueue import JobQueue
     from roost.supervise.usagebook import UsageBook
     from roost.supervise.workers import WorkerProcess
 
@@ -24,6 +25,7 @@ class JobTable(Protocol):
     procs: dict[str, WorkerProcess]
     events: EventLog
     usage_book: UsageBook
+    queue: JobQueue
 
     def settings(self) -> Settings: ...
 

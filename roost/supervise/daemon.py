@@ -33,10 +33,11 @@ from roost.supervise import budgets, jobstore, logsetup
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.eventwriter import EventLog
-from roost.supervise.handlers import agents, attach, events, inbox, jobs, worker, worktrees
+from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
+from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
 from roost.supervise.usagebook import UsageBook
@@ -67,6 +68,7 @@ class Daemon:
         self.agents = AgentRouter(self)
         self.usage_book = UsageBook()
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
+        self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -187,6 +189,7 @@ class Daemon:
             # Nothing runs from an unreadable record: its worker and pi would run on, refused.
             stop_leftovers(record)
             self.jobs[record.id] = record
+        self.queue.schedule()  # the jobs that held a slot hold it again; the queue goes on
 
     def _resume_job(self, record: JobRecord) -> None:
         """After roostd's start: adopt the job's live worker, or start one if it was busy."""
@@ -202,8 +205,8 @@ class Daemon:
                 return  # a foreground pi still holds it; it re-registers on its next call
             record.set_attach(Attach.DETACHED, "its foreground pi is gone")
             self._saver.save(record)
-        if record.state in (JobState.STOPPED, JobState.FAILED):
-            return
+        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED):
+            return  # a queued job starts from the queue (in order, within the limits)
         if record.kind == JobKind.SHELL:
             self._shell_finished_meanwhile(record)
             return
@@ -269,7 +272,7 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Handler]:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
-        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox):
+        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue):
             handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -323,6 +326,7 @@ class Daemon:
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
         if persist and record.id in self.jobs:
             self._saver.save(record)
+        self.queue.changed(record)
         self.idle.changed(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
@@ -352,7 +356,8 @@ class Daemon:
 
     def start_worker(self, record: JobRecord, why: str) -> None:
         proc = self.proc(record)
-        if proc.alive or record.recovered:  # a stand-in for an unreadable record: never run
+        # A stand-in for an unreadable record never runs; with no slot free, a job waits queued.
+        if proc.alive or record.recovered or not self.queue.admit(record, why):
             return
         log.info("job %s: starting worker (%s)", record.id, why)
         record.process.exit_code = None
@@ -445,6 +450,7 @@ class Daemon:
             "usage": budgets.row_usage(self, record),
             "created": record.created,
             "updated": record.updated,
+            **self.queue.row_fields(record),  # `queue`; a queued job's status: its position
         }
 
 

@@ -164,7 +164,10 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
            env: dict[str, str] | None = None, env_source: str = "roost run") -> None:
     """Create the job's directory and record (and its environment, `env`), queue its task
     as the first item, start its worker. All or nothing: if the record or the task cannot
-    be written, nothing of the job is left (no record that stays `starting` for ever)."""
+    be written, nothing of the job is left (no record that stays `starting` for ever).
+    Past the limits (roost.supervise.jobqueue) the job is born `queued`: its record says
+    so before it is first saved, so no roostd ever starts it out of turn."""
+    queued = not core.queue.admit(record, "new job")
     paths.ensure_dir(record.dir)
     try:
         if env is not None:  # before the worker can start: it reads it before pi
@@ -183,7 +186,10 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
         if isinstance(exc, InvalidItem):
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         raise
-    core.start_worker(record, "new job")
+    if queued:
+        core.job_changed(record, persist=False)  # its row, with its place; saved above
+    else:
+        core.start_worker(record, "new job")
 
 
 def agent_catalog(cwd: str) -> str | None:

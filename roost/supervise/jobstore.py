@@ -239,7 +239,7 @@ def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
     if decision.wake:
         daemon.start_worker(record, f"a {kind.value} arrived")
         daemon.job_changed(record)
-        if record.state == JobState.FAILED:  # its worker could not be started: it waits
+        if record.state in (JobState.FAILED, JobState.QUEUED):  # not started: it waits
             return Outcome.QUEUED
     elif decision.answers_dialog:
         # The worker answers an open dialog with the first pending reply: mark it answered
@@ -247,6 +247,11 @@ def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
         # dialog still open (the worker's own update follows and agrees).
         daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
                          status="thinking")
+    elif decision.outcome == Outcome.STARTED and not daemon.queue.has_room(record):
+        # Its idle worker would start a run: with no slot free it waits queued (its
+        # worker asks roostd for a slot first: roost.supervise.jobqueue.JobQueue.turn).
+        daemon.queue.admit(record, f"a {kind.value} arrived")
+        return Outcome.QUEUED
     elif decision.post:
         daemon.job_changed(record, persist=False)  # pending counts changed
     return decision.outcome

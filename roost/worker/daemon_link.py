@@ -139,6 +139,19 @@ class DaemonLink:
         except ConnectionError as exc:
             raise RequestError(protocol.REFUSED, f"roostd went away: {exc}") from None
 
+    async def turn(self) -> bool:
+        """Ask roostd for a slot for a run from idle; True: go. Granted, the next snapshot
+        is sent even if unchanged, so roostd hears what became of it (a run, or none)."""
+        go = bool((await self.request("turn")).get("go"))
+        if go:
+            self._last_sent = None
+        return go
+
+    async def after_hello(self, then: Callable[[], None]) -> None:
+        """Call `then` once the link is bound to a roostd (at once when it is)."""
+        await self._bound.wait()
+        then()
+
     def send_reliably(self, op: str, **args: Any) -> None:
         """A request that must reach roostd (a hand-back): retried after reconnects."""
         self._outbox.append((op, args))

@@ -221,6 +221,12 @@ class Delivery:
                 raise
             faults.hit("sent", item.text)
 
+    def has_new(self) -> bool:
+        """An item waits that pi has not been handed yet."""
+        busy = {f.item.seq for f in self.inflight}
+        return any(item.seq not in self.finished and item.seq not in busy
+                   for item in self.box.pending())
+
     def requeue_inflight(self) -> None:
         """Forget what was sent but not taken (e.g. the extension reconnected)."""
         self.inflight.clear()

@@ -28,8 +28,8 @@ from roost.jobs import JobRecord
 from roost.mailbox import Item, Mailbox
 from roost.pi import agentfiles, problems
 from roost.pi.compat import features_of
-from roost.protocol import RESULT_MAX
-from roost.states import ATTACH_REASON, EXIT_FATAL
+from roost.protocol import RESULT_MAX, RequestError
+from roost.states import ATTACH_REASON, EXIT_FATAL, SETTLED_JOB_STATES
 from roost.tasks import Tasks, first_of
 from roost.transcript import content_text, delivered, read_entries
 from roost.worker import faults, runnote, startup
@@ -77,6 +77,7 @@ class Worker:
         self._settle_after_checkout = False
         self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
         self.releasing = False  # `roost attach`: exit at the next safe point
+        self.queued = False  # roostd queued its next run: a `turn` push lets it go
         self._session_private = False  # the session file was made 0600
         self.budget = BudgetGuard.of(  # usage and budgets (roost.usage)
             self.record, self.runs, Ports(
@@ -258,6 +259,9 @@ class Worker:
             if self.budget.blocked is not None:
                 self._release_if_idle()
                 continue  # over budget: items wait until the person raises it
+            if not await self._slot_for_a_run():
+                self._release_if_idle()
+                continue  # queued by roostd (maxRunning, its group): a `turn` push wakes us
             if self.runs.compacting or self.stopping.is_set() or self.releasing:
                 self._release_if_idle()
                 # `roost attach` waits for the run to end; a run waiting on a dialog ends only
@@ -281,6 +285,27 @@ class Worker:
             except ConnectionError as exc:
                 log.warning("delivery paused: %s", exc)
             self.report()
+
+    async def _slot_for_a_run(self) -> bool:
+        """A run from idle takes one of roostd's slots (README: Queue and limits): ask first.
+        False while the job is queued, or roostd is away (after its hello we ask again)."""
+        if self.queued:
+            return False
+        if (self.runs.state not in SETTLED_JOB_STATES or self.busy or self.runs.dialog_open
+                or self.releasing or not self.delivery.has_new()):
+            return True  # a run in progress, the one this worker was started for, or none
+        self.report()  # roostd hears that the last run ended before it hears the ask
+        await asyncio.sleep(0)
+        try:
+            self.queued = not await self.link.turn()
+        except RequestError:  # roostd is away: ask again once a roostd has our hello
+            self.tasks.spawn(self.link.after_hello(self.wake.set), "asking for a slot again")
+            return False
+        return not self.queued
+
+    def _on_turn(self, event: dict[str, Any]) -> None:
+        self.queued = False
+        self.wake.set()
 
     def _provider(self) -> str | None:
         return problems.provider_of(self.record.model) or agentfiles.default_provider()
@@ -443,6 +468,7 @@ DAEMON_EVENTS: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
     "stop": Worker._on_stop,
     "budget": lambda worker, event: worker.budget.on_budget_event(event),
     "release": Worker._on_release,
+    "turn": Worker._on_turn,
 }
 """The worker's handler of each event roostd pushes to it (tests/unit/test_layout.py checks
 them against protocol.PUSHED_EVENTS)."""

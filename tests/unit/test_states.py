@@ -52,6 +52,9 @@ EXPECTED: dict[str, set[tuple[Any, Any]]] = {
         (J.FAILED, J.NEEDS_INPUT), (J.FAILED, J.DONE),
         (J.STOPPED, J.STARTING),
         (J.REAPED, J.STARTING), (J.REAPED, J.STOPPED), (J.REAPED, J.FAILED),
+        (J.DONE, J.QUEUED), (J.NEEDS_INPUT, J.QUEUED), (J.FAILED, J.QUEUED),
+        (J.STOPPED, J.QUEUED), (J.REAPED, J.QUEUED), (J.QUEUED, J.STARTING),
+        (J.QUEUED, J.STOPPED), (J.QUEUED, J.RUNNING),
     },
     "worker": {
         (P.STOPPED, P.STARTING),

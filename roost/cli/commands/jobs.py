@@ -29,17 +29,34 @@ from roost.cli.common import daemon, fail, print_json, usage_error
               help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB).")
 @click.option("--branch", help="With --worktree: the new branch (default roost/<name>-<id>).")
 @click.option("--base", help="With --worktree: the commit to start from (default HEAD).")
+@click.option("--group", help="Run in this named group (roost group add NAME --parallel N).")
+@click.option("--priority", type=int, help="Its place in the queue: higher starts first "
+                                           "(default 0).")
+@click.option("--each", "each_file", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Start one pi job per task in this file (`-`: stdin): one task a line, or "
+                   "a JSON list of strings or {task, name, group, priority}; prints the ids.")
 @click.argument("task", nargs=-1)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
         agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
         budget: float | None = None, budget_tokens: int | None = None,
         max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
-        branch: str | None = None, base: str | None = None) -> None:
+        branch: str | None = None, base: str | None = None, group: str | None = None,
+        priority: int | None = None, each_file: str | None = None) -> None:
     """Start a pi job with TASK (or a shell job); prints its id.
 
-    TASK is the words after the options, `-` to read it from stdin, or -f FILE."""
+    TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
+    maxRunning (or its group's limit) the job is queued (README: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
-    args: dict[str, Any] = {"name": name, "cwd": directory}
+    args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
+                            "priority": priority}
+    if each_file is not None:
+        if task or task_file or shell or worktree or name:
+            usage_error("--each takes its tasks from the file: no TASK, -f, --shell, "
+                        "--worktree or --name")
+        args.update(model=model, thinking=thinking, agent=agent)
+        args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
+        _run_each(each_file, args)
+        return
     if (branch or base) and not worktree:
         usage_error("--branch and --base need --worktree")
     if shell:
@@ -66,12 +83,53 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
+    if result.get("position") is not None:
+        click.echo(f"roost: job {result['id']} is queued (position {result['position']})",
+                   err=True)
     from roost.paths import agent_dir
 
     if not shell and result.get("agentDir") not in (None, str(agent_dir())):
         click.echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
                    f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
                    "`roost daemon stop` and run again from this shell", err=True)
+
+
+def _each_tasks(source: str) -> list[Any]:
+    """--each's tasks: a JSON list, or one task a line (blank lines skipped)."""
+    import json
+
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        usage_error(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        usage_error(f"cannot read the tasks from {source}: {exc.strerror or exc}")
+    if text.lstrip().startswith("["):
+        try:
+            tasks = json.loads(text)
+        except ValueError as exc:
+            usage_error(f"{source} is not a JSON list: {exc}")
+        if not isinstance(tasks, list):
+            usage_error(f"{source}: expected a JSON list")
+        return tasks
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _run_each(source: str, args: dict[str, Any]) -> None:
+    tasks = _each_tasks(source)
+    if not tasks:
+        usage_error(f"no tasks in {source}")
+    from roost.jobenv import caller_env
+
+    args.pop("name", None)
+    with daemon() as client:
+        jobs = client.request("run_each", tasks=tasks, env=caller_env(), **args)["jobs"]
+    queued = sum(1 for job in jobs if job.get("position") is not None)
+    for job in jobs:
+        click.echo(job["id"])
+    if queued:
+        click.echo(f"roost: {len(jobs)} jobs, {queued} of them queued", err=True)
 
 
 def _task_text(words: tuple[str, ...], task_file: str | None) -> str:

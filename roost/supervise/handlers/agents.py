@@ -25,6 +25,7 @@ from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, Reque
 from roost.states import SETTLED_JOB_STATES, Attach, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
+from roost.supervise.jobqueue import group_of, priority_of
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
 from roost.supervise.router import ForegroundPeer
 from roost.worktrees.report import with_section
@@ -201,15 +202,22 @@ class AgentOps:
             live_in_tree=sum(1 for r in live if (r.links.root_session or r.session) == root) if root else 0,
             live_spawned=sum(1 for r in live if r.links.spawned),
         )
-        refusal = spawn_refusal(counts, settings,
-                                self.spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute))
-        if refusal:
+        rate_ok = self.spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute)
+        refusal = spawn_refusal(counts, settings, rate_ok)
+        # Past the tree caps (not the depth nor the rate), a spawn may wait in the queue.
+        caps = bool(refusal) and rate_ok and depth + 1 <= settings.agentMaxDepth and (
+            request.get("queue") is True or settings.agentSpawnQueue)
+        if refusal and not caps:
             raise refuse(refusal)
         record = create_job(
             self.core, request, parent_tools=parent_tools, links=Links(
                 parent_session=parent_session, parent_peer=me.id, root_session=root,
                 depth=depth + 1, spawned=True),
         )
+        parent_job = self.core.jobs.get(me.id) if me.kind == PeerKind.JOB else None
+        # A child waits in its parent's group, with its priority.
+        self.core.queue.place(record, group_of(parent_job) if parent_job else None,
+                              priority_of(parent_job) if parent_job else 0, caps=caps)
         budgets.apply_budget(self.core, record, request)  # within the tree's budget
         await worktree_jobs.prepare(self.core, record, request, spawned=True)
         self.spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
@@ -222,7 +230,9 @@ class AgentOps:
         if record.worktree:
             result["worktree"] = {"path": record.worktree["path"],
                                   "branch": record.worktree["branch"]}
-        result["text"] = tooltext.spawn_text(record.id, record.name, record.worktree)
+        result["text"] = tooltext.spawn_text(record.id, record.name, record.worktree,
+                                             self.core.queue.position(record))
+        result["position"] = self.core.queue.position(record)
         return result
 
     async def handback(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

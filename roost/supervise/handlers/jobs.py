@@ -20,6 +20,7 @@ from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core, bind
+from roost.supervise.jobqueue import checked_priority
 from roost.supervise.jobs_service import create_job, launch, request_env
 from roost.supervise.jobstore import accept_item, held_by_other, is_settled
 from roost.supervise.workers import stop_leftovers
@@ -92,6 +93,7 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
     _check_chosen_name(core, request.get("name"))
     env = request_env(request)
     record = create_job(core, request)
+    core.queue.place(record, request.get("group"), checked_priority(request.get("priority")))
     budgets.apply_budget(core, record, request)
     await worktree_jobs.prepare(core, record, request, spawned=False)
     try:
@@ -100,10 +102,12 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
         await worktree_jobs.discard(record)
         raise
     # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
-    return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir())}
+    return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir()),
+            "state": record.state.value, "position": core.queue.position(record)}
 
 
 async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    core.queue.schedule()  # a maxRunning raised in roost.json applies now
     rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
     return {"jobs": rows}
 

@@ -51,6 +51,7 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     conn.peer_id = record.id
     proc.connected_as_worker(conn)
     core.job_changed(record)
+    core.queue.hello(record, conn)
     core.agents.retry_undelivered(record.session)
     budgets.worker_connected(core, record)
     return {"job": record.id}
@@ -69,6 +70,13 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
         target = next((s for s in WORKER_STATES if s.value == state), None)
         if target is None:
             raise RequestError(REFUSED, f"a worker cannot set state {state!r}")
+        if record.state == JobState.QUEUED and target != JobState.RUNNING:
+            target = record.state  # idle while it waits for a slot: still queued
+        elif record.id in core.queue.granted:  # roost.supervise.jobqueue.JobQueue.turn
+            if target != JobState.RUNNING and fields.get("busy"):
+                target = record.state  # the granted run's prompt is on its way
+            else:
+                core.queue.granted.discard(record.id)  # it runs, or no run followed
         if target != record.state:
             core.set_state(record, target, **fields)
             return {}
@@ -98,6 +106,14 @@ async def worker_exiting(core: Core, conn: Connection, request: dict[str, Any]) 
     return {}
 
 
+async def turn(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    assert conn.job_id is not None
+    record = core.jobs.get(conn.job_id)
+    if record is None:
+        raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
+    return {"go": core.queue.turn(record)}
+
+
 def handlers(core: Core) -> dict[str, Handler]:
     return bind(core, {"worker_hello": worker_hello, "worker_update": worker_update,
-                       "worker_exiting": worker_exiting})
+                       "worker_exiting": worker_exiting, "turn": turn})
