@@ -58,6 +58,8 @@ PRINTS_NO_FOREIGN_TEXT = {
     "notify": "the desktop notification: checked in test_notification_text_is_escaped",
     "answer": "the entry's outcome and job id; 'already answered by' names a surface",
     "web pair": "the pairing link", "web revoke": "a count",
+    "group add": "the group's name (the user's) and limit", "group ls": "groups and limits",
+    "group rm": "the group's name", "queue move": "the job's id and its new place",
     "web devices": "ids and times, and a device's name (its browser's, written through the "
                    "output layer's stream like every line of the CLI)",
 }
