@@ -24,6 +24,17 @@ THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 """pi's thinking levels, lowest first (an agent definition's `thinking` is one of them)."""
 
 
+def _choices(key: str) -> tuple[str, ...] | None:
+    """The values a setting that names one of a few choices may take (None: not such a one)."""
+    if key == "projectAgentMaxThinking":
+        return THINKING_LEVELS
+    if key == "agentChildWorktrees":
+        from roost.worktrees.policy import POLICIES
+
+        return POLICIES
+    return None
+
+
 @dataclass(frozen=True)
 class Settings:
     agentTools: bool = True
@@ -116,21 +127,13 @@ class Settings:
                     values[key] = hooks
                 continue
             default = spec.default
-            if key == "projectAgentMaxThinking":
-                if value in THINKING_LEVELS:
+            choices = _choices(key)
+            if choices is not None:
+                if value in choices:
                     values[key] = value
                 else:
                     log.warning("roost.json: ignoring %s=%r (expected one of %s)", key, value,
-                                ", ".join(THINKING_LEVELS))
-                continue
-            if key == "agentChildWorktrees":
-                from roost.worktrees.policy import POLICIES
-
-                if value in POLICIES:
-                    values[key] = value
-                else:
-                    log.warning("roost.json: ignoring %s=%r (expected one of %s)", key, value,
-                                ", ".join(POLICIES))
+                                ", ".join(choices))
                 continue
             if isinstance(default, bool):
                 ok = isinstance(value, bool)

@@ -8,12 +8,10 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kit.attach import Tmux
+from kit.pilot import until
 from kit.wait import wait_until
 from textual.widgets import DataTable
 
@@ -119,15 +117,6 @@ def view_env(fake_pi_env: Lab, monkeypatch: pytest.MonkeyPatch) -> Lab:
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     monkeypatch.chdir(fake_pi_env.work)
     return fake_pi_env
-
-
-async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await pilot.pause(0.05)
-    return value
 
 
 def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
+from kit.pilot import until
 
 from roost.cli.inboxpane import InboxScreen
 from roost.cli.live import ViewApp
@@ -17,15 +15,6 @@ from roost.testkit.lab import Lab
 from roost.testkit.procs import wait_until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def until(pilot: Any, predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await pilot.pause(0.05)
-    return value
 
 
 def test_the_view_inbox_pane_answers_a_dialog_once(fake_pi_env: Lab,
