@@ -15,12 +15,14 @@ if TYPE_CHECKING:
     from roost.jobs import JobRecord
     from roost.jsonlines import Connection, Handler
     from roost.supervise.router import AgentRouter
+    from roost.supervise.scheduler import Scheduler
     from roost.supervise.workers import WorkerProcess
 
 
 class Core(JobTable, Protocol):
     agents: AgentRouter
     subscribers: set[Connection]  # `roost view` and the like: pushed every changed row
+    schedules: Scheduler
 
     def find_job(self, ref: str) -> JobRecord: ...
 
