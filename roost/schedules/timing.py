@@ -129,7 +129,8 @@ class When:
             times = [last - k * period for k in range(1, limit + 1)]
             return sorted(t for t in times if since < t <= now and t >= self.anchor)
         if self.kind == "cron":  # backwards from now: a long absence costs `limit` steps
-            back = CronSim(self.expr, datetime.fromtimestamp(now, zone(self.tz)),
+            # (from a second past now: the first step back is a whole second)
+            back = CronSim(self.expr, datetime.fromtimestamp(now + 1, zone(self.tz)),
                            reverse=True)
             for moment in back:
                 if moment.timestamp() <= since or len(found) == limit:
