@@ -29,9 +29,10 @@ EVERY_MIN = 1.0
 CATCH_UP_MAX = 24
 """`--catch-up all` fires at most this many missed firings (the latest ones); a day of
 a one-minute schedule missed is not 1,440 runs."""
-ON_TIME = 60.0
-"""A firing found this late (seconds) or less is on time (cause `time`); later, it was
-missed (roostd down, the machine asleep) and `--catch-up` decides."""
+ON_TIME = 10.0
+"""A timer that finds a firing this late (seconds) or less finds it on time (cause `time`);
+later, it was missed (the machine slept) and `--catch-up` decides. What fell due while
+roostd was down was missed, however recent."""
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -142,14 +143,15 @@ class When:
         return [at] if at is not None and at <= now else []
 
 
-def firings(due: list[float], now: float, catch_up: str) -> list[tuple[float, str]]:
+def firings(due: list[float], now: float, catch_up: str,
+            grace: float | None = ON_TIME) -> list[tuple[float, str]]:
     """What fires of `due` (oldest first) at `now`: each as (due time, cause). The latest,
-    if it is on time, fires (`time`) and stands for the missed ones under `one`; the missed
-    ones fire as `catch-up`: the latest of them (`one`), none, or all of them up to
-    CATCH_UP_MAX (`all`)."""
+    if it is on time (at most `grace` late; None: nothing is, after a restart), fires
+    (`time`) and stands for the missed ones under `one`; the missed ones fire as
+    `catch-up`: the latest of them (`one`), none, or all of them up to CATCH_UP_MAX (`all`)."""
     if not due:
         return []
-    on_time = due[-1] if now - due[-1] <= ON_TIME else None
+    on_time = due[-1] if grace is not None and now - due[-1] <= grace else None
     missed = due[:-1] if on_time is not None else due
     out: list[tuple[float, str]] = []
     if catch_up == "all":

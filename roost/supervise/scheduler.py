@@ -23,7 +23,7 @@ from roost import paths
 from roost.protocol import RequestError
 from roost.schedules import book
 from roost.schedules.book import Schedule
-from roost.schedules.timing import Debounce, firings
+from roost.schedules.timing import ON_TIME, Debounce, firings
 from roost.supervise.base import JobTable
 from roost.supervise.jobstore import is_settled
 from roost.tasks import Tasks
@@ -63,7 +63,7 @@ class Scheduler:
         self.schedules = book.load()
         self._started = True
         for schedule in list(self.schedules.values()):
-            self.arm(schedule)
+            self.arm(schedule, restarted=True)
             if schedule.queued and schedule.last_job:  # its job may have ended meanwhile
                 self._on_event({"type": "job.state", "job": {"id": schedule.last_job}})
 
@@ -113,8 +113,9 @@ class Scheduler:
         if self._triggers is not None:
             self._triggers.unwatch(schedule.name)
 
-    def arm(self, schedule: Schedule) -> None:
-        """Set the schedule's timer (or watches) from what is on record; fire what is due."""
+    def arm(self, schedule: Schedule, restarted: bool = False) -> None:
+        """Set the schedule's timer (or watches) from what is on record; fire what is due
+        (`restarted`: all of it was missed while roostd was down)."""
         self._disarm(schedule)
         if schedule.paused or not self._started:
             return
@@ -125,7 +126,9 @@ class Scheduler:
         since = schedule.last_fired if schedule.last_fired is not None else schedule.created
         due = schedule.when.due(since, now)
         if due:
-            self._tasks.spawn(self._fire_due(schedule, due, now), f"schedule {schedule.name}")
+            grace = None if restarted else ON_TIME
+            self._tasks.spawn(self._fire_due(schedule, due, now, grace),
+                              f"schedule {schedule.name}")
             return
         nxt = schedule.when.next_after(max(since, now))
         if nxt is None:
@@ -140,8 +143,9 @@ class Scheduler:
         if schedule is not None:
             self.arm(schedule)  # early (the cap, clock drift): it only sets the timer again
 
-    async def _fire_due(self, schedule: Schedule, due: list[float], now: float) -> None:
-        chosen = firings(due, now, schedule.catch_up)
+    async def _fire_due(self, schedule: Schedule, due: list[float], now: float,
+                        grace: float | None) -> None:
+        chosen = firings(due, now, schedule.catch_up, grace)
         if not chosen:  # all missed, --catch-up none: on record, so never counted again
             schedule.last_fired = due[-1]
             schedule.last_outcome, schedule.last_detail = "skipped", (

@@ -150,6 +150,9 @@ def test_catch_up_policies() -> None:
     assert firings(on_time, now, "all")[-1] == (now - ON_TIME / 2, "time")
     assert len(firings(on_time, now, "all")) == 4
     assert firings([], now, "all") == []
+    # after a restart nothing is on time: what fell due while roostd was down was missed
+    assert firings(on_time, now, "one", grace=None) == [(now - ON_TIME / 2, "catch-up")]
+    assert firings(on_time, now, "none", grace=None) == []
     many = [float(t) for t in range(100)]
     assert len(firings(many, now, "all")) == CATCH_UP_MAX
 

@@ -156,9 +156,11 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
         },
         "queued": schedule.queued is not None,
         "created": iso(schedule.created),
+        "task": schedule.run.get("task"),
+        "cwd": schedule.run.get("cwd"),
     }
     if details:
-        row.update(task=schedule.run.get("task"), cwd=schedule.run.get("cwd"),
+        row.update(
                    run={k: v for k, v in schedule.run.items() if k != "task"},
                    jobs=list(schedule.jobs),
                    environment=sorted(schedule.env or {}))  # names only: values are secrets
