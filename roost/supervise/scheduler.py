@@ -235,6 +235,9 @@ class Scheduler:
                 detail = ""
             except RequestError as exc:
                 outcome, detail = "failed", exc.message
+            except Exception as exc:  # a bug must not stop the schedule: said, and logged
+                log.exception("schedule %s: the firing failed", schedule.name)
+                outcome, detail = "failed", f"roostd could not start the run: {exc!r}"
         schedule.last_outcome, schedule.last_detail = outcome, detail
         self.save()
         return self.host.events.emit(
@@ -259,9 +262,9 @@ class Scheduler:
         schedule.jobs = [*schedule.jobs, record.id][-book.JOBS_KEPT:]
         return "started", record
 
-    async def _op(self, name: str, **request: Any) -> dict[str, Any]:
+    async def _op(self, op: str, /, **request: Any) -> dict[str, Any]:
         """roostd asks itself, as a client would (no connection: these ops use none)."""
-        answer = await self.host.handlers[name](None, {"op": name, **request})  # type: ignore[arg-type]
+        answer = await self.host.handlers[op](None, {"op": op, **request})  # type: ignore[arg-type]
         assert answer is not None
         return answer
 
