@@ -42,7 +42,8 @@ class Schedule:
     last_job: str | None = None
     last_outcome: str | None = None  # started, replied, skipped, queued, failed
     last_detail: str = ""
-    jobs: list[str] = field(default_factory=list)  # the jobs its firings made, newest last
+    # The jobs its firings made, newest last: {id, cause, due} (the last firing into it).
+    jobs: list[dict[str, str]] = field(default_factory=list)
     queued: dict[str, Any] | None = None  # an overlap-queued firing: {cause, due, paths}
 
     def to_json(self) -> dict[str, Any]:

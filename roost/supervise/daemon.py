@@ -456,6 +456,7 @@ class Daemon:
             "created": record.created,
             "updated": record.updated,
             **self.queue.row_fields(record),  # `queue`; a queued job's status: its position
+            "schedule": self.schedules.job_field(record.id),  # the schedule that started it
         }
 
 

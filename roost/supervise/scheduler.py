@@ -54,6 +54,7 @@ class Scheduler:
         self._triggers: FileTriggers | None = None
         self._tasks = Tasks(log)
         self._started = False
+        self._by_job: dict[str, dict[str, str]] = {}  # JobRow's `schedule`, by job id
         host.events.listeners.append(self._on_event)
 
     # -- life ---------------------------------------------------------------------------
@@ -62,6 +63,10 @@ class Scheduler:
         now (and follows each one's --catch-up)."""
         self.schedules = book.load()
         self._started = True
+        for schedule in self.schedules.values():
+            for made in schedule.jobs:
+                self._by_job[made["id"]] = {"name": schedule.name, "cause": made["cause"],
+                                            "due": made["due"]}
         for schedule in list(self.schedules.values()):
             self.arm(schedule, restarted=True)
             if schedule.queued and schedule.last_job:  # its job may have ended meanwhile
@@ -176,8 +181,8 @@ class Scheduler:
         worktrees of the jobs the schedule made."""
         out = [str(paths.roost_home())]
         schedule = self.schedules.get(name)
-        for job_id in schedule.jobs if schedule else ():
-            record = self.host.jobs.get(job_id)
+        for made in schedule.jobs if schedule else ():
+            record = self.host.jobs.get(made["id"])
             if record is not None and record.worktree and record.worktree.get("path"):
                 out.append(str(record.worktree["path"]))
         return out
@@ -253,14 +258,25 @@ class Scheduler:
             if answer["status"] == "stopped":
                 raise RequestError("refused", f"job {last.id} is stopped: `roost start "
                                               f"{last.id}` to go on, or remove it")
+            self._made(schedule, last.id, cause, due)
             return "replied", last
         request = {**schedule.run, "task": text, "name": self._job_name(schedule),
                    "env": schedule.env}
         answer = await self._op("run", **request)
         record = self.host.jobs[answer["id"]]
         schedule.last_job = record.id
-        schedule.jobs = [*schedule.jobs, record.id][-book.JOBS_KEPT:]
+        self._made(schedule, record.id, cause, due)
         return "started", record
+
+    def _made(self, schedule: Schedule, job_id: str, cause: str, due: float) -> None:
+        entry = {"id": job_id, "cause": cause, "due": book.iso(due)}
+        schedule.jobs = [*(j for j in schedule.jobs if j["id"] != job_id), entry][-book.JOBS_KEPT:]
+        self._by_job[job_id] = {"name": schedule.name, "cause": cause, "due": entry["due"]}
+
+    def job_field(self, job_id: str) -> dict[str, str] | None:
+        """A JobRow's `schedule`: the schedule that started the job and its last firing
+        into it ({name, cause, due}), None for a job no schedule made."""
+        return self._by_job.get(job_id)
 
     async def _op(self, op: str, /, **request: Any) -> dict[str, Any]:
         """roostd asks itself, as a client would (no connection: these ops use none)."""

@@ -39,6 +39,8 @@ def stamp(text: str) -> float:
 
 def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     env = fake_pi_env
+    hooked = env.work / "hooked.jsonl"  # a hook on schedule.fired gets the event on stdin
+    env.configure(hooks={"schedule.fired": ["sh", "-c", f"cat >> {hooked}; echo >> {hooked}"]})
     out = env.roost_ok("schedule", "add", "tick", "--every", "2s", "tick tock")
     assert out.startswith("tick  every 2s (")
     events = wait_until(lambda: (f := fired(env, "tick")) and len(f) >= 2 and f, 30,
@@ -58,13 +60,19 @@ def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     assert record["task"].startswith("tick tock\n\n[roost] This run was started by the "
                                      "schedule 'tick' because it was due")
     assert settle(env, jobs[0]["id"]) == "done"
+    assert env.row(jobs[0]["id"])["schedule"] == {"name": "tick", "cause": "time",
+                                                  "due": first["due"]}
+    assert "⏲ tick (time)" in env.roost_ok("ls", "--wide")  # the META cell of ls and the view
     listing = env.roost_ok("schedule", "ls")
     assert "tick  every 2s" in listing and "last: time started" in listing
     shown = row(env, "tick")
     assert shown["fired"] >= 2 and shown["next"] is not None
     assert shown["last"]["cause"] == "time" and shown["jobs"][:2] == [j["id"] for j in jobs]
     # `roost events` shows it; pause stops the firings, rm removes the schedule
-    assert "schedule.fired" in env.roost_ok("events", "--type", "schedule.fired")
+    shown_events = env.roost_ok("events", "--type", "schedule.fired")
+    assert f"schedule tick fired (time, due {first['due']}): started" in shown_events
+    wait_until(lambda: hooked.exists() and first["due"] in hooked.read_text(), 30,
+               what="the hook's run")
     env.roost_ok("schedule", "pause", "tick")
     assert row(env, "tick")["paused"] and row(env, "tick")["next"] is None
     count = len(fired(env, "tick"))

@@ -162,7 +162,7 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
     if details:
         row.update(
                    run={k: v for k, v in schedule.run.items() if k != "task"},
-                   jobs=list(schedule.jobs),
+                   jobs=[j["id"] for j in schedule.jobs],
                    environment=sorted(schedule.env or {}))  # names only: values are secrets
     return row
 
