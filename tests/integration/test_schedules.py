@@ -214,3 +214,40 @@ def test_refusals_are_one_clear_line(fake_pi_env: Lab) -> None:
     taken = env.roost("schedule", "add", "x", "--every", "1h", "t")
     assert taken.returncode == 1 and "a schedule named 'x' exists" in taken.stderr
     assert alive(env.daemon_pid() or 0)
+
+
+def test_an_at_schedule_fires_once(fake_pi_env: Lab) -> None:
+    from datetime import datetime, timedelta
+
+    env = fake_pi_env
+    when = (datetime.now().astimezone() + timedelta(seconds=2)).isoformat(timespec="seconds")
+    env.roost_ok("schedule", "add", "once", "--at", when, "just once")
+    event = wait_until(lambda: fired(env, "once"), 30, what="the firing")[0]
+    assert event["cause"] == "time" and stamp(event["due"]) == stamp(when)
+    shown = row(env, "once")
+    assert shown["next"] is None and shown["fired"] == 1
+
+
+def test_idle_schedules_cost_roostd_no_cpu(fake_pi_env: Lab) -> None:
+    """100 schedules with nothing due: timers only, so roostd does nothing at all."""
+    import psutil
+
+    env = fake_pi_env
+    env.roost_ok("schedule", "ls")  # roostd up
+    daemon = psutil.Process(env.daemon_pid())
+
+    def cpu_in(seconds: float) -> float:
+        before = daemon.cpu_times()
+        deadline = time.time() + seconds
+        wait_until(lambda: time.time() > deadline, seconds + 10, what=f"{seconds} s to pass")
+        after = daemon.cpu_times()
+        return (after.user + after.system) - (before.user + before.system)
+
+    baseline = cpu_in(5)
+    for n in range(100):
+        env.request("schedule_add", name=f"s{n}", run={"task": "t", "cwd": str(env.work)},
+                    **({"every": "1h"} if n % 2 else {"cron": "0 3 * * *"}))
+    used = cpu_in(5)
+    print(f"roostd CPU-seconds in 5 s: {used:.3f} with 100 idle schedules, "
+          f"{baseline:.3f} with none")
+    assert used < 0.05
