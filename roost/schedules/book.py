@@ -44,7 +44,9 @@ class Schedule:
     last_detail: str = ""
     # The jobs its firings made, newest last: {id, cause, due} (the last firing into it).
     jobs: list[dict[str, str]] = field(default_factory=list)
-    queued: dict[str, Any] | None = None  # an overlap-queued firing: {cause, due, paths}
+    # Overlap-queued firings, oldest first: {cause, due, paths}; each runs once the run
+    # before it has ended.
+    queued: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -55,6 +57,7 @@ class Schedule:
     def from_json(cls, data: dict[str, Any]) -> Schedule:
         data = dict(data)
         data["when"] = When(**data["when"])
+        data["queued"] = data.get("queued") or []
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 

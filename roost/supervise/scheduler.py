@@ -23,7 +23,7 @@ from roost import paths
 from roost.protocol import RequestError
 from roost.schedules import book
 from roost.schedules.book import Schedule
-from roost.schedules.timing import ON_TIME, Debounce, firings
+from roost.schedules.timing import CATCH_UP_MAX, ON_TIME, Debounce, firings
 from roost.supervise.base import JobTable
 from roost.supervise.jobstore import is_settled
 from roost.tasks import Tasks
@@ -55,6 +55,7 @@ class Scheduler:
         self._tasks = Tasks(log)
         self._started = False
         self._by_job: dict[str, dict[str, str]] = {}  # JobRow's `schedule`, by job id
+        self._draining: set[str] = set()  # schedules whose next queued firing is starting
         host.events.listeners.append(self._on_event)
 
     # -- life ---------------------------------------------------------------------------
@@ -230,8 +231,11 @@ class Scheduler:
         if busy is not None and schedule.overlap == "skip":
             outcome, detail = "skipped", f"job {busy.id} is still running (--overlap skip)"
         elif busy is not None:
-            schedule.queued = {"cause": cause, "due": due, "paths": changed}
-            outcome, detail = "queued", f"runs when job {busy.id} ends (--overlap queue)"
+            if len(schedule.queued) >= CATCH_UP_MAX:
+                outcome, detail = "skipped", f"{CATCH_UP_MAX} firings already wait for job {busy.id}"
+            else:
+                schedule.queued.append({"cause": cause, "due": due, "paths": changed})
+                outcome, detail = "queued", f"runs when job {busy.id} ends (--overlap queue)"
         else:
             schedule.fired += 1
             self.save()  # before the run: a roostd killed after this never fires it twice
@@ -298,10 +302,18 @@ class Scheduler:
             return
         for schedule in self.schedules.values():
             if (schedule.queued and schedule.last_job == job.get("id")
+                    and schedule.name not in self._draining
                     and not schedule.paused and self._last_busy(schedule) is None):
-                queued, schedule.queued = schedule.queued, None
-                self._tasks.spawn(self.fire(schedule, queued["cause"], queued["due"],
-                                            queued.get("paths")), f"schedule {schedule.name}")
+                self._draining.add(schedule.name)
+                self._tasks.spawn(self._next_queued(schedule), f"schedule {schedule.name}")
+
+    async def _next_queued(self, schedule: Schedule) -> None:
+        """One queued firing at a time: the next waits for the run this one starts."""
+        try:
+            queued = schedule.queued.pop(0)
+            await self.fire(schedule, queued["cause"], queued["due"], queued.get("paths"))
+        finally:
+            self._draining.discard(schedule.name)
 
     async def run_now(self, schedule: Schedule) -> dict[str, Any]:
         return await self.fire(schedule, "run-now", self.clock())

@@ -109,6 +109,28 @@ def test_a_sigkilled_roostd_catches_up_exactly_once(fake_pi_env: Lab) -> None:
     assert all(e["cause"] == "time" for e in events[2:])
 
 
+def test_catch_up_all_fires_each_missed_one_and_never_one_that_fired(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    env.roost_ok("schedule", "add", "each", "--every", "2s", "--catch-up", "all",
+                 "--overlap", "queue", "x")
+    first = wait_until(lambda: fired(env, "each"), 30, what="the first firing")[0]
+    settle(env, first["job"]["id"])
+    daemon = env.daemon_pid()
+    assert daemon is not None
+    kill(daemon)  # the firing is on disk: the new roostd does not count it as missed
+    down_until = time.time() + 2 * 2 + 0.5  # two due times pass
+    wait_until(lambda: time.time() > down_until, 30, what="two due times to pass")
+    env.roost_ok("schedule", "ls")  # a new roostd
+    wait_until(lambda: len([e for e in fired(env, "each") if e["cause"] == "catch-up"
+                            and e["outcome"] != "queued"]) >= 2, 30, what="the catch-ups")
+    events = [e for e in fired(env, "each") if e["outcome"] != "queued"]
+    dues = [e["due"] for e in events]
+    assert len(dues) == len(set(dues)), dues
+    catch_ups = [stamp(e["due"]) for e in events if e["cause"] == "catch-up"]
+    assert len(catch_ups) >= 2 and catch_ups == sorted(catch_ups)
+    assert stamp(first["due"]) not in catch_ups
+
+
 def test_catch_up_none_skips_what_was_missed(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("schedule", "add", "quiet", "--every", "2s", "--catch-up", "none", "x")
@@ -166,14 +188,14 @@ def test_overlap_skip_and_queue(fake_pi_env: Lab) -> None:
                  "[[hold g2]] queued")
     env.roost_ok("schedule", "run-now", "queued")
     assert env.roost_ok("schedule", "run-now", "queued").startswith("queued")
-    assert row(env, "queued")["queued"] is True
+    assert row(env, "queued")["queued"] == 1
     assert len([e for e in fired(env, "queued") if e["outcome"] == "started"]) == 1
     (env.work / "g2").touch()  # the first run ends: the queued firing runs
     started = wait_until(lambda: (s := [e for e in fired(env, "queued")
                                         if e["outcome"] == "started"]) and len(s) == 2 and s,
                          30, what="the queued firing")
     assert started[0]["job"]["id"] != started[1]["job"]["id"]
-    assert row(env, "queued")["queued"] is False
+    assert row(env, "queued")["queued"] == 0
 
 
 def test_session_same_replies_to_the_same_job(fake_pi_env: Lab) -> None:
@@ -220,7 +242,8 @@ def test_an_at_schedule_fires_once(fake_pi_env: Lab) -> None:
     from datetime import datetime, timedelta
 
     env = fake_pi_env
-    when = (datetime.now().astimezone() + timedelta(seconds=2)).isoformat(timespec="seconds")
+    env.roost_ok("schedule", "ls")  # roostd up: its start is not part of the 3 s
+    when = (datetime.now().astimezone() + timedelta(seconds=3)).isoformat(timespec="seconds")
     env.roost_ok("schedule", "add", "once", "--at", when, "just once")
     event = wait_until(lambda: fired(env, "once"), 30, what="the firing")[0]
     assert event["cause"] == "time" and stamp(event["due"]) == stamp(when)

@@ -154,7 +154,7 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
             "job": schedule.last_job,
             "jobState": job.state.value if job is not None else None,
         },
-        "queued": schedule.queued is not None,
+        "queued": len(schedule.queued),
         "created": iso(schedule.created),
         "task": schedule.run.get("task"),
         "cwd": schedule.run.get("cwd"),
