@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost import paths
-from roost.protocol import RequestError
+from roost.protocol import REFUSED, RequestError
 from roost.schedules import book
 from roost.schedules.book import Schedule
 from roost.schedules.timing import CATCH_UP_MAX, ON_TIME, Debounce, firings
@@ -92,6 +92,8 @@ class Scheduler:
 
     def remove(self, schedule: Schedule) -> None:
         self._disarm(schedule)
+        for made in schedule.jobs:  # its jobs stay, no longer a schedule's (as after a restart)
+            self._by_job.pop(made["id"], None)
         del self.schedules[schedule.name]
         self.save()
 
@@ -153,7 +155,7 @@ class Scheduler:
                         grace: float | None) -> None:
         chosen = firings(due, now, schedule.catch_up, grace)
         if not chosen:  # all missed, --catch-up none: on record, so never counted again
-            schedule.last_fired = due[-1]
+            schedule.last_fired, schedule.last_cause = due[-1], "catch-up"
             schedule.last_outcome, schedule.last_detail = "skipped", (
                 f"{len(due)} missed firing(s) not caught up (--catch-up none)")
             self.save()
@@ -260,8 +262,8 @@ class Scheduler:
         if schedule.session == "same" and last is not None:
             answer = await self._op("reply", job=last.id, text=text)
             if answer["status"] == "stopped":
-                raise RequestError("refused", f"job {last.id} is stopped: `roost start "
-                                              f"{last.id}` to go on, or remove it")
+                raise RequestError(REFUSED, f"job {last.id} is stopped: `roost start "
+                                            f"{last.id}` to go on, or remove it")
             self._made(schedule, last.id, cause, due)
             return "replied", last
         request = {**schedule.run, "task": text, "name": self._job_name(schedule),

@@ -214,3 +214,14 @@ def test_changed_paths_are_framed_as_data() -> None:
     many = firing_task(schedule, "change", 0.0, [f"/w/{n}" for n in range(150)])
     assert "(50 more not listed)" in many
     assert "<roost-changed-paths>" not in firing_task(schedule, "time", 0.0, None)
+
+
+def test_the_default_zone_is_the_callers() -> None:
+    from roost.supervise.handlers.schedules import local_zone, local_zone_of_machine
+
+    assert local_zone({"TZ": "America/New_York"}) == "America/New_York"
+    assert local_zone({"TZ": ":Europe/Berlin"}) == "Europe/Berlin"
+    machine = local_zone_of_machine()
+    timing.zone(machine)  # a zone zoneinfo knows
+    assert local_zone({"TZ": "CET-1CEST"}) == machine  # a POSIX rule names no zone
+    assert local_zone({}) == machine and local_zone(None) == machine

@@ -37,8 +37,13 @@ def _choice(request: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
 def local_zone(env: dict[str, str] | None) -> str:
     """The caller's zone: its TZ (an IANA name), else the machine's (/etc/localtime)."""
     tz = (env or {}).get("TZ", "").lstrip(":")
-    if tz:
-        return tz
+    try:
+        return timing.zone(tz).key if tz else local_zone_of_machine()
+    except ValueError:  # a POSIX TZ rule (`CET-1CEST`) names no zone: the machine's
+        return local_zone_of_machine()
+
+
+def local_zone_of_machine() -> str:
     try:
         target = os.path.realpath("/etc/localtime")
     except OSError:
