@@ -478,10 +478,13 @@ export default function roost(pi: any) {
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
-			// The tool's parameters go as they are (roostd checks them); cwd is resolved here.
 			const result = await call(ctx, "spawn", {
-				...params,
+				task: params.task,
+				agent: params.agent,
+				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
+				model: params.model, thinking: params.thinking, budget: params.budget, queue: params.queue,
+				worktree: params.worktree, branch: params.branch, base: params.base,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 				// A job's child gets its parent job's environment from roostd; a foreground
