@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import psutil
 
 from roost.testkit.lab import Lab
@@ -68,9 +68,9 @@ class Watch:
                 self.cond.wait(left)
 
 
-def follow_page(web: WebServer, http: httpx.Client, job: str, watch: Watch) -> None:
+def follow_page(web: WebServer, http: httpx2.Client, job: str, watch: Watch) -> None:
     """Each redrawn tree in which the job is done (a burst of changes may come as one)."""
-    with contextlib.suppress(httpx.HTTPError):  # the server stops at the end of the run
+    with contextlib.suppress(httpx2.HTTPError):  # the server stops at the end of the run
         for _name, data in web.live(http, "/live/tree"):
             tree = data.get("tree", "")
             if '<li class="job state-done' in tree:
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         out["transcript_2000_ms"] = {"p50": pct(loads, 0.5), "max": round(max(loads) * 1000, 1),
                                      "bytes": len(answer.content)}
 
-        clients = [httpx.Client(cookies=http.cookies) for _ in range(args.pages)]
+        clients = [httpx2.Client(cookies=http.cookies) for _ in range(args.pages)]
         streams = [c.stream("GET", web.url + "/live/tree", timeout=None) for c in clients]
         for s in streams:
             s.__enter__()
