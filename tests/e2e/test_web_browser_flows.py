@@ -103,6 +103,11 @@ def test_merge_a_worktree_job_and_name_a_conflict(make_lab: Callable[..., Lab], 
         wait_text(browser, "pre.diff", "+from a </pre><script>window.__pwned=1</script>")
         added = browser.find_elements(By.CSS_SELECTOR, "pre.diff .d-add")
         assert [a.text for a in added] == ["+from a </pre><script>window.__pwned=1</script>"]
+        # One line of the page a line of the diff (no empty line drawn between them).
+        boxes = browser.execute_script("return [...document.querySelectorAll('pre.diff span')]"
+                                       ".map(s => [s.getBoundingClientRect().top, s.offsetHeight])")
+        steps = {round(b[0] - a[0]) for a, b in zip(boxes, boxes[1:], strict=False)}
+        assert len(boxes) == 7 and steps == {round(boxes[0][1])}, boxes
         assert [d.text for d in browser.find_elements(By.CSS_SELECTOR, "pre.diff .d-del")] == ["-base"]
         assert browser.execute_script("return window.__pwned === undefined")
         shots(browser, "diff")
