@@ -474,6 +474,7 @@ export default function roost(pi: any) {
 			thinking: Type.Optional(Type.String()),
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
 			queue: Type.Optional(Type.Boolean({ description: "past the spawn limits, wait in roost's queue instead of failing" })),
+			after: Type.Optional(Type.Array(Type.String(), { description: "job ids or names (your children) to wait on: it starts once all are done, their answers in its task" })),
 			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
