@@ -111,6 +111,7 @@ def test_a_failed_stopped_or_removed_dependency_fails_the_waiting_job(fake_pi_en
     gate.touch()
     env.wait_state(on_failed, "failed", timeout=30)
     assert env.show(on_failed)["error"] == "dependency f failed"
+    assert env.row(failing)["state"] == "failed" and env.row(held)["state"] == "running"
     env.roost_ok("stop", held)
     env.wait_state(on_stopped, "failed", timeout=30)
     assert env.show(on_stopped)["error"] == "dependency h stopped"
