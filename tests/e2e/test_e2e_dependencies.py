@@ -52,8 +52,10 @@ def test_a_fan_in_run_after_three_jobs_gets_their_answers(make_lab, llm: FakeLLM
 
 def test_an_agent_fans_out_and_in_with_roost_spawn_after(make_lab, llm: FakeLLM) -> None:
     lab: Lab = make_lab(llm=llm)
+    outsider = lab.run("OUTSIDER another tree", name="outsider")
     llm.add(fresh("FP-PARENT"), tool_calls(*[
-        ("roost_spawn", {"task": f"FO-KID-{name} work", "name": name}) for name in ANSWERS]))
+        ("roost_spawn", {"task": f"FO-KID-{name} work", "name": name}) for name in ANSWERS],
+        ("roost_spawn", {"task": "FI-NEVER", "after": ["outsider"]})))
     llm.add(after_tool("FP-PARENT", "roost_spawn"),
             tool_call("roost_spawn", {"task": "FI-KID combine", "name": "fan-in",
                                       "after": list(ANSWERS)}), times=1)
@@ -63,8 +65,12 @@ def test_an_agent_fans_out_and_in_with_roost_spawn_after(make_lab, llm: FakeLLM)
         llm.add(task(f"FO-KID-{name}"), text(answer))
     llm.add(task("FI-KID"), text("combined"))
     parent = lab.run("FP-PARENT fan out, then in")
-    spawned = lab.wait_tool_results("FP-PARENT", "roost_spawn", 4)
-    assert "it starts when they are done" in spawned[3]["text"], spawned[3]["text"]
+    spawned = lab.wait_tool_results("FP-PARENT", "roost_spawn", 5)
+    # Within the tree's reach only: a job of another tree is not the agent's to wait on.
+    assert spawned[3]["text"].startswith("error: after: no agent named 'outsider' in your "
+                                         "session tree"), spawned[3]["text"]
+    assert "it starts when they are done" in spawned[4]["text"], spawned[4]["text"]
+    assert lab.row(outsider)["state"] in ("done", "running", "starting")
     fan_in = wait_until(lambda: lab.job_named("fan-in"), T, what="the fan-in child")
     ids = {name: lab.job_named(name)["id"] for name in ANSWERS}  # type: ignore[index]
     assert fan_in["after"]["jobs"] == [ids[name] for name in ANSWERS]
