@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 
 import pytest
 from kit.jobs import alive, run_job, settle
@@ -64,6 +65,8 @@ def test_after_waits_until_every_dependency_is_done(fake_pi_env: Lab) -> None:
     assert refused.returncode != 0 and "waiting on a, b: it takes replies" in refused.stderr
     refused = env.roost("start", c)
     assert refused.returncode != 0 and "starts by itself when they let it go" in refused.stderr
+    refused = env.roost("attach", c)
+    assert refused.returncode != 0 and "nothing to attach to yet" in refused.stderr
 
     open_gate(env, "ga")
     assert settle(env, a) == "done"
@@ -221,3 +224,27 @@ def test_a_roostd_down_while_the_dependency_finishes(fake_pi_env: Lab) -> None:
     assert settle(env, a) == "done"
     assert settle(env, c) == "done"
     assert user_texts(env, c) == ["dependent"] and starts(env, c) == 1
+
+
+HOOK = """
+import json, os, sys
+event = json.load(sys.stdin)
+with open(sys.argv[1], "a") as out:
+    out.write(json.dumps([os.environ["ROOST_EVENT_TYPE"], event["job"]["id"]]) + "\\n")
+"""
+
+
+def test_hooks_hear_job_waiting_and_job_unblocked(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    script, seen = env.root / "hook.py", env.root / "seen.jsonl"
+    script.write_text(HOOK)
+    hook = [sys.executable, str(script), str(seen)]
+    env.configure(hooks={"job.waiting": hook, "job.unblocked": hook})
+    run_job(env, "[[hold ga]] first", "--name", "a")
+    c = run_job(env, "then", "--after", "a")
+    wait_until(lambda: seen.exists() and ["job.waiting", c] in map(json.loads, seen.read_text().splitlines()),
+               30, what="the job.waiting hook")
+    open_gate(env, "ga")
+    assert settle(env, c) == "done"
+    wait_until(lambda: ["job.unblocked", c] in map(json.loads, seen.read_text().splitlines()),
+               30, what="the job.unblocked hook")
