@@ -157,6 +157,8 @@ class Dependencies:
         if waiters:
             self._due.update(waiters)
             self._schedule()
+        if record.id not in self.table.jobs:  # removed: its waiters are due, and weighed
+            self._waiters.pop(record.id, None)
 
     def removing(self, record: JobRecord) -> None:
         """`roost rm` of a job: to the jobs waiting on it, it is removed from now on (its
