@@ -7,7 +7,11 @@ started by `roost run` (README: Dependencies; the target: at most the baseline +
 The real pi against the lab's FakeLLM, roostd (stock) already running. Each trial runs,
 in a rotating order:
   run    t0 = just before the `run` request (roost.client); the finish line is the
-         FakeLLM's receipt of the job's first model request.
+         FakeLLM's receipt of the job's first model request (nothing else runs).
+  run_at_done  the same `run`, made the moment a dependency like `after`'s is done (this
+         process follows the event log through roostd and sends `run` on its job.state ->
+         done): the baseline under the same load, since the dependency's pi and worker
+         are still busy ending their run while the new job's pi boots.
   after  a dependency whose answer the FakeLLM holds, and a job made with `--after` it
          (`waiting`); the hold is released, the dependency's run ends, roostd marks it
          `done` and lets the dependent go. t0 = the dependency's `job.state -> done` in
@@ -75,19 +79,47 @@ def run_trial(lab: Lab, token: str) -> float:
 
 
 def after_trial(lab: Lab, token: str) -> float:
-    hold = threading.Event()
-    lab.llm.add(first_user_contains(f"{token}-dep"), text("dependency answer", hold=hold),
-                times=1)
     with lab.client() as client:
-        dep = client.request("run", task=f"{token}-dep work", cwd=str(lab.work),
-                             name=f"{token}-dep")["id"]
+        dep = held_dependency(lab, client, token)
         client.request("run", task=f"{token} start", cwd=str(lab.work), name=token,
                        after=[dep])
     since = len(lab.llm.requests)
-    lab.llm.wait_for_request(first_user_contains(f"{token}-dep"), TIMEOUT)
-    hold.set()
+    HOLDS.pop(dep).set()
     req = lab.llm.wait_for_request(first_user_contains(f"{token} start"), TIMEOUT, since=since)
     return ms(req.t - done_at(lab, dep))
+
+
+def held_dependency(lab: Lab, client: Any, token: str) -> str:
+    """A job whose model answer is held; its id once its first request arrived."""
+    hold = threading.Event()
+    lab.llm.add(first_user_contains(f"{token}-dep"), text("dependency answer", hold=hold),
+                times=1)
+    dep = client.request("run", task=f"{token}-dep work", cwd=str(lab.work),
+                         name=f"{token}-dep")["id"]
+    lab.llm.wait_for_request(first_user_contains(f"{token}-dep"), TIMEOUT)
+    HOLDS[dep] = hold
+    return str(dep)
+
+
+HOLDS: dict[str, threading.Event] = {}
+
+
+def run_at_done_trial(lab: Lab, token: str) -> float:
+    with lab.client() as client, lab.client(TIMEOUT) as watcher:
+        dep = held_dependency(lab, client, token)
+        entries = watcher.follow({"since": last_seq(lab), "types": ["job.state"], "job": dep})
+        HOLDS.pop(dep).set()
+        next(e for e in entries if e.get("to") == "done")
+        since = len(lab.llm.requests)
+        t0 = time.monotonic()
+        client.request("run", task=f"{token} start", cwd=str(lab.work), name=token)
+    req = lab.llm.wait_for_request(first_user_contains(f"{token} start"), TIMEOUT, since=since)
+    return ms(req.t - t0)
+
+
+def last_seq(lab: Lab) -> int:
+    lines = (lab.roost_home / "events.jsonl").read_text().splitlines()
+    return int(json.loads(lines[-1])["seq"]) if lines else 0
 
 
 def summary(samples: list[float]) -> dict[str, Any]:
@@ -102,20 +134,21 @@ def main() -> int:
     lab = bench_lab(probe=False, keep=args.keep)
     try:
         run_trial(lab, "warm-up")  # roostd's first job pays for imports the others do not
-        out: dict[str, list[float]] = {"run": [], "after": []}
+        trials = {"run": run_trial, "run_at_done": run_at_done_trial, "after": after_trial}
+        out: dict[str, list[float]] = {name: [] for name in trials}
         for i in range(args.trials):
-            order = ["run", "after"] if i % 2 == 0 else ["after", "run"]
-            for variant in order:
-                trial = run_trial if variant == "run" else after_trial
-                out[variant].append(trial(lab, f"T{i}{variant}"))
+            names = list(trials)
+            for variant in names[i % 3:] + names[:i % 3]:  # a rotating order
+                out[variant].append(trials[variant](lab, f"T{i}{variant}"))
     finally:
         lab.shutdown()
         lab.close()
-    run, after = summary(out["run"]), summary(out["after"])
-    delta = round(after["median_ms"] - run["median_ms"], 1)
+    rows = {name: summary(samples) for name, samples in out.items()}
+    delta = round(rows["after"]["median_ms"] - rows["run"]["median_ms"], 1)
+    at_done = round(rows["after"]["median_ms"] - rows["run_at_done"]["median_ms"], 1)
     print(json.dumps({
         "bench": "deps", "trials": args.trials, "loadavg": [round(x, 2) for x in os.getloadavg()],
-        "run": run, "after": after, "after_minus_run_ms": delta,
+        **rows, "after_minus_run_ms": delta, "after_minus_run_at_done_ms": at_done,
         "target": f"after <= run + {TARGET_MS:g} ms", "within_target": delta <= TARGET_MS,
     }, indent=1))
     return 0
