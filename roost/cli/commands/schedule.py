@@ -88,7 +88,21 @@ def add(name: str, cron: str | None, every: str | None, at: str | None,
     if as_json:
         print_json(row)
         return
-    click.echo(_line(row["name"], _when(row), f"next {row['next'] or '-'}"))
+    click.echo(_line(row["name"], _when(row), f"next {_local(row['next'], row['tz'])}"))
+
+
+def _local(iso: str | None, tz: str) -> str:
+    """A time of roostd's (ISO-8601 UTC) as the schedule's zone reads it."""
+    if iso is None:
+        return "-"
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(ZoneInfo(tz))
+    except (ValueError, KeyError):
+        return iso
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def _when(row: dict[str, Any]) -> str:
@@ -120,7 +134,7 @@ def ls(as_json: bool) -> None:
     if not rows:
         click.echo("no schedules (add one: roost schedule add NAME --every 1h TASK)")
     for row in rows:
-        nxt = "paused" if row["paused"] else f"next {row['next'] or '-'}"
+        nxt = "paused" if row["paused"] else f"next {_local(row['next'], row['tz'])}"
         click.echo(_line(row["name"], _when(row), nxt, f"last: {_last(row)}"))
 
 
@@ -136,7 +150,8 @@ def show(name: str, as_json: bool) -> None:
         return
     for key, value in (
         ("name", row["name"]), ("when", _when(row)), ("zone", row["tz"]),
-        ("state", "paused" if row["paused"] else "active"), ("next", row["next"] or "-"),
+        ("state", "paused" if row["paused"] else "active"),
+        ("next", _local(row["next"], row["tz"])),
         ("last", _last(row)), ("fired", row["fired"]), ("session", row["session"]),
         ("catch-up", row["catchUp"]), ("overlap", row["overlap"]), ("cwd", row["cwd"]),
         ("jobs", " ".join(row["jobs"]) or "-"), ("task", row["task"]),
