@@ -64,6 +64,7 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "worker.gave_up": ("reason",),
     "daemon.started": ("pid", "version"),
     "daemon.stopped": ("pid",),
+    "schedule.fired": ("schedule", "cause", "due", "outcome", "detail", "paths"),
 }
 
 
@@ -306,6 +307,17 @@ DAEMON_OPS: dict[str, Op] = {
            (*_JOB_ARGS, "queue")),
         Op("handback", "worker", ("state",), "a report for the job's parent",
            ("report", "result", "question", "error")),
+        Op("schedule_add", "any", ("name", "run"),
+           "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
+           "request each firing sends (README: Schedules)",
+           ("cron", "every", "at", "onChange", "debounce", "tz", "session", "catchUp",
+            "overlap", "env")),
+        Op("schedule_ls", "any", (), "every schedule's row: next firing, last result"),
+        Op("schedule_show", "any", ("name",), "one schedule's row with its run"),
+        Op("schedule_rm", "any", ("name",), "remove a schedule (its jobs stay)"),
+        Op("schedule_pause", "any", ("name",), "pause a schedule"),
+        Op("schedule_resume", "any", ("name",), "resume a paused schedule (from now on)"),
+        Op("schedule_run_now", "any", ("name",), "fire a schedule now (cause run-now)"),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
                                   "(`env`: the pi's environment, the job's from now on)",
            ("task", "env", "cwd", "name", "model", "thinking")),

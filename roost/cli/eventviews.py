@@ -90,6 +90,11 @@ def describe(event: dict[str, Any]) -> str:
         return f"{_peer(event.get('from'))} -> {_peer(event.get('to'))}: {event.get('outcome')}"
     if kind in ("worker.crashed", "worker.gave_up"):
         return str(event.get("reason") or "")
+    if kind == "schedule.fired":
+        detail = f": {event['detail']}" if event.get("detail") else ""
+        changed = f" ({len(event['paths'])} changed paths)" if event.get("paths") else ""
+        return (f"schedule {event.get('schedule')} fired ({event.get('cause')}, due "
+                f"{event.get('due')}): {event.get('outcome')}{detail}{changed}")
     if kind == "daemon.started":
         return f"roostd {event.get('version')} pid {event.get('pid')}"
     if kind == "daemon.stopped":

@@ -32,6 +32,7 @@ COMMANDS = {
     "web": "web",
     **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
+    "schedule": "schedule",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),
 }

@@ -149,6 +149,8 @@ def meta_text(row: dict[str, Any], names: dict[str, str], group: str) -> str:
         parts.append(f"⎇ {row['worktree']['branch']}")
     if row.get("agent"):
         parts.append(f"@{row['agent']}")
+    if row.get("schedule"):  # started by a schedule: which, and why (roost schedule ls)
+        parts.append(f"⏲ {row['schedule']['name']} ({row['schedule']['cause']})")
     pending = row.get("pending") or {}
     count = int(pending.get("replies") or 0) + int(pending.get("agent") or 0)
     if count:

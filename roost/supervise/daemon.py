@@ -34,13 +34,14 @@ from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, 
 from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
-from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, worker, worktrees
+from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
+from roost.supervise.scheduler import Scheduler
 from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
@@ -76,6 +77,7 @@ class Daemon:
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
         self.hooks = HookRunner(self.settings)
         self.events.listeners.append(self.hooks.on_event)
+        self.schedules = Scheduler(self)  # timers and file triggers: runs that start by themselves
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -148,6 +150,7 @@ class Daemon:
         self.events.open()  # under the daemon lock: one appender per log
         self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
+        self.schedules.start()  # after the jobs: a catch-up firing may reply to one
         log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
                  os.getpid(), len(self.jobs))
         try:
@@ -166,6 +169,7 @@ class Daemon:
         for proc in self.procs.values():
             proc.forget()
         self.idle.close()
+        await self.schedules.close()
         with contextlib.suppress(FileNotFoundError):
             paths.socket_path().unlink()
         with contextlib.suppress(FileNotFoundError):
@@ -275,7 +279,8 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Handler]:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
-        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue):
+        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
+                       schedules):
             handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -456,6 +461,7 @@ class Daemon:
             "updated": record.updated,
             **self.queue.row_fields(record),  # `queue`; a queued job's status: its position
             **self.deps.row_fields(record),  # `after`: what it waits (or waited) on
+            "schedule": self.schedules.job_field(record.id),  # the schedule that started it
         }
 
 
