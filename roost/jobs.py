@@ -37,6 +37,7 @@ class BadRecord(ValueError):
 _STR, _OPT_STR, _INT, _OPT_INT = (str,), (str, type(None)), (int,), (int, type(None))
 _OPT_NUM = (int, float, type(None))
 _OPT_DICT = (dict, type(None))
+_ANY: tuple[type, ...] = ()  # any JSON value
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "id": _STR, "name": _STR, "kind": _STR, "cwd": _STR, "state": _STR, "status": _STR,
     "summary": _STR, "question": _OPT_STR, "dialog": (bool,), "busy": (bool,),
@@ -44,7 +45,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "thinking": _OPT_STR, "token": _STR, "created": _STR, "updated": _STR, "error": _OPT_STR,
     "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
-    "worktree": _OPT_DICT, "queue": _OPT_DICT,
+    "worktree": _OPT_DICT, "queue": _OPT_DICT, "result": _ANY, "output_schema": _OPT_DICT,
     # links
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
     "depth": _INT, "spawned": (bool,),
@@ -58,6 +59,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
+    if expected is _ANY:
+        return True
     if isinstance(value, bool) and bool not in expected:
         return False  # JSON true is not a pid
     if not isinstance(value, expected):
@@ -244,6 +247,10 @@ class JobRecord:
     # Its place in the queue (roost.supervise.jobqueue): {group, priority, seq}; seq orders
     # jobs of one priority, first come first; `caps`: a spawn that waits for its tree's caps.
     queue: dict[str, Any] | None = None
+    # The last valid structured result (roost run --output-schema), or None.
+    result: Any = None
+    # The JSON Schema its final answers are checked against (roost.results), or None.
+    output_schema: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.jobstore.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})
