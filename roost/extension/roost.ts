@@ -474,6 +474,7 @@ export default function roost(pi: any) {
 			thinking: Type.Optional(Type.String()),
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
 			queue: Type.Optional(Type.Boolean({ description: "past the spawn limits, wait in roost's queue instead of failing" })),
+			output_schema: Type.Optional(Type.Object({}, { additionalProperties: true, description: "a JSON Schema: the child's final answer must be JSON valid against it; its report carries that JSON" })),
 			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
