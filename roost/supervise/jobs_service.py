@@ -163,7 +163,9 @@ def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str,
 
     schema = request.get("output_schema")
     if schema is None:
-        return defn.output_schema if defn is not None else None
+        # A definition's file name was read into the schema when the definition was loaded.
+        return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) \
+            else None
     if isinstance(schema, str):
         import json
 
