@@ -38,7 +38,7 @@ The "model" reads the text of the message that triggered the call:
                              (roost's note on an invalid structured result, say) answers the
                              next one, B, ...; then as usual
     [[spawn-args JSON]]      calls roost_spawn with the JSON object's arguments (`task`,
-                             `output_schema`, ...; {{ and }} in the task as for spawn)
+                             `output_schema`, ...); the task may hold directives
     [[cut-emoji]]            answers `cut: ` and the first half of an emoji's surrogate pair
                              (a lone surrogate, written as a \\ud83d escape as node does)
     anything else            answers `echo: <text>`
@@ -303,15 +303,16 @@ class FakePi:
         dialog = re.search(r"\[\[dialog select ([^\]]*)\]\]", text)
         env = re.search(r"\[\[env ([A-Za-z0-9_ ]+)\]\]", text)
         spawn = re.search(r"\[\[spawn (.*?)\]\]", text)
-        spawn_args = re.search(r"\[\[spawn-args (\{.*?\})\]\]", text)
-        answers = re.search(r"\[\[answers (.*?)\]\]", text, re.DOTALL)
+        # To the last `}]]`: the child's task may hold directives of its own.
+        spawn_args = re.search(r"\[\[spawn-args (\{.*\})\]\]", text, re.DOTALL)
+        answers = None if spawn_args else re.search(r"\[\[answers (.*?)\]\]", text, re.DOTALL)
         if answers:
             self.answers = [a.strip() for a in answers.group(1).split(";;")]
         if self.answers and not (think or sleep or hold or dialog or env or spawn or spawn_args):
             self.add_assistant(self.answers.pop(0))
         elif spawn_args and self.ext_writer is not None:
             args = json.loads(spawn_args.group(1))
-            args["task"] = str(args.get("task", "")).replace("{{", "[[").replace("}}", "]]")
+            args["task"] = str(args.get("task", ""))
             self.ext_writer.write(json.dumps({"id": 2, "op": "spawn", **args}).encode() + b"\n")
             self.add_assistant("spawn sent")
         elif env:
