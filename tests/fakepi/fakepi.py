@@ -34,7 +34,8 @@ The "model" reads the text of the message that triggered the call:
     [[kill-worker-before-ack]]  stores the user message in the session, then SIGKILLs its
                              parent (the worker) and exits before printing message_end:
                              the worker dies between delivery and ack, deterministically
-    [[answers A ;; B ...]]   answers A now; each later model call that holds no directive
+    [[answers A ;; B ...]]   answers A now (`;;` with a space either side separates them);
+                             each later model call that holds no directive
                              (roost's note on an invalid structured result, say) answers the
                              next one, B, ...; then as usual
     [[spawn-args JSON]]      calls roost_spawn with the JSON object's arguments (`task`,
@@ -307,7 +308,7 @@ class FakePi:
         spawn_args = re.search(r"\[\[spawn-args (\{.*\})\]\]", text, re.DOTALL)
         answers = None if spawn_args else re.search(r"\[\[answers (.*?)\]\]", text, re.DOTALL)
         if answers:
-            self.answers = [a.strip() for a in answers.group(1).split(";;")]
+            self.answers = [a.strip() for a in re.split(r"\s;;\s", answers.group(1))]
         if self.answers and not (think or sleep or hold or dialog or env or spawn or spawn_args):
             self.add_assistant(self.answers.pop(0))
         elif spawn_args and self.ext_writer is not None:

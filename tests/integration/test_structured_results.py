@@ -58,7 +58,9 @@ def test_a_valid_answer_is_the_jobs_result_everywhere(fake_pi_env: Lab) -> None:
     hooked = wait_until(lambda: hook_out.exists() and hook_out.read_text().strip(), 20,
                         what="the job.result hook")
     assert json.loads(hooked.splitlines()[0])["result"] == value
-    assert "job.result" in env.roost_ok("events", "--type", "job.result")
+    assert 'result: {"verdict":"ok","count":3}' in env.roost_ok("events", "--type", "job.result")
+    assert 'result  {"verdict":"ok","count":3}' in env.roost_ok("show", job)
+    assert "{…}" in env.roost_ok("ls", "--wide")  # META: it has a result
 
 
 def test_a_large_result_event_carries_only_its_size(fake_pi_env: Lab) -> None:

@@ -182,6 +182,7 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
     META:  ✉N        N pending mailbox items (replies and agent messages)
            @AGENT    runs as this agent definition (roost agents ls)
            ⎇ BRANCH  works in its own git worktree on this branch
+           {…}       has a structured result (roost result ID)
            ↳ NAME    (--group state) a child of the job NAME
     A ↳ before a name (grouped by directory) marks a child under its parent;
     a question starts with `?`; COST `—` means the model has no prices."""
