@@ -204,8 +204,9 @@ def test_an_agent_definition_names_a_default_schema(fake_pi_env: Lab) -> None:
     assert env.wait(inline) == "done"
     assert env.cli_json("result", inline, "--json") == {"n": 1}
     check = env.roost("agents", "check")
-    assert "broken.toml:2: output_schema: a file name in the definition's folder" in check.stdout + check.stderr
-    assert "missing.toml:2: output_schema 'nope.json'" in check.stdout + check.stderr
+    shown = check.stdout + check.stderr
+    assert "broken.toml:2: output_schema: a file name in the definition's folder" in shown
+    assert "missing.toml:2: output_schema 'nope.json'" in shown
     # An explicit schema wins over the definition's.
     other = env.run_job("--agent", "judge", "--output-schema", schema_file(env, {"type": "array"}),
                         "[[answers [1, 2] ]]")
