@@ -153,7 +153,7 @@ def test_the_parent_gets_the_result_as_json(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     args = {"task": '[[answers {"verdict": "ok", "count": 2}]]', "output_schema": SCHEMA}
     parent = env.run_job(f"[[spawn-args {json.dumps(args)}]]")
-    child = wait_until(lambda: env.children(parent), 20, what="the child")[0]["id"]
+    child = wait_until(lambda: env.children(parent), 60, what="the child")[0]["id"]
     assert env.wait(child) == "done"
     assert env.record(child)["outputSchema"] == SCHEMA
 
@@ -175,7 +175,7 @@ def test_a_repaired_childs_report_is_its_valid_result_only(fake_pi_env: Lab) -> 
     args = {"task": '[[answers {"verdict": 1} ;; {"verdict": "bad", "count": 5}]]',
             "output_schema": json.dumps(SCHEMA)}  # a model may send the schema as text
     parent = env.run_job(f"[[spawn-args {json.dumps(args)}]]")
-    child = wait_until(lambda: env.children(parent), 20, what="the child")[0]["id"]
+    child = wait_until(lambda: env.children(parent), 60, what="the child")[0]["id"]
     assert env.wait(child) == "done"
     wait_until(lambda: [i for i in env.mailbox_files(parent, "cur") + env.mailbox_files(parent, "new")
                         if i.get("kind") == "report"], 30, what="the report")
@@ -212,3 +212,16 @@ def test_an_agent_definition_names_a_default_schema(fake_pi_env: Lab) -> None:
                         "[[answers [1, 2] ]]")
     assert env.wait(other) == "done"
     assert env.cli_json("result", other, "--json") == [1, 2]
+
+
+def test_run_each_gives_every_job_the_schema(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    (env.work / "tasks.txt").write_text("a [[answers 1]]\nb [[answers 2]]\n")
+    out = env.roost_ok("run", "--each", str(env.work / "tasks.txt"), "--output-schema",
+                       schema_file(env, {"type": "integer"}))
+    jobs = out.split()
+    assert len(jobs) == 2
+    for job, value in zip(jobs, (1, 2), strict=True):
+        assert env.wait(job) == "done"
+        assert env.record(job)["outputSchema"] == {"type": "integer"}
+        assert env.cli_json("result", job, "--json") == value
