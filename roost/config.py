@@ -105,6 +105,8 @@ class Settings:
     spawn with `worktree: true`) or "always"."""
     agentMaxWorktrees: int = 8
     """Worktrees one session tree may hold (made at spawn, until `roost rm`)."""
+    webDeviceIdleDays: float = 14.0
+    """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
     defaultJobBudget: float | None = None
     """Budget (in the currency of the model's prices) of a job started without one

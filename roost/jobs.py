@@ -37,7 +37,6 @@ class BadRecord(ValueError):
 _STR, _OPT_STR, _INT, _OPT_INT = (str,), (str, type(None)), (int,), (int, type(None))
 _OPT_NUM = (int, float, type(None))
 _OPT_DICT = (dict, type(None))
-_ANY: tuple[type, ...] = ()  # any JSON value
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "id": _STR, "name": _STR, "kind": _STR, "cwd": _STR, "state": _STR, "status": _STR,
     "summary": _STR, "question": _OPT_STR, "dialog": (bool,), "busy": (bool,),
@@ -45,7 +44,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "thinking": _OPT_STR, "token": _STR, "created": _STR, "updated": _STR, "error": _OPT_STR,
     "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
-    "worktree": _OPT_DICT, "queue": _OPT_DICT, "result": _ANY, "output_schema": _OPT_DICT,
+    "worktree": _OPT_DICT, "queue": _OPT_DICT, "after": _OPT_DICT, "result": (),
+    "output_schema": _OPT_DICT,
     # links
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
     "depth": _INT, "spawned": (bool,),
@@ -59,7 +59,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
-    if expected is _ANY:
+    if not expected:  # any JSON value (a structured result)
         return True
     if isinstance(value, bool) and bool not in expected:
         return False  # JSON true is not a pid
@@ -229,6 +229,9 @@ class JobRecord:
     agent_def: dict[str, Any] | None = None
     # roost_spawn's list of agents for this job's pi, refreshed at every worker start.
     agent_catalog: str | None = None
+    # What it waits on (roost.supervise.dependencies): {jobs, names, mode, results, ended,
+    # sender}; kept after it starts, so `roost show` says what it waited on.
+    after: dict[str, Any] | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
     created: str = field(default_factory=utc_now)
     updated: str = field(default_factory=utc_now)

@@ -57,6 +57,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.failed": ("error",),
     "job.result": ("result", "size", "large"),
     "job.removed": (),
+    "job.waiting": ("after", "mode"),
+    "job.unblocked": ("ended",),
     "job.save_failed": ("error",),
     "message.sent": ("from", "to", "outcome"),
     "worker.crashed": ("reason", "crashes"),
@@ -229,7 +231,7 @@ class Op:
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
 _JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
              "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
-             "output_schema")
+             "after", "afterMode", "withResults", "output_schema")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.

@@ -85,6 +85,11 @@ def describe(event: dict[str, Any]) -> str:
         return "result: " + json.dumps(event.get("result"), ensure_ascii=False, separators=(",", ":"))
     if kind == "job.removed":
         return "removed"
+    if kind == "job.waiting":
+        return f"waiting ({event.get('mode')}) on {', '.join(map(str, event.get('after') or []))}"
+    if kind == "job.unblocked":
+        ended = event.get("ended") or {}
+        return "unblocked: " + ", ".join(f"{job} {how}" for job, how in ended.items())
     if kind == "message.sent":
         return f"{_peer(event.get('from'))} -> {_peer(event.get('to'))}: {event.get('outcome')}"
     if kind in ("worker.crashed", "worker.gave_up"):

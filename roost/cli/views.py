@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 
 HEADERS = ("ID", "NAME", "STATE", "STATUS", "COST", "TREE", "SUMMARY / QUESTION", "META")
 """The job table's columns (TREE, the tree's total on a root's row: `ls --tree` and the view)."""
-STATE_ORDER = ("needs_input", "running", "starting", "queued", "failed", "done", "reaped",
-               "stopped")
+STATE_ORDER = ("needs_input", "running", "starting", "queued", "waiting", "failed", "done",
+               "reaped", "stopped")
 """Grouped by state, the most urgent first."""
 STATE_STYLE = {
     "running": "bold green",
     "starting": "cyan",
     "queued": "blue",
+    "waiting": "blue",
     "done": "dim",
     "needs_input": "bold yellow",
     "failed": "bold red",

@@ -32,6 +32,7 @@ from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.supervise import budgets, jobstore, logsetup
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
+from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, worker, worktrees
 from roost.supervise.handlers import results as results_ops
@@ -70,6 +71,7 @@ class Daemon:
         self.usage_book = UsageBook()
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
+        self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -190,6 +192,7 @@ class Daemon:
             # Nothing runs from an unreadable record: its worker and pi would run on, refused.
             stop_leftovers(record)
             self.jobs[record.id] = record
+        self.deps.resume()  # waiting jobs weighed again: their dependencies may have ended
         self.queue.schedule()  # the jobs that held a slot hold it again; the queue goes on
 
     def _resume_job(self, record: JobRecord) -> None:
@@ -206,8 +209,8 @@ class Daemon:
                 return  # a foreground pi still holds it; it re-registers on its next call
             record.set_attach(Attach.DETACHED, "its foreground pi is gone")
             self._saver.save(record)
-        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED):
-            return  # a queued job starts from the queue (in order, within the limits)
+        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED, JobState.WAITING):
+            return  # a queued job starts from the queue, a waiting one from self.deps
         if record.kind == JobKind.SHELL:
             self._shell_finished_meanwhile(record)
             return
@@ -330,6 +333,7 @@ class Daemon:
             self._saver.save(record)
         self.queue.changed(record)
         self.idle.changed(record)
+        self.deps.changed(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()
@@ -454,6 +458,7 @@ class Daemon:
             "created": record.created,
             "updated": record.updated,
             **self.queue.row_fields(record),  # `queue`; a queued job's status: its position
+            **self.deps.row_fields(record),  # `after`: what it waits (or waited) on
         }
 
 

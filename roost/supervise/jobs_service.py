@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost import jobenv, paths, unitext
@@ -16,7 +17,7 @@ from roost.jobs import JobRecord, Links
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobKind, RunCause
+from roost.states import ItemKind, JobKind, JobState, RunCause
 from roost.supervise.jobstore import new_job_id
 
 if TYPE_CHECKING:
@@ -95,10 +96,12 @@ def resolve_agent(request: dict[str, Any], cwd: str,
 
 
 def create_job(core: Core, request: dict[str, Any],
-               parent_tools: tuple[str, ...] | None = None, links: Links | None = None) -> JobRecord:
+               parent_tools: tuple[str, ...] | None = None, links: Links | None = None,
+               resolve_after: Callable[[str], JobRecord] | None = None) -> JobRecord:
     """Validate a run/spawn request and create (but not start) its job record.
 
-    `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
+    `parent_tools`: a spawning job's tool allowlist (a child never gets more).
+    `resolve_after`: how `after` names its jobs (default: any job, by id or name)."""
     shell = bool(request.get("shell"))
     cwd = _text_arg(request, "cwd") or os.getcwd()
     if not os.path.isabs(cwd):
@@ -152,6 +155,7 @@ def create_job(core: Core, request: dict[str, Any],
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
+    core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
 
 
@@ -193,13 +197,15 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
     as the first item, start its worker. All or nothing: if the record or the task cannot
     be written, nothing of the job is left (no record that stays `starting` for ever).
     Past the limits (roost.supervise.jobqueue) the job is born `queued`: its record says
-    so before it is first saved, so no roostd ever starts it out of turn."""
-    queued = not core.queue.admit(record, "new job")
+    so before it is first saved, so no roostd ever starts it out of turn. A job that waits
+    on others (`after`) gets its task and its worker when they let it go (core.deps)."""
+    waiting = record.state == JobState.WAITING
+    queued = not waiting and not core.queue.admit(record, "new job")
     paths.ensure_dir(record.dir)
     try:
         if env is not None:  # before the worker can start: it reads it before pi
             jobenv.save(record.dir, env, env_source)
-        if record.kind == JobKind.PI:
+        if record.kind == JobKind.PI and not waiting:
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
@@ -213,7 +219,9 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
         if isinstance(exc, InvalidItem):
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         raise
-    if queued:
+    if waiting:
+        core.deps.launched(record)
+    elif queued:
         core.job_changed(record, persist=False)  # its row, with its place; saved above
     else:
         core.start_worker(record, "new job")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from roost.cli import views  # light: it imports rich and the mailbox package where used
+from roost.cli.afteropts import after_args, after_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
 from roost.cli.common import daemon, fail, print_json, usage_error
@@ -37,6 +38,7 @@ from roost.cli.common import daemon, fail, print_json, usage_error
               help="Start one pi job per task in this file (`-`: stdin): one task a line, or "
                    "a JSON list of strings or {task, name, group, priority}; prints the ids.")
 @results_cli.schema_option
+@after_options
 @click.argument("task", nargs=-1)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
         agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
@@ -44,14 +46,14 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
         max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
         branch: str | None = None, base: str | None = None, group: str | None = None,
         priority: int | None = None, each_file: str | None = None,
-        output_schema: str | None = None) -> None:
+        output_schema: str | None = None, **after_opts: Any) -> None:
     """Start a pi job with TASK (or a shell job); prints its id.
 
     TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
     maxRunning (or its group's limit) the job is queued (README: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
-                            "priority": priority}
+                            "priority": priority, **after_args(**after_opts)}
     if output_schema is not None:  # checked by roostd, for each job (roost.results)
         if shell:
             usage_error("--output-schema is for pi jobs, not --shell")
@@ -90,6 +92,11 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     with daemon() as client:
         result = client.request("run", **args)
     click.echo(result["id"])
+    if result.get("state") == "failed":  # a dependency had failed already
+        from roost.cli import output
+
+        click.echo(output.field(f"roost: job {result['id']} failed at once: "
+                                f"{result.get('error')}"), err=True)
     if result.get("position") is not None:
         click.echo(f"roost: job {result['id']} is queued (position {result['position']})",
                    err=True)
