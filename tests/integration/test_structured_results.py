@@ -225,3 +225,23 @@ def test_run_each_gives_every_job_the_schema(fake_pi_env: Lab) -> None:
         assert env.wait(job) == "done"
         assert env.record(job)["outputSchema"] == {"type": "integer"}
         assert env.cli_json("result", job, "--json") == value
+
+
+def test_a_fan_in_with_results_gets_each_structured_result(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    schema = schema_file(env)
+    a = env.run_job("--name", "ra", "--output-schema", schema,
+                    '[[answers {"verdict": "ok", "count": 1}]]')
+    b = env.run_job("--name", "rb", "--output-schema", schema,
+                    '[[answers {"verdict": "bad"} ;; {"verdict": "bad", "count": 9}]]')
+    summary = env.run_job("--after", f"{a},{b}", "--with-results", "--output-schema",
+                          schema_file(env, {"type": "array"}, "summary.json"),
+                          "[[answers [1, 9] ]] sum up")
+    assert env.wait(summary) == "done"
+    task = next(e["message"]["content"][0]["text"] for e in env.session(summary)
+                if (e.get("message") or {}).get("role") == "user")
+    for job, value in ((a, {"verdict": "ok", "count": 1}), (b, {"verdict": "bad", "count": 9})):
+        frame = task.split(f'id="{job}"', 1)[1].split("</agent-message>", 1)[0]
+        assert "structured result (JSON):" in frame
+        assert json.loads(frame.split("structured result (JSON):\n", 1)[1]) == value
+    assert env.cli_json("result", summary, "--json") == [1, 9]
