@@ -140,7 +140,7 @@ def task_note(schema: dict[str, Any]) -> str:
             "Schema below: answer with the JSON value alone (or in a single ```json block), "
             "with no other text. roost checks it when the run ends. This note comes from "
             "roost, the supervisor.\n"
-            f"```json\n{json.dumps(schema, ensure_ascii=False, indent=1)}\n```")
+            f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```")
 
 
 def repair_note(errors: list[str], left: int) -> str:
