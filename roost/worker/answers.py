@@ -47,11 +47,12 @@ class Answers:
         self.repairing = False  # the last settled answer was invalid and got a note
         self.value: Any = None  # the last settled run's valid result
         self.valid = False
+        self.failure: str | None = None  # why the last settled run's answer failed the job
 
     def check(self, run: Run) -> str | None:
         """Check a settled run's answer against the job's schema (none: nothing to do).
         Returns the job's error when the answer is invalid for the last time."""
-        self.valid, self.value = False, None
+        self.valid, self.value, self.failure = False, None, None
         repairing, self.repairing = self.repairing, False
         if (self.schema is None or run.stop_reason in ("error", "aborted")
                 or self.runs.state != JobState.DONE):
@@ -76,9 +77,10 @@ class Answers:
         self.runs.enter(JobState.FAILED)
         self.runs.status = "invalid answer"
         self.runs.summary = first_line("error: the answer is not valid against the output schema")
-        return results.failure(errors)
+        self.failure = results.failure(errors)
+        return self.failure
 
-    def hand_back(self, run: Run, error: str | None) -> None:
+    def hand_back(self, run: Run) -> None:
         """Hand the run's result back to the parent when the run is report-worthy (an
         answer being repaired is not: its repair reports)."""
         if not self.spawned or self.repairing:
@@ -97,7 +99,7 @@ class Answers:
             result=text,
             state=self.runs.state.value,
             question=self.runs.question,
-            error=error if self.runs.state == JobState.FAILED and error else run.error,
+            error=self.failure or run.error,
             structured=structured,
         )
 

@@ -431,7 +431,7 @@ class Worker:
 
     def on_settled(self, run: Run) -> None:
         """Hand the run's result back to the parent when the run is report-worthy."""
-        self.answers.hand_back(run, self.run_error)
+        self.answers.hand_back(run)
 
     # -- roostd ---------------------------------------------------------------------------------
     def _on_daemon_event(self, event: dict[str, Any]) -> None:

@@ -177,7 +177,7 @@ class Harness:
         run = runs.settle()
         assert run is not None
         error = self.answers.check(run)
-        self.answers.hand_back(run, error)
+        self.answers.hand_back(run)
         return error
 
     def sent(self, op: str) -> list[dict[str, Any]]:
@@ -263,3 +263,20 @@ def test_a_row_with_a_result_says_so_in_meta_and_show() -> None:
     assert views._result_line(row) == '{"n":1}'
     long = views._result_line({**row, "result": "x" * 500})
     assert long is not None and long.endswith("… (roost result a1b2c3d4)")
+
+
+def test_a_model_errors_report_keeps_pis_words() -> None:
+    h = Harness()
+    h.runs.next_cause = RunCause.TASK
+    for event in ({"type": "agent_start"},
+                  {"type": "message_end", "message": {"role": "assistant", "stopReason": "error",
+                                                      "errorMessage": "429 rate limited",
+                                                      "content": []}},
+                  {"type": "agent_end"}):
+        h.runs.on_event(event)
+    run = h.runs.settle()
+    assert run is not None and h.answers.check(run) is None  # no answer: not checked
+    h.answers.hand_back(run)
+    [report] = h.sent("handback")
+    assert report["state"] == "failed" and report["error"] == "429 rate limited"
+    assert not h.to_ext
