@@ -79,6 +79,9 @@ class Settings:
     """A run cut short by a crash of its worker or pi is continued by itself."""
     resumeMaxInRow: int = 2
     """Continuations of one run in a row; past that the job waits for a reply."""
+    resultRepairs: int = 1
+    """Notes an answer invalid against the job's output schema gets, in a row, each with
+    the errors and a new turn; the next invalid answer fails the job (0: fail at once)."""
     projectAgents: bool = False
     """Read agent definitions from `<repo>/.pi/roost/agents/` (they only add names, and
     never widen tools or choose the model)."""

@@ -55,6 +55,7 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.needs_input": ("question", "dialog", "options"),
     "job.report": ("to", "kind", "firstLine", "outcome"),
     "job.failed": ("error",),
+    "job.result": ("result", "size", "large"),
     "job.removed": (),
     "job.waiting": ("after", "mode"),
     "job.unblocked": ("ended",),
@@ -231,7 +232,7 @@ class Op:
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
 _JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
              "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
-             "after", "afterMode", "withResults")
+             "after", "afterMode", "withResults", "output_schema")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.
@@ -305,8 +306,11 @@ DAEMON_OPS: dict[str, Op] = {
                                        "environment; a foreground pi sends its own as `env`; "
                                        "`queue`: past the tree caps, queued, not refused)",
            (*_JOB_ARGS, "queue")),
-        Op("handback", "worker", ("state",), "a report for the job's parent",
-           ("report", "result", "question", "error")),
+        Op("handback", "worker", ("state",), "a report for the job's parent (`structured`: "
+                                             "`result` is the job's checked JSON result)",
+           ("report", "result", "question", "error", "structured")),
+        Op("result", "worker", (), "the job's answer is valid against its output schema: "
+                                   "`value`, kept as its result (job.result)", ("value",)),
         Op("schedule_add", "any", ("name", "run"),
            "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
            "request each firing sends (README: Schedules)",

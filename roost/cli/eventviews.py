@@ -79,6 +79,10 @@ def describe(event: dict[str, Any]) -> str:
                 f"{event.get('firstLine') or ''}")
     if kind == "job.failed":
         return f"failed: {event.get('error') or ''}"
+    if kind == "job.result":
+        if event.get("large"):
+            return f"result of {event.get('size')} bytes (roost result {(event.get('job') or {}).get('id')})"
+        return "result: " + json.dumps(event.get("result"), ensure_ascii=False, separators=(",", ":"))
     if kind == "job.removed":
         return "removed"
     if kind == "job.waiting":

@@ -25,6 +25,7 @@ COMMANDS = {
     **dict.fromkeys(("run", "ls", "show", "reply", "wait", "logs", "stop", "start", "rm",
                      "mailbox"), "jobs"),
     "events": "events",
+    "result": "results",
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
     **dict.fromkeys(("queue", "group"), "queue"),

@@ -475,6 +475,7 @@ export default function roost(pi: any) {
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
 			queue: Type.Optional(Type.Boolean({ description: "past the spawn limits, wait in roost's queue instead of failing" })),
 			after: Type.Optional(Type.Array(Type.String(), { description: "job ids or names (your children) to wait on: it starts once all are done, their answers in its task" })),
+			output_schema: Type.Optional(Type.Object({}, { additionalProperties: true, description: "a JSON Schema: the child's final answer must be JSON valid against it; its report carries that JSON" })),
 			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
@@ -485,7 +486,7 @@ export default function roost(pi: any) {
 				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
 				model: params.model, thinking: params.thinking, budget: params.budget, queue: params.queue, after: params.after,
-				worktree: params.worktree, branch: params.branch, base: params.base,
+				worktree: params.worktree, branch: params.branch, base: params.base, output_schema: params.output_schema,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 				// A job's child gets its parent job's environment from roostd; a foreground

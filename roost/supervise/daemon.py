@@ -35,6 +35,7 @@ from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
+from roost.supervise.handlers import results as results_ops
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
@@ -282,6 +283,7 @@ class Daemon:
         for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
                        schedules):
             handlers.update(module.handlers(core))
+        handlers.update(results_ops.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
         return handlers
@@ -457,6 +459,7 @@ class Daemon:
             "worktree": row_fields(record.worktree),
             "pending": pending,
             "usage": budgets.row_usage(self, record),
+            "result": record.result,  # the last valid structured result (roost result)
             "created": record.created,
             "updated": record.updated,
             **self.queue.row_fields(record),  # `queue`; a queued job's status: its position

@@ -126,6 +126,7 @@ def create_job(core: Core, request: dict[str, Any],
         )
     else:
         from roost.definitions.rules import compose_task, pick
+        from roost.results import task_note
 
         task = _text_arg(request, "task", required=True)
         assert task is not None
@@ -137,8 +138,10 @@ def create_job(core: Core, request: dict[str, Any],
                      _text_arg(request, "defaultModel"))
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
+        schema = output_schema(request, defn)
+        full = compose_task(defn, task) + (task_note(schema) if schema is not None else "")
         try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body(ItemKind.REPLY.value, compose_task(defn, task), None, {"cause": RunCause.TASK.value})
+            checked_body(ItemKind.REPLY.value, full, None, {"cause": RunCause.TASK.value})
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -147,13 +150,37 @@ def create_job(core: Core, request: dict[str, Any],
             )
         record = JobRecord(
             id=job_id, name=name or default_name(task), kind=JobKind.PI, cwd=cwd,
-            task=compose_task(defn, task), model=model, thinking=thinking,
+            task=full, model=model, thinking=thinking, output_schema=schema,
             summary=default_name(task),
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
     core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
+
+
+def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:
+    """The JSON Schema the job's answers are checked against: the request's
+    `output_schema` (an object, or its JSON text: a model may send either), else the agent
+    definition's; a schema that cannot be used is refused with why (roost.results)."""
+    from roost.results import BadSchema, check_schema
+
+    schema = request.get("output_schema")
+    if schema is None:
+        # A definition's file name was read into the schema when the definition was loaded.
+        return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) \
+            else None
+    if isinstance(schema, str):
+        import json
+
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise RequestError(BAD_REQUEST, f"output_schema is not JSON: {exc}") from None
+    try:
+        return check_schema(schema)
+    except BadSchema as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
 
 
 def request_env(request: dict[str, Any]) -> dict[str, str] | None:

@@ -143,6 +143,10 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
     env.wait_settled(pi_job)
     env.roost_ok("stop", pi_job)
     env.roost("reply", pi_job, PAYLOAD)  # waits in the mailbox of a stopped job
+    (env.work / "schema.json").write_text('{"type": "object"}')
+    structured = env.run_job("--output-schema", str(env.work / "schema.json"),
+                             f"[[answers {json.dumps({'note': PAYLOAD})}]]")
+    env.wait_settled(structured)
     (env.work / "payload.txt").write_text(PAYLOAD + "\n")
     shell = env.run_job("--name", "shelly", "--shell", "--", "sh", "-c",
                         "cat payload.txt; exit 3")
@@ -188,6 +192,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         "schedule ls": [(["schedule", "ls"], cut), (["schedule", "ls", "--json"], cut)],
         "schedule show": [(["schedule", "show", "evil"], full),
                           (["schedule", "show", "evil", "--json"], full)],
+        "result": [(["result", structured], full), (["result", structured, "--json"], full)],
     }
 
 
@@ -236,6 +241,10 @@ def test_diff_shows_the_line_a_file_hides_and_raw_goes_only_to_a_pipe(fake_pi_en
 
 def test_logs_raw_goes_only_to_a_pipe(fake_pi_env: Lab) -> None:
     env = fake_pi_env
+    (env.work / "schema.json").write_text('{"type": "object"}')
+    structured = env.run_job("--output-schema", str(env.work / "schema.json"),
+                             f"[[answers {json.dumps({'note': PAYLOAD})}]]")
+    env.wait_settled(structured)
     (env.work / "payload.txt").write_text(PAYLOAD + "\n")
     shell = env.run_job("--shell", "--", "cat", "payload.txt")
     pi_job = env.run_job(PAYLOAD)

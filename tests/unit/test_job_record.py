@@ -85,7 +85,8 @@ def test_job_json_is_written_grouped() -> None:
              "workerStart", "exitCode", "crashes", "budget", "budgetTokens", "maxTurns",
              "treeBudget", "undeliveredReport", "lastReport", "attached"}
     assert set(saved) == (set(old("child")) - moved) | {
-        "links", "process", "limits", "reports", "attach", "queue", "after", "result"}  # added since
+        "links", "process", "limits", "reports", "attach", "queue", "after", "result",
+        "outputSchema"}  # added since
     assert saved["queue"] is None and saved["after"] is None
 
 

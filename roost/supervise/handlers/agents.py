@@ -278,6 +278,7 @@ class AgentOps:
             "state": state,
             "question": request.get("question"),
             "error": request.get("error"),
+            "structured": request.get("structured") is True,  # `result` is the checked JSON
             "at": time.time(),
             "id": report_id,
         }

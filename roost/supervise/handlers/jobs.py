@@ -125,6 +125,7 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
                 "crashes": len(record.process.crashes)},
         dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
+        outputSchema=record.output_schema,
     )
     return {"job": row}
 
