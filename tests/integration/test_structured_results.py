@@ -245,3 +245,19 @@ def test_a_fan_in_with_results_gets_each_structured_result(fake_pi_env: Lab) -> 
         assert "structured result (JSON):" in frame
         assert json.loads(frame.split("structured result (JSON):\n", 1)[1]) == value
     assert env.cli_json("result", summary, "--json") == [1, 9]
+
+
+def test_a_scheduled_run_takes_an_output_schema(fake_pi_env: Lab) -> None:
+    """`roost schedule add --output-schema`: each firing's job is checked against it."""
+    env = fake_pi_env
+    bad = env.roost("schedule", "add", "nightly", "--every", "1h", "--output-schema",
+                    schema_file(env, {"type": "bogus"}, "bogus.json"), "check it")
+    assert bad.returncode == 2 and "not a valid JSON Schema" in bad.stderr, bad.stderr
+    env.roost_ok("schedule", "add", "nightly", "--every", "1h", "--output-schema",
+                 schema_file(env), '[[answers {"verdict": "bad", "count": 2}]] check it')
+    env.roost_ok("schedule", "run-now", "nightly")
+    job = wait_until(lambda: (r := env.cli_json("schedule", "show", "nightly", "--json"))
+                     ["jobs"] and r["jobs"][0], 30, what="the firing's job")
+    assert env.wait(job) == "done"
+    assert env.record(job)["outputSchema"] == SCHEMA
+    assert env.cli_json("result", job, "--json") == {"verdict": "bad", "count": 2}

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from roost.cli.commands import results as results_cli  # the run's --output-schema
 from roost.cli.commands import usage as usage_cli  # the run's budget options
 from roost.cli.common import daemon, fail, print_json, usage_error
 
@@ -52,6 +53,7 @@ def schedule() -> None:
 @click.option("--worktree", is_flag=True, help="Each run in a new git worktree.")
 @click.option("--group", help="Run in this named group.")
 @click.option("--priority", type=int, help="Its runs' place in the queue.")
+@results_cli.schema_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ScheduleRow as JSON.")
 @click.argument("task", nargs=-1)
 def add(name: str, cron: str | None, every: str | None, at: str | None,
@@ -60,7 +62,8 @@ def add(name: str, cron: str | None, every: str | None, at: str | None,
         thinking: str | None, agent: str | None, task_file: str | None,
         budget: float | None, budget_tokens: int | None, max_turns: int | None,
         tree_budget: float | None, worktree: bool, group: str | None,
-        priority: int | None, as_json: bool, task: tuple[str, ...]) -> None:
+        priority: int | None, output_schema: str | None, as_json: bool,
+        task: tuple[str, ...]) -> None:
     """Add the schedule NAME that runs TASK at each time (--cron, --every, --at) or when
     files change (--on-change); prints when it fires next."""
     from roost.cli.commands.jobs import _task_text
@@ -75,6 +78,8 @@ def add(name: str, cron: str | None, every: str | None, at: str | None,
         "model": model, "thinking": thinking, "agent": agent, "worktree": worktree or None,
         "group": group, "priority": priority,
         **usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget)}
+    if output_schema is not None:  # each run's answer is checked against it (roost result)
+        run["output_schema"] = results_cli.read_schema(output_schema)
     watched = None
     if on_change is not None:
         watched = [str(Path(p).expanduser().absolute()) for p in on_change.split(",") if p]

@@ -22,7 +22,7 @@ from roost.supervise.jobs_service import create_job
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 RUN_KEYS = ("task", "cwd", "model", "thinking", "agent", "budget", "budgetTokens", "maxTurns",
-            "treeBudget", "worktree", "branch", "base", "group", "priority")
+            "treeBudget", "worktree", "branch", "base", "group", "priority", "output_schema")
 """What of `run`'s request a schedule keeps for its firings."""
 
 
