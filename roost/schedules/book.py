@@ -47,6 +47,9 @@ class Schedule:
     # Overlap-queued firings, oldest first: {cause, due, paths}; each runs once the run
     # before it has ended.
     queued: list[dict[str, Any]] = field(default_factory=list)
+    # The firing being made, kept on disk before its run: {cause, due, paths, name (the
+    # new job's), job (the job a `same` firing replies to)}; None once it made its run.
+    pending: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -69,6 +69,9 @@ class Scheduler:
                 self._by_job[made["id"]] = {"name": schedule.name, "cause": made["cause"],
                                             "due": made["due"]}
         for schedule in list(self.schedules.values()):
+            if schedule.pending is not None:  # armed once that firing has its run
+                self._tasks.spawn(self.finish_pending(schedule), f"schedule {schedule.name}")
+                continue
             self.arm(schedule, restarted=True)
             if schedule.queued and schedule.last_job:  # its job may have ended meanwhile
                 self._on_event({"type": "job.state", "job": {"id": schedule.last_job}})
@@ -240,34 +243,81 @@ class Scheduler:
                 outcome, detail = "queued", f"runs when job {busy.id} ends (--overlap queue)"
         else:
             schedule.fired += 1
-            self.save()  # before the run: a roostd killed after this never fires it twice
-            try:
-                outcome, record = await self._start(schedule, cause, due, changed)
-                detail = ""
-            except RequestError as exc:
-                outcome, detail = "failed", exc.message
-            except Exception as exc:  # a bug must not stop the schedule: said, and logged
-                log.exception("schedule %s: the firing failed", schedule.name)
-                outcome, detail = "failed", f"roostd could not start the run: {exc!r}"
+            last = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
+            schedule.pending = {"cause": cause, "due": due, "paths": changed,
+                                "name": self._job_name(schedule),
+                                "job": last.id if schedule.session == "same" and last else None}
+            # On disk before the run: a roostd killed from here on finishes this firing
+            # when it starts again (finish_pending), once.
+            self.save()
+            outcome, detail, record = await self._run(schedule)
+        return self._fired(schedule, cause, due, changed, outcome, detail, record)
+
+    def _fired(self, schedule: Schedule, cause: str, due: float, changed: list[str] | None,
+               outcome: str, detail: str, record: JobRecord | None) -> dict[str, Any]:
+        schedule.pending = None
         schedule.last_outcome, schedule.last_detail = outcome, detail
         self.save()
         return self.host.events.emit(
             "schedule.fired", record, schedule=schedule.name, cause=cause,
             due=book.iso(due), outcome=outcome, detail=detail, paths=changed)
 
+    async def _run(self, schedule: Schedule) -> tuple[str, str, JobRecord | None]:
+        """The pending firing's run: (outcome, why it failed, its job)."""
+        try:
+            outcome, record = await self._start(schedule, **schedule.pending or {})
+            return outcome, "", record
+        except RequestError as exc:
+            return "failed", exc.message, None
+        except Exception as exc:  # a bug must not stop the schedule: said, and logged
+            log.exception("schedule %s: the firing failed", schedule.name)
+            return "failed", f"roostd could not start the run: {exc!r}", None
+
+    async def finish_pending(self, schedule: Schedule) -> None:
+        """A firing on record whose end roostd did not note (it was killed meanwhile): its
+        job exists (or its reply is in the job's mailbox), or its run starts now; either
+        way it runs once. Then the schedule is armed as after any restart."""
+        pending = schedule.pending or {}
+        cause, due, changed = pending["cause"], pending["due"], pending.get("paths")
+        made = self._made_before(schedule, pending)
+        record: JobRecord | None = made
+        if made is not None:
+            log.info("schedule %s: the firing for %s had made its run before roostd stopped",
+                     schedule.name, book.iso(due))
+            outcome, detail = ("replied" if pending.get("job") else "started"), ""
+            schedule.last_job = made.id
+            self._made(schedule, made.id, cause, due)
+        else:
+            outcome, detail, record = await self._run(schedule)
+        self._fired(schedule, cause, due, changed, outcome, detail, record)
+        if self.schedules.get(schedule.name) is schedule:
+            self.arm(schedule, restarted=True)
+
+    def _made_before(self, schedule: Schedule, pending: dict[str, Any]) -> JobRecord | None:
+        if pending.get("job"):  # `same`: the reply is in the job's mailbox, or it is not
+            record = self.host.jobs.get(pending["job"])
+            if record is None:
+                return None
+            text = book.firing_task(schedule, pending["cause"], pending["due"],
+                                    pending.get("paths"))
+            box = self.host.mailbox(record)
+            return record if any(i.text == text for i in [*box.pending(), *box.acked()]) else None
+        return next((r for r in self.host.jobs.values() if r.name == pending["name"]), None)
+
     async def _start(self, schedule: Schedule, cause: str, due: float,
-                     changed: list[str] | None) -> tuple[str, JobRecord]:
+                     paths: list[str] | None, name: str,
+                     job: str | None) -> tuple[str, JobRecord]:
+        changed = paths
         text = book.firing_task(schedule, cause, due, changed)
-        last = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
-        if schedule.session == "same" and last is not None:
+        last = self.host.jobs.get(job) if job else None
+        if last is not None:
             answer = await self._op("reply", job=last.id, text=text)
             if answer["status"] == "stopped":
                 raise RequestError(REFUSED, f"job {last.id} is stopped: `roost start "
                                             f"{last.id}` to go on, or remove it")
             self._made(schedule, last.id, cause, due)
             return "replied", last
-        request = {**schedule.run, "task": text, "name": self._job_name(schedule),
-                   "env": schedule.env}
+        request = {**schedule.run, "task": text, "name": name, "env": schedule.env}
         answer = await self._op("run", **request)
         record = self.host.jobs[answer["id"]]
         schedule.last_job = record.id

@@ -109,6 +109,35 @@ def test_a_sigkilled_roostd_catches_up_exactly_once(fake_pi_env: Lab) -> None:
     assert all(e["cause"] == "time" for e in events[2:])
 
 
+def test_a_firing_cut_short_by_a_kill_runs_once(fake_pi_env: Lab) -> None:
+    """roostd killed after a firing is on disk (`pending`) and before it noted its run: the
+    next roostd finds the job it made and starts nothing, or starts the run it never made."""
+    env = fake_pi_env
+    env.roost_ok("schedule", "add", "nightly", "--every", "1h", "scout")
+    env.roost_ok("schedule", "run-now", "nightly")
+    first = wait_until(lambda: row(env, "nightly")["jobs"], 30, what="the first job")[0]
+    for name in ("nightly-1", "nightly-2"):  # killed after its job was made / before
+        daemon = env.daemon_pid()
+        assert daemon is not None
+        kill(daemon)
+        book = env.roost_home / "schedules.json"
+        data = json.loads(book.read_text())
+        due = time.time()
+        data["schedules"][0]["pending"] = {"cause": "run-now", "due": due, "paths": None,
+                                           "name": name, "job": None}
+        book.write_text(json.dumps(data))
+        env.roost_ok("schedule", "ls")  # a new roostd finishes the firing
+        event = wait_until(lambda: [e for e in fired(env, "nightly")
+                                    if abs(stamp(e["due"]) - due) < 0.01], 30,
+                           what=f"the firing that makes {name}")
+        assert event[0]["outcome"] == "started" and event[0]["job"]["name"] == name
+        assert row(env, "nightly")["last"]["job"] == event[0]["job"]["id"]
+        assert json.loads(book.read_text())["schedules"][0]["pending"] is None
+    names = [r["name"] for r in env.cli_json("ls", "--json")]
+    assert sorted(names) == ["nightly-1", "nightly-2"], names  # each made once
+    assert env.row(first)["name"] == "nightly-1"
+
+
 def test_catch_up_all_fires_each_missed_one_and_never_one_that_fired(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("schedule", "add", "each", "--every", "2s", "--catch-up", "all",
