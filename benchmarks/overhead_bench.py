@@ -219,15 +219,17 @@ def _instrument_worker(wm) -> None:
 
     DaemonLink._call = call  # type: ignore[method-assign]
 
-    orig_on_ext = wm.Worker._on_ext_connection
+    from roost.worker.extchannel import ExtensionChannel
 
-    async def on_ext(self, reader, writer):
+    orig_serve = ExtensionChannel.serve
+
+    async def serve(self, reader, writer):
         _mark("ext_connect")
-        return await orig_on_ext(self, reader, writer)
+        return await orig_serve(self, reader, writer)
 
-    wm.Worker._on_ext_connection = on_ext
+    ExtensionChannel.serve = serve  # type: ignore[method-assign]
 
-    orig_handlers = wm.Worker._ext_handlers
+    orig_handlers = ExtensionChannel._handlers
 
     def ext_handlers(self):
         handlers = orig_handlers(self)
@@ -242,7 +244,7 @@ def _instrument_worker(wm) -> None:
             handlers[op] = _marked(f"ext_{op}", handlers[op])
         return handlers
 
-    wm.Worker._ext_handlers = ext_handlers
+    ExtensionChannel._handlers = ext_handlers  # type: ignore[method-assign]
     _wrap_async(wm.Worker, "_send_agent", "inject", "inject_sent")
     _wrap_sync(DaemonLink, "send_reliably", "handback", None)
 

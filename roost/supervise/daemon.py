@@ -40,6 +40,7 @@ from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
+from roost.supervise.runner import LocalRunner
 from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
@@ -69,6 +70,7 @@ class Daemon:
         self.usage_book = UsageBook()
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
+        self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -146,6 +148,7 @@ class Daemon:
         self.events.open()  # under the daemon lock: one appender per log
         self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
+        self.runner.prepare()  # a pi worker started ahead of the next job (supervise.spare)
         log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
                  os.getpid(), len(self.jobs))
         try:
@@ -163,6 +166,7 @@ class Daemon:
             conn.close()
         for proc in self.procs.values():
             proc.forget()
+        self.runner.close()
         self.idle.close()
         with contextlib.suppress(FileNotFoundError):
             paths.socket_path().unlink()
@@ -283,7 +287,7 @@ class Daemon:
         """The job's WorkerProcess, made on first use (one per job)."""
         proc = self.procs.get(record.id)
         if proc is None:
-            proc = WorkerProcess(record, self.settings, self._worker_event)
+            proc = WorkerProcess(record, self.settings, self._worker_event, self.runner)
             self.procs[record.id] = proc
         return proc
 

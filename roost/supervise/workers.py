@@ -103,7 +103,8 @@ class WorkerProcess:
         # runs only once its pid and start time are saved, so a worker no record names
         # never exists (a roostd killed in between never releases it, and it exits).
         launched = self._runner.launch(WorkerSpec(
-            self.record.id, self.command(), cwd, self.record.dir / "worker.log"))
+            self.record.id, self.command(), cwd, self.record.dir / "worker.log",
+            spare=self.record.kind == JobKind.PI))
         self._launched = launched
         self.record.process.worker_pid = launched.pid
         self.record.process.worker_start = launched.start_time
