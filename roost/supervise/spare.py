@@ -70,10 +70,8 @@ class SpareLaunch:
 class Spare:
     """At most one spare worker, kept while `enabled()` (the `spareWorker` setting)."""
 
-    def __init__(self, enabled: Callable[[], bool],
-                 command: Callable[[], list[str]] = standby_command) -> None:
+    def __init__(self, enabled: Callable[[], bool]) -> None:
         self._enabled = enabled
-        self._command = command
         self._popen: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self.ready = False
@@ -92,7 +90,7 @@ class Spare:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._popen = subprocess.Popen(
-                self._command(),
+                standby_command(),
                 env={**os.environ, joblock.GO_FD_VAR: str(theirs.fileno())},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # until it has a job: then the job's worker.log
