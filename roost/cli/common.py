@@ -11,9 +11,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from roost.client import Client
 
 

@@ -4,18 +4,24 @@ click: their click commands (roost.cli.commands.jobs) and the entry's quick path
 
 from __future__ import annotations
 
-from typing import Any
-
 from roost.cli.common import daemon, echo, fail, print_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def list_jobs(as_json: bool, tree: bool = False, group: str = "dir", wide: bool = False) -> None:
     with daemon() as client:
         rows = client.request("list")["jobs"]
+    if as_json and not tree:
+        print_json(rows)
+        return
     from roost.cli import views
 
     if as_json:
-        print_json(views.tree_order(rows) if tree else rows)
+        print_json(views.tree_order(rows))
         return
     views.print_table(rows, group=group, tree=tree, wide=wide)
 
