@@ -750,6 +750,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stock", action="store_true",
                     help="run the unmodified roostd/worker (no phase marks)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    ap.add_argument("--no-spare", action="store_true",
+                    help="spareWorker off: every worker starts when its job does (the "
+                         "start-up before the spare worker, for a comparison)")
     args = ap.parse_args(argv)
 
     variants: dict[str, Callable[[Lab, str], dict[str, Any]]] = {
@@ -764,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     load_before = load_average()
     with bench_lab(probe=not args.stock, keep=args.keep,
-                   bytecode_cache=not args.no_bytecode_cache) as lab:
+                   bytecode_cache=not args.no_bytecode_cache,
+                   roost_settings={"spareWorker": not args.no_spare}) as lab:
         # Warm-up (untimed): disk caches, pi's modules + the extension, roost's bytecode.
         variants["roost"](lab, "WARM-roost")
         for i in range(args.trials):
@@ -795,6 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         "trials": args.trials,
         "replies_per_trial": args.replies,
         "probe": not args.stock,
+        "spareWorker": not args.no_spare,
         "elapsed_s": round(elapsed, 1),
         "loadavg_before": load_before,
         "loadavg_after": load_average(),
