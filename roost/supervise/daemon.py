@@ -370,7 +370,7 @@ class Daemon:
         if record.kind == JobKind.PI:
             record.agent_catalog = agent_catalog(record.cwd)
         try:
-            proc.spawn()
+            saved = proc.spawn()
         except OSError as exc:  # e.g. worker.log replaced by a symlink: refused, not followed
             log.error("job %s: could not start its worker: %s", record.id, exc)
             self.set_state(record, JobState.FAILED, busy=False, status="",
@@ -378,7 +378,8 @@ class Daemon:
             return
         if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
-        self._saver.save(record)
+        elif not saved:  # spawn saved it with the worker's identity: one fsync, not two
+            self._saver.save(record)
 
     def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
         record = proc.record

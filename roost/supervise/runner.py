@@ -92,7 +92,7 @@ class LocalRunner:
 
     def prepare(self) -> None:
         if self.spare is not None:
-            self.spare.start()
+            self.spare.start_later()
 
     def close(self) -> None:
         if self.spare is not None:

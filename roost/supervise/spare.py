@@ -8,7 +8,8 @@ socket (readable: `ready`, or its end) instead of polling. Taking it for a job f
 `Launched` contract: roostd saves its pid and start time, then `go()` sends the job (id,
 directory, environment) with the job's worker.log as a passed descriptor (opened by roostd
 as for any worker: never through a symlink). A spare serves one job; the next one starts
-REFILL_SECONDS later, not while that job's pi boots on the same cores. roostd's shutdown
+REFILL_SECONDS later, not while that job's pi boots on the same cores (the first one, too,
+REFILL_SECONDS after roostd's start). roostd's shutdown
 (or death) closes the socket and the spare exits having done nothing.
 """
 
@@ -29,7 +30,8 @@ from roost.worker import joblock
 log = logging.getLogger(__name__)
 
 REFILL_SECONDS = 1.0
-"""After a spare is taken, the next one starts this much later."""
+"""The first spare starts this long after roostd, and each next one this long after the
+last was taken: not while a job's worker and pi start on the same cores."""
 
 
 def standby_command() -> list[str]:
@@ -81,6 +83,12 @@ class Spare:
     @property
     def pid(self) -> int | None:
         return self._popen.pid if self._popen is not None else None
+
+    def start_later(self) -> None:
+        """Start one REFILL_SECONDS from now: roostd's own start (and a job that came with
+        it) first."""
+        if self._refill is None and not self._closed:
+            self._refill = asyncio.get_running_loop().call_later(REFILL_SECONDS, self.start)
 
     def start(self) -> None:
         """Start a spare unless one is there (or they are turned off, or roostd stops)."""
@@ -145,8 +153,7 @@ class Spare:
         asyncio.get_running_loop().remove_reader(sock.fileno())
         sock.setblocking(True)
         self._popen, self._sock, self.ready = None, None, False
-        if not self._closed:
-            self._refill = asyncio.get_running_loop().call_later(REFILL_SECONDS, self.start)
+        self.start_later()
         return SpareLaunch(popen, sock, log_fd, job)
 
     def close(self) -> None:
