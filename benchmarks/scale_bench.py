@@ -22,8 +22,9 @@ A quick check of the benchmark itself: `--jobs 20 --records 100 --idle-seconds 5
 2. records: `--records` job records, most done (90% done, 5% failed, 5% stopped), written
    directly as job.json files (roost.jobs.JobRecord.save, as roostd writes them; no pi ran:
    only the records matter here) while roostd is down. Then:
-   - roostd restart to a ready socket (spawn of `python -m roost.supervise` -> the socket
-     answers), median of 3, target <= 1 s;
+   - roostd restart to a ready socket (spawn of `python -m roost.supervise` -> its answer
+     to a `status` request: its socket is bound before it loads the jobs, so a connect alone
+     would not say it is ready), median of 3, target <= 1 s;
    - `roost ls --json` as a whole process, median of 10, target <= 100 ms;
    - roostd's RSS, target <= 100 MB;
    - `roost view`'s first screen: a fresh process (imports included) from spawn to the
@@ -227,8 +228,8 @@ def restart_seconds(lab: Lab) -> float:
                          cwd=lab.roost_home, stdin=subprocess.DEVNULL, stdout=log,
                          stderr=subprocess.STDOUT, start_new_session=True)
     while True:
-        try:
-            lab.connect(timeout=1.0).close()
+        try:  # ready: roostd answers (its greeting read), not merely a bound socket
+            lab.request("status", timeout=5.0)
             return time.monotonic() - started
         except OSError:
             if time.monotonic() - started > 60:
