@@ -583,8 +583,43 @@ def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
         pi.close()
 
 
+def spare_ready(lab: Lab) -> None:
+    """With spareWorker: until roostd's spare worker waits for a job (a `--standby` child no
+    job names, using no CPU), so a trial meets the steady state of a person's next command;
+    a burst of runs is scale_bench's. Untimed. Without it (`--no-spare`): at once."""
+    import psutil
+
+    if not SPARE:
+        return
+    deadline = time.monotonic() + 30
+
+    def waiting() -> bool:
+        named = {lab.record(p.parent.name)["process"].get("workerPid")
+                 for p in (lab.roost_home / "jobs").glob("*/job.json")}
+        for proc in psutil.Process(lab.daemon_pid() or 0).children():
+            try:
+                if "--standby" not in " ".join(proc.cmdline()[-1:]) or proc.pid in named:
+                    continue
+                before = sum(proc.cpu_times()[:2])
+                time.sleep(0.2)
+                if sum(proc.cpu_times()[:2]) == before:
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
+    while not waiting():
+        if time.monotonic() > deadline:
+            return  # measured without it, as a run that finds none
+        time.sleep(0.05)
+
+
+SPARE = True
+
+
 def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
     """`run` through roost.client with roostd up, then `reply` to the idle job."""
+    spare_ready(lab)
     with lab.client() as c:
         since = len(lab.llm.requests)
         t0 = time.monotonic()
@@ -656,10 +691,12 @@ def cli(lab: Lab, *args: str) -> str:
 
 
 def cli_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
-    """The same through `roost run` / `roost reply` processes (their Python start-up too)."""
+    """The same through `roost run` / `roost reply` processes (their Python start-up too),
+    in their plain forms, as a person types them."""
+    spare_ready(lab)
     since = len(lab.llm.requests)
     t0 = time.monotonic()
-    job = cli(lab, "run", "--name", token, f"{token} start")
+    job = cli(lab, "run", f"{token} start")
     t_exit = time.monotonic()
     req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
     out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
@@ -754,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="spareWorker off: every worker starts when its job does (the "
                          "start-up before the spare worker, for a comparison)")
     args = ap.parse_args(argv)
+    global SPARE
+    SPARE = not args.no_spare
 
     variants: dict[str, Callable[[Lab, str], dict[str, Any]]] = {
         "bare": lambda lab, tok: bare_trial(lab, tok, False, args.replies),
