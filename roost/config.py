@@ -82,6 +82,9 @@ class Settings:
     """A run cut short by a crash of its worker or pi is continued by itself."""
     resumeMaxInRow: int = 2
     """Continuations of one run in a row; past that the job waits for a reply."""
+    resultRepairs: int = 1
+    """Notes an answer invalid against the job's output schema gets, in a row, each with
+    the errors and a new turn; the next invalid answer fails the job (0: fail at once)."""
     projectAgents: bool = False
     """Read agent definitions from `<repo>/.pi/roost/agents/` (they only add names, and
     never widen tools or choose the model)."""
@@ -105,6 +108,8 @@ class Settings:
     spawn with `worktree: true`) or "always"."""
     agentMaxWorktrees: int = 8
     """Worktrees one session tree may hold (made at spawn, until `roost rm`)."""
+    webDeviceIdleDays: float = 14.0
+    """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
     defaultJobBudget: float | None = None
     """Budget (in the currency of the model's prices) of a job started without one

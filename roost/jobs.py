@@ -44,7 +44,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "thinking": _OPT_STR, "token": _STR, "created": _STR, "updated": _STR, "error": _OPT_STR,
     "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
-    "worktree": _OPT_DICT, "queue": _OPT_DICT,
+    "worktree": _OPT_DICT, "queue": _OPT_DICT, "after": _OPT_DICT, "result": (),
+    "output_schema": _OPT_DICT,
     # links
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
     "depth": _INT, "spawned": (bool,),
@@ -58,6 +59,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _has_type(value: Any, expected: tuple[type, ...]) -> bool:
+    if not expected:  # any JSON value (a structured result)
+        return True
     if isinstance(value, bool) and bool not in expected:
         return False  # JSON true is not a pid
     if not isinstance(value, expected):
@@ -226,6 +229,9 @@ class JobRecord:
     agent_def: dict[str, Any] | None = None
     # roost_spawn's list of agents for this job's pi, refreshed at every worker start.
     agent_catalog: str | None = None
+    # What it waits on (roost.supervise.dependencies): {jobs, names, mode, results, ended,
+    # sender}; kept after it starts, so `roost show` says what it waited on.
+    after: dict[str, Any] | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
     created: str = field(default_factory=utc_now)
     updated: str = field(default_factory=utc_now)
@@ -244,6 +250,10 @@ class JobRecord:
     # Its place in the queue (roost.supervise.jobqueue): {group, priority, seq}; seq orders
     # jobs of one priority, first come first; `caps`: a spawn that waits for its tree's caps.
     queue: dict[str, Any] | None = None
+    # The last valid structured result (roost run --output-schema), or None.
+    result: Any = None
+    # The JSON Schema its final answers are checked against (roost.results), or None.
+    output_schema: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
     # Not saved: a stand-in for an unreadable record (roost.supervise.jobstore.load_all); it is never started.
     recovered: bool = field(default=False, compare=False, metadata={"transient": True})

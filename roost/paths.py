@@ -62,6 +62,11 @@ def job_dir(job_id: str) -> Path:
     return jobs_dir() / job_id
 
 
+def schedules_file() -> Path:
+    """Every schedule and when each last fired (roostd writes it; README: Schedules)."""
+    return roost_home() / "schedules.json"
+
+
 def locks_dir() -> Path:
     return roost_home() / "locks"
 

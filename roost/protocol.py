@@ -59,13 +59,17 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "job.needs_input": ("question", "dialog", "options"),
     "job.report": ("to", "kind", "firstLine", "outcome"),
     "job.failed": ("error",),
+    "job.result": ("result", "size", "large"),
     "job.removed": (),
+    "job.waiting": ("after", "mode"),
+    "job.unblocked": ("ended",),
     "job.save_failed": ("error",),
     "message.sent": ("from", "to", "outcome"),
     "worker.crashed": ("reason", "crashes"),
     "worker.gave_up": ("reason",),
     "daemon.started": ("pid", "version"),
     "daemon.stopped": ("pid",),
+    "schedule.fired": ("schedule", "cause", "due", "outcome", "detail", "paths"),
 }
 
 
@@ -238,7 +242,8 @@ class Op:
 
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
 _JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
-             "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base")
+             "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
+             "after", "afterMode", "withResults", "output_schema")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.
@@ -312,8 +317,22 @@ DAEMON_OPS: dict[str, Op] = {
                                        "environment; a foreground pi sends its own as `env`; "
                                        "`queue`: past the tree caps, queued, not refused)",
            (*_JOB_ARGS, "queue")),
-        Op("handback", "worker", ("state",), "a report for the job's parent",
-           ("report", "result", "question", "error")),
+        Op("handback", "worker", ("state",), "a report for the job's parent (`structured`: "
+                                             "`result` is the job's checked JSON result)",
+           ("report", "result", "question", "error", "structured")),
+        Op("result", "worker", (), "the job's answer is valid against its output schema: "
+                                   "`value`, kept as its result (job.result)", ("value",)),
+        Op("schedule_add", "any", ("name", "run"),
+           "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
+           "request each firing sends (README: Schedules)",
+           ("cron", "every", "at", "onChange", "debounce", "tz", "session", "catchUp",
+            "overlap", "env")),
+        Op("schedule_ls", "any", (), "every schedule's row: next firing, last result"),
+        Op("schedule_show", "any", ("name",), "one schedule's row with its run"),
+        Op("schedule_rm", "any", ("name",), "remove a schedule (its jobs stay)"),
+        Op("schedule_pause", "any", ("name",), "pause a schedule"),
+        Op("schedule_resume", "any", ("name",), "resume a paused schedule (from now on)"),
+        Op("schedule_run_now", "any", ("name",), "fire a schedule now (cause run-now)"),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
                                   "(`env`: the pi's environment, the job's from now on)",
            ("task", "env", "cwd", "name", "model", "thinking")),

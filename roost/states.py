@@ -64,6 +64,7 @@ class JobState(str, Enum):
     STOPPED = "stopped"  # the user stopped it: nothing wakes it but `roost start`
     REAPED = "reaped"  # idle long enough that its worker was let go; an item wakes it
     QUEUED = "queued"  # it would start a turn, but no slot is free (maxRunning, its group)
+    WAITING = "waiting"  # it waits on other jobs (`--after`): no worker, its task not yet given
 
 
 # Named groups, as supervisor does.
@@ -113,6 +114,12 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
     (_J.QUEUED, _J.STARTING): "a slot freed: its worker starts and delivers its mailbox",
     (_J.QUEUED, _J.RUNNING): "a slot freed: its idle worker starts the next run",
     (_J.QUEUED, _J.STOPPED): "the user stopped it",
+    # Dependencies (supervise/dependencies.py): a job made with `--after` is born `waiting`
+    # and leaves it once, when its dependencies let it go (or fail it).
+    (_J.WAITING, _J.STARTING): "its dependencies let it go: its task is given, its worker starts",
+    (_J.WAITING, _J.QUEUED): "its dependencies let it go, but no slot is free",
+    (_J.WAITING, _J.FAILED): "a dependency failed, was stopped or removed: it never runs",
+    (_J.WAITING, _J.STOPPED): "the user stopped it: it never runs",
 }
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     state: frozenset(to for (source, to) in JOB_MOVES if source == state) for state in JobState}

@@ -154,6 +154,8 @@ def report_body(item: dict[str, Any]) -> str:
     if item.get("error"):
         lines.append(f"error: {item['error']}")
     result = item.get("result") or item.get("text") or ""
+    if item.get("structured"):
+        lines.append("result: JSON, valid against the output schema it was given")
     if result:
         lines.append("")
         lines.append(str(result))

@@ -36,9 +36,13 @@ def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
 
 
 def spawn_text(job_id: str, name: str, worktree: Mapping[str, Any] | None = None,
-               position: int | None = None) -> str:
+               position: int | None = None, waiting: str | None = None) -> str:
     where = (f" in worktree {worktree['path']} on branch {worktree['branch']}" if worktree
              else "")
+    if waiting is not None:  # `after`: it starts once its dependencies are done
+        return (f'{waiting}: spawned {job_id} "{name}"{where}; it starts when they are done, '
+                "with their answers. Its report will arrive by itself when it ends a turn; "
+                "do not poll.")
     if position is not None:  # past a limit: it starts when a slot (or its tree) has room
         return (f'queued (position {position}): spawned {job_id} "{name}"{where}; it starts '
                 "when there is room. Its report will arrive by itself when it ends a turn; "

@@ -6,9 +6,11 @@ jobs arriving mid-turn, and a parent that spawns two children — one asks the p
 question and gets its answer by roost_send, both report back — with the tree shown as it
 changes; then costs (the scripted model has prices) and a child stopped by its budget, whose
 `ended:` report reaches its parent; then two children in their own git worktrees change one
-line two ways: one branch merges, the other conflicts and is reported (nothing changed). The
-demo's own roost.json allows external reach (so two unrelated jobs can talk) and lets the
-model choose worktrees for children.
+line two ways: one branch merges, the other conflicts and is reported (nothing changed); then
+a fan-in: two reviewers answer in a JSON schema (one is repaired after roost's note), and a
+summary waits for both, gets their results, and gives its own. The demo's own roost.json
+allows external reach (so two unrelated jobs can talk) and lets the model choose worktrees
+for children.
 """
 
 from __future__ import annotations
@@ -117,6 +119,14 @@ def script(llm: FakeLLM) -> None:
             (last_user_contains(marker), tool_call("bash", {"command": (
                 f"sed -i 's/^retries = .*/retries = {count}/' settings.ini && "
                 f"git commit -qam 'retries = {count}' && git log --oneline -1")})))
+    # 7. Two reviewers answer in a schema (one only after roost's note); a summary of both.
+    job("[rev-api]", (None, text(json.dumps({"verdict": "approve", "issues": 0}))))
+    job("[rev-ui]",
+        (last_user_contains("[roost] Your final answer is not valid"),
+         text(json.dumps({"verdict": "request-changes", "issues": 2}))),
+        (None, text("Looks good overall, but two buttons overlap.")))
+    job("[summary]", (None, text('```json\n{"approve": 1, "request-changes": 1, '
+                                 '"issues": 2}\n```')))
     job("[kid-b]",
         (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
         (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
@@ -252,6 +262,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
         f"roost budget {spender['id']} 1.00")
     _transcript(client, saver["id"])
     _worktrees(client, llm, work.parent / "repo")
+    _fan_in(client, cwd)
     step("done")
     say("every job above was a real pi process supervised by roostd; try `roost view`, "
         "`roost ls --tree` and `roost logs JOB` on your own jobs.")
@@ -308,6 +319,30 @@ def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
         f"`git status` in {repo}: {git('status', '--porcelain').strip() or 'clean'}")
     say("the conflicting branch is kept as it was: merge it by hand, or `roost rm --force "
         "--delete-branch` it")
+
+
+VERDICT = {"type": "object", "required": ["verdict", "issues"],
+           "properties": {"verdict": {"enum": ["approve", "request-changes"]},
+                          "issues": {"type": "integer", "minimum": 0}}}
+
+
+def _fan_in(client: Client, cwd: str) -> None:
+    step("7. a fan-in with structured results: two reviewers answer in a JSON schema, a "
+         "summary waits for both")
+    reviews = [client.request("run", task=f"[{name}] Review the {what}.", name=name, cwd=cwd,
+                              output_schema=VERDICT)["id"]
+               for name, what in (("rev-api", "API"), ("rev-ui", "UI"))]
+    say("$ roost run --name rev-api --output-schema verdict.json '…'   (and rev-ui)")
+    summary = client.request("run", task="[summary] Sum up the reviews.", name="summary",
+                             cwd=cwd, after=reviews, afterMode="all", withResults=True,
+                             output_schema={"type": "object"})["id"]
+    say("$ roost run --name summary --after rev-api,rev-ui --with-results "
+        "--output-schema summary.json '…'")
+    wait_until(lambda: _row(client, summary)["state"] in ("done", "failed"), 180)
+    _transcript(client, reviews[1])  # rev-ui: roost's note, then a valid answer
+    for job_id in (*reviews, summary):
+        row = _row(client, job_id)
+        say(f"$ roost result {row['name']} --json   → {json.dumps(row['result'])}")
 
 
 def _wait(client: Client, job_id: str) -> None:

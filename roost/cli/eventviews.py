@@ -79,12 +79,26 @@ def describe(event: dict[str, Any]) -> str:
                 f"{event.get('firstLine') or ''}")
     if kind == "job.failed":
         return f"failed: {event.get('error') or ''}"
+    if kind == "job.result":
+        if event.get("large"):
+            return f"result of {event.get('size')} bytes (roost result {(event.get('job') or {}).get('id')})"
+        return "result: " + json.dumps(event.get("result"), ensure_ascii=False, separators=(",", ":"))
     if kind == "job.removed":
         return "removed"
+    if kind == "job.waiting":
+        return f"waiting ({event.get('mode')}) on {', '.join(map(str, event.get('after') or []))}"
+    if kind == "job.unblocked":
+        ended = event.get("ended") or {}
+        return "unblocked: " + ", ".join(f"{job} {how}" for job, how in ended.items())
     if kind == "message.sent":
         return f"{_peer(event.get('from'))} -> {_peer(event.get('to'))}: {event.get('outcome')}"
     if kind in ("worker.crashed", "worker.gave_up"):
         return str(event.get("reason") or "")
+    if kind == "schedule.fired":
+        detail = f": {event['detail']}" if event.get("detail") else ""
+        changed = f" ({len(event['paths'])} changed paths)" if event.get("paths") else ""
+        return (f"schedule {event.get('schedule')} fired ({event.get('cause')}, due "
+                f"{event.get('due')}): {event.get('outcome')}{detail}{changed}")
     if kind == "daemon.started":
         return f"roostd {event.get('version')} pid {event.get('pid')}"
     if kind == "daemon.stopped":

@@ -54,6 +54,11 @@ def start(args: dict[str, Any], shell: bool) -> None:
     with daemon() as client:
         result = client.request("run", **args)
     echo(result["id"])
+    if result.get("state") == "failed":  # a dependency had failed already
+        from roost.cli.output import field
+
+        echo(field(f"roost: job {result['id']} failed at once: {result.get('error')}"),
+             err=True)
     if result.get("position") is not None:
         echo(f"roost: job {result['id']} is queued (position {result['position']})", err=True)
     from roost.paths import agent_dir

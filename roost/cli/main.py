@@ -26,6 +26,7 @@ COMMANDS = {
     **dict.fromkeys(("run", "ls", "show", "reply", "wait", "logs", "stop", "start", "rm",
                      "mailbox"), "jobs"),
     "events": "events",
+    "result": "results",
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
     "attach": "attach",
     **dict.fromkeys(("queue", "group"), "queue"),
@@ -33,6 +34,7 @@ COMMANDS = {
     "web": "web",
     **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
+    "schedule": "schedule",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),
 }

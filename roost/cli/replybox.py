@@ -38,6 +38,7 @@ the table
   ✉N         N pending mailbox items (replies and agent messages)
   @AGENT     runs as this agent definition (roost agents ls)
   ⎇ BRANCH   works in its own git worktree on this branch
+  {…}        has a structured result (roost result ID)
   ↳ NAME     (grouped by state) a child of the job NAME
 
 On a narrow screen the least useful columns are shortened or hidden first

@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 
 HEADERS = ("ID", "NAME", "STATE", "STATUS", "COST", "TREE", "SUMMARY / QUESTION", "META")
 """The job table's columns (TREE, the tree's total on a root's row: `ls --tree` and the view)."""
-STATE_ORDER = ("needs_input", "running", "starting", "queued", "failed", "done", "reaped",
-               "stopped")
+STATE_ORDER = ("needs_input", "running", "starting", "queued", "waiting", "failed", "done",
+               "reaped", "stopped")
 """Grouped by state, the most urgent first."""
 STATE_STYLE = {
     "running": "bold green",
     "starting": "cyan",
     "queued": "blue",
+    "waiting": "blue",
     "done": "dim",
     "needs_input": "bold yellow",
     "failed": "bold red",
@@ -148,6 +149,10 @@ def meta_text(row: dict[str, Any], names: dict[str, str], group: str) -> str:
         parts.append(f"⎇ {row['worktree']['branch']}")
     if row.get("agent"):
         parts.append(f"@{row['agent']}")
+    if row.get("schedule"):  # started by a schedule: which, and why (roost schedule ls)
+        parts.append(f"⏲ {row['schedule']['name']} ({row['schedule']['cause']})")
+    if row.get("result") is not None:
+        parts.append("{…}")  # a structured result: roost result ID
     pending = row.get("pending") or {}
     count = int(pending.get("replies") or 0) + int(pending.get("agent") or 0)
     if count:
@@ -254,7 +259,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("id", row["id"]), ("name", row["name"]), ("kind", row["kind"]),
         ("state", row["state"]), ("status", row.get("status")), ("summary", row.get("summary")),
         ("question", row.get("question")), ("error", row.get("error")),
-        ("cwd", row["cwd"]), ("task", row.get("task")),
+        ("result", _result_line(row)), ("cwd", row["cwd"]), ("task", row.get("task")),
         ("command", shlex.join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
         ("worktree", _worktree_line(row)),
@@ -273,6 +278,16 @@ def print_detail(row: dict[str, Any]) -> None:
 
     for key, value in show.usage_lines(row):
         out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
+
+
+def _result_line(row: dict[str, Any]) -> str | None:
+    """The structured result, compact and cut (`roost result ID` prints it whole)."""
+    if row.get("result") is None:
+        return None
+    import json
+
+    text = json.dumps(row["result"], ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 200 else f"{text[:200]}… (roost result {row['id']})"
 
 
 TASK_SHOWN = 400

@@ -16,7 +16,7 @@ from typing import Any
 
 from roost.config import THINKING_LEVELS
 
-KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix")
+KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix", "output_schema")
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -59,6 +59,9 @@ class Definition:
     tools: tuple[str, ...] | None = None  # None: pi's defaults (and roost's tools)
     prompt: str | None = None
     task_prefix: str | None = None
+    # The JSON Schema its jobs' final answers are checked against (roost.results): a TOML
+    # table, or in a file the string names (beside the definition; read by the store).
+    output_schema: dict[str, Any] | str | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def body(self) -> dict[str, Any]:
@@ -86,6 +89,7 @@ class Definition:
             model=data.get("model"), thinking=data.get("thinking"),
             tools=tuple(tools) if tools is not None else None,
             prompt=data.get("prompt"), task_prefix=data.get("task_prefix"),
+            output_schema=data.get("output_schema"),
         )
 
     def effective_tools(self) -> tuple[str, ...]:
@@ -176,6 +180,8 @@ def parse(text: str, name: str, source: str, path: str) -> tuple[Definition | No
 
 
 def _check_value(key: str, value: Any) -> str | None:
+    if key == "output_schema":
+        return _check_schema_value(value)
     if key == "tools":
         if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
             return "expected a list of tool names, e.g. [\"read\", \"grep\"]"
@@ -203,6 +209,25 @@ def _check_value(key: str, value: Any) -> str | None:
     }
     failed, message = checks[key]
     return message if failed else None
+
+
+def _check_schema_value(value: Any) -> str | None:
+    """An inline schema (a table) must be a usable JSON Schema; a file's name must stay
+    in the definition's folder (the store reads and checks the file)."""
+    from roost.results import BadSchema, check_schema
+
+    if isinstance(value, dict):
+        try:
+            check_schema(value)
+        except BadSchema as exc:
+            return str(exc)
+        return None
+    if not isinstance(value, str):
+        return f"expected a table (the schema) or a file name, got {type(value).__name__}"
+    parts = value.replace("\\", "/").split("/")
+    if not value.strip() or value.startswith("/") or ".." in parts:
+        return "a file name in the definition's folder (no absolute path, no ..)"
+    return None
 
 
 # -- rules ----------------------------------------------------------------------------------
@@ -343,6 +368,8 @@ HEADER = """\
 #                left out: pi's defaults plus roost_agents, roost_send, roost_spawn
 #   prompt       text appended to pi's system prompt (pi --append-system-prompt)
 #   task_prefix  text put before every task, followed by a blank line
+#   output_schema  a JSON Schema its final answers must be valid against: a table, or
+#                the name of a .json file beside this one (roost run --output-schema)
 """
 
 

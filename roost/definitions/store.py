@@ -10,6 +10,7 @@ the job's directory holding `.git`, reached through folders the user may trust o
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from roost.definitions.rules import (
     DefinitionError,
     Merged,
     catalog,
+    key_line,
     merge,
     parse,
     render,
@@ -96,10 +98,33 @@ def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[Defin
             errors.append(DefinitionError(str(path), None, f"cannot read: {exc}"))
             continue
         defn, problems = parse(text, path.stem, source, str(path))
+        if defn is not None and isinstance(defn.output_schema, str):
+            defn = _schema_file(defn, path, text, source, problems)
         errors.extend(problems)
         if defn is not None:
             defs.append(defn)
     return defs, errors
+
+
+def _schema_file(defn: Definition, path: Path, text: str, source: str,
+                 problems: list[DefinitionError]) -> Definition | None:
+    """`defn` with the schema its `output_schema` names read in (a JSON file beside the
+    definition, read like the definition itself); None, with the problem, when it cannot be."""
+    import json
+
+    from roost.results import BadSchema, check_schema
+
+    assert isinstance(defn.output_schema, str)
+    target = path.parent / defn.output_schema
+    try:
+        schema = check_schema(json.loads(trust.read_text(target, DEFINITION_MAX,
+                                                         follow=source != "project")))
+    except (trust.UntrustedFile, OSError, UnicodeDecodeError, ValueError) as exc:
+        why = str(exc).removeprefix(f"{target}: ") if not isinstance(exc, BadSchema) else str(exc)
+        problems.append(DefinitionError(str(path), key_line(text, "output_schema"),
+                                        f"output_schema {defn.output_schema!r}: {why}"))
+        return None
+    return replace(defn, output_schema=schema)
 
 
 def load(cwd: str | os.PathLike[str] | None, allow_project: bool | None = None) -> Merged:

@@ -474,14 +474,19 @@ export default function roost(pi: any) {
 			thinking: Type.Optional(Type.String()),
 			budget: Type.Optional(Type.Number({ description: "the child's budget in cost; at most what is left of the tree's" })),
 			queue: Type.Optional(Type.Boolean({ description: "past the spawn limits, wait in roost's queue instead of failing" })),
+			after: Type.Optional(Type.Array(Type.String(), { description: "job ids or names (your children) to wait on: it starts once all are done, their answers in its task" })),
+			output_schema: Type.Optional(Type.Object({}, { additionalProperties: true, description: "a JSON Schema: the child's final answer must be JSON valid against it; its report carries that JSON" })),
 			...worktreeParams,
 		}),
 		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
-			// The tool's parameters go as they are (roostd checks them); cwd is resolved here.
 			const result = await call(ctx, "spawn", {
-				...params,
+				task: params.task,
+				agent: params.agent,
+				name: params.name,
 				cwd: params.cwd ? path.resolve(ctx?.cwd ?? process.cwd(), params.cwd) : ctx?.cwd ?? process.cwd(),
+				model: params.model, thinking: params.thinking, budget: params.budget, queue: params.queue, after: params.after,
+				worktree: params.worktree, branch: params.branch, base: params.base, output_schema: params.output_schema,
 				defaultModel: ctx?.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined,
 				defaultThinking: pi.getThinkingLevel?.(),
 				// A job's child gets its parent job's environment from roostd; a foreground

@@ -1,7 +1,9 @@
 """The attention inbox's book, `$ROOST_HOME/inbox.json` (0600): the ids of open entries,
-who answered which id and when, and the merges that conflicted (roostd keeps nothing else
-of a refused merge). `handlers/inbox.py` reads it; `handlers/worktrees.py` notes a
-conflict and clears it when the job's branch merges.
+who answered which id and when, the merges that conflicted (roostd keeps nothing else
+of a refused merge) and the jobs whose worker roostd gave up on (a restarted roostd has no
+worker process left to say so: the record says only `failed`). `handlers/inbox.py` reads
+it and notes a give-up; `handlers/worktrees.py` notes a conflict and clears it when the
+job's branch merges.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def load() -> dict[str, Any]:
         value = data.get(key)
         return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
-    return {"open": table("open"), "answered": table("answered"), "conflicts": table("conflicts")}
+    return {"open": table("open"), "answered": table("answered"), "conflicts": table("conflicts"),
+            "gaveUp": table("gaveUp")}
 
 
 def save(book: dict[str, Any]) -> None:
@@ -54,3 +57,9 @@ def clear_conflict(job: str) -> None:
     book = load()
     if book["conflicts"].pop(job, None) is not None:
         save(book)
+
+
+def note_gave_up(job: str, reason: str) -> None:
+    book = load()
+    book["gaveUp"][job] = {"reason": reason, "at": utc_now()}
+    save(book)

@@ -14,13 +14,17 @@ from roost.supervise.base import JobTable
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
     from roost.jsonlines import Connection, Handler
+    from roost.supervise.dependencies import Dependencies
     from roost.supervise.router import AgentRouter
+    from roost.supervise.scheduler import Scheduler
     from roost.supervise.workers import WorkerProcess
 
 
 class Core(JobTable, Protocol):
     agents: AgentRouter
+    deps: Dependencies  # jobs waiting on others
     subscribers: set[Connection]  # `roost view` and the like: pushed every changed row
+    schedules: Scheduler
 
     def find_job(self, ref: str) -> JobRecord: ...
 

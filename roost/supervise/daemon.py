@@ -32,8 +32,10 @@ from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.supervise import budgets, jobstore, logsetup
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
+from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
-from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, worker, worktrees
+from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
+from roost.supervise.handlers import results as results_ops
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
@@ -41,6 +43,7 @@ from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
 from roost.supervise.runner import LocalRunner
+from roost.supervise.scheduler import Scheduler
 from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
@@ -71,11 +74,13 @@ class Daemon:
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
         self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
+        self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
         self.hooks = HookRunner(self.settings)
         self.events.listeners.append(self.hooks.on_event)
+        self.schedules = Scheduler(self)  # timers and file triggers: runs that start by themselves
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -149,6 +154,7 @@ class Daemon:
         self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
         self.runner.prepare()  # a pi worker started ahead of the next job (supervise.spare)
+        self.schedules.start()  # after the jobs: a catch-up firing may reply to one
         log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
                  os.getpid(), len(self.jobs))
         try:
@@ -168,6 +174,7 @@ class Daemon:
             proc.forget()
         self.runner.close()
         self.idle.close()
+        await self.schedules.close()
         with contextlib.suppress(FileNotFoundError):
             paths.socket_path().unlink()
         with contextlib.suppress(FileNotFoundError):
@@ -193,6 +200,7 @@ class Daemon:
             # Nothing runs from an unreadable record: its worker and pi would run on, refused.
             stop_leftovers(record)
             self.jobs[record.id] = record
+        self.deps.resume()  # waiting jobs weighed again: their dependencies may have ended
         self.queue.schedule()  # the jobs that held a slot hold it again; the queue goes on
 
     def _resume_job(self, record: JobRecord) -> None:
@@ -209,8 +217,8 @@ class Daemon:
                 return  # a foreground pi still holds it; it re-registers on its next call
             record.set_attach(Attach.DETACHED, "its foreground pi is gone")
             self._saver.save(record)
-        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED):
-            return  # a queued job starts from the queue (in order, within the limits)
+        if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED, JobState.WAITING):
+            return  # a queued job starts from the queue, a waiting one from self.deps
         if record.kind == JobKind.SHELL:
             self._shell_finished_meanwhile(record)
             return
@@ -276,8 +284,10 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Handler]:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
-        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue):
+        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
+                       schedules):
             handlers.update(module.handlers(core))
+        handlers.update(results_ops.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
         return handlers
@@ -332,6 +342,7 @@ class Daemon:
             self._saver.save(record)
         self.queue.changed(record)
         self.idle.changed(record)
+        self.deps.changed(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()
@@ -453,9 +464,12 @@ class Daemon:
             "worktree": row_fields(record.worktree),
             "pending": pending,
             "usage": budgets.row_usage(self, record),
+            "result": record.result,  # the last valid structured result (roost result)
             "created": record.created,
             "updated": record.updated,
             **self.queue.row_fields(record),  # `queue`; a queued job's status: its position
+            **self.deps.row_fields(record),  # `after`: what it waits (or waited) on
+            "schedule": self.schedules.job_field(record.id),  # the schedule that started it
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost import jobenv, paths, unitext
@@ -16,7 +17,7 @@ from roost.jobs import JobRecord, Links
 from roost.mailbox import InvalidItem, MailboxError
 from roost.mailbox.item import checked_body
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobKind, RunCause
+from roost.states import ItemKind, JobKind, JobState, RunCause
 from roost.supervise.jobstore import new_job_id
 
 if TYPE_CHECKING:
@@ -95,10 +96,12 @@ def resolve_agent(request: dict[str, Any], cwd: str,
 
 
 def create_job(core: Core, request: dict[str, Any],
-               parent_tools: tuple[str, ...] | None = None, links: Links | None = None) -> JobRecord:
+               parent_tools: tuple[str, ...] | None = None, links: Links | None = None,
+               resolve_after: Callable[[str], JobRecord] | None = None) -> JobRecord:
     """Validate a run/spawn request and create (but not start) its job record.
 
-    `parent_tools`: a spawning job's tool allowlist (a child never gets more)."""
+    `parent_tools`: a spawning job's tool allowlist (a child never gets more).
+    `resolve_after`: how `after` names its jobs (default: any job, by id or name)."""
     shell = bool(request.get("shell"))
     cwd = _text_arg(request, "cwd") or os.getcwd()
     if not os.path.isabs(cwd):
@@ -123,6 +126,7 @@ def create_job(core: Core, request: dict[str, Any],
         )
     else:
         from roost.definitions.rules import compose_task, pick
+        from roost.results import task_note
 
         task = _text_arg(request, "task", required=True)
         assert task is not None
@@ -134,8 +138,10 @@ def create_job(core: Core, request: dict[str, Any],
                      _text_arg(request, "defaultModel"))
         thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
                         _text_arg(request, "defaultThinking"))
+        schema = output_schema(request, defn)
+        full = compose_task(defn, task) + (task_note(schema) if schema is not None else "")
         try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body(ItemKind.REPLY.value, compose_task(defn, task), None, {"cause": RunCause.TASK.value})
+            checked_body(ItemKind.REPLY.value, full, None, {"cause": RunCause.TASK.value})
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -144,12 +150,37 @@ def create_job(core: Core, request: dict[str, Any],
             )
         record = JobRecord(
             id=job_id, name=name or default_name(task), kind=JobKind.PI, cwd=cwd,
-            task=compose_task(defn, task), model=model, thinking=thinking,
+            task=full, model=model, thinking=thinking, output_schema=schema,
             summary=default_name(task),
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
+    core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
+
+
+def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:
+    """The JSON Schema the job's answers are checked against: the request's
+    `output_schema` (an object, or its JSON text: a model may send either), else the agent
+    definition's; a schema that cannot be used is refused with why (roost.results)."""
+    from roost.results import BadSchema, check_schema
+
+    schema = request.get("output_schema")
+    if schema is None:
+        # A definition's file name was read into the schema when the definition was loaded.
+        return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) \
+            else None
+    if isinstance(schema, str):
+        import json
+
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise RequestError(BAD_REQUEST, f"output_schema is not JSON: {exc}") from None
+    try:
+        return check_schema(schema)
+    except BadSchema as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
 
 
 def request_env(request: dict[str, Any]) -> dict[str, str] | None:
@@ -166,13 +197,15 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
     as the first item, start its worker. All or nothing: if the record or the task cannot
     be written, nothing of the job is left (no record that stays `starting` for ever).
     Past the limits (roost.supervise.jobqueue) the job is born `queued`: its record says
-    so before it is first saved, so no roostd ever starts it out of turn."""
-    queued = not core.queue.admit(record, "new job")
+    so before it is first saved, so no roostd ever starts it out of turn. A job that waits
+    on others (`after`) gets its task and its worker when they let it go (core.deps)."""
+    waiting = record.state == JobState.WAITING
+    queued = not waiting and not core.queue.admit(record, "new job")
     paths.ensure_dir(record.dir)
     try:
         if env is not None:  # before the worker can start: it reads it before pi
             jobenv.save(record.dir, env, env_source)
-        if record.kind == JobKind.PI:
+        if record.kind == JobKind.PI and not waiting:
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
@@ -186,7 +219,9 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
         if isinstance(exc, InvalidItem):
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         raise
-    if queued:
+    if waiting:
+        core.deps.launched(record)
+    elif queued:
         core.job_changed(record, persist=False)  # its row, with its place; saved above
     else:
         core.start_worker(record, "new job")

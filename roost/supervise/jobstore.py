@@ -194,6 +194,9 @@ def accept_item(
         raise RequestError(
             REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
         )
+    if record.state == JobState.WAITING:  # its task is not given yet: nothing may come first
+        raise RequestError(REFUSED, f"job {record.id} is {record.status}: it takes replies "
+                                    "and messages once it starts")
     proc = daemon.procs.get(record.id)
     decision = item_outcome(
         kind=kind, job=record.state, attached=record.attached,

@@ -194,6 +194,8 @@ class AgentRouter:
             fields["ended"] = True
         else:
             fields["result"] = text
+            if report.get("structured"):
+                fields["structured"] = True
         target: Peer | None = None
         for fg in self.foreground.values():
             if (child.links.parent_session and fg.session == child.links.parent_session) or (

@@ -4,7 +4,7 @@ event.
 
 ```python
 with WebServer(lab) as web:
-    http = web.paired()                  # an httpx.Client with the device's cookie
+    http = web.paired()                  # an httpx2.Client with the device's cookie
     http.get(web.url + "/")
     for name, data in web.live(http, "/live/tree"):   # server-sent events, parsed
         ...
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from roost.testkit.lab import Lab
 
@@ -47,25 +47,25 @@ class WebServer:
             raise AssertionError(f"roost web printed no pairing link: {self.stop()}")
         self.url = self.first_line.split("/pair?", 1)[0]
 
-    def paired(self, link: str | None = None) -> httpx.Client:
+    def paired(self, link: str | None = None) -> httpx2.Client:
         """A client paired with `link` (the first one by default), on the job list."""
-        client = httpx.Client(follow_redirects=True, timeout=30.0, verify=False)  # a test cert
+        client = httpx2.Client(follow_redirects=True, timeout=30.0, verify=False)  # a test cert
         answer = client.get(link or self.first_line)
         assert answer.status_code == 200 and str(answer.url) == self.url + "/", answer.text
         return client
 
-    def csrf(self, client: httpx.Client) -> str:
+    def csrf(self, client: httpx2.Client) -> str:
         """The session's CSRF token, as its pages carry it."""
         page = client.get(self.url + "/").text
         return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
-    def post(self, client: httpx.Client, path: str, **form: str) -> httpx.Response:
+    def post(self, client: httpx2.Client, path: str, **form: str) -> httpx2.Response:
         return client.post(self.url + path, data={"csrf": self.csrf(client), **form},
                            headers={"origin": self.url})
 
-    def live(self, client: httpx.Client, path: str) -> Iterator[tuple[str, Any]]:
+    def live(self, client: httpx2.Client, path: str) -> Iterator[tuple[str, Any]]:
         """The server-sent events of `path`, as (event name, parsed data), forever."""
-        with client.stream("GET", self.url + path, timeout=httpx.Timeout(30.0, read=120.0)) as answer:
+        with client.stream("GET", self.url + path, timeout=httpx2.Timeout(30.0, read=120.0)) as answer:
             assert answer.status_code == 200, answer.read()
             name, data = "message", []
             for line in answer.iter_lines():

@@ -5,6 +5,10 @@
     web/pairing.json   the open pairing codes: the SHA-256 of each code and when it expires
     web/server.json    the running server's URL and pid (`roost web pair` reads it)
 
+A device not used for `webDeviceIdleDays` (roost.json; 14 by default) is dropped at its
+next request or listing: that browser must pair again. Its use is known to within
+SEEN_EVERY (or a tenth of the window, if shorter).
+
 Every file is 0600 in a 0700 directory and written atomically. The files are the one
 source of truth: `roost web pair` adds a code and `roost web revoke` drops a device while a
 server runs, and the server reads them again when they change (a stat per request).
@@ -22,12 +26,14 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from roost import paths
-from roost.fsutil import atomic_write_json, utc_now
+from roost.fsutil import atomic_write_json
 
 PAIRING_TTL = 300.0
 """A pairing code is good for 5 minutes, once."""
@@ -35,6 +41,26 @@ SEEN_EVERY = 600.0
 """A device's `lastSeen` is written at most this often (a request is not a file write)."""
 PAIRING_OPEN_MAX = 20
 """At most this many unexpired codes at once: the oldest go first."""
+
+
+def idle_limit() -> float | None:
+    """Seconds a device may go unused before it must pair again (None: no limit)."""
+    from roost.config import load_settings
+
+    days = load_settings().webDeviceIdleDays
+    return days * 86400.0 if days > 0 else None
+
+
+def _epoch(stamp: str | None) -> float:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _stamp(epoch: float) -> str:
+    """`epoch` as roost's timestamps are written (ISO-8601 UTC, milliseconds)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def web_dir() -> Path:
@@ -80,8 +106,10 @@ class Device:
 class Store:
     """The devices and pairing codes of one ROOST_HOME."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, clock: Callable[[], float] = time.time,
+                 idle: Callable[[], float | None] = idle_limit) -> None:
         self.dir = directory or web_dir()
+        self.clock, self.idle = clock, idle
         self._devices: dict[str, Device] = {}
         self._mtime: float | None = -1.0
 
@@ -149,13 +177,25 @@ class Store:
         self._mtime = -1.0  # read it again next time
 
     def devices(self) -> list[Device]:
+        self._drop_idle()
         return sorted(self._load().values(), key=lambda d: d.paired)
+
+    def _idle(self, device: Device, limit: float | None) -> bool:
+        return limit is not None and self.clock() - _epoch(device.last_seen or device.paired) > limit
+
+    def _drop_idle(self) -> None:
+        """Forget the devices unused for longer than the setting: they must pair again."""
+        limit = self.idle()
+        devices = self._load()
+        kept = {k: d for k, d in devices.items() if not self._idle(d, limit)}
+        if len(kept) != len(devices):
+            self._save(kept)
 
     def add_device(self, name: str) -> tuple[Device, str]:
         """A new device and its session token (given to it once, as its cookie)."""
         token = secrets.token_urlsafe(32)
         devices = dict(self._load())
-        now = utc_now()
+        now = _stamp(self.clock())
         device = Device(id=secrets.token_hex(4), name=name[:80] or "browser",
                         paired=now, token_hash=_hash(token), last_seen=now)
         devices[device.id] = device
@@ -163,25 +203,26 @@ class Store:
         return device, token
 
     def device_of(self, token: str) -> Device | None:
+        """The paired device of a session token; None when unknown, or unused too long
+        (then it is forgotten)."""
         wanted = _hash(token)
         for device in self._load().values():
             if hmac.compare_digest(device.token_hash, wanted):
-                self._seen(device)
+                limit = self.idle()
+                if self._idle(device, limit):
+                    self._drop_idle()
+                    return None
+                self._seen(device, limit)
                 return device
         return None
 
-    def _seen(self, device: Device) -> None:
-        from datetime import datetime
-
-        try:
-            last = datetime.fromisoformat(str(device.last_seen).replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            last = 0.0
-        if time.time() - last < SEEN_EVERY:
+    def _seen(self, device: Device, limit: float | None) -> None:
+        every = SEEN_EVERY if limit is None else min(SEEN_EVERY, limit / 10)
+        if self.clock() - _epoch(device.last_seen) < every:
             return
         devices = dict(self._load())
         devices[device.id] = Device(device.id, device.name, device.paired, device.token_hash,
-                                    last_seen=utc_now())
+                                    last_seen=_stamp(self.clock()))
         self._save(devices)
 
     def revoke(self, device_id: str | None) -> list[str]:

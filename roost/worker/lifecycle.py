@@ -16,23 +16,22 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 from collections.abc import Callable
 from typing import Any
 
 from roost import protocol
-from roost.agents.handback import should_report
 from roost.fsutil import utc_now
 from roost.jobs import JobRecord
 from roost.mailbox import Item, Mailbox
 from roost.pi import agentfiles, problems
 from roost.pi.compat import features_of
-from roost.protocol import RESULT_MAX, RequestError
+from roost.protocol import RequestError
 from roost.states import ATTACH_REASON, EXIT_FATAL, SETTLED_JOB_STATES
 from roost.tasks import Tasks, first_of
 from roost.transcript import content_text, delivered, read_entries
 from roost.worker import faults, runnote, startup
+from roost.worker.answers import Answers
 from roost.worker.budget_guard import BudgetGuard, Ports
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
@@ -75,7 +74,7 @@ class Worker:
         # A new worktree's files, written while pi boots (roost.worktrees.checkout).
         self.checkout: asyncio.Future[None] | None = None
         self._settle_after_checkout = False
-        self.parent_chain = 0  # parent-message runs in a row (hand-back loop guard)
+        self.answers = Answers(self.record, self.runs, self.link, self._to_extension)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self.queued = False  # roostd queued its next run: a `turn` push lets it go
         self._session_private = False  # the session file was made 0600
@@ -421,6 +420,7 @@ class Worker:
                 problem = problems.from_run_error(run.error, self.record.id, self._provider())
                 self.run_error = problem.text()
                 self.runs.summary = first_line(f"error: {problem.message}")
+            self.run_error = self.answers.check(run) or self.run_error  # an output schema's
         self.budget.on_settled(run)
         if self.notes.note.cause is not None:
             self.notes.save(runnote.RunNote())
@@ -431,21 +431,7 @@ class Worker:
 
     def on_settled(self, run: Run) -> None:
         """Hand the run's result back to the parent when the run is report-worthy."""
-        if not self.record.links.spawned:
-            return
-        report, self.parent_chain = should_report(
-            run.cause, run.sources, run.stop_reason, self.parent_chain
-        )
-        if not report:
-            return
-        self.link.send_reliably(
-            "handback",
-            report=secrets.token_hex(8),  # roostd hands each id over once
-            result=run.final_text[:RESULT_MAX],
-            state=self.runs.state.value,
-            question=self.runs.question,
-            error=run.error,
-        )
+        self.answers.hand_back(run)
 
     # -- roostd ---------------------------------------------------------------------------------
     def _on_daemon_event(self, event: dict[str, Any]) -> None:

@@ -9,15 +9,14 @@ Few on purpose (a browser start is ~1 s; each test drives several flows).
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kit import FIXTURES
 
+from roost.testkit.browser import wait_text
 from roost.testkit.fakellm import (
     FakeLLM,
     first_user_contains,
@@ -32,54 +31,7 @@ from roost.testkit.webserver import WebServer
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 T = 60
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if not (CHROMIUM and DRIVER):
-        message = "needs Debian's chromium and chromium-driver (scripts/test installs them as root)"
-        if os.geteuid() == 0:
-            pytest.fail(message, pytrace=False)  # CI runs as root: never skipped there
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1100,900", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    driver.set_page_load_timeout(T)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def shots(tmp_path: Path) -> Callable[[Any, str], None]:
-    where = Path(os.environ.get("ROOST_WEB_SCREENSHOTS") or tmp_path)
-    where.mkdir(parents=True, exist_ok=True)
-
-    def take(driver: Any, name: str) -> None:
-        driver.save_screenshot(str(where / f"web-{name}.png"))
-
-    return take
-
-
-def wait_text(driver: Any, css: str, wanted: str, timeout: float = T) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # A live part may be swapped between finding it and reading it: look again.
-    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
-                                                       NoSuchElementException)).until(
-        lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text,
-        f"{wanted!r} in {css}")
 
 
 def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], llm: FakeLLM,

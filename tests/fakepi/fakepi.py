@@ -34,6 +34,12 @@ The "model" reads the text of the message that triggered the call:
     [[kill-worker-before-ack]]  stores the user message in the session, then SIGKILLs its
                              parent (the worker) and exits before printing message_end:
                              the worker dies between delivery and ack, deterministically
+    [[answers A ;; B ...]]   answers A now (`;;` with a space either side separates them);
+                             each later model call that holds no directive
+                             (roost's note on an invalid structured result, say) answers the
+                             next one, B, ...; then as usual
+    [[spawn-args JSON]]      calls roost_spawn with the JSON object's arguments (`task`,
+                             `output_schema`, ...); the task may hold directives
     [[cut-emoji]]            answers `cut: ` and the first half of an emoji's surrogate pair
                              (a lone surrogate, written as a \\ud83d escape as node does)
     anything else            answers `echo: <text>`
@@ -166,6 +172,7 @@ class FakePi:
         self.run_messages: list[dict[str, Any]] = []
         self.aborting = False
         self.ext_writer: asyncio.StreamWriter | None = None  # the extension's channel
+        self.answers: list[str] = []  # [[answers ...]]: the next model calls' answers
 
     @property
     def streaming(self) -> bool:
@@ -297,7 +304,19 @@ class FakePi:
         dialog = re.search(r"\[\[dialog select ([^\]]*)\]\]", text)
         env = re.search(r"\[\[env ([A-Za-z0-9_ ]+)\]\]", text)
         spawn = re.search(r"\[\[spawn (.*?)\]\]", text)
-        if env:
+        # To the last `}]]`: the child's task may hold directives of its own.
+        spawn_args = re.search(r"\[\[spawn-args (\{.*\})\]\]", text, re.DOTALL)
+        answers = None if spawn_args else re.search(r"\[\[answers (.*?)\]\]", text, re.DOTALL)
+        if answers:
+            self.answers = [a.strip() for a in re.split(r"\s;;\s", answers.group(1))]
+        if self.answers and not (think or sleep or hold or dialog or env or spawn or spawn_args):
+            self.add_assistant(self.answers.pop(0))
+        elif spawn_args and self.ext_writer is not None:
+            args = json.loads(spawn_args.group(1))
+            args["task"] = str(args.get("task", ""))
+            self.ext_writer.write(json.dumps({"id": 2, "op": "spawn", **args}).encode() + b"\n")
+            self.add_assistant("spawn sent")
+        elif env:
             self.add_assistant("; ".join(env_line(name) for name in env.group(1).split()))
         elif spawn and self.ext_writer is not None:
             task = spawn.group(1).replace("{{", "[[").replace("}}", "]]")

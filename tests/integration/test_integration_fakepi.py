@@ -30,7 +30,7 @@ JOBROW_KEYS = {
     "id", "name", "kind", "state", "status", "summary", "question", "dialog", "options", "cwd",
     "session", "parent",
     "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage", "worktree",
-    "queue",
+    "queue", "after", "schedule", "result",
 }
 
 

@@ -60,6 +60,9 @@ PRINTS_NO_FOREIGN_TEXT = {
     "web pair": "the pairing link", "web revoke": "a count",
     "group add": "the group's name (the user's) and limit", "group ls": "groups and limits",
     "group rm": "the group's name", "queue move": "the job's id and its new place",
+    "schedule add": "the schedule's name (letters, digits, `._-`), its trigger and times",
+    "schedule rm": "nothing", "schedule pause": "nothing", "schedule resume": "nothing",
+    "schedule run-now": "the outcome and job id, roost's own words (through the output layer)",
     "web devices": "ids and times, and a device's name (its browser's, written through the "
                    "output layer's stream like every line of the CLI)",
 }
@@ -140,6 +143,10 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
     env.wait_settled(pi_job)
     env.roost_ok("stop", pi_job)
     env.roost("reply", pi_job, PAYLOAD)  # waits in the mailbox of a stopped job
+    (env.work / "schema.json").write_text('{"type": "object"}')
+    structured = env.run_job("--output-schema", str(env.work / "schema.json"),
+                             f"[[answers {json.dumps({'note': PAYLOAD})}]]")
+    env.wait_settled(structured)
     (env.work / "payload.txt").write_text(PAYLOAD + "\n")
     shell = env.run_job("--name", "shelly", "--shell", "--", "sh", "-c",
                         "cat payload.txt; exit 3")
@@ -163,6 +170,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         log.write(json.dumps({"seq": 10**6, "time": "2099-01-01T00:00:00.000Z",
                               "type": "job.failed", "job": {"id": shell, "name": "shelly"},
                               "error": PAYLOAD}, ensure_ascii=False) + "\n")
+    env.roost_ok("schedule", "add", "evil", "--every", "1h", PAYLOAD)
     full, cut = True, False  # whether the payload is shown whole (a fitted table cuts it)
     return {
         "ls": [(["ls"], cut), (["ls", "--wide"], full), (["ls", "--group", "state", "--wide"], full),
@@ -181,6 +189,10 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         "merge": [(["merge", tree], cut)],
         "gc": [(["gc"], cut)],
         "inbox": [(["inbox"], cut)],  # the failed shell job's entry
+        "schedule ls": [(["schedule", "ls"], cut), (["schedule", "ls", "--json"], cut)],
+        "schedule show": [(["schedule", "show", "evil"], full),
+                          (["schedule", "show", "evil", "--json"], full)],
+        "result": [(["result", structured], full), (["result", structured, "--json"], full)],
     }
 
 
@@ -229,6 +241,10 @@ def test_diff_shows_the_line_a_file_hides_and_raw_goes_only_to_a_pipe(fake_pi_en
 
 def test_logs_raw_goes_only_to_a_pipe(fake_pi_env: Lab) -> None:
     env = fake_pi_env
+    (env.work / "schema.json").write_text('{"type": "object"}')
+    structured = env.run_job("--output-schema", str(env.work / "schema.json"),
+                             f"[[answers {json.dumps({'note': PAYLOAD})}]]")
+    env.wait_settled(structured)
     (env.work / "payload.txt").write_text(PAYLOAD + "\n")
     shell = env.run_job("--shell", "--", "cat", "payload.txt")
     pi_job = env.run_job(PAYLOAD)

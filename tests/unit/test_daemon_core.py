@@ -398,6 +398,9 @@ def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(
         expected = json.loads((FIXTURES / f"main-c0781a3-{name}.show.json").read_text())
         # Fields added since (README: JSON output) come on top: the rest is unchanged.
         assert shown.pop("queue") == {"position": None, "group": None, "priority": 0}
+        assert shown.pop("after") is None  # it waited on no job
+        assert shown.pop("schedule") is None  # no schedule made it
+        assert shown.pop("result") is None and shown.pop("outputSchema") is None
         assert list(shown) == list(expected)
         for key in ("dir", "mailbox"):  # under this test's ROOST_HOME
             assert Path(shown.pop(key)).parts[-2:] == Path(expected.pop(key)).parts[-2:]

@@ -85,8 +85,9 @@ def test_job_json_is_written_grouped() -> None:
              "workerStart", "exitCode", "crashes", "budget", "budgetTokens", "maxTurns",
              "treeBudget", "undeliveredReport", "lastReport", "attached"}
     assert set(saved) == (set(old("child")) - moved) | {
-        "links", "process", "limits", "reports", "attach", "queue"}  # queue: added since
-    assert saved["queue"] is None
+        "links", "process", "limits", "reports", "attach", "queue", "after", "result",
+        "outputSchema"}  # added since
+    assert saved["queue"] is None and saved["after"] is None
 
 
 def test_a_grouped_field_of_the_wrong_type_is_a_bad_record() -> None:

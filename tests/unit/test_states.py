@@ -55,6 +55,8 @@ EXPECTED: dict[str, set[tuple[Any, Any]]] = {
         (J.DONE, J.QUEUED), (J.NEEDS_INPUT, J.QUEUED), (J.FAILED, J.QUEUED),
         (J.STOPPED, J.QUEUED), (J.REAPED, J.QUEUED), (J.QUEUED, J.STARTING),
         (J.QUEUED, J.STOPPED), (J.QUEUED, J.RUNNING),
+        (J.WAITING, J.STARTING), (J.WAITING, J.QUEUED), (J.WAITING, J.FAILED),
+        (J.WAITING, J.STOPPED),
     },
     "worker": {
         (P.STOPPED, P.STARTING),

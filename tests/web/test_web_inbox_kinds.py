@@ -41,6 +41,12 @@ def test_what_waits_for_a_person(fields: dict[str, Any], fatal: bool, kind: str 
     assert (got[0] if got else None) == kind
 
 
+def test_a_give_up_in_the_book_counts_without_a_worker_process() -> None:
+    job = record(state=JobState.FAILED, error="crashed 3 times; roostd gave up")
+    assert inbox.waiting(core(job), job, frozenset({job.id})) == ("gave_up", job.error)
+    assert inbox.waiting(core(job), job)[0] == "failed"  # type: ignore[index]
+
+
 def test_ids_stay_while_open_and_change_after_the_job_moved_on(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOST_HOME", str(tmp_path))

@@ -200,9 +200,9 @@ def test_tls_off_loopback_serves_https_with_a_secure_host_cookie(roost_env: Lab,
                    check=True, capture_output=True)
     with WebServer(roost_env, "--bind", "0.0.0.0", "--tls-cert", str(cert), "--tls-key", str(key)) as web:
         assert web.first_line.startswith("https://127.0.0.1:")
-        import httpx
+        import httpx2
 
-        client = httpx.Client(verify=False)
+        client = httpx2.Client(verify=False)
         answer = client.get(web.first_line)
         assert answer.status_code == 303
         cookie = answer.headers["set-cookie"].lower()

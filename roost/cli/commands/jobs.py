@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
-from roost.cli import jobcalls, views  # light: it imports rich and the mailbox package where used
+from roost.cli import jobcalls, views  # light: rich and the mailbox package where used
+from roost.cli.afteropts import after_args, after_options
+from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
 from roost.cli.common import daemon, fail, print_json, usage_error
 
@@ -35,20 +37,27 @@ from roost.cli.common import daemon, fail, print_json, usage_error
 @click.option("--each", "each_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Start one pi job per task in this file (`-`: stdin): one task a line, or "
                    "a JSON list of strings or {task, name, group, priority}; prints the ids.")
+@results_cli.schema_option
+@after_options
 @click.argument("task", nargs=-1)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
         agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
         budget: float | None = None, budget_tokens: int | None = None,
         max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
         branch: str | None = None, base: str | None = None, group: str | None = None,
-        priority: int | None = None, each_file: str | None = None) -> None:
+        priority: int | None = None, each_file: str | None = None,
+        output_schema: str | None = None, **after_opts: Any) -> None:
     """Start a pi job with TASK (or a shell job); prints its id.
 
     TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
     maxRunning (or its group's limit) the job is queued (README: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
-                            "priority": priority}
+                            "priority": priority, **after_args(**after_opts)}
+    if output_schema is not None:  # checked by roostd, for each job (roost.results)
+        if shell:
+            usage_error("--output-schema is for pi jobs, not --shell")
+        args["output_schema"] = results_cli.read_schema(output_schema)
     if each_file is not None:
         if task or task_file or shell or worktree or name:
             usage_error("--each takes its tasks from the file: no TASK, -f, --shell, "
@@ -161,6 +170,7 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
     META:  ✉N        N pending mailbox items (replies and agent messages)
            @AGENT    runs as this agent definition (roost agents ls)
            ⎇ BRANCH  works in its own git worktree on this branch
+           {…}       has a structured result (roost result ID)
            ↳ NAME    (--group state) a child of the job NAME
     A ↳ before a name (grouped by directory) marks a child under its parent;
     a question starts with `?`; COST `—` means the model has no prices."""

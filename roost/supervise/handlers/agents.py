@@ -12,17 +12,18 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from roost import jobenv, procid, unitext
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
-from roost.jobs import Links
+from roost.jobs import JobRecord, Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
 from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES, Attach, PeerKind
+from roost.states import SETTLED_JOB_STATES, Attach, JobState, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobqueue import group_of, priority_of
@@ -209,10 +210,12 @@ class AgentOps:
             request.get("queue") is True or settings.agentSpawnQueue)
         if refusal and not caps:
             raise refuse(refusal)
+        if request.get("after") and request.get("withResults") is None:
+            request = {**request, "withResults": True}  # a fan-in child reads their answers
         record = create_job(
             self.core, request, parent_tools=parent_tools, links=Links(
                 parent_session=parent_session, parent_peer=me.id, root_session=root,
-                depth=depth + 1, spawned=True),
+                depth=depth + 1, spawned=True), resolve_after=self._within_reach(me),
         )
         parent_job = self.core.jobs.get(me.id) if me.kind == PeerKind.JOB else None
         # A child waits in its parent's group, with its priority.
@@ -230,10 +233,28 @@ class AgentOps:
         if record.worktree:
             result["worktree"] = {"path": record.worktree["path"],
                                   "branch": record.worktree["branch"]}
-        result["text"] = tooltext.spawn_text(record.id, record.name, record.worktree,
-                                             self.core.queue.position(record))
+        result["text"] = tooltext.spawn_text(
+            record.id, record.name, record.worktree, self.core.queue.position(record),
+            record.status if record.state == JobState.WAITING else None)
         result["position"] = self.core.queue.position(record)
         return result
+
+    def _within_reach(self, me: Peer) -> Callable[[str], JobRecord]:
+        """How a spawn's `after` finds its jobs: as roost_send finds a peer (the caller's
+        tree by name or id, another tree by exact id when external messages are on)."""
+        def find(ref: str) -> JobRecord:
+            if ref in (me.id, me.name):
+                raise refuse(f"after: {ref} is you; wait on other jobs (your children)")
+            try:
+                peer, _ = resolve(me, ref, self.router.all_peers(),
+                                  self.core.settings().agentExternalMessages)
+            except ResolveError as exc:
+                raise refuse(f"after: {exc}") from None
+            record = self.core.jobs.get(peer.id)
+            if record is None:
+                raise refuse(f"after: {ref} is a foreground pi, not a job")
+            return record
+        return find
 
     async def handback(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         assert conn.job_id is not None
@@ -257,6 +278,7 @@ class AgentOps:
             "state": state,
             "question": request.get("question"),
             "error": request.get("error"),
+            "structured": request.get("structured") is True,  # `result` is the checked JSON
             "at": time.time(),
             "id": report_id,
         }

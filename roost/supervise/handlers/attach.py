@@ -31,6 +31,8 @@ async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         raise RequestError(REFUSED, f"job {record.id} is a shell job: nothing to attach to")
     if record.attached:
         raise RequestError(REFUSED, f"job {record.id} is already attached to a foreground pi")
+    if record.state == JobState.WAITING:  # no session yet: its task is given when it starts
+        raise RequestError(REFUSED, f"job {record.id} is {record.status}: nothing to attach to yet")
     if (held := jobstore.held_by_other(record)) is not None:  # the TUI would be a second writer
         raise RequestError(REFUSED, f"job {record.id}: {held.who()}: quit it first")
     record.set_attach(Attach.ATTACHING, "roost attach")

@@ -30,8 +30,9 @@ from roost.supervise.jobstore import accept_item
 KINDS = ("question", "dialog", "budget", "gave_up", "failed", "conflict")
 
 
-def waiting(core: Core, record: JobRecord) -> tuple[str, str] | None:
-    """What the job waits on a person for, as (kind, text); None when it waits for no one."""
+def waiting(core: Core, record: JobRecord, gave_up: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+    """What the job waits on a person for, as (kind, text); None when it waits for no one.
+    `gave_up`: the jobs the book says roostd gave up on (this roostd or an earlier one)."""
     if record.state == JobState.NEEDS_INPUT and record.question:
         return ("dialog" if record.dialog else "question"), record.question
     if record.state != JobState.FAILED:
@@ -39,7 +40,7 @@ def waiting(core: Core, record: JobRecord) -> tuple[str, str] | None:
     if budgets.blocked(record):
         return "budget", record.error or "stopped by its budget"
     proc = core.procs.get(record.id)
-    if proc is not None and proc.state == ProcState.FATAL:
+    if record.id in gave_up or (proc is not None and proc.state == ProcState.FATAL):
         return "gave_up", record.error or "roostd gave up on its worker"
     return "failed", record.error or "failed"
 
@@ -54,8 +55,9 @@ def entries(core: Core) -> list[dict[str, Any]]:
     opened: dict[str, dict[str, str]] = {}
     out: list[dict[str, Any]] = []
     waits = []
+    gave_up = frozenset(book["gaveUp"])
     for record in sorted(core.jobs.values(), key=lambda r: r.created):
-        wait = waiting(core, record)
+        wait = waiting(core, record, gave_up)
         if wait is not None:
             waits.append((record, *wait))
         conflict = book["conflicts"].get(record.id)
@@ -133,16 +135,23 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
 
 def _on_event(event: dict[str, Any]) -> None:
     """A job that changes state leaves what it waited on: its open ids are forgotten, so
-    the same question asked again (after an answer, a restart) is a new entry."""
-    if event.get("type") not in ("job.state", "job.removed") or not event.get("job"):
+    the same question asked again (after an answer, a restart) is a new entry. A give-up is
+    written down (it outlives this roostd) until the job leaves `failed`."""
+    if not event.get("job"):
+        return
+    job = event["job"]["id"]
+    if event.get("type") == "worker.gave_up":
+        attention.note_gave_up(job, str(event.get("reason") or ""))
+        return
+    if event.get("type") not in ("job.state", "job.removed"):
         return
     if event.get("type") == "job.state" and event.get("from") not in ("needs_input", "failed"):
         return
-    job = event["job"]["id"]
     book = attention.load()
     kept = {k: v for k, v in book["open"].items()
             if v.get("job") != job or (v.get("kind") == "conflict" and event["type"] == "job.state")}
-    if len(kept) != len(book["open"]):
+    gave_up = book["gaveUp"].pop(job, None)
+    if len(kept) != len(book["open"]) or gave_up is not None:
         book["open"] = kept
         attention.save(book)
 

@@ -103,7 +103,8 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
         raise
     # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
     return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir()),
-            "state": record.state.value, "position": core.queue.position(record)}
+            "state": record.state.value, "position": core.queue.position(record),
+            "error": record.error}
 
 
 async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +126,7 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
                 "crashes": len(record.process.crashes)},
         dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
+        outputSchema=record.output_schema,
     )
     return {"job": row}
 
@@ -218,6 +220,13 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         raise RequestError(REFUSED, _nothing_to_start(record))
     if record.recovered:
         raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
+    if record.state == JobState.WAITING:
+        raise RequestError(REFUSED, f"job {record.id} is {record.status}: it starts by "
+                                    "itself when they let it go")
+    if core.deps.never_given(record):
+        raise RequestError(REFUSED, f"job {record.id} never got its task "
+                                    f"({record.error or 'stopped while it waited'}): "
+                                    "roost run it again")
     env = request_env(request)
     if env is not None:  # the caller's environment from now on (README: A job's environment)
         try:
@@ -245,6 +254,7 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     proc = core.procs.get(record.id)
     # Decided before the worker stops: its exit moves the record to `stopped`.
     was_stopped = record.state == JobState.STOPPED
+    core.deps.removing(record)  # the jobs waiting on it: removed, not stopped
     if proc is not None:
         await proc.stop("removed", core.settings().stopTimeoutSeconds)
         proc.forget()

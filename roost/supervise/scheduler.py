@@ -1,0 +1,321 @@
+"""`Scheduler`: roostd's owner of schedules (README: Schedules). Built by `Daemon.__init__`,
+started once the jobs are loaded, closed at shutdown.
+
+No polling: each timed schedule has one loop timer for its next due time (capped at
+TIMER_MAX, because the loop's clock stops while the machine sleeps: a wake after a sleep
+finds what was missed), and a file trigger one watchdog watch per path. When a timer
+fires, the due firings are counted from the last one kept on disk (`timing.When.due`) and
+`--catch-up` decides which fire, so a roostd restart and a timer are one rule.
+
+A firing sends the request `roost run` sends (or, with `--session same`, `roost reply`'s)
+through roostd's own op table: a scheduled run is made exactly as a run from the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from roost import paths
+from roost.protocol import REFUSED, RequestError
+from roost.schedules import book
+from roost.schedules.book import Schedule
+from roost.schedules.timing import CATCH_UP_MAX, ON_TIME, Debounce, firings
+from roost.supervise.base import JobTable
+from roost.supervise.jobstore import is_settled
+from roost.tasks import Tasks
+
+if TYPE_CHECKING:
+    from roost.jobs import JobRecord
+    from roost.jsonlines import Handler
+    from roost.supervise.filetrigger import FileTriggers
+
+log = logging.getLogger(__name__)
+
+TIMER_MAX = 600.0
+"""The longest a timer sleeps before it looks again (seconds): the loop's monotonic clock
+does not count a machine's sleep, the wall clock (and the schedule's zone) does."""
+
+
+class Host(JobTable, Protocol):
+    handlers: dict[str, Handler]  # the op table: a firing is a `run` or a `reply` request
+
+
+class Scheduler:
+    def __init__(self, host: Host, clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.clock = clock
+        self.schedules: dict[str, Schedule] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._debounce: dict[str, Debounce] = {}
+        self._triggers: FileTriggers | None = None
+        self._tasks = Tasks(log)
+        self._started = False
+        self._by_job: dict[str, dict[str, str]] = {}  # JobRow's `schedule`, by job id
+        self._draining: set[str] = set()  # schedules whose next queued firing is starting
+        host.events.listeners.append(self._on_event)
+
+    # -- life ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load the schedules and arm them: what was missed while roostd was down is due
+        now (and follows each one's --catch-up)."""
+        self.schedules = book.load()
+        self._started = True
+        for schedule in self.schedules.values():
+            for made in schedule.jobs:
+                self._by_job[made["id"]] = {"name": schedule.name, "cause": made["cause"],
+                                            "due": made["due"]}
+        for schedule in list(self.schedules.values()):
+            self.arm(schedule, restarted=True)
+            if schedule.queued and schedule.last_job:  # its job may have ended meanwhile
+                self._on_event({"type": "job.state", "job": {"id": schedule.last_job}})
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._triggers is not None:
+            self._triggers.close()
+        await self._tasks.cancel_all()
+
+    def save(self) -> None:
+        book.save(self.schedules)
+
+    # -- adding, removing, pausing ------------------------------------------------------
+    def add(self, schedule: Schedule) -> None:
+        self.schedules[schedule.name] = schedule
+        self.save()
+        self.arm(schedule)
+
+    def remove(self, schedule: Schedule) -> None:
+        self._disarm(schedule)
+        for made in schedule.jobs:  # its jobs stay, no longer a schedule's (as after a restart)
+            self._by_job.pop(made["id"], None)
+        del self.schedules[schedule.name]
+        self.save()
+
+    def set_paused(self, schedule: Schedule, paused: bool) -> None:
+        """Pause or resume. A resumed schedule fires from now on: what fell due while it
+        was paused was not missed, it was not wanted."""
+        schedule.paused = paused
+        if not paused and schedule.when.kind in ("cron", "every"):
+            schedule.last_fired = max(schedule.last_fired or 0.0, self.clock())
+        self.save()
+        self.arm(schedule)
+
+    def next_firing(self, schedule: Schedule) -> float | None:
+        if schedule.paused:
+            return None
+        since = schedule.last_fired if schedule.last_fired is not None else schedule.created
+        return schedule.when.next_after(max(since, self.clock()))
+
+    # -- timers and triggers ------------------------------------------------------------
+    def _disarm(self, schedule: Schedule) -> None:
+        timer = self._timers.pop(schedule.name, None)
+        if timer is not None:
+            timer.cancel()
+        self._debounce.pop(schedule.name, None)
+        if self._triggers is not None:
+            self._triggers.unwatch(schedule.name)
+
+    def arm(self, schedule: Schedule, restarted: bool = False) -> None:
+        """Set the schedule's timer (or watches) from what is on record; fire what is due
+        (`restarted`: all of it was missed while roostd was down)."""
+        self._disarm(schedule)
+        if schedule.paused or not self._started:
+            return
+        if schedule.when.kind == "change":
+            self._watch(schedule)
+            return
+        now = self.clock()
+        since = schedule.last_fired if schedule.last_fired is not None else schedule.created
+        due = schedule.when.due(since, now)
+        if due:
+            grace = None if restarted else ON_TIME
+            self._tasks.spawn(self._fire_due(schedule, due, now, grace),
+                              f"schedule {schedule.name}")
+            return
+        nxt = schedule.when.next_after(max(since, now))
+        if nxt is None:
+            return  # an --at that has fired
+        delay = min(max(nxt - now, 0.0), TIMER_MAX)
+        loop = asyncio.get_running_loop()
+        self._timers[schedule.name] = loop.call_later(delay, self._wake, schedule.name)
+
+    def _wake(self, name: str) -> None:
+        self._timers.pop(name, None)
+        schedule = self.schedules.get(name)
+        if schedule is not None:
+            self.arm(schedule)  # early (the cap, clock drift): it only sets the timer again
+
+    async def _fire_due(self, schedule: Schedule, due: list[float], now: float,
+                        grace: float | None) -> None:
+        chosen = firings(due, now, schedule.catch_up, grace)
+        if not chosen:  # all missed, --catch-up none: on record, so never counted again
+            schedule.last_fired, schedule.last_cause = due[-1], "catch-up"
+            schedule.last_outcome, schedule.last_detail = "skipped", (
+                f"{len(due)} missed firing(s) not caught up (--catch-up none)")
+            self.save()
+        for when, cause in chosen:
+            if self.schedules.get(schedule.name) is not schedule:
+                return  # removed meanwhile
+            await self.fire(schedule, cause, when)
+        if self.schedules.get(schedule.name) is schedule:
+            self.arm(schedule)
+
+    def _watch(self, schedule: Schedule) -> None:
+        if self._triggers is None:
+            from roost.supervise.filetrigger import FileTriggers
+
+            self._triggers = FileTriggers(asyncio.get_running_loop(), self._changed,
+                                          self._ignored)
+        self._debounce[schedule.name] = Debounce(schedule.debounce, self.clock)
+        try:
+            self._triggers.watch(schedule.name, schedule.when.expr.split("\n"))
+        except OSError as exc:
+            schedule.last_outcome, schedule.last_detail = "failed", f"cannot watch: {exc}"
+            log.error("schedule %s: cannot watch its paths: %s", schedule.name, exc)
+
+    def _ignored(self, name: str) -> list[str]:
+        """What a file trigger never fires on besides `.git/`: ROOST_HOME and the
+        worktrees of the jobs the schedule made."""
+        out = [str(paths.roost_home())]
+        schedule = self.schedules.get(name)
+        for made in schedule.jobs if schedule else ():
+            record = self.host.jobs.get(made["id"])
+            if record is not None and record.worktree and record.worktree.get("path"):
+                out.append(str(record.worktree["path"]))
+        return out
+
+    def _changed(self, name: str, changed: list[str]) -> None:
+        """On the loop: paths changed under a trigger's watch; fire once the burst is over."""
+        debounce = self._debounce.get(name)
+        if debounce is None:
+            return
+        deadline = debounce.note(changed)
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[name] = loop.call_later(max(deadline - self.clock(), 0.0),
+                                             self._burst_over, name)
+
+    def _burst_over(self, name: str) -> None:
+        self._timers.pop(name, None)
+        debounce, schedule = self._debounce.get(name), self.schedules.get(name)
+        if debounce is None or schedule is None:
+            return
+        taken = debounce.take()
+        if taken is None:  # woken early: look again at the deadline
+            if debounce.pending:
+                self._changed(name, [])
+            return
+        self._tasks.spawn(self.fire(schedule, "change", self.clock(), taken),
+                          f"schedule {name}")
+
+    # -- firing -------------------------------------------------------------------------
+    def _last_busy(self, schedule: Schedule) -> JobRecord | None:
+        record = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
+        return record if record is not None and not is_settled(self.host, record) else None
+
+    async def fire(self, schedule: Schedule, cause: str, due: float,
+                   changed: list[str] | None = None) -> dict[str, Any]:
+        """One firing: kept on disk first, then its run. Returns what happened, as the
+        `schedule.fired` event says it."""
+        if cause in ("time", "catch-up"):
+            schedule.last_fired = max(schedule.last_fired or 0.0, due)
+        schedule.last_cause = cause
+        busy = self._last_busy(schedule)
+        record: JobRecord | None = busy
+        if busy is not None and schedule.overlap == "skip":
+            outcome, detail = "skipped", f"job {busy.id} is still running (--overlap skip)"
+        elif busy is not None:
+            if len(schedule.queued) >= CATCH_UP_MAX:
+                outcome, detail = "skipped", f"{CATCH_UP_MAX} firings already wait for job {busy.id}"
+            else:
+                schedule.queued.append({"cause": cause, "due": due, "paths": changed})
+                outcome, detail = "queued", f"runs when job {busy.id} ends (--overlap queue)"
+        else:
+            schedule.fired += 1
+            self.save()  # before the run: a roostd killed after this never fires it twice
+            try:
+                outcome, record = await self._start(schedule, cause, due, changed)
+                detail = ""
+            except RequestError as exc:
+                outcome, detail = "failed", exc.message
+            except Exception as exc:  # a bug must not stop the schedule: said, and logged
+                log.exception("schedule %s: the firing failed", schedule.name)
+                outcome, detail = "failed", f"roostd could not start the run: {exc!r}"
+        schedule.last_outcome, schedule.last_detail = outcome, detail
+        self.save()
+        return self.host.events.emit(
+            "schedule.fired", record, schedule=schedule.name, cause=cause,
+            due=book.iso(due), outcome=outcome, detail=detail, paths=changed)
+
+    async def _start(self, schedule: Schedule, cause: str, due: float,
+                     changed: list[str] | None) -> tuple[str, JobRecord]:
+        text = book.firing_task(schedule, cause, due, changed)
+        last = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
+        if schedule.session == "same" and last is not None:
+            answer = await self._op("reply", job=last.id, text=text)
+            if answer["status"] == "stopped":
+                raise RequestError(REFUSED, f"job {last.id} is stopped: `roost start "
+                                            f"{last.id}` to go on, or remove it")
+            self._made(schedule, last.id, cause, due)
+            return "replied", last
+        request = {**schedule.run, "task": text, "name": self._job_name(schedule),
+                   "env": schedule.env}
+        answer = await self._op("run", **request)
+        record = self.host.jobs[answer["id"]]
+        schedule.last_job = record.id
+        self._made(schedule, record.id, cause, due)
+        return "started", record
+
+    def _made(self, schedule: Schedule, job_id: str, cause: str, due: float) -> None:
+        entry = {"id": job_id, "cause": cause, "due": book.iso(due)}
+        schedule.jobs = [*(j for j in schedule.jobs if j["id"] != job_id), entry][-book.JOBS_KEPT:]
+        self._by_job[job_id] = {"name": schedule.name, "cause": cause, "due": entry["due"]}
+
+    def job_field(self, job_id: str) -> dict[str, str] | None:
+        """A JobRow's `schedule`: the schedule that started the job and its last firing
+        into it ({name, cause, due}), None for a job no schedule made."""
+        return self._by_job.get(job_id)
+
+    async def _op(self, op: str, /, **request: Any) -> dict[str, Any]:
+        """roostd asks itself, as a client would (no connection: these ops use none)."""
+        answer = await self.host.handlers[op](None, {"op": op, **request})  # type: ignore[arg-type]
+        assert answer is not None
+        return answer
+
+    def _job_name(self, schedule: Schedule) -> str:
+        taken = {r.name for r in self.host.jobs.values()}
+        n = schedule.fired
+        while f"{schedule.name}-{n}" in taken:
+            n += 1
+        return f"{schedule.name}-{n}"
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        """An overlap-queued firing runs once the job it waited for has ended."""
+        job = event.get("job")
+        if event["type"] not in ("job.state", "job.removed") or not isinstance(job, dict):
+            return
+        for schedule in self.schedules.values():
+            if (schedule.queued and schedule.last_job == job.get("id")
+                    and schedule.name not in self._draining
+                    and not schedule.paused and self._last_busy(schedule) is None):
+                self._draining.add(schedule.name)
+                self._tasks.spawn(self._next_queued(schedule), f"schedule {schedule.name}")
+
+    async def _next_queued(self, schedule: Schedule) -> None:
+        """One queued firing at a time: the next waits for the run this one starts."""
+        try:
+            queued = schedule.queued.pop(0)
+            await self.fire(schedule, queued["cause"], queued["due"], queued.get("paths"))
+        finally:
+            self._draining.discard(schedule.name)
+
+    async def run_now(self, schedule: Schedule) -> dict[str, Any]:
+        return await self.fire(schedule, "run-now", self.clock())

@@ -1,0 +1,67 @@
+"""A headless Debian chromium driven by selenium through its chromedriver, for roost web's
+browser tests and benchmark (browsers cannot be downloaded here: `scripts/test` installs
+Debian's as root). selenium is a test dependency, imported only here.
+
+```python
+with chromium() as driver:
+    driver.get(web.first_line)            # paired
+    wait_text(driver, "#tree", "done")    # a live part, looked up again when swapped
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+MISSING = "needs Debian's chromium and chromium-driver (scripts/test installs them as root)"
+
+
+@contextlib.contextmanager
+def chromium(width: int = 1100, height: int = 900, timeout: float = 60.0) -> Iterator[Any]:
+    """A fresh headless chromium (its own profile), quit at the end."""
+    if not (CHROMIUM and DRIVER):
+        raise FileNotFoundError(MISSING)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    driver.set_page_load_timeout(timeout)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_text(driver: Any, css: str, wanted: str, timeout: float = 60.0) -> None:
+    """Until the element `css` holds `wanted` (found again when a live part swapped it)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                       NoSuchElementException)).until(
+        lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text,
+        f"{wanted!r} in {css}")
+
+
+def click(driver: Any, by: str, value: str, timeout: float = 60.0) -> None:
+    """Click the element, found again if a live part swapped it between finding and clicking."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def press(d: Any) -> bool:
+        d.find_element(by, value).click()
+        return True
+
+    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
+                                                       NoSuchElementException)).until(
+        press, f"a clickable {value}")
