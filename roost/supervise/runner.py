@@ -104,10 +104,13 @@ class LocalRunner:
                      | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.fchmod(fd, 0o600)
-            if spec.spare and self.spare is not None:
-                taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd, "env": spec.env}, fd)
-                if taken is not None:
-                    return taken  # it owns fd now
+            if self.spare is not None:
+                self.spare.start_later()  # the next spare: once workers stop starting
+                if spec.spare:
+                    taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd,
+                                             "env": spec.env}, fd)
+                    if taken is not None:
+                        return taken  # it owns fd now
             return self._start(spec, fd)
         except BaseException:
             os.close(fd)

@@ -8,8 +8,8 @@ socket (readable: `ready`, or its end) instead of polling. Taking it for a job f
 `Launched` contract: roostd saves its pid and start time, then `go()` sends the job (id,
 directory, environment) with the job's worker.log as a passed descriptor (opened by roostd
 as for any worker: never through a symlink). A spare serves one job; the next one starts
-REFILL_SECONDS later, not while that job's pi boots on the same cores (the first one, too,
-REFILL_SECONDS after roostd's start). roostd's shutdown
+once no worker has started for REFILL_SECONDS (nor roostd itself), not while their pis
+boot on the same cores. roostd's shutdown
 (or death) closes the socket and the spare exits having done nothing.
 """
 
@@ -29,9 +29,9 @@ from roost.worker import joblock
 
 log = logging.getLogger(__name__)
 
-REFILL_SECONDS = 1.0
-"""The first spare starts this long after roostd, and each next one this long after the
-last was taken: not while a job's worker and pi start on the same cores."""
+REFILL_SECONDS = 2.0
+"""A spare starts this long after roostd's start and after the last worker's start (a pi
+boots in 0.3-1.5 s): not while a job's worker and pi start on the same cores."""
 
 
 def standby_command() -> list[str]:
@@ -85,10 +85,13 @@ class Spare:
         return self._popen.pid if self._popen is not None else None
 
     def start_later(self) -> None:
-        """Start one REFILL_SECONDS from now: roostd's own start (and a job that came with
-        it) first."""
-        if self._refill is None and not self._closed:
-            self._refill = asyncio.get_running_loop().call_later(REFILL_SECONDS, self.start)
+        """Start one REFILL_SECONDS from now, from now again at every worker start: not
+        while workers and their pis start on the same cores (roostd's own start too)."""
+        if self._closed:
+            return
+        if self._refill is not None:
+            self._refill.cancel()
+        self._refill = asyncio.get_running_loop().call_later(REFILL_SECONDS, self.start)
 
     def start(self) -> None:
         """Start a spare unless one is there (or they are turned off, or roostd stops)."""
@@ -153,7 +156,6 @@ class Spare:
         asyncio.get_running_loop().remove_reader(sock.fileno())
         sock.setblocking(True)
         self._popen, self._sock, self.ready = None, None, False
-        self.start_later()
         return SpareLaunch(popen, sock, log_fd, job)
 
     def close(self) -> None:
