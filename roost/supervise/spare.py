@@ -153,6 +153,9 @@ class Spare:
         popen, sock = self._popen, self._sock
         if not self.ready or popen is None or sock is None or popen.poll() is not None:
             return None
+        if not self._enabled():  # turned off since it started: it goes, unused
+            self._drop()
+            return None
         asyncio.get_running_loop().remove_reader(sock.fileno())
         sock.setblocking(True)
         self._popen, self._sock, self.ready = None, None, False

@@ -117,3 +117,14 @@ def test_a_spare_that_died_is_not_used(fake_pi_env: Lab) -> None:
     assert settle(env, job) == "done"
     pid = env.show(job)["worker"]["pid"]
     assert pid != spare.pid and psutil.Process(pid).cmdline()[-1] == job
+
+
+def test_a_spare_turned_off_meanwhile_goes_unused(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    env.roost_ok("ls")
+    spare = ready_spare(env)
+    env.configure(spareWorker=False)
+    job = run_job(env, "cold again")
+    assert settle(env, job) == "done"
+    assert env.show(job)["worker"]["pid"] != spare.pid
+    wait_until(lambda: not alive(spare.pid), 15, what="the unused spare gone")
