@@ -14,12 +14,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from roost import paths, protocol
 from roost import trustedfiles as trust
 from roost.errors import RoostError
 from roost.protocol import RequestError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 START_TIMEOUT = 15.0
 

@@ -68,6 +68,9 @@ class Settings:
     agentSpawnQueue: bool = False
     """A spawn past the tree caps (children, tree, spawned) is queued instead of refused,
     as if it asked with `queue: true`."""
+    spareWorker: bool = True
+    """Keep one pi worker started ahead of its job, so a new job's pi starts at once
+    (README: Start-up); false: every worker starts when its job does."""
     restartBackoffSeconds: float = 0.5
     """First delay before restarting a crashed worker; doubles per crash (cap 30 s)."""
     restartMaxCrashes: int = 5

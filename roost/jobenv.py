@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
+
 
 FILE_NAME = "env.json"
 MAX_BYTES = 1024 * 1024

@@ -33,11 +33,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from roost import PROTOCOL_VERSION, __version__
 from roost.errors import RoostError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 # -- contracts the extension keeps a copy of (tests/unit/test_layout.py checks roost.ts) --
 CUSTOM_TYPE = "pi-roost-agent-message"
@@ -217,16 +221,23 @@ def event(name: str, **fields: Any) -> dict[str, Any]:
     return {"type": "event", "event": name, **fields}
 
 
-@dataclass(frozen=True)
 class Op:
     """A documented operation: its name, who may call it, its required arguments and the
-    others it reads (`optional`)."""
+    others it reads (`optional`). (A plain class, not a dataclass: every `roost` process
+    imports this module, and dataclasses brings inspect, ~6 ms.)"""
 
-    name: str
-    caller: str  # "any", "worker" (bound worker connection), "peer" (worker or foreground)
-    required: tuple[str, ...] = ()
-    doc: str = ""
-    optional: tuple[str, ...] = ()
+    __slots__ = ("name", "caller", "required", "doc", "optional")
+
+    def __init__(self, name: str, caller: str, required: tuple[str, ...] = (), doc: str = "",
+                 optional: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.caller = caller  # "any", "worker" (bound worker connection), "peer" (worker or fg)
+        self.required = required
+        self.doc = doc
+        self.optional = optional
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r}, {self.caller!r}, {self.required!r})"
 
 
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
@@ -348,18 +359,24 @@ EXTENSION = "extension"  # the roost extension in a pi: a job's (via its worker)
 CLIENT = "client"  # a CLI connection that asked for them (`subscribe`, `events`)
 
 
-@dataclass(frozen=True)
 class PushedEvent:
     """A pushed event: `{"type": "event", "event": name, ...fields}` from `sender` to
     `receiver`. Every one of `fields` is present (its value may be null); `optional` ones
-    may be left out."""
+    may be left out. (A plain class, as Op.)"""
 
-    name: str
-    sender: str
-    receiver: str
-    fields: tuple[str, ...] = ()
-    optional: tuple[str, ...] = ()
-    doc: str = ""
+    __slots__ = ("name", "sender", "receiver", "fields", "optional", "doc")
+
+    def __init__(self, name: str, sender: str, receiver: str, fields: tuple[str, ...] = (),
+                 optional: tuple[str, ...] = (), doc: str = "") -> None:
+        self.name = name
+        self.sender = sender
+        self.receiver = receiver
+        self.fields = fields
+        self.optional = optional
+        self.doc = doc
+
+    def __repr__(self) -> str:
+        return f"PushedEvent({self.name!r}, {self.direction!r})"
 
     @property
     def direction(self) -> str:

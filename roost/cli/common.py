@@ -1,9 +1,9 @@
 """What every command module shares: the exit-code rule, one-line errors (`fail`,
 `usage_error`), the connection to roostd that starts it when needed (`daemon`), and `print_json`.
 
-Light on purpose (click and the standard library): every `roost` process imports it. The
-client, the protocol and the socket are imported by `daemon()`, so `roost --help` never
-loads them.
+Light on purpose (the standard library only, not even click: the entry's quick path,
+roost.cli.entry, runs without it): every `roost` process imports it. The client, the
+protocol and the socket are imported by `daemon()`, so `roost --help` never loads them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from roost.client import Client
 
 
@@ -28,12 +29,20 @@ _EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
 """roostd's error codes that are usage errors; every other code is a refusal."""
 
 
+def echo(text: str, err: bool = False) -> None:
+    """One line on stdout (stderr), written as click.echo writes it: through the output
+    layer's guard (roost.cli.output), then flushed."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(f"{text}\n")
+    stream.flush()
+
+
 def fail(message: str, code: int = REFUSED) -> NoReturn:
     """One line on stderr, then exit `code`. It may quote roostd, pi, git or a model: its
     control characters are shown as escapes (roost.cli.output)."""
     from roost.cli.output import visible
 
-    click.echo(f"roost: {visible(message)}", err=True)
+    echo(f"roost: {visible(message)}", err=True)
     sys.exit(code)
 
 
@@ -64,4 +73,4 @@ def print_json(data: Any) -> None:
     """`data` as JSON, its strings' control and bidi characters escaped (roost.cli.output)."""
     from roost.cli.output import json_text
 
-    click.echo(json_text(data))
+    echo(json_text(data))

@@ -3,9 +3,10 @@
 but `daemon run|stop|status` starts roostd when it is not running. Errors go to stderr
 with a non-zero exit; `--json` output is stable (README: JSON output).
 
-Start-up is part of every command's wall time (the target: `roost ls --json`, `reply` and
-`run` within 80 ms with roostd up), so the command modules import only click, the
-standard library and the light `views` at the top. The client, the protocol and the
+Start-up is part of every command's wall time (the targets: `roost ls --json`, `reply`
+and `run` within 60 ms with roostd up, README: Start-up), so the plain forms of those
+never reach this module (roost.cli.entry runs them without click), and the command modules
+import only click, the standard library and the light `views` at the top. The client, the protocol and the
 socket are imported by `common.daemon()` (`roost --help` never loads them); rich, the
 mailbox package and textual by the commands (and view functions) that use them.
 `benchmarks/cli_bench.py` measures it, including which heavy modules each command loads.

@@ -28,10 +28,14 @@ from __future__ import annotations
 import io
 import re
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from rich.text import Text
+
 
 BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 """The characters that reorder a line (bidi embeddings, overrides, isolates and marks)."""

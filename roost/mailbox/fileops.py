@@ -16,8 +16,11 @@ FILE_MODE = 0o600
 
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) if needed and force mode 0700 on it."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    st = os.lstat(path)
+    try:  # most often it is there: one lstat (roostd opens every job's mailbox at start)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         # A symlink planted as tmp/ or new/ would take every item outside the mailbox.
         raise OSError(f"{path} is a symlink or not a directory: refusing to use it")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from roost import protocol
@@ -42,12 +44,53 @@ def tree_root(daemon: JobTable, key: str) -> JobRecord | None:
     return None
 
 
+class _Sums:
+    """Every tree's sum and each session's children, from one pass over the jobs."""
+
+    def __init__(self, daemon: JobTable) -> None:
+        self.trees: dict[str, Usage] = {}
+        self.children: dict[str, list[JobRecord]] = {}
+        for record in daemon.jobs.values():
+            self.trees.setdefault(tree_key(record), Usage()).add_usage(own(record))
+            if record.links.parent_session:
+                self.children.setdefault(record.links.parent_session, []).append(record)
+
+
+_sums: _Sums | None = None
+
+
+@contextmanager
+def many_rows(daemon: JobTable) -> Iterator[None]:
+    """Around the rows of many jobs at once (the `list` op): each tree's sum and the
+    children index are made once, not for every row (1,000 jobs: a thousand steps, not a
+    million). Only around code that does not await: no job changes meanwhile."""
+    global _sums
+    _sums = _Sums(daemon)
+    try:
+        yield
+    finally:
+        _sums = None
+
+
+def _children(daemon: JobTable) -> dict[str, list[JobRecord]]:
+    if _sums is not None:
+        return _sums.children
+    children: dict[str, list[JobRecord]] = {}
+    for other in daemon.jobs.values():
+        if other.links.parent_session:
+            children.setdefault(other.links.parent_session, []).append(other)
+    return children
+
+
 def tree_usage(daemon: JobTable, key: str) -> Usage:
     """The root and every descendant, removed ones included."""
     total = Usage()
-    for record in daemon.jobs.values():
-        if tree_key(record) == key:
-            total.add_usage(own(record))
+    if _sums is not None:
+        total.add_usage(_sums.trees.get(key, Usage()))
+    else:
+        for record in daemon.jobs.values():
+            if tree_key(record) == key:
+                total.add_usage(own(record))
     removed = daemon.usage_book.removed.get(key)
     if removed is not None:
         total.add_usage(removed)
@@ -58,10 +101,7 @@ def subtree_usage(daemon: JobTable, record: JobRecord) -> Usage:
     """A job and its live descendants (a root: its whole tree, removed jobs included)."""
     if not record.links.root_session and record.session:
         return tree_usage(daemon, record.session)
-    children: dict[str, list[JobRecord]] = {}
-    for other in daemon.jobs.values():
-        if other.links.parent_session:
-            children.setdefault(other.links.parent_session, []).append(other)
+    children = _children(daemon)
     total, stack, seen = Usage(), [record], set()
     while stack:
         job = stack.pop()

@@ -42,6 +42,7 @@ from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
 from roost.supervise.router import AgentRouter
+from roost.supervise.runner import LocalRunner
 from roost.supervise.scheduler import Scheduler
 from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
@@ -72,6 +73,7 @@ class Daemon:
         self.usage_book = UsageBook()
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
+        self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
         self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
@@ -151,6 +153,7 @@ class Daemon:
         self.events.open()  # under the daemon lock: one appender per log
         self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
+        self.runner.prepare()  # a pi worker started ahead of the next job (supervise.spare)
         self.schedules.start()  # after the jobs: a catch-up firing may reply to one
         log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
                  os.getpid(), len(self.jobs))
@@ -169,6 +172,7 @@ class Daemon:
             conn.close()
         for proc in self.procs.values():
             proc.forget()
+        self.runner.close()
         self.idle.close()
         await self.schedules.close()
         with contextlib.suppress(FileNotFoundError):
@@ -293,7 +297,7 @@ class Daemon:
         """The job's WorkerProcess, made on first use (one per job)."""
         proc = self.procs.get(record.id)
         if proc is None:
-            proc = WorkerProcess(record, self.settings, self._worker_event)
+            proc = WorkerProcess(record, self.settings, self._worker_event, self.runner)
             self.procs[record.id] = proc
         return proc
 
@@ -377,7 +381,7 @@ class Daemon:
         if record.kind == JobKind.PI:
             record.agent_catalog = agent_catalog(record.cwd)
         try:
-            proc.spawn()
+            saved = proc.spawn()
         except OSError as exc:  # e.g. worker.log replaced by a symlink: refused, not followed
             log.error("job %s: could not start its worker: %s", record.id, exc)
             self.set_state(record, JobState.FAILED, busy=False, status="",
@@ -385,7 +389,8 @@ class Daemon:
             return
         if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
-        self._saver.save(record)
+        elif not saved:  # spawn saved it with the worker's identity: one fsync, not two
+            self._saver.save(record)
 
     def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
         record = proc.record

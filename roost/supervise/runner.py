@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from roost import procid
+from roost.supervise.spare import Spare
 from roost.worker import joblock
 
 
@@ -30,6 +32,8 @@ class WorkerSpec:
     cwd: str
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)  # on top of roostd's own environment
+    spare: bool = False
+    """A pi worker (`python -m roost.worker JOB`): a worker started ahead may take it."""
 
 
 class Launched(Protocol):
@@ -79,16 +83,44 @@ class LocalLaunch:
 
 class LocalRunner:
     """Workers as children of roostd, each in its own process session (so a roostd killed
-    with SIGKILL takes no worker, and no pi, with it)."""
+    with SIGKILL takes no worker, and no pi, with it). With `spare` (the spareWorker
+    setting) it keeps one pi worker started ahead of its job (roost.supervise.spare):
+    `prepare()` starts it, `close()` ends it."""
 
-    def launch(self, spec: WorkerSpec) -> LocalLaunch:
+    def __init__(self, spare: Callable[[], bool] | None = None) -> None:
+        self.spare = Spare(spare) if spare is not None else None
+
+    def prepare(self) -> None:
+        if self.spare is not None:
+            self.spare.start_later()
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+
+    def launch(self, spec: WorkerSpec) -> Launched:
+        # 0600 and never through a symlink planted in the job's directory.
+        fd = os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            if self.spare is not None:
+                self.spare.start_later()  # the next spare: once workers stop starting
+                if spec.spare:
+                    taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd,
+                                             "env": spec.env}, fd)
+                    if taken is not None:
+                        return taken  # it owns fd now
+            return self._start(spec, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @staticmethod
+    def _start(spec: WorkerSpec, fd: int) -> LocalLaunch:
         go_read, go_write = os.pipe()
         try:
-            # 0600 and never through a symlink planted in the job's directory.
-            fd = os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "ab") as log_file:
+            with os.fdopen(os.dup(fd), "ab") as log_file:
                 popen = subprocess.Popen(
                     spec.command,
                     env={**os.environ, **spec.env, joblock.GO_FD_VAR: str(go_read)},
@@ -105,4 +137,5 @@ class LocalRunner:
             raise
         finally:
             os.close(go_read)
+        os.close(fd)
         return LocalLaunch(popen, go_write)

@@ -83,8 +83,9 @@ class WorkerProcess:
         module = "roost.worker.shell" if self.record.kind == JobKind.SHELL else "roost.worker"
         return [sys.executable, "-m", module, self.record.id]
 
-    def spawn(self) -> None:
-        """Start a fresh worker process for the job."""
+    def spawn(self) -> bool:
+        """Start a fresh worker process for the job. True when its record, with the new
+        worker's identity, is saved (the caller need not save it again)."""
         if self._restart is not None:
             self._restart.cancel()
             self._restart = None
@@ -96,14 +97,15 @@ class WorkerProcess:
             # a second one must never start.
             log.warning("job %s: adopted live worker pid %s instead of starting another",
                         self.record.id, self.record.process.worker_pid)
-            return
+            return False
         evict_strangers(self.record.dir)
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
         # The worker waits on `go` before it takes the job's lock or reads anything: it
         # runs only once its pid and start time are saved, so a worker no record names
         # never exists (a roostd killed in between never releases it, and it exits).
         launched = self._runner.launch(WorkerSpec(
-            self.record.id, self.command(), cwd, self.record.dir / "worker.log"))
+            self.record.id, self.command(), cwd, self.record.dir / "worker.log",
+            spare=self.record.kind == JobKind.PI))
         self._launched = launched
         self.record.process.worker_pid = launched.pid
         self.record.process.worker_start = launched.start_time
@@ -122,11 +124,12 @@ class WorkerProcess:
                       self.record.id, exc)
             self.fatal_reason = f"roostd could not record its worker: {exc}"
             launched.cancel()
-            return
+            return False
         try:
             launched.go()
         except OSError as exc:  # it is gone already: its exit is on its way
             log.error("job %s: the new worker could not be released: %s", self.record.id, exc)
+        return True
 
     def adopt(self) -> bool:
         """Take over the live worker the job's record names (its pid and start time, saved

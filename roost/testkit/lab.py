@@ -168,8 +168,9 @@ class Lab:
     def cli(self, *args: str, check: bool = True, timeout: float = CLI_TIMEOUT,
             cwd: Path | None = None, input: str | None = None,
             env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
-        """`roost ARGS...` (python -m roost.cli.main) with this lab's environment (`env`:
-        variables added for this call only; None removes one), from its work dir;
+        """`roost ARGS...` (python -m roost.cli, as the console script runs it) with this
+        lab's environment (`env`: variables added for this call only; None removes one),
+        from its work dir;
         AssertionError (with the logs) when it exits non-zero, unless `check=False`."""
         call_env = dict(self.env)
         for key, value in (env or {}).items():
@@ -178,7 +179,7 @@ class Lab:
             else:
                 call_env[key] = value
         proc = subprocess.run(
-            [sys.executable, "-m", "roost.cli.main", *args],
+            [sys.executable, "-m", "roost.cli", *args],
             env=call_env, cwd=cwd or self.work, capture_output=True, text=True,
             timeout=timeout, input=input,
         )

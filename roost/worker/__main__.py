@@ -1,4 +1,5 @@
-"""`python -m roost.worker JOB_ID`: start pi first, then load the worker (see launch.py)."""
+"""`python -m roost.worker JOB_ID`: start pi first, then load the worker (see launch.py).
+`python -m roost.worker --standby`: the same, for a job roostd hands it later (standby.py)."""
 
 import sys
 
@@ -7,8 +8,14 @@ from roost.worker import joblock, launch
 if len(sys.argv) != 2:
     print("usage: python -m roost.worker JOB_ID", file=sys.stderr)
     sys.exit(2)
-joblock.wait_for_go()  # until roostd has recorded this process as the job's worker
-early = launch.start(sys.argv[1])
+if sys.argv[1] == "--standby":
+    from roost.worker.standby import wait_for_job
+
+    job_id = wait_for_job()  # its imports done, once roostd recorded it as the job's worker
+else:
+    joblock.wait_for_go()  # until roostd has recorded this process as the job's worker
+    job_id = sys.argv[1]
+early = launch.start(job_id)
 
 from roost.worker.lifecycle import main  # noqa: E402 - heavy: imported while pi boots
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 
@@ -57,7 +58,8 @@ def test_after_waits_until_every_dependency_is_done(fake_pi_env: Lab) -> None:
     assert (row["state"], row["status"]) == ("waiting", "waiting on a, b")
     assert row["after"] == {"jobs": [a, b], "mode": "all", "withResults": False,
                             "ended": {}, "waitingOn": [a, b]}
-    assert "waiting  waiting on a, b" in env.roost_ok("ls", "--wide")
+    # The STATE column is as wide as its widest cell: `starting` while a and b's workers start.
+    assert re.search(r"waiting {2,3}waiting on a, b", env.roost_ok("ls", "--wide"))
     assert env.record(c)["after"]["jobs"] == [a, b]  # the wait list is in its record
     assert env.mailbox_files(c) == [] and env.show(c)["worker"]["pid"] is None
     # Nothing starts it early: no reply (it would come before its task), no `roost start`.

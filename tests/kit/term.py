@@ -21,7 +21,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def roost_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "roost.cli.main", *args]
+    return [sys.executable, "-m", "roost.cli", *args]  # the console script's entry
 
 
 def in_pty(argv: Sequence[str], env: Mapping[str, str], columns: int, rows: int = 24,

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from roost.cli import views  # light: it imports rich and the mailbox package where used
+from roost.cli import jobcalls, views  # light: rich and the mailbox package where used
 from roost.cli.afteropts import after_args, after_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
@@ -86,26 +86,7 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         if worktree:
             args.update(worktree=True, branch=branch, base=base)
-    from roost.jobenv import caller_env
-
-    args["env"] = caller_env()  # the job runs with it (README: A job's environment)
-    with daemon() as client:
-        result = client.request("run", **args)
-    click.echo(result["id"])
-    if result.get("state") == "failed":  # a dependency had failed already
-        from roost.cli import output
-
-        click.echo(output.field(f"roost: job {result['id']} failed at once: "
-                                f"{result.get('error')}"), err=True)
-    if result.get("position") is not None:
-        click.echo(f"roost: job {result['id']} is queued (position {result['position']})",
-                   err=True)
-    from roost.paths import agent_dir
-
-    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
-        click.echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
-                   f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
-                   "`roost daemon stop` and run again from this shell", err=True)
+    jobcalls.start(args, shell)
 
 
 def _each_tasks(source: str) -> list[Any]:
@@ -193,12 +174,7 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
            ↳ NAME    (--group state) a child of the job NAME
     A ↳ before a name (grouped by directory) marks a child under its parent;
     a question starts with `?`; COST `—` means the model has no prices."""
-    with daemon() as client:
-        rows = client.request("list")["jobs"]
-    if as_json:
-        print_json(views.tree_order(rows) if tree else rows)
-        return
-    views.print_table(rows, group=group, tree=tree, wide=wide)
+    jobcalls.list_jobs(as_json, tree, group, wide)
 
 
 @click.command()
@@ -223,15 +199,7 @@ def show(job: str, as_json: bool, full: bool) -> None:
 @click.argument("text", nargs=-1, required=True)
 def reply(job: str, text: tuple[str, ...]) -> None:
     """Send a user reply: prints delivered, queued, started or stopped."""
-    with daemon() as client:
-        result = client.request("reply", job=job, text=" ".join(text))
-    click.echo(result["status"])
-    if result.get("why"):  # queued on a failed job: nothing runs until it is started again
-        click.echo(f"roost: job {result['id']} failed: {views.printable(result['why'])}; the "
-                   f"reply waits in its mailbox (`roost start {result['id']}` delivers it)",
-                   err=True)
-    if result["status"] == "stopped":
-        fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
+    jobcalls.reply(job, " ".join(text))
 
 
 WAIT_FOR = ("needs_input", "settled", "done", "failed")

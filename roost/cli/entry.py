@@ -1,0 +1,70 @@
+"""The `roost` command's entry point (its console script, and `python -m roost.cli`): the
+plain forms of the commands run most often go to roostd without click; every other
+command line is roost.cli.main's click group, unchanged.
+
+A whole `roost` process is mostly Python's start-up and imports, and click's import is
+about a third of a `roost ls --json` (README: Start-up). The plain forms are `ls`,
+`ls --json`, `reply JOB TEXT...` and `run TASK...` where no argument after the command
+starts with `-` (so no option, no `--`, no `-` for stdin, no --help) and each one is text
+that encodes: they run the same code as their click commands (roost.cli.jobcalls), print
+the same and exit alike (click's rules for ^C and a closed pipe included). Anything else,
+a usage error too, goes to click, which says what is wrong as it always did.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+
+def _plain(words: list[str]) -> bool:
+    for word in words:
+        if word.startswith("-"):
+            return False
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are no UTF-8 (surrogate escapes): click's
+            return False
+    return True
+
+
+def quick(argv: list[str]) -> Callable[[], None] | None:
+    """The call that runs `roost ARGV` without click, or None when click must parse it."""
+    if not argv or "_ROOST_COMPLETE" in os.environ:  # click's shell completion
+        return None
+    from roost.cli import jobcalls
+
+    name, rest = argv[0], argv[1:]
+    if name == "ls" and rest in ([], ["--json"]):
+        return lambda: jobcalls.list_jobs(as_json=bool(rest))
+    if not _plain(rest):
+        return None
+    if name == "reply" and len(rest) >= 2:
+        return lambda: jobcalls.reply(rest[0], " ".join(rest[1:]))
+    if name == "run" and rest:
+        return lambda: jobcalls.start(jobcalls.pi_task(" ".join(rest), os.getcwd()), False)
+    return None
+
+
+def main() -> None:
+    call = quick(sys.argv[1:])
+    if call is None:
+        from roost.cli.main import main as click_main
+
+        click_main()
+        return
+    from roost.cli.output import guard_streams
+
+    guard_streams()
+    try:
+        call()
+    except (EOFError, KeyboardInterrupt):
+        sys.stderr.write("\n")  # as click does, before its exit 130
+        sys.exit(130)
+    except BrokenPipeError:
+        # As click: the reader went away; nothing more is written (not even at exit).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+    sys.exit(0)

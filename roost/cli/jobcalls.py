@@ -1,0 +1,69 @@
+"""What `roost ls`, `roost reply` and `roost run` do once their arguments are known, without
+click: their click commands (roost.cli.commands.jobs) and the entry's quick path
+(roost.cli.entry) both call these, so the two print and exit alike."""
+
+from __future__ import annotations
+
+from roost.cli.common import daemon, echo, fail, print_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def list_jobs(as_json: bool, tree: bool = False, group: str = "dir", wide: bool = False) -> None:
+    with daemon() as client:
+        rows = client.request("list")["jobs"]
+    if as_json and not tree:
+        print_json(rows)
+        return
+    from roost.cli import views
+
+    if as_json:
+        print_json(views.tree_order(rows))
+        return
+    views.print_table(rows, group=group, tree=tree, wide=wide)
+
+
+def reply(job: str, text: str) -> None:
+    with daemon() as client:
+        result = client.request("reply", job=job, text=text)
+    echo(result["status"])
+    if result.get("why"):  # queued on a failed job: nothing runs until it is started again
+        from roost.cli.views import printable
+
+        echo(f"roost: job {result['id']} failed: {printable(result['why'])}; the reply waits "
+             f"in its mailbox (`roost start {result['id']}` delivers it)", err=True)
+    if result["status"] == "stopped":
+        fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
+
+
+def pi_task(task: str, cwd: str) -> dict[str, Any]:
+    """The `run` request of `roost run TASK` with no option."""
+    return {"name": None, "cwd": cwd, "group": None, "priority": None, "task": task,
+            "model": None, "thinking": None, "agent": None, "budget": None,
+            "budgetTokens": None, "maxTurns": None, "treeBudget": None}
+
+
+def start(args: dict[str, Any], shell: bool) -> None:
+    """Send `run` (with the caller's environment) and print the new job's id."""
+    from roost.jobenv import caller_env
+
+    args["env"] = caller_env()  # the job runs with it (README: A job's environment)
+    with daemon() as client:
+        result = client.request("run", **args)
+    echo(result["id"])
+    if result.get("state") == "failed":  # a dependency had failed already
+        from roost.cli.output import field
+
+        echo(field(f"roost: job {result['id']} failed at once: {result.get('error')}"),
+             err=True)
+    if result.get("position") is not None:
+        echo(f"roost: job {result['id']} is queued (position {result['position']})", err=True)
+    from roost.paths import agent_dir
+
+    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
+        echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
+             f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
+             "`roost daemon stop` and run again from this shell", err=True)

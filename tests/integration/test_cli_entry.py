@@ -1,0 +1,104 @@
+"""The `roost` entry (roost.cli.entry): the plain forms of `ls`, `ls --json`, `reply` and
+`run` run without click and do exactly what their click commands do (the same request,
+output and exit code); every other command line goes to click unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from kit.jobs import run_job, settle
+
+from roost.cli import entry, jobcalls
+from roost.cli.main import cli
+from roost.testkit.lab import Lab
+
+
+class Recorder:
+    """Stands in for roostd: records each request, answers like roostd would."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def request(self, op: str, **args: Any) -> dict[str, Any]:
+        self.requests.append((op, args))
+        return {"jobs": [], "status": "delivered", "id": "0000abcd"}
+
+
+@pytest.mark.parametrize("argv", [["ls"], ["ls", "--json"], ["reply", "0000abcd", "two", "words"],
+                                  ["run", "a", "task", "é"]])
+def test_a_plain_form_sends_what_its_click_command_sends(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for way in ("click", "quick"):
+        recorder = Recorder()
+
+        @contextmanager
+        def daemon(autostart: bool = True, _r: Recorder = recorder) -> Iterator[Recorder]:
+            yield _r
+
+        monkeypatch.setattr(jobcalls, "daemon", daemon)
+        if way == "click":
+            result = CliRunner().invoke(cli, argv)
+            assert result.exit_code == 0, result.output
+        else:
+            call = entry.quick(argv)
+            assert call is not None
+            call()
+        sent[way] = recorder.requests
+    assert sent["quick"] == sent["click"] and sent["quick"]
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["ls", "--tree"], ["ls", "-h"], ["ls", "x"],
+                                  ["reply", "job"], ["reply", "job", "--", "-x"],
+                                  ["run"], ["run", "-"], ["run", "--name", "n", "t"],
+                                  ["run", "t", "--help"], ["show", "job"],
+                                  ["run", "bad\udcff"]])
+def test_any_other_command_line_goes_to_click(argv: list[str]) -> None:
+    assert entry.quick(argv) is None
+
+
+def test_completion_goes_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_ROOST_COMPLETE", "bash_complete")
+    assert entry.quick(["ls"]) is None
+
+
+def imported(env: Lab, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "roost.cli", *args],
+                          env=env.env, cwd=env.work, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    job = run_job(env, "first task")
+    assert settle(env, job) == "done"
+    for args in (("ls",), ("ls", "--json"), ("reply", job, "again")):
+        assert "| click" not in imported(env, *args), args
+        if args[0] == "reply":
+            settle(env, job)
+    click_way = [sys.executable, "-m", "roost.cli.main"]
+    for args in (("ls",), ("ls", "--json")):
+        quick = env.roost_ok(*args)
+        slow = subprocess.run([*click_way, *args], env=env.env, cwd=env.work,
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+        assert quick == slow
+    # Refusals: the same line and exit code either way.
+    for args in (("reply", "nosuchjob", "hi"),):
+        quick_proc = env.roost(*args)
+        slow_proc = subprocess.run([*click_way, *args], env=env.env, cwd=env.work,
+                                   capture_output=True, text=True, timeout=60)
+        assert (quick_proc.returncode, quick_proc.stderr) == (slow_proc.returncode,
+                                                            slow_proc.stderr) == (
+            2, "roost: no job with id or name 'nosuchjob' (roost ls lists them)\n")
+    env.roost_ok("stop", job)
+    stopped = env.roost("reply", job, "to a stopped job")
+    assert stopped.returncode == 1 and stopped.stdout == "stopped\n"
+    assert stopped.stderr == f"roost: job {job} is stopped; `roost start {job}` first\n"
+    assert "Usage: roost run" in env.roost_ok("run", "--help")  # click's, unchanged
