@@ -127,7 +127,7 @@ def test_a_firing_cut_short_by_a_kill_runs_once(fake_pi_env: Lab) -> None:
                                            "name": name, "job": None}
         book.write_text(json.dumps(data))
         env.roost_ok("schedule", "ls")  # a new roostd finishes the firing
-        event = wait_until(lambda: [e for e in fired(env, "nightly")
+        event = wait_until(lambda due=due: [e for e in fired(env, "nightly")
                                     if abs(stamp(e["due"]) - due) < 0.01], 30,
                            what=f"the firing that makes {name}")
         assert event[0]["outcome"] == "started" and event[0]["job"]["name"] == name
