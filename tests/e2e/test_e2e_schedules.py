@@ -1,14 +1,17 @@
 """End to end, the real pi: an `--every` schedule fires twice (README: Schedules); with
 `--session same` the second firing is a reply in the same session, so the model sees the
-first run's answer."""
+first run's answer; a roostd SIGKILLed across due times catches up once; a file trigger on a
+real directory fires one run for a burst, its model given the changed paths as data."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from datetime import datetime
 
 import pytest
-from kit.wait import wait_until
+from kit.wait import kill, wait_until
 
 from roost.testkit.fakellm import FakeLLM, any_message_contains, first_user_contains, text
 from roost.testkit.lab import Lab
@@ -40,3 +43,43 @@ def test_an_every_schedule_fires_twice_into_the_same_session(
     wait_until(lambda: lab.row(job)["summary"].endswith("second run remembers SCHEDMEM 42"),
                60, what="the second run's answer, from the first run's memory")
     assert lab.wait(job) == "done"
+
+
+def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
+    make_lab: Callable[..., Lab], llm: FakeLLM,
+) -> None:
+    """Real time, real pi: roostd SIGKILLed across two due times of an `--every 2s`
+    schedule fires one catch-up; a burst of writes in a real directory fires one run,
+    whose model is given the changed paths as roost's data."""
+    lab = make_lab(llm=llm)
+    llm.add(first_user_contains("TICKTASK"), text("ticked"))
+    llm.add(first_user_contains("DOCSTASK"), text("rebuilt"))
+    lab.roost_ok("schedule", "add", "tick", "--every", "2s", "TICKTASK tick")
+    first = wait_until(lambda: fired(lab), 60, what="the first firing")[0]
+    daemon = lab.daemon_pid()
+    assert daemon is not None
+    kill(daemon)
+    due = datetime.fromisoformat(first["due"].replace("Z", "+00:00")).timestamp()
+    wait_until(lambda: time.time() > due + 5, 30, what="two due times to pass")
+    lab.roost_ok("schedule", "pause", "tick")  # a new roostd: its catch-up, then no more
+    wait_until(lambda: [e for e in fired(lab) if e["cause"] == "catch-up"], 60,
+               what="the catch-up")
+    ticks = [e for e in fired(lab) if e["schedule"] == "tick"]
+    assert [e["cause"] for e in ticks] == ["time", "catch-up"], ticks
+    for event in ticks:
+        assert lab.wait(event["job"]["id"]) == "done"
+
+    docs = lab.work / "docs"
+    docs.mkdir()
+    lab.roost_ok("schedule", "add", "docs", "--on-change", str(docs), "--debounce", "1s",
+                 "DOCSTASK rebuild the docs")
+    for n in range(5):
+        (docs / f"page{n}.md").write_text(f"page {n}\n")
+    change = wait_until(lambda: [e for e in fired(lab) if e["schedule"] == "docs"], 60,
+                        what="the file trigger's firing")[0]
+    assert change["cause"] == "change" and lab.wait(change["job"]["id"]) == "done"
+    [request] = lab.requests_of("DOCSTASK")
+    task = request["messages"][1]["content"]
+    task = task if isinstance(task, str) else task[0]["text"]
+    assert "<roost-changed-paths>" in task and json.dumps(str(docs / "page4.md")) in task
+    assert len([e for e in fired(lab) if e["schedule"] == "docs"]) == 1  # one burst, one run
