@@ -193,6 +193,7 @@ class ViewApp(App[None]):
         Binding("o", "open", "Open", key_display="enter/o"),
         Binding("a", "reply", "Reply"),
         Binding("i", "inbox", "Inbox"),
+        Binding("e", "events", "Events"),
         Binding("g", "toggle_group", "Group dir/state"),
         Binding("r", "refresh", "Refresh"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -464,6 +465,11 @@ class ViewApp(App[None]):
         from roost.cli.inboxpane import InboxScreen
 
         self.push_screen(InboxScreen(self._request))
+
+    def action_events(self) -> None:
+        from roost.cli.eventpane import EventsScreen
+
+        self.push_screen(EventsScreen(lambda: self._open(autostart=False), self._close))
 
     def _request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """One roostd request on a connection of its own (the inbox pane's)."""

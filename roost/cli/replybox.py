@@ -25,6 +25,7 @@ keys
   enter, o   open its transcript (esc or q: back)
   a          reply to the selected job, or answer its open dialog
   i          the inbox: everything that waits for you, answered in place
+  e          the events, live (schedules firing, jobs waiting and unblocked, results)
   g          group by directory / by state
   r          refresh (and start roostd when it is not running)
   ?          this help
