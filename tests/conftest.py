@@ -51,10 +51,8 @@ def roost_env() -> Iterator[Lab]:
 
 @pytest.fixture
 def fake_pi_env() -> Iterator[Lab]:
-    """`roost_env` whose pi jobs run the fake pi (tests/fakepi/fakepi.py). Without the spare
-    worker (`spareWorker`): each roostd would start one more Python that most of these tests
-    never use; test_spare_worker.py turns it on, and every real-pi test runs with it."""
-    lab = Lab(pi="fake", settings={"spareWorker": False})
+    """`roost_env` whose pi jobs run the fake pi (tests/fakepi/fakepi.py)."""
+    lab = Lab(pi="fake")
     try:
         yield lab
     finally:

@@ -9,17 +9,10 @@ import os
 import signal
 
 import psutil
-import pytest
 from kit.jobs import alive, run_job, settle
 from kit.wait import wait_until
 
 from roost.testkit.lab import Lab
-
-
-@pytest.fixture
-def fake_pi_env(fake_pi_env: Lab) -> Lab:
-    fake_pi_env.configure(spareWorker=True)  # the conftest's fake-pi labs turn it off
-    return fake_pi_env
 
 
 def spares(env: Lab) -> list[psutil.Process]:
