@@ -434,7 +434,27 @@ class Torture:
                 flushed.append(job)
             quiet_since = time.monotonic()
         self.errors["did not settle"] += 1
+        self.log_unsettled()
         return flushed
+
+    def log_unsettled(self) -> None:
+        """What kept the lab from settling: each unsettled job's record, mailbox and log tail."""
+        for record in self.jobs():
+            mailbox = self.lab.mailbox_files(record["id"], "new")
+            if record.get("state") in ("done", "needs_input", "failed", "reaped", "stopped") \
+                    and not mailbox:
+                continue
+            self.log(f"torture: unsettled {record['id']}: state={record.get('state')} "
+                     f"status={record.get('status')} queue={record.get('queue')} "
+                     f"process={record.get('process')} mailbox.new={len(mailbox)}")
+            worker_log = self.lab.roost_home / "jobs" / record["id"] / "worker.log"
+            with contextlib.suppress(OSError):
+                for line in worker_log.read_text(errors="replace").splitlines()[-15:]:
+                    self.log(f"  worker.log: {line[:200]}")
+        with contextlib.suppress(OSError):
+            lines = (self.lab.roost_home / "roostd.log").read_text(errors="replace").splitlines()
+            for line in lines[-30:]:
+                self.log(f"  roostd.log: {line[:200]}")
 
     # -- counting -------------------------------------------------------------------------
     def count(self) -> dict[str, Any]:
