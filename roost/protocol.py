@@ -108,9 +108,30 @@ class RequestError(RoostError):
         self.message = message
 
 
+_fast: Any = None
+"""orjson once `use_fast_json()` ran (roostd), else None: the same frames from json."""
+
+
+def use_fast_json() -> None:
+    """Encode and decode frames with orjson (~5x json's speed on a 1,000-row `list` of ~1 MB).
+    roostd calls it at its start; a CLI process does not (orjson's import, with the
+    datetime, uuid and dataclasses modules it loads, costs more than its frames save)."""
+    global _fast
+    import orjson
+
+    _fast = orjson
+
+
+def _slow_dumps(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """One frame: compact JSON plus the newline. Raises FrameTooLarge."""
-    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    try:
+        data = _fast.dumps(obj) + b"\n" if _fast else _slow_dumps(obj)
+    except TypeError:  # what orjson refuses (a non-str key, an int past 64 bits): as json
+        data = _slow_dumps(obj)
     if len(data) > MAX_FRAME:
         raise FrameTooLarge(len(data))
     return data
@@ -120,17 +141,29 @@ def decode(line: bytes) -> dict[str, Any]:
     """Parse one frame (with or without its newline). Raises ProtocolError (FrameTooLarge)."""
     if len(line) > MAX_FRAME:
         raise FrameTooLarge(len(line))
+    if _fast is None:
+        obj = _decode_slowly(line)
+    else:
+        try:
+            obj = _fast.loads(line.rstrip(b"\r\n"))
+        except _fast.JSONDecodeError:  # json reads a lone surrogate's escape too, or says why
+            obj = _decode_slowly(line)
+    if not isinstance(obj, dict):
+        raise ProtocolError("could not decode frame: expected a JSON object")
+    return obj
+
+
+def _decode_slowly(line: bytes) -> Any:
+    """json's reading of a frame orjson refused (JSON.stringify writes a lone surrogate of a
+    string as its escape, which orjson refuses), or ProtocolError."""
     try:
-        obj = json.loads(line.rstrip(b"\r\n").decode("utf-8"))
+        return json.loads(line.rstrip(b"\r\n").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"could not decode frame: {exc}") from None
     except RecursionError:
         # json's C decoder recurses per nesting level: a frame of 100,000 "[" is small
         # enough to read and deep enough to blow the stack. It is a bad frame like any other.
         raise ProtocolError("could not decode frame: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError("could not decode frame: expected a JSON object")
-    return obj
 
 
 def invalid_text(value: Any) -> str | None:

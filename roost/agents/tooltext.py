@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from roost.states import Outcome
-from roost.usage.account import format_cost
+from roost.usage.show import format_cost
 
 
 def peer_line(peer: Mapping[str, Any]) -> str:

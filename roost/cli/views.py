@@ -14,11 +14,14 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from roost.cli import output
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
     from rich.text import Text
 
@@ -164,82 +167,91 @@ def headers(tree: bool) -> tuple[str, ...]:
     return HEADERS if tree else tuple(h for h in HEADERS if h != "TREE")
 
 
-def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
-              summary_max: int | None = None, status_max: int | None = None) -> tuple[Text, ...]:
-    """One job's cells, in `headers(tree)` order, for `roost ls` and `roost view` alike
-    (Text, not str: a str cell is rich markup, and "[" in a name is not markup)."""
-    from rich.text import Text
-
+def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
+                summary_max: int | None = None, status_max: int | None = None
+                ) -> tuple[tuple[str, str], ...]:
+    """One job's cells as (text, style), in `headers(tree)` order, for `roost ls` and
+    `roost view` alike."""
     name = row["name"]
     depth = int(row.get("depth") or 0)
     if group == "dir" and depth:
         name = "  " * (depth - 1) + "↳ " + name
     if row.get("question"):
-        summary = Text("? " + clip(row["question"], summary_max), style="yellow")
+        summary = ("? " + clip(row["question"], summary_max), "yellow")
     else:
-        summary = Text(clip(row.get("summary") or "", summary_max))
+        summary = (clip(row.get("summary") or "", summary_max), "")
     from roost.usage import show
 
-    costs = (Text(show.cost_cell(row)), Text(show.tree_cell(row))) if tree else (
-        Text(show.cost_cell(row)),)
+    costs = ((show.cost_cell(row), ""), (show.tree_cell(row), "")) if tree else (
+        (show.cost_cell(row), ""),)
     return (
-        Text(row["id"], style="dim"),
-        Text(name),
-        Text(row["state"], style=STATE_STYLE.get(row["state"], "")),
-        Text(clip(row.get("status") or "", status_max)),
+        (row["id"], "dim"),
+        (name, ""),
+        (row["state"], STATE_STYLE.get(row["state"], "")),
+        (clip(row.get("status") or "", status_max), ""),
         *costs,
         summary,
-        Text(meta_text(row, names, group)),
+        (meta_text(row, names, group), ""),
     )
+
+
+def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
+              summary_max: int | None = None, status_max: int | None = None) -> tuple[Text, ...]:
+    """`plain_cells` as rich Texts, for `roost view` (Text, not str: a str cell is rich
+    markup, and "[" in a name is not markup)."""
+    from rich.text import Text
+
+    return tuple(Text(text, style=style) for text, style in
+                 plain_cells(row, names, group, tree, summary_max, status_max))
 
 
 def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False,
                 wide: bool = False) -> None:
-    """`roost ls`: the job table (`tree`: with the TREE column; parents always come first).
+    """`roost ls`: the job table (`tree`: with the TREE column; parents always come first),
+    drawn by roost.cli.plaintable (not rich: this is the command run most often).
 
     In a terminal the table fits its width (roost.cli.fit), the question wrapping rather than
     cut; in a pipe or with `wide` nothing is cut or wrapped: one row per line, full fields."""
-    from rich.table import Table
-    from rich.text import Text
+    from roost.cli import fit, plaintable
 
-    from roost.cli import fit
-
-    out = console()
+    stream = output.terminal()
     if not rows:
-        out.print("no jobs (start one with: roost run TASK)")
+        stream.write("no jobs (start one with: roost run TASK)\n")
         return
+    is_terminal = stream.isatty()
+    colour = plaintable.colour_wanted(is_terminal)
     rows = [display_row(row) for row in rows]
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
     groups = job_groups(rows, group)
     heads = headers(tree)
-    cells = {row["id"]: job_cells(row, names, group, tree=tree)
+    cells = {row["id"]: plain_cells(row, names, group, tree=tree)
              for _, members in groups for row in members}
-    natural = {head: max(len(head), *(row_cells[i].cell_len for row_cells in cells.values()))
+    natural = {head: max(len(head), *(plaintable.cell_len(row_cells[i][0])
+                                      for row_cells in cells.values()))
                for i, head in enumerate(heads)}
-    fitted = out.is_terminal and not wide
+    fitted = is_terminal and not wide
     # `--tree` asks for the costs: TREE and COST stay whole.
-    widths = fit.fit(natural, out.width if fitted else None,
+    width = plaintable.terminal_width(stream) if fitted else None
+    widths = fit.fit(natural, width,
                      keep=("TREE", "COST") if tree else ())
     shown = [i for i, head in enumerate(heads) if widths[head]]
-    # Never squeezed by rich (to a pipe's default 80 columns, or an id cut on a tiny screen).
-    out.width = max(out.width, sum(widths.values()) + 2 * len(heads))
+    shown_heads = [heads[i] for i in shown]
+    wrapping = shown_heads.index(fit.FLEX) if fitted and fit.FLEX in shown_heads else None
+    lines: list[str] = []
     for heading, members in groups:
-        out.print(Text(heading, style="bold blue"))
-        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for i in shown:
-            head = heads[i]
-            wraps = fitted and head == fit.FLEX
-            table.add_column(head, width=widths[head], min_width=widths[head], no_wrap=not wraps,
-                             overflow="fold" if wraps else "ellipsis",
-                             justify="right" if head in ("COST", "TREE") else "left")
-        for row in members:
-            table.add_row(*(cells[row["id"]][i] for i in shown))
-        _print_block(out, table)
+        lines.append(plaintable.styled(heading, "bold blue", colour))
+        lines.extend(plaintable.table_lines(
+            shown_heads, [[cells[row["id"]][i] for i in shown] for row in members],
+            [widths[head] for head in shown_heads],
+            [head in ("COST", "TREE") for head in shown_heads], wrapping, colour))
     dropped, cut = fit.hidden(natural, widths), fit.shortened(natural, widths)
-    if fitted and (dropped or cut):
+    if width is not None and (dropped or cut):
         what = "; ".join(f"{label}: {', '.join(columns)}" for label, columns in
                          (("hidden", dropped), ("shortened", cut)) if columns)
-        out.print(Text(f"({what}; roost ls --wide shows everything)", style="dim"))
+        note = f"({what}; roost ls --wide shows everything)"
+        lines.extend(plaintable.styled(part, "dim", colour) for part in plaintable.wrap(note, width))
+    stream.write("".join(line + "\n" for line in lines))
+    stream.flush()
 
 
 def _print_block(out: Console, renderable: Any) -> None:

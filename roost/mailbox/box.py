@@ -7,6 +7,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,10 @@ DEFAULT_MAX_REPLIES = 50
 DEFAULT_MAX_AGENT = 20
 _CACHE_LIMIT = 1024
 """Items post() remembers between listings (a miss only costs reading the file)."""
+COUNTS_SETTLED_NS = 2_000_000_000
+"""`counts()` reuses a listing of new/ only when new/ had not changed for this long when
+it was listed: a change within the same clock tick as the last keeps the folder's mtime
+(Linux stamps with a coarse clock), so a recent mtime proves nothing."""
 
 
 class Mailbox:
@@ -88,6 +93,7 @@ class Mailbox:
         self._new_str = str(self.new_dir)
         self._tmp_str = str(self.tmp_dir)
         self._bound = 0  # highest seq known to have been handed out (grows lazily)
+        self._counted: tuple[int, dict[str, int]] | None = None  # (new/'s mtime, counts)
         self._checked = False  # the counter was checked against the disk by this object
 
     def __repr__(self) -> str:
@@ -250,14 +256,25 @@ class Mailbox:
         return items
 
     def counts(self) -> dict[str, int]:
-        """Pending counts: {"replies": n, "agent": n} (exact, from a listing of new/)."""
+        """Pending counts: {"replies": n, "agent": n} (exact, from a listing of new/). A
+        listing is reused while new/'s mtime is the one it had, when that mtime was older
+        than COUNTS_SETTLED_NS: a `list` of 1,000 idle jobs stats each folder, not lists it."""
+        try:
+            stamp = os.stat(self._new_str).st_mtime_ns
+        except OSError:
+            stamp = None  # scan_new says what is wrong
+        if stamp is not None and self._counted is not None and self._counted[0] == stamp:
+            return dict(self._counted[1])
         replies = agent = 0
         for item in self.scan_new():
             if item.is_agent:
                 agent += 1
             else:
                 replies += 1
-        return {"replies": replies, "agent": agent}
+        counts = {"replies": replies, "agent": agent}
+        settled = stamp is not None and time.time_ns() - stamp > COUNTS_SETTLED_NS
+        self._counted = (stamp, dict(counts)) if settled and stamp is not None else None
+        return counts
 
     def last_seq(self) -> int:
         """The last seq handed out (0 for a new mailbox)."""

@@ -20,7 +20,8 @@ from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobKind, JobState
 from roost.usage import budget
 from roost.usage import log as usage_log
-from roost.usage.account import Usage, format_cost, from_entries
+from roost.usage.account import Usage, from_entries
+from roost.usage.show import format_cost
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord

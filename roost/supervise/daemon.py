@@ -482,6 +482,7 @@ def read_pid_file() -> int | None:
 
 def main() -> int:
     logsetup.setup(paths.roost_home() / "roostd.log", os.environ.get("ROOST_LOG_LEVEL", "INFO"))
+    protocol.use_fast_json()
     try:
         asyncio.run(Daemon().run())
     except (AlreadyRunning, trust.UntrustedFile) as exc:

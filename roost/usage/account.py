@@ -145,25 +145,3 @@ def breakdown(entries: list[dict[str, Any]]) -> dict[tuple[str, str], Usage]:
         day = str(entry.get("timestamp") or "")[:10] or "unknown"
         parts.setdefault((day, model_of(entry)), Usage()).add(usage, request)
     return parts
-
-
-def format_cost(cost: float | None) -> str:
-    """`$0.42`, `$0.0042` under a cent, `<$0.0001` below that (never a `$0.0000` that reads
-    as free); `—` when there are no prices."""
-    if cost is None:
-        return "—"
-    if 0 < cost < 0.0001:
-        return "<$0.0001"
-    if 0 < cost < 0.01:
-        return f"${cost:.4f}"
-    return f"${cost:.2f}"
-
-
-def format_tokens(count: int) -> str:
-    if count >= 1_000_000:
-        return f"{count / 1_000_000:.1f}M"
-    if count >= 10_000:
-        return f"{count / 1000:.0f}k"
-    if count >= 1000:
-        return f"{count / 1000:.1f}k"
-    return str(count)

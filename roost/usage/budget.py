@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from roost.usage.account import Usage, format_cost
+from roost.usage.account import Usage
+from roost.usage.show import format_cost
 
 DEFAULT_WARN_AT = 0.8
 

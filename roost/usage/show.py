@@ -3,9 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
+if TYPE_CHECKING:
+    from typing import Any
 
-from roost.usage.account import format_cost, format_tokens
+
+def format_cost(cost: float | None) -> str:
+    """`$0.42`, `$0.0042` under a cent, `<$0.0001` below that (never a `$0.0000` that reads
+    as free); `—` when there are no prices."""
+    if cost is None:
+        return "—"
+    if 0 < cost < 0.0001:
+        return "<$0.0001"
+    if 0 < cost < 0.01:
+        return f"${cost:.4f}"
+    return f"${cost:.2f}"
+
+
+def format_tokens(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}M"
+    if count >= 10_000:
+        return f"{count / 1000:.0f}k"
+    if count >= 1000:
+        return f"{count / 1000:.1f}k"
+    return str(count)
 
 
 def cost_cell(row: dict[str, Any]) -> str:

@@ -80,7 +80,10 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     job = run_job(env, "first task")
     assert settle(env, job) == "done"
     for args in (("ls",), ("ls", "--json"), ("reply", job, "again")):
-        assert "| click" not in imported(env, *args), args
+        modules = imported(env, *args)
+        assert "| click" not in modules, args
+        assert "| rich" not in modules, args  # the table is roost.cli.plaintable's
+        assert "| orjson" not in modules, args  # roostd's frames only (its import costs more)
         if args[0] == "reply":
             settle(env, job)
     click_way = [sys.executable, "-m", "roost.cli.main"]

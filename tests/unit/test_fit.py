@@ -12,7 +12,7 @@ import pytest
 from kit.term import in_pty
 
 from roost.cli.fit import FLEX, MIN_FLEX, fit, hidden, shortened
-from roost.usage.account import format_cost
+from roost.usage.show import format_cost
 
 NATURAL = {"ID": 8, "NAME": 22, "STATE": 11, "STATUS": 19, "COST": 7, "TREE": 11, FLEX: 120,
            "META": 26}

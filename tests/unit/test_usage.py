@@ -14,10 +14,10 @@ from roost.testkit.fakellm.replies import from_json as reply_from_obj
 from roost.testkit.fakellm.wire import usage_for
 from roost.usage import budget, summary
 from roost.usage import log as usage_log
-from roost.usage.account import Usage, breakdown, format_cost, from_entries
+from roost.usage.account import Usage, breakdown, from_entries
 from roost.usage.budget import Limits
 from roost.usage.meter import Meter
-from roost.usage.show import cost_cell, tree_cell, usage_lines
+from roost.usage.show import cost_cell, format_cost, tree_cell, usage_lines
 
 
 def assistant(inp: int, out: int, cost: float, *, cache_read: int = 0, model: str = "m",

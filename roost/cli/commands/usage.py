@@ -92,7 +92,7 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
     """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
 
     On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
-    from roost.usage.account import format_cost
+    from roost.usage.show import format_cost
 
     if tree_budget is not None:
         if amount is not None or tree:
@@ -129,7 +129,7 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     from roost.transcript import read_entries
     from roost.usage import log as usage_log
     from roost.usage import summary
-    from roost.usage.account import format_cost, format_tokens
+    from roost.usage.show import format_cost, format_tokens
 
     try:
         day = summary.parse_since(since)
