@@ -166,7 +166,8 @@ def test_foreground_pi_lists_sends_and_receives(make_lab) -> None:
     llm.add(fresh("MK-FGP"), tool_call("roost_spawn", {"task": "MK-KID kid task", "name": "fg-kid"}))
     llm.add(after_tool("MK-FGP", "roost_spawn"), text("spawned a kid"))
     llm.add(task("MK-FGP") & new_user_has("HI-PARENT-FG"), tool_call("roost_agents", {}))
-    llm.add(after_tool("MK-FGP", "roost_agents"),
+    # The kid's report may arrive at this tool boundary too (it ends its turn after sending).
+    llm.add(after_tool("MK-FGP", "roost_agents", news=True),
             tool_call("roost_send", {"to": "fg-kid", "message": "HELLO-FROM-FG"}))
     llm.add(after_tool("MK-FGP", "roost_send"), text("fg done"))
 

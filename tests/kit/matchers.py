@@ -73,12 +73,16 @@ def fresh(marker: str) -> Matcher:
     return first_user_contains(marker) & Matcher(fn, "fresh")
 
 
-def after_tool(marker: str, tool: str) -> Matcher:
-    """The last message is the result of `tool` in the job of `marker`."""
+def after_tool(marker: str, tool: str, news: bool = False) -> Matcher:
+    """The last message is the result of `tool` in the job of `marker`; with `news`, items
+    that arrived at that tool boundary (user messages, e.g. a child's report) may follow it."""
 
     def fn(r: Mapping[str, Any]) -> bool:
-        last = _last(r)
-        if last.get("role") != "tool":
+        msgs = messages(r)
+        end = len(msgs)
+        while news and end and msgs[end - 1].get("role") == "user":
+            end -= 1
+        if not end or msgs[end - 1].get("role") != "tool":
             return False
         results = tool_results(r)
         return bool(results) and results[-1].get("name") == tool
