@@ -109,17 +109,27 @@ class RequestError(RoostError):
 
 
 _fast: Any = None
-"""orjson once `use_fast_json()` ran (roostd), else None: the same frames from json."""
+"""orjson once `use_fast_json()` ran (roostd; a client given a large frame), else None."""
+FAST_JSON_FROM = 512 * 1024
+"""A client switches to orjson on a frame this large: its import (~20 ms, with the
+datetime, uuid and dataclasses modules it loads) costs more than small frames take, and
+less than decoding and printing (indented) a frame this large with json does."""
 
 
-def use_fast_json() -> None:
-    """Encode and decode frames with orjson (~5x json's speed on a 1,000-row `list` of ~1 MB).
-    roostd calls it at its start; a CLI process does not (orjson's import, with the
-    datetime, uuid and dataclasses modules it loads, costs more than its frames save)."""
+def use_fast_json() -> Any:
+    """Encode and decode frames with orjson (~5x json's speed on a 1,000-row `list` of ~1 MB)
+    from now on, and return it. roostd calls it at its start; a client on a large frame."""
     global _fast
-    import orjson
+    if _fast is None:
+        import orjson
 
-    _fast = orjson
+        _fast = orjson
+    return _fast
+
+
+def fast_json() -> Any:
+    """orjson when this process uses it already, else None (the CLI's output layer asks)."""
+    return _fast
 
 
 def _slow_dumps(obj: dict[str, Any]) -> bytes:
@@ -141,6 +151,8 @@ def decode(line: bytes) -> dict[str, Any]:
     """Parse one frame (with or without its newline). Raises ProtocolError (FrameTooLarge)."""
     if len(line) > MAX_FRAME:
         raise FrameTooLarge(len(line))
+    if _fast is None and len(line) >= FAST_JSON_FROM:
+        use_fast_json()
     if _fast is None:
         obj = _decode_slowly(line)
     else:

@@ -104,6 +104,14 @@ def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
     """`data` as JSON (non-ASCII kept), with every control and bidi character escaped."""
     import json
 
+    from roost.protocol import fast_json
+
+    fast = fast_json()  # orjson, once a large answer from roostd loaded it: the same text
+    if fast is not None and indent == 2 and not compact:
+        try:
+            return escaped(fast.dumps(data, option=fast.OPT_INDENT_2).decode("utf-8"))
+        except TypeError:  # what orjson refuses (a key not a string, an int past 64 bits)
+            pass
     separators = (",", ":") if compact else None
     return escaped(json.dumps(data, indent=indent, ensure_ascii=False, separators=separators))
 
