@@ -59,6 +59,18 @@ def fake_pi_env() -> Iterator[Lab]:
         _closing(lab)
 
 
+@pytest.fixture
+def view_env(fake_pi_env: Lab, monkeypatch: pytest.MonkeyPatch) -> Lab:
+    """`fake_pi_env` whose variables this process uses too: a textual app under test (its
+    pilot) talks to the lab's roostd from here."""
+    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "ROOST_PI"):
+        if key in fake_pi_env.env:
+            monkeypatch.setenv(key, fake_pi_env.env[key])
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.chdir(fake_pi_env.work)
+    return fake_pi_env
+
+
 @pytest.fixture(scope="session")
 def real_pi() -> list[str]:
     """The pinned pi (end-to-end tests): a clear failure, never a skip, when it is missing."""

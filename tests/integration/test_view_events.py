@@ -17,14 +17,8 @@ from roost.testkit.lab import Lab
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_the_events_pane_shows_history_then_live_events(fake_pi_env: Lab,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    env = fake_pi_env
-    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "ROOST_PI"):
-        if key in env.env:
-            monkeypatch.setenv(key, env.env[key])
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    monkeypatch.chdir(env.work)
+def test_the_events_pane_shows_history_then_live_events(view_env: Lab) -> None:
+    env = view_env
     first = env.run_job("--name", "before", "[[hold gate]] first")
     schema = env.work / "schema.json"
     schema.write_text(json.dumps({"type": "object"}))

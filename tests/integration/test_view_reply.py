@@ -9,7 +9,6 @@ import asyncio
 import shlex
 import sys
 
-import pytest
 from kit.attach import Tmux
 from kit.pilot import until
 from kit.wait import wait_until
@@ -109,16 +108,6 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
 
 
 # -- the app, exactly ---------------------------------------------------------------------------
-@pytest.fixture
-def view_env(fake_pi_env: Lab, monkeypatch: pytest.MonkeyPatch) -> Lab:
-    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "ROOST_PI"):
-        if key in fake_pi_env.env:
-            monkeypatch.setenv(key, fake_pi_env.env[key])
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    monkeypatch.chdir(fake_pi_env.work)
-    return fake_pi_env
-
-
 def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
     env = view_env
     dialog, asking, _ = waiting_jobs(env)

@@ -17,14 +17,8 @@ from roost.testkit.procs import wait_until
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_the_view_inbox_pane_answers_a_dialog_once(fake_pi_env: Lab,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    env = fake_pi_env
-    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "ROOST_PI"):
-        if key in env.env:
-            monkeypatch.setenv(key, env.env[key])
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
-    monkeypatch.chdir(env.work)
+def test_the_view_inbox_pane_answers_a_dialog_once(view_env: Lab) -> None:
+    env = view_env
     dialog = env.run_job("--name", "chooser", "[[dialog select red,green]]")
     broken = env.run_job("--name", "broken", "--shell", "--", "false")
     env.wait_state(dialog, "needs_input")
