@@ -87,6 +87,7 @@ ORDER = re.compile(r"SEND (TQ[RMS]\d{6}Z) TO ([0-9a-f]{8})")
 SPAWN = re.compile(r"SPAWN (TQ[RMS]\d{6}Z)")
 MARK = re.compile(r"\b(TRCV\d|TSND\d|TPAR|TCHD)\b")
 CI = {"duration": 75.0, "rate": 3.0, "kill_every": 1.5}
+SETTLED_STATES = ("done", "needs_input", "failed", "reaped", "stopped")
 
 
 # -- what the model sees ----------------------------------------------------------------
@@ -405,7 +406,7 @@ class Torture:
         for record in self.jobs():
             if record.get("kind", "pi") == "shell":
                 continue
-            if record.get("state") not in ("done", "needs_input", "failed", "reaped", "stopped"):
+            if record.get("state") not in SETTLED_STATES:
                 return False
             if self.lab.mailbox_files(record["id"], "new"):
                 return False
@@ -441,8 +442,7 @@ class Torture:
         """What kept the lab from settling: each unsettled job's record, mailbox and log tail."""
         for record in self.jobs():
             mailbox = self.lab.mailbox_files(record["id"], "new")
-            if record.get("state") in ("done", "needs_input", "failed", "reaped", "stopped") \
-                    and not mailbox:
+            if record.get("state") in SETTLED_STATES and not mailbox:
                 continue
             self.log(f"torture: unsettled {record['id']}: state={record.get('state')} "
                      f"status={record.get('status')} queue={record.get('queue')} "

@@ -272,8 +272,10 @@ class Mailbox:
             else:
                 replies += 1
         counts = {"replies": replies, "agent": agent}
-        settled = stamp is not None and time.time_ns() - stamp > COUNTS_SETTLED_NS
-        self._counted = (stamp, dict(counts)) if settled and stamp is not None else None
+        if stamp is not None and time.time_ns() - stamp > COUNTS_SETTLED_NS:
+            self._counted = (stamp, dict(counts))  # settled: reused while new/ keeps it
+        else:
+            self._counted = None
         return counts
 
     def last_seq(self) -> int:
