@@ -191,7 +191,7 @@ def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bo
         (clip(row.get("status") or "", status_max), ""),
         *costs,
         summary,
-        (meta_text(row, names, group), ""),
+        (printable(meta_text(row, names, group)), ""),  # a branch may hold C1 or bidi
     )
 
 
