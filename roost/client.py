@@ -13,9 +13,8 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-from roost import paths, protocol
+from roost import homes, protocol
 from roost import trustedfiles as trust
 from roost.errors import RoostError
 from roost.protocol import RequestError
@@ -40,12 +39,12 @@ class ForeignDaemon(DaemonUnavailable):
 
 def check_home() -> None:
     """ForeignDaemon unless ROOST_HOME (resolved) and its socket are the user's alone."""
-    problem = trust.home_problem(paths.roost_home()) or trust.socket_problem(paths.socket_path())
+    problem = trust.home_problem(homes.roost_home()) or trust.socket_problem(homes.socket_path())
     if problem:
         raise ForeignDaemon(problem)
 
 
-def check_peer(sock: socket.socket, path: Path) -> None:
+def check_peer(sock: socket.socket, path: str) -> None:
     """ForeignDaemon unless the process at the other end of `sock` runs as the user
     (SO_PEERCRED, from the kernel: a socket file's owner can be anyone's choosing)."""
     import struct
@@ -139,13 +138,13 @@ class Client:
         self.close()
 
 
-def _try_connect(path: Path) -> Client | None:
+def _try_connect(path: str) -> Client | None:
     """A client of the roostd at `path`, None when none answers; ForeignDaemon (before a
     byte is read or sent) when the folder, the socket or its process is not the user's."""
     check_home()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
+        sock.connect(path)
         check_peer(sock, path)
         return Client(sock)
     except ForeignDaemon:
@@ -159,6 +158,8 @@ def _try_connect(path: Path) -> Client | None:
 def start_daemon_background() -> None:
     """Start roostd (`roost daemon run`'s program) detached, logging to $ROOST_HOME/roostd.log."""
     import subprocess  # here: a CLI command with roostd already up never needs it
+
+    from roost import paths
 
     check_home()
     home = paths.ensure_dir(paths.roost_home())
@@ -177,7 +178,7 @@ def start_daemon_background() -> None:
 
 
 def connect(autostart: bool = True, timeout: float = START_TIMEOUT) -> Client:
-    path = paths.socket_path()
+    path = homes.socket_path()
     client = _try_connect(path)
     if client is not None:
         return client
@@ -201,12 +202,12 @@ def connect(autostart: bool = True, timeout: float = START_TIMEOUT) -> Client:
             f"roostd is not answering on {path} (ROOST_NO_AUTOSTART is set: start it with "
             "your service manager, or unset ROOST_NO_AUTOSTART)"
         )
-    log = paths.roost_home() / "roostd.log"
+    log = os.path.join(homes.roost_home(), "roostd.log")
     raise DaemonUnavailable(f"roostd did not start within {timeout:.0f}s; see {log}")
 
 
 def daemon_running() -> bool:
-    client = _try_connect(paths.socket_path())
+    client = _try_connect(homes.socket_path())
     if client is None:
         return False
     client.close()

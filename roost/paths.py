@@ -1,4 +1,5 @@
-"""Every path roost uses, computed in one place from the environment.
+"""Every path roost uses, computed in one place from the environment (the homes, as
+strings, in roost.homes).
 
 Nothing here creates files except `ensure_dir`; callers decide when state is made.
 """
@@ -8,17 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from roost import homes
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 
 
 def roost_home() -> Path:
     """`ROOST_HOME`, else `${XDG_STATE_HOME:-~/.local/state}/roost`."""
-    explicit = os.environ.get("ROOST_HOME")
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state).expanduser().absolute() / "roost"
+    return Path(homes.roost_home())
 
 
 class UnsafePath(OSError):
@@ -88,10 +87,7 @@ def session_lock_path(session_path: str | os.PathLike[str], locks: Path | None =
 
 def agent_dir() -> Path:
     """pi's agent dir: `PI_CODING_AGENT_DIR`, default `~/.pi/agent`."""
-    explicit = os.environ.get("PI_CODING_AGENT_DIR")
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    return Path.home() / ".pi" / "agent"
+    return Path(homes.agent_dir())
 
 
 def pi_prefix() -> Path:

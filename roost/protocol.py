@@ -109,16 +109,15 @@ class RequestError(RoostError):
 
 
 _fast: Any = None
-"""orjson once `use_fast_json()` ran (roostd; a client given a large frame), else None."""
-FAST_JSON_FROM = 512 * 1024
-"""A client switches to orjson on a frame this large: its import (~20 ms, with the
-datetime, uuid and dataclasses modules it loads) costs more than small frames take, and
-less than decoding and printing (indented) a frame this large with json does."""
+"""orjson once `use_fast_json()` ran (roostd), else None."""
 
 
 def use_fast_json() -> Any:
     """Encode and decode frames with orjson (~5x json's speed on a 1,000-row `list` of ~1 MB)
-    from now on, and return it. roostd calls it at its start; a client on a large frame."""
+    from now on, and return it. roostd calls it at its start. A CLI process does not: its
+    import (~15 ms, with the datetime, uuid and dataclasses modules it loads) costs more
+    than the frames it reads take with json; roostd makes the one large document a
+    command prints (`list` with `text`)."""
     global _fast
     if _fast is None:
         import orjson
@@ -128,7 +127,7 @@ def use_fast_json() -> Any:
 
 
 def fast_json() -> Any:
-    """orjson when this process uses it already, else None (the CLI's output layer asks)."""
+    """orjson when this process uses it already, else None (roost.escapes asks)."""
     return _fast
 
 
@@ -151,8 +150,6 @@ def decode(line: bytes) -> dict[str, Any]:
     """Parse one frame (with or without its newline). Raises ProtocolError (FrameTooLarge)."""
     if len(line) > MAX_FRAME:
         raise FrameTooLarge(len(line))
-    if _fast is None and len(line) >= FAST_JSON_FROM:
-        use_fast_json()
     if _fast is None:
         obj = _decode_slowly(line)
     else:
@@ -311,7 +308,9 @@ DAEMON_OPS: dict[str, Op] = {
         Op("group_add", "any", ("name", "parallel"), "add or change a named group's limit"),
         Op("group_ls", "any", (), "the named groups: limit, running, queued"),
         Op("group_rm", "any", ("name",), "remove a named group (its jobs: maxRunning only)"),
-        Op("list", "any", (), "all job rows"),
+        Op("list", "any", (), "all job rows (`jobs`); `tree`: parents first, each with its "
+                              "`depth` (roost.jobtree); `text`: the rows as one string, as "
+                              "`roost ls --json` prints them", ("tree", "text")),
         Op("show", "any", ("job",), "one job row with details"),
         Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox (`cause`: "
                                             "reply or cli)", ("cause",)),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 DEFAULT_LIMIT = 1 << 20
 """The most a trusted file read may return (1 MiB): roost's own files are far smaller."""
@@ -112,15 +111,18 @@ def dir_chain_problem(path: str | os.PathLike[str]) -> str | None:
     """Why the folder `path` or one of the folders above it may not be trusted (symlinks
     resolved first); None when every one may. A folder someone else controls could swap
     what lies below it."""
-    real = Path(os.path.realpath(path))
-    for directory in (real, *real.parents):
+    directory = os.path.realpath(path)
+    while True:
         try:
             problem = dir_problem(os.stat(directory))
         except OSError as exc:
             return f"{directory}: {exc.strerror or exc}"
         if problem:
             return f"{directory} is {problem}"
-    return None
+        parent = os.path.dirname(directory)
+        if parent == directory:  # the root
+            return None
+        directory = parent
 
 
 def home_problem(home: str | os.PathLike[str]) -> str | None:
@@ -128,9 +130,9 @@ def home_problem(home: str | os.PathLike[str]) -> str | None:
     folder another user controls is refused. One not made yet is checked by the folder
     it would be made in."""
     if not os.path.lexists(home):
-        parent = Path(os.path.abspath(home)).parent
-        while not os.path.lexists(parent) and parent != parent.parent:
-            parent = parent.parent
+        parent = os.path.dirname(os.path.abspath(home))
+        while not os.path.lexists(parent) and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
         problem = dir_chain_problem(parent)
         return problem and f"ROOST_HOME {home} would be made where others can write: {problem}"
     try:

@@ -13,16 +13,20 @@ if TYPE_CHECKING:
 
 
 def list_jobs(as_json: bool, tree: bool = False, group: str = "dir", wide: bool = False) -> None:
+    if as_json:
+        with daemon() as client:  # roostd makes the document (its `list` op's `text`)
+            result = client.request("list", text=True, tree=tree)
+        if "text" in result:
+            echo(result["text"])
+        else:  # a roostd from before `text`
+            from roost.jobtree import tree_order
+
+            print_json(tree_order(result["jobs"]) if tree else result["jobs"])
+        return
     with daemon() as client:
         rows = client.request("list")["jobs"]
-    if as_json and not tree:
-        print_json(rows)
-        return
     from roost.cli import views
 
-    if as_json:
-        print_json(views.tree_order(rows))
-        return
     views.print_table(rows, group=group, tree=tree, wide=wide)
 
 
@@ -61,9 +65,12 @@ def start(args: dict[str, Any], shell: bool) -> None:
              err=True)
     if result.get("position") is not None:
         echo(f"roost: job {result['id']} is queued (position {result['position']})", err=True)
-    from roost.paths import agent_dir
+    import os.path
 
-    if not shell and result.get("agentDir") not in (None, str(agent_dir())):
-        echo(f"roost: note: the job's pi uses roostd's agent dir {result['agentDir']}, "
-             f"not {agent_dir()} (PI_CODING_AGENT_DIR here); to change it, "
+    from roost.homes import agent_dir
+
+    theirs, ours = result.get("agentDir"), agent_dir()
+    if not shell and theirs is not None and os.path.normpath(theirs) != os.path.normpath(ours):
+        echo(f"roost: note: the job's pi uses roostd's agent dir {theirs}, "
+             f"not {ours} (PI_CODING_AGENT_DIR here); to change it, "
              "`roost daemon stop` and run again from this shell", err=True)

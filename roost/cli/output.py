@@ -16,8 +16,9 @@ project file wrote never drives the terminal (or the program reading a pipe).
   through `styled`/`markup`.
 - `raw_allowed()`: the raw bytes (`roost diff --raw`, `roost logs --raw`) go only to a pipe
   and only on request; on a terminal the request is refused with one line.
-- `json_text(data)`, `escaped(document)`: JSON (and TOML) whose strings hold no control, C1
-  or bidi character raw (escaped as `\\u....`: the same data for a reader).
+- `json_text(data)`, `escaped(document)` (from roost.escapes, which roostd shares): JSON
+  (and TOML) whose strings hold no control, C1 or bidi character raw (escaped as
+  `\\u....`: the same data for a reader).
 
 The textual agent view (`roost view`) writes to the terminal itself; its cells are rich
 Text built by `styled` (roost.cli.viewtable, roost.cli.live).
@@ -26,8 +27,13 @@ Text built by `styled` (roost.cli.viewtable, roost.cli.live).
 from __future__ import annotations
 
 import io
-import re
 import sys
+
+from roost.escapes import BIDI as BIDI  # re-exported: the output layer's one vocabulary
+from roost.escapes import BODY, FIELD, shown
+from roost.escapes import SEPARATORS as SEPARATORS
+from roost.escapes import escaped as escaped
+from roost.escapes import json_text as json_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
@@ -37,53 +43,15 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
-BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-"""The characters that reorder a line (bidi embeddings, overrides, isolates and marks)."""
-SEPARATORS = (0x2028, 0x2029)
-"""Unicode's line and paragraph separators: a line break to some programs, none to others."""
-
-_BODY: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-_BODY.update({c: f"\\u{c:04x}" for c in (*BIDI, *SEPARATORS)})
-del _BODY[0x0A], _BODY[0x09]
-_FIELD = {**_BODY, 0x0A: "\\n", 0x09: "\\t"}
-_ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI, *SEPARATORS)}
-"""What JSON and TOML writers leave raw in a string (they escape C0 themselves; a
-document's own newlines are not in a string)."""
-
-
-def _finder(table: dict[int, str]) -> re.Pattern[str]:
-    return re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(table)) + "]")
-
-
-_FINDERS: dict[int, re.Pattern[str]] = {}
-
-
-def _shown(text: str, table: dict[int, str], kept: bool = True) -> str:
-    """`text` with each character of `table` replaced by its escape (`kept`: the table
-    keeps newline and tab).
-
-    Most text has none: `isprintable` (False for every control and bidi character, and
-    for a few harmless ones such as a no-break space) says so at memory speed. The rest is a
-    search and a substitution of what it found, the pattern compiled on first use (a few
-    ms, which a command that prints plain text never pays); str.translate would look up
-    every character (5 MB/s on non-ASCII text)."""
-    if (text.replace("\n", "").replace("\t", "") if kept else text).isprintable():
-        return text
-    finder = _FINDERS.get(id(table))
-    if finder is None:
-        finder = _FINDERS[id(table)] = _finder(table)
-    return finder.sub(lambda found: table[ord(found.group())], text)
-
-
 def visible(text: Any) -> str:
     """`text` with newlines and tabs kept and every other control and bidi character shown
     as an escape (idempotent: an escape is plain text)."""
-    return _shown(str(text), _BODY)
+    return shown(str(text), BODY)
 
 
 def field(text: Any) -> str:
     """`visible`, for one line: newline and tab shown as `\\n` and `\\t` as well."""
-    return _shown(str(text), _FIELD, kept=False)
+    return shown(str(text), FIELD, kept=False)
 
 
 def markup(text: Any) -> str:
@@ -98,28 +66,6 @@ def styled(text: Any, style: str = "", one_line: bool = True) -> Text:
     from rich.text import Text
 
     return Text(field(text) if one_line else visible(text), style=style)
-
-
-def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
-    """`data` as JSON (non-ASCII kept), with every control and bidi character escaped."""
-    import json
-
-    from roost.protocol import fast_json
-
-    fast = fast_json()  # orjson, once a large answer from roostd loaded it: the same text
-    if fast is not None and indent == 2 and not compact:
-        try:
-            return escaped(fast.dumps(data, option=fast.OPT_INDENT_2).decode("utf-8"))
-        except TypeError:  # what orjson refuses (a key not a string, an int past 64 bits)
-            pass
-    separators = (",", ":") if compact else None
-    return escaped(json.dumps(data, indent=indent, ensure_ascii=False, separators=separators))
-
-
-def escaped(document: str) -> str:
-    """A JSON or TOML text whose strings' DEL, C1 and bidi characters are escaped as
-    `\\u....` (the same data to a reader; C0 is escaped by the writers already)."""
-    return _shown(document, _ESCAPED)
 
 
 class Guarded(io.TextIOBase):

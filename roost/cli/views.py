@@ -1,10 +1,9 @@
 """Terminal views of jobs: the table (grouped by directory or state, as a tree), details,
 transcripts and mailboxes. Pure functions of JobRows plus files; no daemon calls here.
 
-Every `roost` process imports this module (`roost ls --tree --json` needs `tree_order`), so
-rich, the mailbox package, the transcript reader and watchdog (together 50-80 ms of
-imports) are imported by the functions that draw or read with them, not at the top
-(benchmarks/cli_bench.py).
+Every `roost ls` imports this module, so rich, the mailbox package, the transcript reader
+and watchdog (together 50-80 ms of imports) are imported by the functions that draw or
+read with them, not at the top (benchmarks/cli_bench.py).
 """
 
 from __future__ import annotations
@@ -13,13 +12,14 @@ import os
 import shlex
 import sys
 import time
-from pathlib import Path
 
 from roost.cli import output
+from roost.jobtree import tree_order
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from rich.console import Console
@@ -75,36 +75,6 @@ def console() -> Console:
     return out
 
 
-def _children(rows: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
-    sessions = {row["session"] for row in rows if row.get("session")}
-    by_parent: dict[str | None, list[dict[str, Any]]] = {}
-    for row in rows:
-        parent = row.get("parentSession")
-        key = parent if parent in sessions else None
-        by_parent.setdefault(key, []).append(row)
-    return by_parent
-
-
-def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows ordered parent first, each child right under its parent, with `depth`."""
-    by_parent = _children(rows)
-    out: list[dict[str, Any]] = []
-    seen: set[int] = set()  # each row once, even when parent links form a cycle
-
-    def walk(members: list[dict[str, Any]], depth: int) -> None:
-        for row in members:
-            if id(row) in seen:
-                continue
-            seen.add(id(row))
-            out.append({**row, "depth": depth})
-            if row.get("session"):
-                walk(by_parent.get(row["session"], []), depth + 1)
-
-    walk(by_parent.get(None, []), 0)
-    walk([row for row in rows if id(row) not in seen], 0)  # unreachable (a cycle): top level
-    return out
-
-
 def clip(text: str, limit: int | None) -> str:
     """One line of at most `limit` characters (an ellipsis marks a cut); no limit: as is."""
     if limit is None:
@@ -114,7 +84,7 @@ def clip(text: str, limit: int | None) -> str:
 
 
 def home_relative(directory: str) -> str:
-    home = str(Path.home())
+    home = os.path.expanduser("~")  # Path.home(), without pathlib (`roost ls`)
     if directory == home or directory.startswith(home + os.sep):
         return "~" + directory[len(home):]
     return directory
@@ -355,7 +325,8 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
     session = row.get("session")
     if not session:
         return
-    session = str(owned(session, "session file"))
+    session_file = owned(session, "session file")
+    session = str(session_file)
     seen = 0
     while True:
         entries = read_entries(session)
@@ -367,7 +338,7 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
         seen = len(entries)
         if not follow:
             return
-        _wait_for_growth(Path(session))
+        _wait_for_growth(session_file)
 
 
 def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:

@@ -79,15 +79,18 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     env = fake_pi_env
     job = run_job(env, "first task")
     assert settle(env, job) == "done"
-    for args in (("ls",), ("ls", "--json"), ("reply", job, "again")):
+    for args in (("ls",), ("ls", "--json"), ("reply", job, "again"), ("run", "second task")):
         modules = imported(env, *args)
         assert "| click" not in modules, args
         assert "| rich" not in modules, args  # the table is roost.cli.plaintable's
         assert "| orjson" not in modules, args  # roostd's frames only (its import costs more)
+        assert "| pathlib" not in modules, args  # roost.homes: the paths as strings
         if args[0] == "reply":
             settle(env, job)
+    for row in env.ls():  # the job `run` made too: the lists below must not change meanwhile
+        settle(env, row["id"])
     click_way = [sys.executable, "-m", "roost.cli.main"]
-    for args in (("ls",), ("ls", "--json")):
+    for args in (("ls",), ("ls", "--json"), ("ls", "--tree", "--json")):
         quick = env.roost_ok(*args)
         slow = subprocess.run([*click_way, *args], env=env.env, cwd=env.work,
                               capture_output=True, text=True, timeout=60, check=True).stdout

@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from roost.cli.live import GROUP_PREFIX, TranscriptScreen, TranscriptSource, ViewApp, table_rows
-from roost.cli.views import tree_order
 from roost.client import daemon_running
+from roost.jobtree import tree_order
 from roost.testkit.lab import Lab
 
 SIZE = (160, 40)

@@ -405,3 +405,53 @@ def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(
         for key in ("dir", "mailbox"):  # under this test's ROOST_HOME
             assert Path(shown.pop(key)).parts[-2:] == Path(expected.pop(key)).parts[-2:]
         assert shown == expected
+
+
+# -- `list` as `roost ls --json` prints it ------------------------------------------------------
+def listed(harness: Harness, **args: Any) -> dict[str, Any]:
+    return asyncio.run(job_ops.list_jobs(harness.daemon, FakeConn(), args))  # type: ignore[arg-type]
+
+
+def test_list_text_is_the_rows_as_the_cli_prints_them(harness: Harness,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list` with `text` (what `roost ls --json` asks): roostd's document is the one the
+    CLI would make of the rows, escapes included (a summary with C1, bidi and a newline);
+    with `tree`, children under their parents, as `roost ls --tree --json` orders them."""
+    import orjson
+
+    from roost import protocol
+    from roost.escapes import json_text
+    from roost.jobtree import tree_order
+
+    monkeypatch.setattr(protocol, "_fast", orjson)  # as in roostd: orjson makes the text
+    root = job("00000001", summary="plain \x9b[2J \u202eevil\u202c\nnext")
+    harness.add(root)
+    harness.add(job("00000002", links=Links(parent_session=root.session,
+                                            root_session=root.session)))
+    harness.add(job("00000003"))
+    rows = listed(harness)["jobs"]
+    text = listed(harness, text=True)["text"]
+    assert text == json_text(rows) == json.dumps(rows, indent=2, ensure_ascii=False).replace(
+        "\x9b", "\\u009b").replace("\u202e", "\\u202e").replace("\u202c", "\\u202c")
+    assert json.loads(text) == rows
+    tree = json.loads(listed(harness, text=True, tree=True)["text"])
+    assert tree == tree_order(rows) == listed(harness, tree=True)["jobs"]
+    assert [(r["id"], r["depth"]) for r in tree] == [("00000001", 0), ("00000002", 1),
+                                                    ("00000003", 0)]
+
+
+def test_list_text_past_the_frame_limit_gives_the_rows(harness: Harness,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The indented document is ~1.6x the rows' frame: where it would not fit in a frame,
+    the rows come instead (the CLI prints them itself), never an error."""
+    from roost import protocol
+
+    for n in range(1, 4):
+        harness.add(job(f"0000000{n}", summary="x" * 2000))
+    rows = listed(harness)["jobs"]
+    rows_frame = len(protocol.encode({"type": "response", "id": 1, "ok": True,
+                                      "result": {"jobs": rows}}))
+    monkeypatch.setattr(protocol, "MAX_FRAME", rows_frame + 100)
+    assert listed(harness, text=True) == {"jobs": rows}
+    monkeypatch.setattr(protocol, "MAX_FRAME", 10 * rows_frame)
+    assert set(listed(harness, text=True)) == {"text"}

@@ -13,8 +13,10 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from roost import __version__, jobenv, paths
+from roost import __version__, jobenv, paths, protocol
+from roost.escapes import json_text
 from roost.jobs import JobRecord
+from roost.jobtree import tree_order
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
@@ -111,6 +113,19 @@ async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> di
     core.queue.schedule()  # a maxRunning raised in roost.json applies now
     with budgets.many_rows(core):  # each tree's sum once, not once per row
         rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
+    if request.get("tree"):
+        rows = tree_order(rows)
+    if request.get("text"):
+        # `roost ls --json`: the document made here with the orjson roostd has loaded, so
+        # the CLI prints one string instead of decoding ~1 MB of rows (1,000 jobs) and
+        # encoding them again, indented, itself (README: Start-up). Its frame is ~1.6x the
+        # rows' frame: past the frame limit (~3,500 jobs) the rows go, as without `text`.
+        answer = {"text": json_text(rows)}
+        try:
+            protocol.encode(answer)
+        except protocol.FrameTooLarge:
+            return {"jobs": rows}
+        return answer
     return {"jobs": rows}
 
 
@@ -278,6 +293,19 @@ async def subscribe(core: Core, conn: Connection, request: dict[str, Any]) -> di
     core.subscribers.add(conn)
     with budgets.many_rows(core):  # each tree's sum once, not once per row
         rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
+    if request.get("tree"):
+        rows = tree_order(rows)
+    if request.get("text"):
+        # `roost ls --json`: the document made here with the orjson roostd has loaded, so
+        # the CLI prints one string instead of decoding ~1 MB of rows (1,000 jobs) and
+        # encoding them again, indented, itself (README: Start-up). Its frame is ~1.6x the
+        # rows' frame: past the frame limit (~3,500 jobs) the rows go, as without `text`.
+        answer = {"text": json_text(rows)}
+        try:
+            protocol.encode(answer)
+        except protocol.FrameTooLarge:
+            return {"jobs": rows}
+        return answer
     return {"jobs": rows}
 
 
