@@ -69,7 +69,7 @@ def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
 
     from roost.protocol import fast_json
 
-    fast = fast_json()  # orjson where it is loaded (roostd)
+    fast = fast_json()  # orjson where it is loaded (roostd, the view, roost web)
     if fast is not None and indent == 2 and not compact:
         try:  # the same text as json's below
             return escaped(fast.dumps(data, option=fast.OPT_INDENT_2).decode("utf-8"))

@@ -109,15 +109,16 @@ class RequestError(RoostError):
 
 
 _fast: Any = None
-"""orjson once `use_fast_json()` ran (roostd), else None."""
+"""orjson once `use_fast_json()` ran (roostd, the view, roost web), else None."""
 
 
 def use_fast_json() -> Any:
     """Encode and decode frames with orjson (~5x json's speed on a 1,000-row `list` of ~1 MB)
-    from now on, and return it. roostd calls it at its start. A CLI process does not: its
-    import (~15 ms, with the datetime, uuid and dataclasses modules it loads) costs more
-    than the frames it reads take with json; roostd makes the one large document a
-    command prints (`list` with `text`)."""
+    from now on, and return it. roostd, `roost view` and `roost web` call it at their
+    start: they live long and read every row again on each change. A one-shot command
+    does not: the import (~15 ms, with the datetime, uuid and dataclasses modules it
+    loads) costs more than its frames take with json; roostd makes the one large
+    document a command prints (`list` with `text`)."""
     global _fast
     if _fast is None:
         import orjson

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from roost import protocol
 from roost.testkit.fakellm import FakeLLM
 from roost.testkit.lab import Lab
 from roost.testkit.testpi import SETUP_HINT, require_pi
@@ -31,6 +32,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def _frame_codec_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that opens the view or roost web in this process switches its frames to
+    orjson (protocol.use_fast_json, for good, as those long-lived clients do): the next
+    test gets the codec it would have had alone."""
+    monkeypatch.setattr(protocol, "_fast", protocol._fast)
 
 
 def _closing(lab: Lab) -> None:

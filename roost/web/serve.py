@@ -75,8 +75,10 @@ def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: st
         insecure_http: bool, names: tuple[str, ...]) -> None:
     import uvicorn
 
+    from roost import protocol
     from roost.web.app import create_app
 
+    protocol.use_fast_json()  # long-lived, like roostd: its frames decoded with orjson
     tls = check(bind, tls_cert, tls_key, insecure_http)
     if not is_loopback(bind) and not tls:
         print(f"roost web: WARNING: serving plain HTTP on {bind}: anyone on the network path "
