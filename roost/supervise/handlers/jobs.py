@@ -109,10 +109,15 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
             "error": record.error}
 
 
+def all_rows(core: Core) -> list[dict[str, Any]]:
+    """Every job's row, oldest first."""
+    with budgets.many_rows(core):  # each tree's sum once, not once per row
+        return [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
+
+
 async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     core.queue.schedule()  # a maxRunning raised in roost.json applies now
-    with budgets.many_rows(core):  # each tree's sum once, not once per row
-        rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
+    rows = all_rows(core)
     if request.get("tree"):
         rows = tree_order(rows)
     if request.get("text"):
@@ -291,22 +296,7 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
 
 async def subscribe(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     core.subscribers.add(conn)
-    with budgets.many_rows(core):  # each tree's sum once, not once per row
-        rows = [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
-    if request.get("tree"):
-        rows = tree_order(rows)
-    if request.get("text"):
-        # `roost ls --json`: the document made here with the orjson roostd has loaded, so
-        # the CLI prints one string instead of decoding ~1 MB of rows (1,000 jobs) and
-        # encoding them again, indented, itself (README: Start-up). Its frame is ~1.6x the
-        # rows' frame: past the frame limit (~3,500 jobs) the rows go, as without `text`.
-        answer = {"text": json_text(rows)}
-        try:
-            protocol.encode(answer)
-        except protocol.FrameTooLarge:
-            return {"jobs": rows}
-        return answer
-    return {"jobs": rows}
+    return {"jobs": all_rows(core)}
 
 
 def handlers(core: Core) -> dict[str, Handler]:
