@@ -1,7 +1,8 @@
 """Escapes for the characters that drive a terminal or reorder a line, and JSON that holds
 none of them raw. The CLI's output layer (roost.cli.output) shows all text through these;
 roostd uses `json_text` to answer `list` as `roost ls --json` prints it, so both write the
-same bytes.
+same document (with orjson, a number under 1e-4 is written as a decimal, `0.000012`, where
+`json` writes `1.2e-05`: the same number to a reader).
 
 - The C0 and C1 controls, DEL, the bidi controls that reorder a line (U+202A-U+202E,
   U+2066-U+2069, U+200E/U+200F, U+061C) and the line and paragraph separators (U+2028,
@@ -71,7 +72,7 @@ def json_text(data: Any, indent: int | None = 2, compact: bool = False) -> str:
 
     fast = fast_json()  # orjson where it is loaded (roostd, the view, roost web)
     if fast is not None and indent == 2 and not compact:
-        try:  # the same text as json's below
+        try:  # json's text below, but for how a number under 1e-4 is written
             return escaped(fast.dumps(data, option=fast.OPT_INDENT_2).decode("utf-8"))
         except TypeError:  # what orjson refuses (a key not a string, an int past 64 bits)
             pass
