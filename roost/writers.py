@@ -111,13 +111,16 @@ def _resolve(path: str, pid: str) -> str | None:
         return None
 
 
-def _environ(pid: str, *names: str) -> dict[str, str]:
-    """Some variables of a process's environment (as it started: what pi was given)."""
+def _environ(pid: str, *names: str) -> dict[str, str] | None:
+    """Some variables of a process's environment (as it started: what pi was given); None
+    when it cannot be read, or reads empty, as a process's does once it is exiting."""
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as handle:
             env = handle.read()
     except OSError:
-        return {}
+        return None
+    if not env:
+        return None
     wanted = tuple(n.encode() + b"=" for n in names)
     return {
         os.fsdecode(key): os.fsdecode(value)
@@ -128,7 +131,7 @@ def _environ(pid: str, *names: str) -> dict[str, str]:
 def _job_of(pid: str) -> str | None:
     """The job whose worker started this pi: its worker gave it ROOST_EXT_SOCK (a pi that a
     tool of a job's pi starts has ROOST_JOB_ID but not that)."""
-    env = _environ(pid, "ROOST_JOB_ID", "ROOST_EXT_SOCK")
+    env = _environ(pid, "ROOST_JOB_ID", "ROOST_EXT_SOCK") or {}
     return env.get("ROOST_JOB_ID") if env.get("ROOST_EXT_SOCK") else None
 
 
@@ -170,7 +173,8 @@ def names_session(argv: list[str], pid: str, target: _Target) -> str | None:
     if "pick" in opts:
         folder = opts.get("--session-dir")
         folder = (_resolve(folder, pid) if folder
-                  else _environ(pid, "PI_CODING_AGENT_SESSION_DIR").get("PI_CODING_AGENT_SESSION_DIR"))
+                  else (_environ(pid, "PI_CODING_AGENT_SESSION_DIR") or {}).get(
+                      "PI_CODING_AGENT_SESSION_DIR"))
         if target.is_dir(folder):
             return f"it runs {opts['pick']} in the session's directory"
     return None
@@ -325,6 +329,10 @@ def pis_outside_roost(pids: list[str], uid: int, since: float) -> list[Writer]:
         if started is None or started < since - SLACK:
             continue  # it ran before roost last let go of the session
         env = _environ(pid, "ROOST_EXT_SOCK", "ROOST_ATTACH_JOB", "HOME")
+        if env is None:
+            # Exiting (or gone): no person's pi that took the session. Counted, its missing
+            # HOME read as this one, so another pi's exit anywhere refused a job's attach.
+            continue
         if "ROOST_EXT_SOCK" in env or "ROOST_ATTACH_JOB" in env:
             continue  # a job's pi, or `roost attach`'s: under roost
         if env.get("HOME", home) != home:
