@@ -14,11 +14,10 @@ same document (with orjson, a number under 1e-4 is written as a decimal, `0.0000
 
 from __future__ import annotations
 
-import re
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
+    import re
     from typing import Any
 
 
@@ -35,6 +34,8 @@ ESCAPED = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI, *SEPARATORS)}
 
 
 def _finder(table: dict[int, str]) -> re.Pattern[str]:
+    import re  # here: most commands print no control character, and re's import is ~10 ms
+
     return re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(table)) + "]")
 
 

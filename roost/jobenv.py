@@ -15,7 +15,6 @@ Light on purpose: a worker reads this before it starts pi (roost.worker.launch).
 
 from __future__ import annotations
 
-import json
 import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
@@ -107,6 +106,8 @@ def save(job_dir: Path, env: Mapping[str, str], source: str) -> None:
 def read(job_dir: Path) -> dict[str, Any] | None:
     """The stored file as it is (`source`, `saved`, `env`); None when the job has none or it
     cannot be read (the job then gets roostd's environment)."""
+    import json  # here: `roost run` imports this module for caller_env alone
+
     try:
         with open(path_of(job_dir), encoding="utf-8") as handle:
             data = json.load(handle)

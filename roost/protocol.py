@@ -31,10 +31,7 @@ to its newline, so the next frame starts on a frame boundary (jsonlines.read_fra
 
 from __future__ import annotations
 
-import json
-import re
-
-from roost import PROTOCOL_VERSION, __version__
+from roost import PROTOCOL_VERSION, __version__, jsoncodec
 from roost.errors import RoostError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
@@ -133,7 +130,7 @@ def fast_json() -> Any:
 
 
 def _slow_dumps(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return jsoncodec.dumps(obj).encode("utf-8") + b"\n"
 
 
 def encode(obj: dict[str, Any]) -> bytes:
@@ -167,8 +164,8 @@ def _decode_slowly(line: bytes) -> Any:
     """json's reading of a frame orjson refused (JSON.stringify writes a lone surrogate of a
     string as its escape, which orjson refuses), or ProtocolError."""
     try:
-        return json.loads(line.rstrip(b"\r\n").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return jsoncodec.loads(line.rstrip(b"\r\n").decode("utf-8"))
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise ProtocolError(f"could not decode frame: {exc}") from None
     except RecursionError:
         # json's C decoder recurses per nesting level: a frame of 100,000 "[" is small
@@ -190,7 +187,7 @@ def invalid_text(value: Any) -> str | None:
             for key, sub in item.items():
                 if not _valid(key):
                     return f"a key of {path or 'the frame'}"
-                shown = key if _PLAIN_KEY.fullmatch(key) else "?"
+                shown = key if _plain_key(key) else "?"
                 stack.append((f"{path}.{shown}" if path else shown, sub))
         elif isinstance(item, list):
             stack.extend((f"{path}[{i}]", sub) for i, sub in enumerate(item))
@@ -210,7 +207,12 @@ def scrub_text(value: Any) -> Any:
     return value
 
 
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")  # a path names only plain keys
+_KEY_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _plain_key(key: str) -> bool:
+    """A key a path may name as it is (at most 40 ASCII letters, digits, `_` and `-`)."""
+    return 0 < len(key) <= 40 and _KEY_CHARACTERS.issuperset(key)
 
 
 def _valid(text: str) -> bool:

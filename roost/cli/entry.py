@@ -14,10 +14,13 @@ to click, which says what is wrong as it always did.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _plain(words: list[str]) -> bool:
@@ -90,6 +93,8 @@ def _exit_now(code: int) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         code = _reader_gone()
-    with contextlib.suppress(OSError):
+    try:
         sys.stderr.flush()
+    except OSError:
+        pass
     os._exit(code)

@@ -7,7 +7,6 @@ appear here as they happen."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -90,5 +89,4 @@ class EventsScreen(ModalScreen[None]):
     def on_unmount(self) -> None:
         self._ended.set()
         if self._client is not None:  # wakes the thread's read; it closes the connection
-            with contextlib.suppress(OSError):
-                self._client._sock.shutdown(socket.SHUT_RDWR)
+            self._client.interrupt()

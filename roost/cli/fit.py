@@ -9,7 +9,10 @@ is what a person scans for. Without a width (a pipe, `--wide`) nothing is shorte
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
 
 FLEX = "SUMMARY / QUESTION"
 """The column that takes the room left over and wraps (the question must stay readable)."""

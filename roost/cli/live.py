@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -217,7 +216,7 @@ class ViewApp(App[None]):
         self._stop = threading.Event()
         self._changed = threading.Event()
         self._wake = threading.Event()  # the subscriber: reconnect now (starts roostd)
-        self._sockets: set[socket.socket] = set()
+        self._clients: set[Client] = set()  # open connections, interrupted at the end
         self._lock = threading.Lock()
 
     # -- layout ------------------------------------------------------------------------------
@@ -244,9 +243,8 @@ class ViewApp(App[None]):
         self._changed.set()
         self._wake.set()
         with self._lock:
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            for client in self._clients:
+                client.interrupt()
 
     # -- threads -----------------------------------------------------------------------------
     def _post(self, message: Message) -> None:
@@ -258,7 +256,7 @@ class ViewApp(App[None]):
     def _open(self, autostart: bool) -> Client:
         client = self.connector(autostart=autostart)
         with self._lock:
-            self._sockets.add(client._sock)
+            self._clients.add(client)
         if self._stop.is_set():
             self._close(client)
             raise DaemonUnavailable("closing")
@@ -266,7 +264,7 @@ class ViewApp(App[None]):
 
     def _close(self, client: Client) -> None:
         with self._lock:
-            self._sockets.discard(client._sock)
+            self._clients.discard(client)
         client.close()
 
     def _subscriber(self) -> None:

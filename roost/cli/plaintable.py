@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Iterator, Sequence
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
     from typing import TextIO
 
 Cell = tuple[str, str]

@@ -9,7 +9,6 @@ read with them, not at the top (benchmarks/cli_bench.py).
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 
@@ -235,6 +234,8 @@ def _print_block(out: Console, renderable: Any) -> None:
 
 
 def print_detail(row: dict[str, Any]) -> None:
+    import shlex  # here: `roost ls` imports this module
+
     out = console()
     row = display_row(row)
     fields = [

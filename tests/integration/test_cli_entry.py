@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,11 +69,25 @@ def test_completion_goes_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
     assert entry.quick(["ls"]) is None
 
 
-def imported(env: Lab, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "roost.cli", *args],
+ROOST_COMMAND = Path(sys.executable).with_name("roost")  # the installed script (scripts/roost)
+
+# What the quick path must not load: each costs milliseconds of every command (README:
+# Start-up). `re` and `enum` come with json, socket and a console-script wrapper.
+HEAVY = ("click", "rich", "orjson", "pathlib", "re", "enum", "json", "socket", "selectors",
+         "contextlib", "collections", "typing")
+
+
+def imported(env: Lab, *args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(ROOST_COMMAND), *args],
                           env=env.env, cwd=env.work, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    return proc.stderr
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+def test_the_installed_command_is_roost_s_script() -> None:
+    assert ROOST_COMMAND.read_text().splitlines()[1:] == (
+        Path(__file__).parents[2] / "scripts" / "roost").read_text().splitlines()[1:]
 
 
 def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) -> None:
@@ -81,10 +96,8 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     assert settle(env, job) == "done"
     for args in (("ls",), ("ls", "--json"), ("reply", job, "again"), ("run", "second task")):
         modules = imported(env, *args)
-        assert "| click" not in modules, args
-        assert "| rich" not in modules, args  # the table is roost.cli.plaintable's
-        assert "| orjson" not in modules, args  # roostd's frames only (its import costs more)
-        assert "| pathlib" not in modules, args  # roost.homes: the paths as strings
+        assert "roost.cli.entry" in modules and "roost.client" in modules, args
+        assert not modules.intersection(HEAVY), (args, modules.intersection(HEAVY))
         if args[0] == "reply":
             settle(env, job)
     for row in env.ls():  # the job `run` made too: the lists below must not change meanwhile
