@@ -617,6 +617,27 @@ def spare_ready(lab: Lab) -> None:
 SPARE = True
 
 
+def _cpu_busy_idle() -> tuple[int, int]:
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(x) for x in handle.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, idle
+
+
+def machine_quiet(max_busy: float = 0.10, window: float = 0.1, timeout: float = 10.0) -> None:
+    """Until the machine's CPUs are at most `max_busy` busy over a `window` (the last
+    trial's processes gone: an exiting pi, a booting spare). Untimed; every trial starts so,
+    whatever ran before it, so the medians compare starts on a quiet machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy0, idle0 = _cpu_busy_idle()
+        time.sleep(window)
+        busy1, idle1 = _cpu_busy_idle()
+        total = (busy1 - busy0) + (idle1 - idle0)
+        if total and (busy1 - busy0) / total <= max_busy:
+            return
+
+
 def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
     """`run` through roost.client with roostd up, then `reply` to the idle job."""
     spare_ready(lab)
@@ -813,6 +834,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.trials):
             order = names[i % len(names):] + names[: i % len(names)]
             for name in order:
+                spare_ready(lab)  # its boot in no trial, a bare one included
+                machine_quiet()
                 results[name].append(variants[name](lab, f"T{i}-{name}"))
     elapsed = time.monotonic() - started
 

@@ -32,6 +32,9 @@ def wait_for_job() -> str:
         sys.exit(2)
     sock = socket.socket(fileno=int(fd_text))
     import roost.worker.lifecycle  # noqa: F401 - the heavy imports, before a job needs them
+    from roost.worker.launch import death_signal_prefix
+
+    death_signal_prefix()  # found out now, not on the way to the job's pi
 
     try:
         sock.sendall(b"ready")
