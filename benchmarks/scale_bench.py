@@ -60,6 +60,7 @@ from roost.testkit.procs import wait_until  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"
 TIMEOUT = 1800.0
+CORES = os.cpu_count() or 1
 
 
 def mb(nbytes: float) -> float:
@@ -166,15 +167,23 @@ def wait_spare_idle(lab: Lab) -> None:
     wait_until(idle, timeout=30.0, what="roostd's spare worker, idle")
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy (not idle, not waiting on I/O), all cores."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(x) for x in handle.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def one_job(lab: Lab) -> dict[str, float]:
-    """One job alone: `roost run` -> done (s); and the RSS of a job's worker and pi while
-    its model request is held (as queue_bench measures it)."""
+    """One job alone: `roost run` -> done (s), the machine's CPU time meanwhile (s); and the
+    RSS of a job's worker and pi while its model request is held (as queue_bench measures it)."""
     from roost.testkit.fakellm import first_user_contains, text
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), machine_cpu_seconds()
     job = lab.roost_ok("run", "one job alone").strip()
     lab.wait_settled(job, 120)
     seconds = time.monotonic() - started
+    cpu = machine_cpu_seconds() - cpu
     lab.request("rm", job=job)
     hold = threading.Event()
     lab.llm.add(first_user_contains("HELD"), text("done", hold=hold))
@@ -186,7 +195,7 @@ def one_job(lab: Lab) -> dict[str, float]:
     hold.set()
     lab.wait_settled(job, 120)
     lab.request("rm", job=job)
-    return {"seconds": round(seconds, 3), "jobMB": mb(job_rss)}
+    return {"seconds": round(seconds, 3), "cpuSeconds": round(cpu, 3), "jobMB": mb(job_rss)}
 
 
 def burst(lab: Lab, jobs: int) -> dict[str, Any]:
@@ -199,11 +208,12 @@ def burst(lab: Lab, jobs: int) -> dict[str, Any]:
     tasks.write_text("".join(f"burst task {n}\n" for n in range(jobs)))
     oom_before = oom_kills()
     with PeakRss(lab) as peak:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), machine_cpu_seconds()
         ids = lab.roost_ok("run", "--each", str(tasks), timeout=120).split()
         submitted = time.monotonic() - started
         states = {job: lab.wait_settled(job, TIMEOUT)["state"] for job in ids}
         total = time.monotonic() - started
+        cpu = machine_cpu_seconds() - cpu
     oom_after = oom_kills()
     crashed = sum(1 for line in (lab.roost_home / "events.jsonl").read_text().splitlines()
                   if '"worker.crashed"' in line or '"worker.gave_up"' in line)
@@ -219,6 +229,10 @@ def burst(lab: Lab, jobs: int) -> dict[str, Any]:
         "oomKills": (oom_after - oom_before) if None not in (oom_before, oom_after) else None,
         "peakMB": mb(peak.peak), "peakProcesses": peak.peak_procs, "boundMB": mb(bound),
         "totalSeconds": round(total, 1), "idealSeconds": round(ideal, 1),
+        # Where the CPU bounds the burst: the machine's busy share while it ran, and the
+        # least time any order could take if each job cost the CPU one job alone did.
+        "cpuSeconds": round(cpu, 1), "cpuBusyShare": round(cpu / (total * CORES), 3),
+        "cpuBoundSeconds": round(jobs * alone["cpuSeconds"] / CORES, 1),
     }
 
 
