@@ -36,18 +36,28 @@ class _ScanContext:
     parse_constant = _CONSTANTS.__getitem__
 
 
+def _encoder() -> Any:
+    """json.dumps' C encoder (a new one a call: it keeps the containers it is inside of,
+    for its circular-reference check, and keeps them after an error too)."""
+    import _json
+
+    return _json.make_encoder({}, _not_serializable, _json.encode_basestring, None,
+                              ":", ",", False, False, True)
+
+
 def _accelerated() -> tuple[Any, Any] | None:
     try:
         import _json
 
-        encode = _json.make_encoder({}, _not_serializable, _json.encode_basestring, None,
-                                    ":", ",", False, False, True)
+        encoder = _encoder
         scan = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]  # duck-typed
-    except (ImportError, AttributeError, TypeError):  # not CPython's _json, or another one
+        sample, text = {"a": [1, 2.5, None, True, "é\n"]}, '{"a":[1,2.5,null,true,"é\\n"]}'
+        # The arguments mean what json's own call means, or json does it all.
+        if "".join(encoder()(sample, 0)) != text or scan(text, 0) != (sample, len(text)):
+            return None
+    except Exception:  # not CPython's _json, or another one
         return None
-    if encode({"a": [1, 2.5, None, True, "é\n"]}, 0) is None or scan('{"a":[1]}', 0) is None:
-        return None
-    return encode, scan
+    return encoder, scan
 
 
 _fast = _accelerated()
@@ -57,7 +67,7 @@ def dumps(obj: Any) -> str:
     """`json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`."""
     if _fast is not None:
         try:
-            return "".join(_fast[0](obj, 0))
+            return "".join(_fast[0]()(obj, 0))
         except (TypeError, ValueError):  # json raises it (and says what) below
             pass
     import json

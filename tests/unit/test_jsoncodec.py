@@ -100,3 +100,11 @@ def test_importing_it_loads_neither_json_nor_re() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_refusal_leaves_nothing_behind_for_the_next_call() -> None:
+    for _ in range(100):  # the C encoder keeps what it was inside of when it failed
+        with pytest.raises(TypeError):
+            jsoncodec.dumps([[{"x": object()}]])
+        value = [[{"x": 1}]]
+        assert jsoncodec.dumps(value) == json_dumps(value)
