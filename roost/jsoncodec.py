@@ -45,29 +45,29 @@ def _encoder() -> Any:
                               ":", ",", False, False, True)
 
 
-def _accelerated() -> tuple[Any, Any] | None:
+def _accelerated() -> Any:
+    """json.loads' C scanner, once a sample reads and writes as json reads and writes it;
+    None (json does it all) elsewhere: not CPython's `_json`, or another one."""
     try:
         import _json
 
-        encoder = _encoder
         scan = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]  # duck-typed
         sample, text = {"a": [1, 2.5, None, True, "é\n"]}, '{"a":[1,2.5,null,true,"é\\n"]}'
-        # The arguments mean what json's own call means, or json does it all.
-        if "".join(encoder()(sample, 0)) != text or scan(text, 0) != (sample, len(text)):
+        if "".join(_encoder()(sample, 0)) != text or scan(text, 0) != (sample, len(text)):
             return None
-    except Exception:  # not CPython's _json, or another one
+    except Exception:
         return None
-    return encoder, scan
+    return scan
 
 
-_fast = _accelerated()
+_fast = _accelerated()  # the C scanner (and the C encoder in use), else None: json throughout
 
 
 def dumps(obj: Any) -> str:
     """`json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`."""
     if _fast is not None:
         try:
-            return "".join(_fast[0]()(obj, 0))
+            return "".join(_encoder()(obj, 0))
         except (TypeError, ValueError):  # json raises it (and says what) below
             pass
     import json
@@ -80,7 +80,7 @@ def loads(text: str) -> Any:
     if _fast is not None:
         body = text.strip(_SPACE)
         try:
-            value, end = _fast[1](body, 0)
+            value, end = _fast(body, 0)
         except (StopIteration, ValueError):  # no value there, or a bad one: json says why
             pass
         else:

@@ -67,14 +67,12 @@ def death_signal_prefix() -> list[str]:
         import shutil
 
         found = shutil.which(SETPRIV[0])
-        works = False
-        if found:
-            try:
-                works = subprocess.run([found, *SETPRIV[1:], "true"], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       timeout=10).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                works = False
+        try:
+            works = found is not None and subprocess.run(
+                [found, *SETPRIV[1:], "true"], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            works = False
         _setpriv = [found, *SETPRIV[1:]] if found and works else []
     return _setpriv
 
