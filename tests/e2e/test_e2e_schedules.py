@@ -60,7 +60,10 @@ def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
     assert daemon is not None
     kill(daemon)
     due = datetime.fromisoformat(first["due"].replace("Z", "+00:00")).timestamp()
-    wait_until(lambda: time.time() > due + 5, 30, what="two due times to pass")
+    # Just past the second missed due time (due + 2, due + 4): the new roostd's start and the
+    # pause then have ~1.9 s before the next one (due + 6). Waiting to due + 5 left that
+    # start (~1 s) ending at due + 6, where the schedule's next tick could beat the pause.
+    wait_until(lambda: time.time() > due + 4.05, 30, what="two due times to pass")
     lab.roost_ok("schedule", "pause", "tick")  # a new roostd: its catch-up, then no more
     wait_until(lambda: [e for e in fired(lab) if e["cause"] == "catch-up"], 60,
                what="the catch-up")
