@@ -163,6 +163,7 @@ def test_the_queue_survives_a_roostd_sigkill_in_order_and_nothing_starts_twice(
     c = run_job(env, "c", "--priority", "3")
     d = run_job(env, "d")
     env.roost_ok("reply", b, "and this")
+    wait_until(lambda: env.row(a)["state"] == "running", 30, what="a's run to start")
     before = [r["id"] for r in queue_of(env)["jobs"]]
     assert before == [c, b, d]
     daemon = env.daemon_pid()
@@ -174,7 +175,9 @@ def test_the_queue_survives_a_roostd_sigkill_in_order_and_nothing_starts_twice(
     assert env.daemon_pid() not in (None, daemon)
     assert [r["id"] for r in after["jobs"]] == before
     assert [r["queue"]["position"] for r in after["jobs"]] == [1, 2, 3]
-    assert env.row(a)["state"] == "running"  # adopted: it holds its slot again
+    # Adopted: its worker reconnects (after a back-off) and it holds its slot again.
+    wait_until(lambda: env.row(a)["state"] == "running", 30, what="a's worker to reconnect")
+    assert [r["id"] for r in queue_of(env)["jobs"]] == before
     time.sleep(0)  # nothing timed: the gate decides when the queue moves
     open_gate(env, "ga")
     for job in (c, b, d):
