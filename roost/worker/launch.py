@@ -48,33 +48,42 @@ class LaunchError(Exception):
 # parent-death signal is set in the child before pi's exec, by util-linux's `setpriv
 # --pdeathsig` (exec'd by the child) where it works, else by a `preexec_fn`. The latter
 # makes subprocess fork the worker and run Python in the child: ~5 ms of every job's start
-# for a worker with its modules loaded, against under 1 ms for setpriv's exec.
+# for a worker with its modules loaded, against about 1 ms for setpriv's exec and a sh's.
+# Either way the child then checks that its parent is still the worker: a worker killed
+# before the signal was set (setpriv's own start is a window of a millisecond or more) had
+# left pi running as an orphan, its signal never sent.
 SETPRIV = ("setpriv", "--pdeathsig", "TERM", "--")
+PARENT_CHECK = ("/bin/sh", "-c", 'test "$PPID" = "$0" && exec "$@"')
+"""After setpriv: run the command only if the parent is still the worker (its pid: $0)."""
 _setpriv: list[str] | None = None  # SETPRIV with its path, or [] where it cannot be used
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the worker died before the signal was set: no pi
+        os._exit(1)
 
 
 def death_signal_prefix() -> list[str]:
-    """What pi's command line starts with to die with the worker: setpriv's, once it has
-    been seen to work (util-linux 2.33+, and a kernel that lets it: checked once per
-    worker, by a spare before its job), else nothing (then `preexec_fn` does it)."""
+    """What pi's command line starts with to die with this worker: setpriv's and the parent
+    check, once they have been seen to work (util-linux 2.33+, and a kernel that lets it:
+    checked once per worker, by a spare before its job), else nothing (then `preexec_fn`
+    does it)."""
     global _setpriv
     if _setpriv is None:
         import shutil
 
         found = shutil.which(SETPRIV[0])
+        base = [found, *SETPRIV[1:], *PARENT_CHECK] if found else []
         try:
-            works = found is not None and subprocess.run(
-                [found, *SETPRIV[1:], "true"], stdin=subprocess.DEVNULL,
+            works = bool(base) and subprocess.run(
+                [*base, str(os.getpid()), "true"], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10).returncode == 0
         except (OSError, subprocess.SubprocessError):
             works = False
-        _setpriv = [found, *SETPRIV[1:]] if found and works else []
-    return _setpriv
+        _setpriv = base if works else []
+    return [*_setpriv, str(os.getpid())] if _setpriv else []
 
 
 class Early:
@@ -172,8 +181,10 @@ def spawn_pi(job: dict[str, Any], ext_path: Path,
 def popen_dying_with_worker(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """subprocess.Popen(argv, **kwargs) for a child that gets SIGTERM when this process dies."""
     prefix = death_signal_prefix()
-    return subprocess.Popen(prefix + argv, preexec_fn=None if prefix else _die_with_parent,
-                            **kwargs)
+    if prefix:
+        return subprocess.Popen(prefix + argv, **kwargs)
+    parent = os.getpid()
+    return subprocess.Popen(argv, preexec_fn=lambda: _die_with_parent(parent), **kwargs)
 
 
 def listen(path: Path) -> socket.socket:

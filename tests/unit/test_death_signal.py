@@ -1,5 +1,6 @@
 """roost.worker.launch.popen_dying_with_worker: pi gets SIGTERM when its worker dies, even
-by SIGKILL, through util-linux's setpriv where it works and a preexec_fn where it does not."""
+by SIGKILL, through util-linux's setpriv where it works and a preexec_fn where it does not;
+and a worker killed before the signal was set leaves no pi running."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,4 +68,24 @@ def test_setpriv_is_used_only_once_it_was_seen_to_work(monkeypatch: pytest.Monke
     if os.path.exists("/usr/bin/setpriv"):
         monkeypatch.setattr(launch, "_setpriv", None)
         monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/setpriv")
-        assert launch.death_signal_prefix() == ["/usr/bin/setpriv", *launch.SETPRIV[1:]]
+        assert launch.death_signal_prefix() == [
+            "/usr/bin/setpriv", *launch.SETPRIV[1:], *launch.PARENT_CHECK, str(os.getpid())]
+
+
+def test_a_child_whose_parent_is_not_the_worker_never_runs_its_command(tmp_path: Path) -> None:
+    """The worker killed before the child's death signal was set: the child must not run pi
+    as an orphan. Both ways check, once the signal is set, that the parent is the worker."""
+    ran = tmp_path / "ran"
+    prefix = launch.death_signal_prefix()
+    if prefix:
+        assert prefix[-1] == str(os.getpid())
+        assert subprocess.run([*prefix[:-1], "1", "touch", str(ran)]).returncode != 0
+        assert not ran.exists()  # its parent is not pid 1: the command never ran
+        assert subprocess.run([*prefix, "touch", str(ran)]).returncode == 0 and ran.exists()
+        ran.unlink()
+    child = subprocess.Popen(["touch", str(ran)], preexec_fn=lambda: launch._die_with_parent(1))
+    assert child.wait() == 1 and not ran.exists()
+    parent = os.getpid()
+    child = subprocess.Popen(["touch", str(ran)],
+                             preexec_fn=lambda: launch._die_with_parent(parent))
+    assert child.wait() == 0 and ran.exists()
