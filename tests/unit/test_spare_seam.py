@@ -31,6 +31,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 STANDBY = ("import os, socket, sys; s = socket.socket(fileno=int(os.environ['ROOST_WORKER_GO_FD']));"
            "s.sendall(b'ready'); m, fds, _, _ = socket.recv_fds(s, 65536, 1);"
            "os.write(fds[0], m) if fds else None")
+# A stand-in for a worker started cold: held until roostd says go (as `roost.worker` is).
+HELD = "import os; print(os.read(int(os.environ['ROOST_WORKER_GO_FD']), 2).decode(), flush=True)"
 
 
 def test_a_pi_spec_takes_the_ready_spare_and_a_shell_spec_never(
@@ -48,7 +50,7 @@ def test_a_pi_spec_takes_the_ready_spare_and_a_shell_spec_never(
             await asyncio.sleep(0.025)
         assert runner.spare.ready
         spare_pid = runner.spare.pid
-        shell = runner.launch(WorkerSpec("0000aaaa", [sys.executable, "-c", "pass"],
+        shell = runner.launch(WorkerSpec("0000aaaa", [sys.executable, "-c", HELD],
                                          str(tmp_path), tmp_path / "shell.log"))
         assert isinstance(shell, LocalLaunch) and shell.pid != spare_pid
         shell.go()
@@ -57,13 +59,14 @@ def test_a_pi_spec_takes_the_ready_spare_and_a_shell_spec_never(
                                          tmp_path / "pi.log", env={"X": "1"}, spare=True))
         assert isinstance(taken, SpareLaunch) and taken.pid == spare_pid
         assert runner.spare.pid is None  # used once: the next one comes later
-        again = runner.launch(WorkerSpec("0000cccc", [sys.executable, "-c", "pass"],
+        again = runner.launch(WorkerSpec("0000cccc", [sys.executable, "-c", HELD],
                                          str(tmp_path), tmp_path / "cold.log", spare=True))
         assert isinstance(again, LocalLaunch)  # none ready: a worker of its own
         again.go()
         assert again.wait() == 0
         taken.go()
         assert taken.wait() == 0
+        assert (tmp_path / "shell.log").read_text() == (tmp_path / "cold.log").read_text() == "go\n"
         sent = (tmp_path / "pi.log").read_text()
         assert '"job": "0000bbbb"' in sent and '"X": "1"' in sent
         assert oct(os.stat(tmp_path / "pi.log").st_mode & 0o777) == "0o600"
