@@ -41,6 +41,18 @@ def chromium(width: int = 1100, height: int = 900, timeout: float = 60.0) -> Ite
         driver.quit()
 
 
+def load(driver: Any, url: str, timeout: float = 60.0) -> None:
+    """Open `url` and wait until it is loaded, its stylesheet applied. chromedriver's `get`
+    can return while the new page is still `interactive` (seen after leaving a page with an
+    open event stream): a layout measured then is the unstyled page's."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.execute_script("return document.readyState") == "complete",
+        f"{url} to finish loading")
+
+
 def wait_text(driver: Any, css: str, wanted: str, timeout: float = 60.0) -> None:
     """Until the element `css` holds `wanted` (found again when a live part swapped it)."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException

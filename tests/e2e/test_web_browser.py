@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kit import FIXTURES
 
-from roost.testkit.browser import wait_text
+from roost.testkit.browser import load, wait_text
 from roost.testkit.fakellm import (
     FakeLLM,
     first_user_contains,
@@ -32,6 +32,14 @@ from roost.testkit.webserver import WebServer
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
 T = 60
+
+# The page's width, and what sticks out past 375 px: for a failure's message.
+WIDTH = """
+const over = [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > 375)
+  .map((el) => `${el.tagName}.${el.className}: ${Math.round(el.getBoundingClientRect().right)}`);
+return {width: document.documentElement.scrollWidth, over: over.slice(0, 6)};
+"""
 
 
 def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], llm: FakeLLM,
@@ -63,9 +71,9 @@ def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], ll
 
         browser.set_window_size(375, 812)  # a phone
         for path in (f"/job/{job}", "/inbox", "/events", "/"):
-            browser.get(web.url + path)
-            width = browser.execute_script("return document.documentElement.scrollWidth")
-            assert width <= 375, f"{path} is {width}px wide at 375"
+            load(browser, web.url + path)
+            seen = browser.execute_script(WIDTH)
+            assert seen["width"] <= 375, f"{path} is {seen['width']}px wide at 375: {seen['over']}"
         shots(browser, "phone")
     assert lab.wait(job) == "done"
 
