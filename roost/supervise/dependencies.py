@@ -19,7 +19,6 @@ waiting on it are weighed again on the loop's next turn: no polling. The rules a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,6 +39,7 @@ from roost.agents.depends import (
 from roost.mailbox import MailboxError
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ItemKind, JobKind, JobState, RunCause
+from roost.supervise.coalesce import Coalesced
 from roost.transcript import content_text, read_entries
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class Dependencies:
         self.table = table
         self._waiters: dict[str, set[str]] = {}  # a dependency's id -> the jobs waiting on it
         self._due: set[str] = set()
-        self._scheduled = False
+        self._weigh_soon = Coalesced(self._weigh_due)
         self._ready = False  # until `resume`, the table is still loading
 
     # -- a new job -------------------------------------------------------------------------
@@ -184,17 +184,10 @@ class Dependencies:
             self._waiters.setdefault(job, set()).add(record.id)
 
     def _schedule(self) -> None:
-        if self._scheduled or not self._due:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._scheduled = True
-        loop.call_soon(self._weigh_due)
+        if self._due:
+            self._weigh_soon()
 
     def _weigh_due(self) -> None:
-        self._scheduled = False
         due, self._due = self._due, set()
         for job_id in sorted(due):
             record = self.table.jobs.get(job_id)

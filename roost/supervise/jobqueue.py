@@ -15,7 +15,6 @@ jobs that held a slot hold it again. Order: higher priority first, then first co
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -30,6 +29,7 @@ from roost.agents.limits import SpawnCounts, spawn_refusal
 from roost.fsutil import atomic_write_json
 from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 from roost.states import ENDED_JOB_STATES, JobKind, JobState
+from roost.supervise.coalesce import Coalesced
 
 if TYPE_CHECKING:
     from roost.config import Settings
@@ -147,7 +147,8 @@ class JobQueue:
         self.table = table
         self.groups = load_groups()
         self._seq: int | None = None
-        self._scheduled = False
+        self.schedule = Coalesced(self.pump)
+        """Run the pump soon (once, however many changes come first)."""
         self._starting: str | None = None  # the job the pump is starting: let through
         self._positions: dict[str, int] = {}  # cached; cleared when the order may change
         self._shown: dict[str, int] = {}  # the positions the pump last pushed rows for
@@ -304,20 +305,8 @@ class JobQueue:
                 self._positions.clear()
             self.schedule()
 
-    def schedule(self) -> None:
-        """Run the pump soon (once, however many changes come first)."""
-        if self._scheduled:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._scheduled = True
-        loop.call_soon(self.pump)
-
     def pump(self) -> None:
         """Start the queued jobs that fit, in order; tell the rest their new position."""
-        self._scheduled = False
         chosen, queued = self._plan()
         for record in chosen:
             self._starting = record.id

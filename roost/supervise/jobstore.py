@@ -7,7 +7,6 @@ Only roostd uses it; a single record is `roost.jobs.JobRecord`, and the daemon
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from roost.mailbox import MailboxError, MailboxFull
 from roost.protocol import REFUSED, RequestError
 from roost.states import ItemDecision, ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise import budgets
+from roost.supervise.coalesce import Coalesced
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
@@ -43,7 +43,7 @@ class RecordSaver:
     def __init__(self, table: JobTable) -> None:
         self.table = table  # its jobs and events, as they are when a save happens
         self.unsaved: dict[str, str] = {}  # job id -> why its last change is not on disk
-        self._retry: asyncio.TimerHandle | None = None
+        self._retry_soon = Coalesced(self._retry_all, SAVE_RETRY_SECONDS)
 
     def save(self, record: JobRecord) -> None:
         try:
@@ -54,22 +54,12 @@ class RecordSaver:
                           record.id, exc, SAVE_RETRY_SECONDS)
                 self.table.events.emit("job.save_failed", record, error=str(exc))
             self.unsaved[record.id] = str(exc)
-            self._schedule()
+            self._retry_soon()  # not serving: the next change saves it again
             return
         if self.unsaved.pop(record.id, None) is not None:
             log.info("job %s: its record is saved again", record.id)
 
-    def _schedule(self) -> None:
-        if self._retry is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # not serving: the next change saves it again
-        self._retry = loop.call_later(SAVE_RETRY_SECONDS, self._retry_all)
-
     def _retry_all(self) -> None:
-        self._retry = None
         for job_id in list(self.unsaved):
             record = self.table.jobs.get(job_id)
             if record is None:
