@@ -54,7 +54,7 @@ class RecordSaver:
                           record.id, exc, SAVE_RETRY_SECONDS)
                 self.table.events.emit("job.save_failed", record, error=str(exc))
             self.unsaved[record.id] = str(exc)
-            self._retry_soon()  # not serving: the next change saves it again
+            self._retry_soon()  # in SAVE_RETRY_SECONDS (roostd not serving: at the next change)
             return
         if self.unsaved.pop(record.id, None) is not None:
             log.info("job %s: its record is saved again", record.id)
