@@ -55,7 +55,7 @@ class LaunchError(Exception):
 SETPRIV = ("setpriv", "--pdeathsig", "TERM", "--")
 PARENT_CHECK = ("/bin/sh", "-c", 'test "$PPID" = "$0" && exec "$@"')
 """After setpriv: run the command only if the parent is still the worker (its pid: $0)."""
-_setpriv: list[str] | None = None  # SETPRIV with its path, or [] where it cannot be used
+_setpriv: list[str] | None = None  # SETPRIV (with its path) and PARENT_CHECK, or [] if unusable
 
 
 def _die_with_parent(parent: int) -> None:
