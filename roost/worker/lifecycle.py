@@ -422,7 +422,8 @@ class Worker:
                 self.runs.summary = first_line(f"error: {problem.message}")
             self.run_error = self.answers.check(run) or self.run_error  # an output schema's
         self.budget.on_settled(run)
-        if self.notes.note.cause is not None:
+        if self.notes.note.cause is not None and not self.notes.note.stopped:
+            # (a run the user stopped keeps its note: started again, it shows it was cut short)
             self.notes.save(runnote.RunNote())
         self.report()
         self.wake.set()

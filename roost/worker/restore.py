@@ -13,6 +13,9 @@ from roost.transcript import interrupted
 from roost.worker.runnote import RunNote
 from roost.worker.runs import RunTracker, open_question
 
+INTERRUPTED_SUMMARY = "interrupted: reply to continue"
+"""The summary of a job whose last run was cut short and is not continued by itself."""
+
 
 def restore(runs: RunTracker, note: RunNote, entries: list[dict[str, Any]], *, pending: bool,
             save: Callable[[RunNote], None]) -> str | None:
@@ -38,10 +41,16 @@ def restore(runs: RunTracker, note: RunNote, entries: list[dict[str, Any]], *, p
     runs.enter(JobState.DONE)
     runs.status = ""
     question = open_question(entries)
-    if cut_short:
+    # Stopped by the user in the middle of a run: not continued by itself, but not done
+    # either (its answer was cut short), until a reply starts the next run.
+    stopped_mid_run = note.stopped and note.cause is not None and interrupted(entries)
+    if cut_short or stopped_mid_run:
         runs.enter(JobState.NEEDS_INPUT)
         runs.status = "interrupted"
+        runs.summary = INTERRUPTED_SUMMARY
         runs.question = (
+            "The last run was stopped before it finished; reply to continue."
+            if stopped_mid_run else
             "The last run was interrupted when its worker restarted; reply to continue."
         )
     elif question is not None:  # still unanswered (e.g. stopped while it waited)

@@ -298,8 +298,14 @@ def test_a_stopped_run_is_not_continued(fake_pi_env: Lab) -> None:
     env.roost_ok("stop", job)
     wait_until(lambda: env.show(job)["state"] == "stopped", 20, what="the job to stop")
     env.roost_ok("start", job)
-    assert settle(env, job) == "done"
+    # not continued, and not `done` either: its run was cut short, a reply continues it
+    assert settle(env, job) == "needs_input"
+    row = env.show(job)
+    assert (row["status"], row["summary"]) == ("interrupted", "interrupted: reply to continue")
+    assert "reply to continue" in (row["question"] or "")
     assert notes_in(env, job) == []
+    assert reply(env, job, "go on").stdout.strip() == "started"
+    assert settle(env, job) == "done" and env.show(job)["summary"] != row["summary"]
 
 
 def test_a_new_jobs_first_prompt_survives_a_kill_before_pi_wrote_the_session(

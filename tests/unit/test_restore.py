@@ -72,7 +72,15 @@ def test_continuations_in_a_row_are_limited(agent_dir: Path) -> None:
 def test_a_stopped_run_is_not_continued_and_its_note_is_kept() -> None:
     runs, resume, saved = restored(RunNote("reply", "t0", stopped=True), CUT_SHORT)
     assert resume is None and runs.next_cause is None and saved == []
-    assert runs.state == JobState.DONE
+    # ... but it shows that its run was cut short, not `done` with the task as summary
+    assert (runs.state, runs.status) == (JobState.NEEDS_INPUT, "interrupted")
+    assert runs.summary == "interrupted: reply to continue"
+    assert runs.question is not None and "stopped before it finished" in runs.question
+    runs, _, _ = restored(RunNote("reply", "t0", stopped=True), ANSWERED)
+    assert (runs.state, runs.question) == (JobState.NEEDS_INPUT, "Done. Shall I push?")
+    runs, _, _ = restored(RunNote("reply", "t0", stopped=True), ANSWERED[:1] + [
+        message("assistant", "Done.", stop="stop")])
+    assert (runs.state, runs.summary) == (JobState.DONE, "")  # stopped after its run ended
 
 
 def test_a_finished_session_waits_on_the_question_it_left_open() -> None:
