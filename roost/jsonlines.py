@@ -20,13 +20,14 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from roost import protocol
 from roost.protocol import FrameTooLarge, Op, ProtocolError, RequestError
+from roost.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,7 @@ class Connection:
         self._skipping = False  # inside an oversize line: dropping it up to its newline
         self._frame_started = self.last_active
         self._reserved = 0  # bytes taken from bounds.pool
+        self._tasks = Tasks(log)  # what runs for this peer and nothing awaits (`spawn`)
 
     def _pending_limit(self, push: bool) -> int | None:
         return self.bounds.push_high_water if push else self.bounds.max_pending_out
@@ -158,8 +160,14 @@ class Connection:
         if limit is not None and self.pending_out > limit:
             self.drop(f"it did not read {self.pending_out} bytes of events")
             return False
-        asyncio.ensure_future(self.send(frame, push=True))
+        self.spawn(self.send(frame, push=True), "pushing an event")
         return True
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> None:
+        """Run `coro` for this peer in the background (a frame sent without waiting, an
+        event-log follow): kept until done, its failure logged, cancelled when the
+        connection closes."""
+        self._tasks.spawn(coro, what)
 
     def drop(self, why: str) -> None:
         """Close a peer that takes more than its share, with one final `dropped` event
@@ -219,6 +227,7 @@ class Connection:
     def close(self) -> None:
         if not self.closed.is_set():
             self.closed.set()
+            self._tasks.cancel()  # a send left has nobody to write to
             self._release(0)
             self._buf = bytearray()
             try:

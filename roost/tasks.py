@@ -46,6 +46,17 @@ class Tasks:
         """How many are still running."""
         return len(self._running)
 
+    def cancel(self) -> None:
+        """Cancel every task still running, without waiting (for an owner whose close is
+        not a coroutine: a connection). The task calling it, if one of them, ends on its own."""
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            current = None
+        for task in list(self._running):
+            if task is not current:
+                task.cancel()
+
     async def cancel_all(self) -> None:
         """Cancel every task still running and wait until each has ended."""
         running = list(self._running)

@@ -9,7 +9,6 @@ crosses processes, so only roostd can), and logs a removed job's figures (roost.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -178,9 +177,10 @@ def send_limits(daemon: JobTable, record: JobRecord, tree_reason: str | None = N
     if proc is None or not proc.connected or proc.conn is None:
         return False
     extra = {"treeWarning": tree_warning} if tree_warning else {}
-    asyncio.ensure_future(proc.conn.send(protocol.event(
+    proc.conn.spawn(proc.conn.send(protocol.event(
         "budget", budget=record.limits.budget, budgetTokens=record.limits.budget_tokens,
-        maxTurns=record.limits.max_turns, treeExhausted=tree_reason, **extra)))
+        maxTurns=record.limits.max_turns, treeExhausted=tree_reason, **extra)),
+        f"sending job {record.id} its limits")
     return True
 
 

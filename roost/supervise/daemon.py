@@ -181,6 +181,7 @@ class Daemon:
         self.runner.close()
         self.idle.close()
         await self.schedules.close()
+        await self.agents.close()  # a report waiting to be routed again stays in its record
         with contextlib.suppress(FileNotFoundError):
             paths.socket_path().unlink()
         with contextlib.suppress(FileNotFoundError):

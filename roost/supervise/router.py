@@ -20,12 +20,18 @@ from roost.jsonlines import Connection
 from roost.states import ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, Outcome, PeerKind
 from roost.supervise import budgets
 from roost.supervise.jobstore import accept_item
+from roost.tasks import Tasks
 from roost.worker import faults
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
+
+REPORT_RETRY_SECONDS = 1.0
+"""The first wait before a report whose routing failed is routed again (doubling each time)."""
+REPORT_RETRY_MAX = 30.0
+"""The longest wait between two attempts."""
 
 
 @dataclass
@@ -48,6 +54,12 @@ class AgentRouter:
         # job id -> (pid, start time) of the `roost attach` that asked for it: the pi that
         # registers for the attached job's session must be that process or its descendant.
         self.attach_callers: dict[str, tuple[int, float]] = {}
+        self._tasks = Tasks(log)  # reports being routed (`report_for`)
+
+    async def close(self) -> None:
+        """roostd stops: a report waiting to be routed again stays the child's undelivered
+        one (in its record), routed when its parent's session is held again."""
+        await self._tasks.cancel_all()
 
     # -- peers ---------------------------------------------------------------------------
     def job_peer(self, record: JobRecord) -> Peer:
@@ -180,7 +192,40 @@ class AgentRouter:
     # -- reports -----------------------------------------------------------------------------
     def report_for(self, child: JobRecord, report: dict[str, Any]) -> None:
         """Route a child's report (or synthetic `ended`) to its parent, or keep it."""
-        asyncio.ensure_future(self.route_report(child, report))
+        self._tasks.spawn(self.hand_over(child, report), f"routing job {child.id}'s report")
+
+    async def hand_over(self, child: JobRecord, report: dict[str, Any]) -> None:
+        """`route_report`, never losing the report: one whose routing failed (a full disk,
+        a mailbox that would not take it) is kept as the child's undelivered report and
+        routed again later, until it is handed over (or kept for an absent parent)."""
+        try:
+            await self.route_report(child, report)
+        except Exception as exc:
+            self._keep_and_retry(child, report, exc, REPORT_RETRY_SECONDS)
+
+    def _keep_and_retry(self, child: JobRecord, report: dict[str, Any], exc: Exception,
+                        delay: float) -> None:
+        log.error("job %s: its report could not be routed (%s: %s): routing it again in %gs",
+                  child.id, type(exc).__name__, exc, delay)
+        kept = {**report}  # this attempt's own: whoever takes it from the record has it
+        child.reports.undelivered = kept
+        if child.id in self.daemon.jobs:
+            try:
+                child.save()
+            except OSError as error:
+                log.warning("job %s: its kept report is not on disk yet: %s", child.id, error)
+        self._tasks.spawn(self._route_again(child, kept, delay),
+                          f"routing job {child.id}'s report again")
+
+    async def _route_again(self, child: JobRecord, kept: dict[str, Any], delay: float) -> None:
+        await asyncio.sleep(delay)
+        if child.reports.undelivered is not kept:
+            return  # taken meanwhile (its parent's pi came back: retry_undelivered)
+        child.reports.undelivered = None
+        try:
+            await self.route_report(child, kept)
+        except Exception as exc:
+            self._keep_and_retry(child, kept, exc, min(delay * 2, REPORT_RETRY_MAX))
 
     async def route_report(self, child: JobRecord, report: dict[str, Any]) -> None:
         """Hand a report to the parent's holder: a foreground pi, or its job's mailbox (a
@@ -232,7 +277,14 @@ class AgentRouter:
             if report_id:
                 child.reports.last = report_id
         if child.id in self.daemon.jobs:
-            child.save()
+            try:
+                child.save()
+            except OSError as exc:
+                if child.reports.undelivered is not None:
+                    raise  # kept, and not on disk: kept again, and routed again (hand_over)
+                # Handed over: routing it again would hand it over twice.
+                log.error("job %s: its report went to %s; its record is not saved: %s",
+                          child.id, target.id, exc)
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
         if child.reports.undelivered is None:  # a kept report is announced once handed over
             self.daemon.events.emit(

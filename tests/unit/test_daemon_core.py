@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -17,6 +18,7 @@ from roost.jobs import Facts, JobRecord, Links
 from roost.mailbox import Mailbox
 from roost.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
+from roost.supervise import router as router_module
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import jobs as job_ops
 from roost.supervise.handlers import worker as worker_ops
@@ -359,6 +361,83 @@ def test_only_a_spawned_job_reports_its_end(table: FakeTable) -> None:
     asyncio.run(scenario())
     items = table.mailbox(parent).pending()
     assert [(i.kind, i.extra.get("ended")) for i in items] == [("report", True)]
+
+
+async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    """Wait on the loop until `predicate()` holds (its tasks run meanwhile)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_a_report_whose_routing_failed_is_logged_and_routed_again(
+        table: FakeTable, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(router_module, "REPORT_RETRY_SECONDS", 0.05)
+    router = AgentRouter(table)
+    parent = table.add(job("000000a6", JobState.STOPPED))  # keeps it without waking
+    child = table.add(job("000000a7", JobState.STOPPED, links=Links(parent_session=parent.session,
+                                      spawned=True)))
+    box = table.mailbox(parent)
+    post, failed = box.post, []
+
+    def fails_once(**item: Any) -> Any:
+        if not failed:
+            failed.append(item["kind"])
+            raise OSError(28, "No space left on device")
+        return post(**item)
+
+    monkeypatch.setattr(box, "post", fails_once)
+
+    async def scenario() -> None:
+        router.job_ended(child, "stopped")
+        await until(lambda: failed, "the first attempt")
+        assert child.reports.undelivered is not None  # kept meanwhile
+        await until(box.pending, "the report in the parent's mailbox")
+        await until(lambda: router._tasks.running == 0, "the routing to end")
+        await router.close()
+
+    with caplog.at_level(logging.ERROR, logger="roost.supervise.router"):
+        asyncio.run(scenario())
+    assert failed == ["report"]
+    assert [(i.kind, i.extra.get("ended")) for i in box.pending()] == [("report", True)]
+    assert child.reports.undelivered is None
+    assert [e["outcome"] for e in table.emitted if e["type"] == "job.report"] == ["queued"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "job 000000a7: its report could not be routed (OSError: [Errno 28] No space left "
+        "on device): routing it again in 0.05s"]
+
+
+def test_a_report_kept_after_a_failure_goes_once_when_its_parent_comes_back(
+        table: FakeTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retry and the parent's return (retry_undelivered) both want the kept report:
+    whoever takes it from the record routes it, once."""
+    monkeypatch.setattr(router_module, "REPORT_RETRY_SECONDS", 0.3)
+    router = AgentRouter(table)
+    parent_session = str(Path(paths.roost_home()) / "parent.jsonl")
+    child = table.add(job("000000a8", JobState.DONE, links=Links(parent_session=parent_session,
+                                      spawned=True)))
+    save, saves = child.save, []
+
+    def fails_once() -> None:
+        saves.append(1)
+        if len(saves) == 1:  # keeping it for the absent parent: the disk is full
+            raise OSError(28, "No space left on device")
+        save()
+
+    monkeypatch.setattr(child, "save", fails_once)
+    conn = FakeConn()
+
+    async def scenario() -> None:
+        await router.hand_over(child, {"result": "all done", "state": "done", "id": "feed01"})
+        assert child.reports.undelivered is not None  # kept, and its retry is waiting
+        router.register(fg_peer("fp", parent_session, conn))  # the parent's pi comes back
+        await until(lambda: router._tasks.running == 0, "the retry to end")
+
+    asyncio.run(scenario())
+    assert [f["event"] for f in conn.sent] == ["deliver"]
+    assert child.reports.undelivered is None and child.reports.last == "feed01"
 
 
 def test_the_op_table_and_the_handlers_are_checked_at_start_up(

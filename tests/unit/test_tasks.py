@@ -88,6 +88,32 @@ def test_cancel_all_ends_every_task_still_running() -> None:
     asyncio.run(scenario())
 
 
+def test_cancel_ends_every_task_but_the_one_calling_it() -> None:
+    async def scenario() -> None:
+        tasks = Tasks(log)
+        ended: list[str] = []
+
+        async def waits() -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                ended.append("waits")
+
+        async def closes() -> str:
+            tasks.cancel()  # as Connection.close called from a send of its own
+            return "closed"
+
+        other = tasks.spawn(waits(), "waits")
+        await asyncio.sleep(0)
+        closing = tasks.spawn(closes(), "closes")
+        assert await closing == "closed"  # not cancelled by its own call
+        await asyncio.sleep(0)
+        assert other.cancelled() and ended == ["waits"] and tasks.running == 0
+        tasks.cancel()  # nothing left: a no-op
+
+    asyncio.run(scenario())
+
+
 def test_first_of_leaves_nothing_behind() -> None:
     async def scenario() -> None:
         done = asyncio.Event()
@@ -125,3 +151,30 @@ def test_an_unkept_task_is_found(tmp_path: Path) -> None:
     source.write_text("import asyncio\nt = asyncio.create_task(f())\n"
                       "asyncio.ensure_future(g())\nloop.create_task(h())\n")
     assert _unkept_tasks(source) == [3, 4]
+
+
+def _bare_tasks(path: Path) -> list[int]:
+    """Lines of `path` where a task is started as a statement of its own (its value
+    dropped at once): `asyncio.ensure_future(...)`, `create_task(...)` of anything."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute | ast.Name)
+            and getattr(node.value.func, "attr", getattr(node.value.func, "id", None))
+            in ("ensure_future", "create_task")]
+
+
+def test_roost_starts_no_task_as_a_bare_statement() -> None:
+    """Nowhere in roost is a task started and dropped (roostd's too: a report, a pushed
+    frame, a follow): a task nothing keeps may be collected, and its failure is never seen."""
+    found = {str(p.relative_to(ROOT)): lines for p in sorted(ROOT.rglob("*.py"))
+             if (lines := _bare_tasks(p))}
+    assert found == {}
+
+
+def test_a_bare_task_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("import asyncio\nt = asyncio.create_task(f())\n"
+                      "asyncio.ensure_future(g())\nloop.create_task(h())\n"
+                      "ensure_future(i())\nfutures = [asyncio.ensure_future(a) for a in x]\n")
+    assert _bare_tasks(source) == [3, 4, 5]

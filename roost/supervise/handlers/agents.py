@@ -283,7 +283,7 @@ class AgentOps:
             "id": report_id,
         }
         # Answered once it is in the parent's mailbox (or kept): the worker forgets it then.
-        await self.router.route_report(record, report)
+        await self.router.hand_over(record, report)  # kept and routed again if that failed
         return {"routed": True}
 
 

@@ -8,7 +8,6 @@ they arrive in seq order with nothing missed and nothing twice.
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from typing import Any
 
@@ -46,7 +45,7 @@ async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     sub.on_overflow = partial(conn.drop, OVERFLOW)
     conn.info["subscriptions"] = following
     conn.info.setdefault("subscriptions", []).append(sub)
-    asyncio.get_running_loop().create_task(_pump(core, conn, sub))
+    conn.spawn(_pump(core, conn, sub), "following the event log")  # ends with the connection
     return {"seq": core.events.seq}
 
 
