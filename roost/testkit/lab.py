@@ -229,8 +229,14 @@ class Lab:
         return rows[0]
 
     def wait(self, job: str, timeout: float = 90.0) -> str:
-        """`roost wait JOB`: the state it printed (fails on a timeout)."""
-        return self.cli("wait", job, "--timeout", str(timeout), timeout=timeout + 30).stdout.strip()
+        """`roost wait JOB`: the state it printed (fails on a timeout; a failed job, which
+        exits 1, is its state)."""
+        proc = self.roost("wait", job, "--timeout", str(timeout), timeout=timeout + 30)
+        state = proc.stdout.strip()
+        if proc.returncode != 0 and not (proc.returncode == 1 and state == "failed"):
+            raise AssertionError(f"roost wait {job} exited {proc.returncode}\nstdout: "
+                                 f"{proc.stdout}\nstderr: {proc.stderr}\n{self.diagnostics()}")
+        return state
 
     def daemon_status(self) -> dict[str, Any]:
         status: dict[str, Any] = json.loads(self.roost("daemon", "status", "--json").stdout)

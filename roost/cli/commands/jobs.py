@@ -216,7 +216,7 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
          until: str | None) -> None:
     """Block until the job's current run has settled; with --any/--all, until the first or
     every one of the jobs reaches --for (prints `ID NAME STATE` per job; exit 0, 1 on
-    timeout, 2 for an unknown or removed job)."""
+    timeout or when a job failed (unless --for failed), 2 for an unknown or removed job)."""
     if mode is None and until is None and len(jobs) == 1:
         _wait_one(jobs[0], timeout)
         return
@@ -235,6 +235,13 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
         waiting = ", ".join(f"{r['id']} ({r['state']})" for r in result["waiting"])
         click.echo(f"roost: timed out; still waiting for {waiting}", err=True)
         sys.exit(1)
+    failed = [r for r in rows if r["state"] == "failed"]
+    if failed and until != "failed":  # `roost wait --all A B && next` stops on a failure
+        for row in failed:
+            reason = row.get("error") or row.get("status") or row.get("summary")
+            click.echo(f"roost: job {row['id']} failed"
+                       + (f": {views.printable(reason)}" if reason else ""), err=True)
+        sys.exit(1)
 
 
 def _wait_one(job: str, timeout: float | None) -> None:
@@ -247,8 +254,11 @@ def _wait_one(job: str, timeout: float | None) -> None:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
         sys.exit(1)
     click.echo(row["state"])
-    if row["state"] == "failed" and row.get("summary"):  # why, and what to do (stdout stays one word)
-        click.echo(f"roost: job {row['id']} failed: {views.printable(row['summary'])}", err=True)
+    if row["state"] == "failed":  # why, and what to do (stdout stays one word); exit 1
+        reason = row.get("error") or row.get("status") or row.get("summary")
+        click.echo(f"roost: job {row['id']} failed"
+                   + (f": {views.printable(reason)}" if reason else ""), err=True)
+        sys.exit(1)
 
 
 @click.command()
