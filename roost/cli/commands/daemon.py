@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import click
 
 from roost import __version__
 from roost.cli.common import daemon, fail, print_json
+from roost.cli.groups import Group
 
 DAEMON_ARGV = [sys.executable, "-m", "roost.supervise"]
 """roostd in the foreground: run as a program, so the CLI never imports the daemon."""
 
 
-@click.group("daemon")
+@click.group("daemon", cls=Group)
 def daemon_group() -> None:
     """Run, start, stop or inspect roostd."""
 
@@ -37,7 +39,8 @@ def daemon_start() -> None:
 
 
 @daemon_group.command("stop")
-@click.option("--jobs", is_flag=True, help="Also stop every running job first.")
+@click.option("--jobs", is_flag=True, help="Also stop every running job first (their "
+              "workers and pi; found by their job records when roostd is not running).")
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
     from roost.client import DaemonUnavailable, ForeignDaemon, connect
@@ -48,7 +51,13 @@ def daemon_stop(jobs: bool) -> None:
     except ForeignDaemon as exc:
         fail(str(exc))
     except DaemonUnavailable:
-        click.echo("roostd is not running")
+        if not jobs:
+            click.echo("roostd is not running")
+            _say_left_running(live_workers())
+            return
+        stopped = stop_workers(live_workers())
+        click.echo(f"roostd is not running; stopped {_workers(len(stopped))}"
+                   + (f" ({', '.join(stopped)})" if stopped else ""))
         return
     with client:
         pid = client.request("status")["pid"]
@@ -57,6 +66,61 @@ def daemon_stop(jobs: bool) -> None:
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     click.echo(f"roostd stopped (pid {pid})")
+    _say_left_running(live_workers())
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker" + ("" if count == 1 else "s")
+
+
+def _say_left_running(found: list[tuple[Any, int, float]]) -> None:
+    if found:
+        click.echo(f"{_workers(len(found))} left running, with their jobs "
+                   f"({', '.join(record.id for record, _, _ in found)}): the next roostd "
+                   "adopts them; `roost daemon stop --jobs` stops them")
+
+
+def live_workers() -> list[tuple[Any, int, float]]:
+    """The jobs whose recorded worker is alive: (record, pid, start time), the pid checked
+    against its recorded start time as roostd does before adopting it (a reused pid is
+    some other process)."""
+    from roost import paths
+    from roost.jobs import load_record
+    from roost.procid import same_process
+
+    found = []
+    for path in sorted(paths.jobs_dir().glob("*/job.json")):
+        try:
+            record = load_record(path)
+        except (OSError, ValueError):
+            continue
+        pid, start = record.process.worker_pid, record.process.worker_start
+        if pid is not None and start is not None and same_process(pid, start):
+            found.append((record, pid, start))
+    return found
+
+
+def stop_workers(found: list[tuple[Any, int, float]]) -> list[str]:
+    """Stop these workers (and their pi: the worker leads its process group) as roostd's
+    `shutdown --jobs` does, with no roostd: each job's record says `stopped` after, so the
+    next roostd neither adopts nor restarts it. The ids of the jobs stopped."""
+    from roost.config import load_settings
+    from roost.states import JobState
+    from roost.supervise.workers import stop_exact
+
+    grace = load_settings().stopTimeoutSeconds
+    stopped = []
+    for record, pid, start in found:
+        if not stop_exact(pid, start, grace):
+            continue  # gone meanwhile, or no longer that process
+        record.process.worker_pid = None
+        record.process.worker_start = None
+        if record.state not in (JobState.FAILED, JobState.STOPPED):
+            record.state = JobState.STOPPED
+            record.apply({"status": "", "busy": False, "dialog": False})
+        record.save()
+        stopped.append(record.id)
+    return stopped
 
 
 @daemon_group.command("status")
