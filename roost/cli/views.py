@@ -317,7 +317,7 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
                raw: bool = False) -> None:
     """The transcript (a shell job: its output), control characters shown as escapes
     (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
-    from roost.cli.answerpaths import owned
+    from roost.cli.answerpaths import owned, session_file
     from roost.transcript import read_entries, render
 
     if row["kind"] == "shell":
@@ -326,8 +326,8 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
     session = row.get("session")
     if not session:
         return
-    session_file = owned(session, "session file")
-    session = str(session_file)
+    path = session_file(row["id"], session)  # a handed-off one may lie outside ROOST_HOME
+    session = str(path)
     seen = 0
     while True:
         entries = read_entries(session)
@@ -339,7 +339,7 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
         seen = len(entries)
         if not follow:
             return
-        _wait_for_growth(session_file)
+        _wait_for_growth(path)
 
 
 def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:

@@ -19,7 +19,7 @@ def attach(job: str) -> None:
     import subprocess
 
     from roost import paths
-    from roost.cli.answerpaths import job_dir, owned
+    from roost.cli.answerpaths import job_dir, session_file
 
     with daemon() as client:
         row = client.request("show", job=job)["job"]
@@ -31,8 +31,8 @@ def attach(job: str) -> None:
             click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…",
                        err=True)
         attached = client.request("attach", job=row["id"])
-    try:  # pi writes the session: only a file inside ROOST_HOME
-        owned(attached.get("session"), "session file")
+    try:  # pi writes the session: inside ROOST_HOME, or the job's handed-off session
+        session_file(row["id"], attached.get("session"))
     except SystemExit:
         _detach(row["id"])
         raise
