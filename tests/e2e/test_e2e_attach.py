@@ -496,3 +496,95 @@ def test_roost_bg_job_counts_the_sessions_usage_from_its_start(lab: Lab, llm: Fa
     usage = wait_until(lambda: (u := lab.show(bg)["usage"])["requests"] == 2 and u, 30,
                        lambda: f"two requests counted ({lab.show(bg)['usage']})")
     assert usage["cost"] == pytest.approx(2 * cost) and usage["output"] == 4000, usage
+
+
+def test_attach_a_handed_off_job_and_back(lab: Lab, llm: FakeLLM, tmux: Tmux) -> None:
+    """The whole way for a session that lives outside ROOST_HOME (where the foreground pi
+    kept it): `/roost-bg` gives it to a job, `roost attach` opens it in the TUI (the CLI
+    trusts it as the session recorded at the hand-off), a message reaches the TUI, a reply
+    sent meanwhile is queued, and after /quit a new worker delivers it. The lock passes
+    fg pi → job pi → TUI pi → job pi, never to a second live writer."""
+    llm.add(task("MK-HA") & last_user_has("BG-TASK-HA"), text("BG-ANSWER-HA in the bg"))
+    llm.add(task("MK-HA") & last_user_has("PING-HA"), text("TUI-ANSWER-HA got it"))
+    llm.add(task("MK-HA") & last_user_has("QUEUED-REPLY-HA"), text("WORKER-ANSWER-HA later"))
+    llm.add(fresh("MK-HA"), text("FG-ANSWER-HA first"))
+
+    session = lab.root / "fg" / "fg.jsonl"  # outside ROOST_HOME, as pi keeps its sessions
+    assert not str(session).startswith(str(lab.roost_home))
+    fg = start_foreground(lab, session)
+    watch = LockWatch(str(session), PiSessions(lab.roost_home, {os.getpid(): str(session)})).start()
+    try:
+        fg.run_prompt("MK-HA first, in the foreground", timeout=T)
+        response = fg.send({"type": "prompt", "message": "/roost-bg BG-TASK-HA carry on"},
+                           timeout=30)
+        assert response.get("success"), response
+        assert_exits_by_itself(fg)
+        job = job_of_session(lab, session)["id"]
+        wait_request(lab, task("MK-HA") & last_user_has("BG-TASK-HA"))
+        assert lab.wait(job, T) == "done"
+        bg_worker = worker_pid(lab, job)
+        assert bg_worker is not None
+        bg_pi = the_pi_under(bg_worker)
+        assert holder_pid(lab, str(session)) == bg_pi.pid
+        logs = lab.cli("logs", job).stdout  # read from the same trusted path
+        assert "FG-ANSWER-HA" in logs and "BG-ANSWER-HA" in logs, logs
+
+        # roost attach: the TUI opens the handed-off session (no refusal, no exit).
+        cli = open_attach(lab, tmux, job)
+        wait_until(lambda: "BG-ANSWER-HA" in (s := tmux.capture()) or tmux.exit_status()
+                   is not None and s, T,
+                   lambda: f"the session's answers in the TUI; screen:\n{tmux.capture()}")
+        screen = tmux.capture()
+        assert tmux.exit_status() is None and "refusing" not in screen, screen
+        assert "FG-ANSWER-HA" in screen, screen
+        tui = the_pi_under(cli)
+        wait_until(lambda: holder_pid(lab, str(session)) == tui.pid, 30,
+                   lambda: f"the TUI pi {tui.pid} to hold the lock "
+                           f"(holder {read_holder(session)})")
+        assert not alive(bg_pi.pid) and not alive(bg_worker)
+        wait_until(lambda: lab.row(job)["status"] == "attached", 30, "status attached")
+
+        # A message to the job while attached reaches the TUI pi at once.
+        peer = RawPeer(lab.roost_home, lab.root / "dummy" / "dummy.jsonl", name="tester")
+        try:
+            wait_until(lambda: any(p["id"].startswith("f") and p["id"] != peer.id
+                                   for p in peer.client.request("peers", timeout=10)["peers"]),
+                       30, "the TUI pi to register as the session's peer")
+            since = len(llm.requests)
+            sent = peer.send(job, "PING-HA hello from the test")
+            assert sent["status"] == "delivered", sent
+            wait_request(lab, task("MK-HA") & last_user_has("PING-HA"), since=since)
+            wait_until(lambda: "TUI-ANSWER-HA" in tmux.capture(), 30,
+                       lambda: f"the answer in the TUI:\n{tmux.capture()}")
+            assert worker_pid(lab, job) is None and holder_pid(lab, str(session)) == tui.pid
+        finally:
+            peer.close()
+
+        # A reply while attached waits in the mailbox; the TUI is not prompted with it.
+        assert lab.cli("reply", job, "QUEUED-REPLY-HA after you quit").stdout.strip() == "queued"
+        assert lab.row(job)["pending"]["replies"] == 1
+        assert not llm.requests_matching(task("MK-HA") & last_user_has("QUEUED-REPLY-HA"))
+
+        # /quit: back to the background, and a new worker delivers the queued reply.
+        quit_tui(tmux, lab, job)
+        assert not alive(tui.pid)
+        wait_request(lab, task("MK-HA") & last_user_has("QUEUED-REPLY-HA"))
+        assert lab.wait(job, T) == "done"
+        assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
+        new_worker = worker_pid(lab, job)
+        assert new_worker is not None and new_worker != bg_worker
+        new_pi = the_pi_under(new_worker)
+        holder = read_holder(session)
+        assert holder is not None and holder.pid == new_pi.pid and holder.peer == job
+    finally:
+        watch.stop()
+        fg.close()
+    seen = watch.check()
+    print("lock watch:", seen)
+    assert seen["holders"] == [fg.proc.pid, bg_pi.pid, tui.pid, new_pi.pid], seen
+    entries = assert_single_branch(session)
+    said = answers(entries)
+    order = [next(i for i, a in enumerate(said) if key in a)
+             for key in ("FG-ANSWER-HA", "BG-ANSWER-HA", "TUI-ANSWER-HA", "WORKER-ANSWER-HA")]
+    assert order == sorted(order), said
+    assert len([a for a in said if "WORKER-ANSWER-HA" in a]) == 1, said
