@@ -315,8 +315,12 @@ DAEMON_OPS: dict[str, Op] = {
                               "`depth` (roost.jobtree); `text`: the rows as one string, as "
                               "`roost ls --json` prints them", ("tree", "text")),
         Op("show", "any", ("job",), "one job row with details"),
-        Op("reply", "any", ("job", "text"), "a user reply into the job's mailbox (`cause`: "
-                                            "reply or cli)", ("cause",)),
+        Op("reply", "any", ("job",), "a user reply (`text`) into the job's mailbox (`cause`: "
+                                     "reply or cli); while the job waits on a question or "
+                                     "dialog it answers it (`choice` N of a dialog), written "
+                                     "down in the inbox with `by`; `question`: the text of "
+                                     "the question answered (already answered: nothing is "
+                                     "sent)", ("text", "cause", "by", "question", "choice")),
         Op("wait", "any", ("job",), "resolve when the job's current run has settled",
            ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),

@@ -32,7 +32,12 @@ def list_jobs(as_json: bool, tree: bool = False, group: str = "dir", wide: bool 
 
 def reply(job: str, text: str) -> None:
     with daemon() as client:
-        result = client.request("reply", job=job, text=text)
+        result = client.request("reply", job=job, text=text, by="roost reply (CLI)")
+    if result["status"] == "already answered":  # as `roost answer` says it
+        from roost.cli.views import printable
+
+        echo(f"already answered by {printable(result.get('by'))} at {result.get('at')}")
+        return
     echo(result["status"])
     if result.get("why"):  # queued on a failed job: nothing runs until it is started again
         from roost.cli.views import printable

@@ -31,7 +31,7 @@ from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths, protocol
 from roost.cli.output import visible
-from roost.cli.replybox import HelpScreen, ReplyScreen
+from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
@@ -448,8 +448,8 @@ class ViewApp(App[None]):
             outcome, ok = f"not sent: {exc}", False
         else:
             try:
-                result = client.request("reply", job=row["id"], text=text, timeout=30)
-                outcome, ok = str(result["status"]), True
+                result = client.request("reply", job=row["id"], text=text, by="roost view", timeout=30)
+                outcome, ok = outcome_text(result), True
                 if outcome == "stopped":
                     outcome, ok = f"not sent: the job is stopped (roost start {row['id']} first)", False
             except CONNECTION_ERRORS as exc:

@@ -46,6 +46,14 @@ On a narrow screen the least useful columns are shortened or hidden first
 (TREE, META, STATUS, NAME, COST); `roost ls --wide` shows everything."""
 
 
+def outcome_text(result: dict[str, Any]) -> str:
+    """roostd's answer to a reply or an answer, in a word: delivered, queued, ... or who
+    answered the question first and when (nothing was sent)."""
+    if result.get("status") == "already answered":
+        return f"already answered by {result.get('by')} at {result.get('at')}"
+    return str(result["status"])
+
+
 def reply_text(options: list[str], index: int) -> str:
     """The reply that picks choice `index` of a dialog: its number (exact even when two
     choices read alike), or yes/no for a confirm (whose choices are yes and no)."""

@@ -315,28 +315,37 @@ def _job(request: Request) -> str:
     return str(request.path_params["job"])
 
 
+def _answering(request: Request, form: dict[str, str]) -> dict[str, Any]:
+    """Who answers, and the question the page showed (its head's hidden `question`, kept
+    live): roostd delivers an answer to it once and says who answered it first."""
+    device = (request.scope.get("state") or {}).get("device")
+    args: dict[str, Any] = {"by": f"roost web ({device.name if device else 'a browser'})"}
+    if form.get("question"):
+        args["question"] = form["question"]
+    return args
+
+
+async def _reply(request: Request, **args: Any) -> str:
+    result = await bridge.request("reply", job=_job(request), cause="reply", **args)
+    if result.get("status") == "already answered":
+        raise ValueError(f"already answered by {result.get('by')} at {result.get('at')}")
+    return f"/job/{_job(request)}"
+
+
 async def do_reply(request: Request, form: dict[str, str]) -> str:
     text = form.get("text", "")
     if not text.strip():
         raise ValueError("the reply is empty")
-    await bridge.request("reply", job=_job(request), text=text, cause="reply")
-    return f"/job/{_job(request)}"
+    return await _reply(request, text=text, **_answering(request, form))
 
 
 async def do_choice(request: Request, form: dict[str, str]) -> str:
     choice = form.get("choice", "")
     if not choice.isdigit():
         raise ValueError("no choice was picked")
-    row = (await bridge.request("show", job=_job(request)))["job"]
-    options = row.get("options") or []
-    index = int(choice) - 1
-    if not row.get("dialog") or not 0 <= index < len(options):
-        raise ValueError("that question is no longer open")
-    # A confirm's choices are yes and no; a select's is picked by its number (exact even
-    # when two choices read alike), as `roost view` does.
-    text = options[index] if options == ["yes", "no"] else str(index + 1)
-    await bridge.request("reply", job=_job(request), text=text, cause="reply")
-    return f"/job/{_job(request)}"
+    # roostd maps the choice to the dialog's answer (a confirm's yes or no, a select's
+    # number), as for `roost answer --choice`.
+    return await _reply(request, choice=int(choice), **_answering(request, form))
 
 
 def simple(op: str, after: str = "job") -> Action:

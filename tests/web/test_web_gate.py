@@ -233,7 +233,8 @@ def test_an_action_with_the_token_from_this_origin_runs(client: TestClient, call
     csrf = paired(client)
     answer = client.post(f"/job/{JOB}/reply", data={"text": "hi", "csrf": csrf}, headers=ORIGIN)
     assert answer.status_code == 303 and answer.headers["location"] == f"/job/{JOB}"
-    assert calls == [("reply", {"job": JOB, "text": "hi", "cause": "reply"})]
+    assert calls == [("reply", {"job": JOB, "text": "hi", "cause": "reply",
+                                "by": "roost web (testclient)"})]
     referer = client.post(f"/job/{JOB}/stop", data={"csrf": csrf},
                           headers={"referer": f"{BASE}/job/{JOB}"})
     assert referer.status_code == 303 and calls[-1] == ("stop", {"job": JOB})

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from kit.pilot import until
+from textual.widgets import DataTable
 
 from roost.cli.inboxpane import InboxScreen
 from roost.cli.live import ViewApp
@@ -56,3 +57,33 @@ def test_the_view_inbox_pane_answers_a_dialog_once(view_env: Lab) -> None:
     assert again.startswith("already answered by roost view at ")
     wait_until(lambda: "chose: green" in str(env.session(dialog)), 30, "green, once")
     assert "chose: red" not in str(env.session(dialog))
+
+
+def test_the_view_reply_box_answers_a_question_once(view_env: Lab) -> None:
+    """The reply box (the `a` key) on a job that waits: its answer is written down in the
+    inbox, so a later `roost answer` of the entry says who answered it and sends nothing."""
+    env = view_env
+    asker = env.run_job("--name", "asker", "[[ask]] colours")
+    env.wait_state(asker, "needs_input")
+    [entry] = env.cli_json("inbox", "--json")
+
+    async def scenario() -> None:
+        app = ViewApp()
+        async with app.run_test(size=(100, 30)) as pilot:
+            table = app.query_one(DataTable)
+            await until(pilot, lambda: asker in [k.value for k in table.rows], "the rows")
+            table.move_cursor(row=table.get_row_index(asker))
+            await pilot.press("a")
+            await until(pilot, lambda: isinstance(app.screen, ReplyScreen), "the reply box")
+            for key in "blue":
+                await pilot.press(key)
+            await pilot.press("enter")
+            await until(pilot, lambda: len(app.replies) == 1, "the reply")
+            assert app.replies[0][1] in ("started", "delivered"), app.replies
+
+    asyncio.run(scenario())
+    assert env.wait(asker) == "done"
+    again = env.roost_ok("answer", entry["id"], "red").strip()
+    assert again.startswith("already answered by roost view at "), again
+    texts = [str(e) for e in env.session(asker) if (e.get("message") or {}).get("role") == "user"]
+    assert sum("'blue'" in t for t in texts) == 1 and not any("'red'" in t for t in texts), texts

@@ -10,43 +10,23 @@ listener), so the same open question has the same id across calls and restarts o
 and a question asked again after it was answered gets a new one. Answering is idempotent:
 the file remembers who answered an id and when, and a second answer changes nothing and
 says so.
+
+A question or dialog is answered in `attention.answer_question`, whatever the surface (the
+`reply` op comes there too).
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from typing import Any
 
-from roost.fsutil import utc_now
-from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
-from roost.states import ItemKind, JobState, ProcState
-from roost.supervise import attention, budgets
+from roost.protocol import NOT_FOUND, REFUSED, RequestError
+from roost.supervise import attention
+from roost.supervise.attention import waiting
 from roost.supervise.core import Core, bind
-from roost.supervise.jobstore import accept_item
 
 KINDS = ("question", "dialog", "budget", "gave_up", "failed", "conflict")
-
-
-def waiting(core: Core, record: JobRecord, gave_up: frozenset[str] = frozenset()) -> tuple[str, str] | None:
-    """What the job waits on a person for, as (kind, text); None when it waits for no one.
-    `gave_up`: the jobs the book says roostd gave up on (this roostd or an earlier one)."""
-    if record.state == JobState.NEEDS_INPUT and record.question:
-        return ("dialog" if record.dialog else "question"), record.question
-    if record.state != JobState.FAILED:
-        return None
-    if budgets.blocked(record):
-        return "budget", record.error or "stopped by its budget"
-    proc = core.procs.get(record.id)
-    if record.id in gave_up or (proc is not None and proc.state == ProcState.FATAL):
-        return "gave_up", record.error or "roostd gave up on its worker"
-    return "failed", record.error or "failed"
-
-
-def _key(job: str, kind: str, text: str) -> str:
-    return hashlib.sha256(f"{job}\0{kind}\0{text}".encode()).hexdigest()[:24]
 
 
 def entries(core: Core) -> list[dict[str, Any]]:
@@ -64,7 +44,7 @@ def entries(core: Core) -> list[dict[str, Any]]:
         if conflict is not None:
             waits.append((record, "conflict", str(conflict.get("text"))))
     for record, kind, text in waits:
-        key = _key(record.id, kind, text)
+        key = attention.entry_key(record.id, kind, text)
         known = book["open"].get(key)
         entry_id = known["id"] if isinstance(known, dict) and known.get("id") else secrets.token_hex(4)
         # Kept while open, answered or not: the id stays the same until the job moves on.
@@ -85,31 +65,13 @@ async def inbox(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     return {"entries": entries(core)}
 
 
-def _answer_text(entry: dict[str, Any], request: dict[str, Any]) -> str:
-    choice, text = request.get("choice"), request.get("text")
-    if choice is not None:
-        options = entry.get("options") or []
-        if entry["kind"] != "dialog" or not options:
-            raise RequestError(BAD_REQUEST, f"{entry['id']} is a {entry['kind']}, not a "
-                                            "dialog: answer it with text")
-        if isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= len(options):
-            raise RequestError(BAD_REQUEST, f"choice must be 1 to {len(options)}")
-        # A confirm's choices are yes and no; a select's is picked by its number (exact
-        # even when two choices read alike), as `roost view` does.
-        return str(options[choice - 1]) if options == ["yes", "no"] else str(choice)
-    if not isinstance(text, str) or not text.strip():
-        raise RequestError(BAD_REQUEST, "give the answer's text (or a choice for a dialog)")
-    return text
-
-
 async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     entry_id = str(request["entry"])
     by = str(request.get("by") or "someone")[:80]
     book = attention.load()
     done = book["answered"].get(entry_id)
     if done is not None:
-        return {"id": entry_id, "status": "already answered", "by": done.get("by"),
-                "at": done.get("at")}
+        return attention.already(entry_id, done)
     entry = next((e for e in entries(core) if e["id"] == entry_id), None)
     if entry is None:
         raise RequestError(NOT_FOUND, f"no open inbox entry {entry_id} (see roost inbox)")
@@ -119,17 +81,16 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         if entry["kind"] == "conflict":
             attention.clear_conflict(record.id)
     elif entry["kind"] in ("question", "dialog"):
-        text = _answer_text(entry, request)
-        outcome = accept_item(core, record, ItemKind.REPLY, text, cause="reply").value
+        answered = attention.answer_question(core, record, {**request, "question": entry["text"]}, by)
+        assert answered is not None  # the job waits on it: entries() said so
+        return answered
     else:
         fix = {"budget": f"roost budget {record.id} AMOUNT", "gave_up": f"roost start {record.id}",
                "failed": f"roost start {record.id}",
                "conflict": f"roost merge {record.id} once the branches agree"}[entry["kind"]]
         raise RequestError(REFUSED, f"{entry_id} is a {entry['kind'].replace('_', ' ')}: there "
                                     f"is nothing to reply; `{fix}`, or dismiss it")
-    book = attention.load()
-    book["answered"][entry_id] = {"by": by, "at": utc_now(), "job": record.id}
-    attention.save(book)
+    attention.note_answer(entry_id, by, record.id, None)
     return {"id": entry_id, "status": outcome, "job": record.id}
 
 

@@ -20,7 +20,7 @@ from roost.jobtree import tree_order
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
-from roost.supervise import budgets, worktree_jobs
+from roost.supervise import attention, budgets, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobqueue import checked_priority
 from roost.supervise.jobs_service import create_job, launch, request_env
@@ -153,8 +153,8 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
 
 async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
-    text = request["text"]
-    if not isinstance(text, str) or not text.strip():
+    text = request.get("text")
+    if request.get("choice") is None and (not isinstance(text, str) or not text.strip()):
         raise RequestError(BAD_REQUEST, "the reply text is empty")
     try:
         # What started a run decides whether it reports to a parent: a client says at
@@ -162,6 +162,16 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         cause = run_cause(request.get("cause", "reply"), CLIENT_CAUSES)
     except ValueError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
+    # A reply while the job waits on a question or dialog answers it: written down once in
+    # the inbox (who, when), whatever the surface; a reply naming a question already
+    # answered delivers nothing and says who answered it.
+    by = str(request.get("by") or "roost reply")[:80]
+    answered = attention.answer_question(core, record, request, by)
+    if answered is not None:
+        if answered["status"] == "already answered":
+            return {**answered, "entry": answered["id"], "id": record.id}
+        return {"status": answered["status"], "id": record.id, "entry": answered["id"]}
+    assert isinstance(text, str)  # no choice without a dialog (answer_question refused it)
     outcome = accept_item(core, record, ItemKind.REPLY, text, cause=cause.value)
     answer = {"status": outcome.value, "id": record.id}
     if outcome == Outcome.QUEUED and record.state == JobState.FAILED and record.error:
