@@ -17,14 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from roost.client import Client, connect
 from roost.pi.locate import PiNotFound, find_pi
 from roost.testkit.fakellm import (
     FakeLLM,
+    Reply,
     all_of,
     first_user_contains,
     last_is_tool_result,
@@ -33,8 +41,10 @@ from roost.testkit.fakellm import (
     tool_call,
     tool_calls,
 )
+from roost.testkit.fakellm.requests import envelopes, message_text, messages
 from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+
+T = TypeVar("T")
 
 DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600,
                  "agentChildWorktrees": "ask"}
@@ -42,6 +52,15 @@ DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600,
 # shows costs; every request reports usage (estimated from the sizes unless a rule says).
 DEMO_PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 RUNAWAY_USAGE = (20000, 1000, 5000)  # prompt, completion, cached: about $0.06 a request
+WAIT_NOTICE = 5.0
+"""Seconds: a part that waits longer than this says what it waits for (then every
+WAIT_NOTICE_EVERY s), so the demo never looks hung."""
+WAIT_NOTICE_EVERY = 15.0
+SANDBOX_FILE = "roost-demo.json"
+"""In a kept sandbox's root: what `roost demo --end` needs (and the mark that it is one)."""
+SOCKET_ROOM = 60
+"""The longest TMPDIR a sandbox goes under: a job's ext.sock, ROOT/rh/jobs/ID/ext.sock, must
+fit a Unix socket path (107 bytes); a longer TMPDIR falls back to /tmp."""
 
 
 def say(line: str = "") -> None:
@@ -86,7 +105,7 @@ def script(llm: FakeLLM) -> None:
         (last_user_contains('kind="message"'),
          tool_call("roost_send", {"to": "kid-b", "message": "JSON, please."})),
         (last_user_contains('kind="report"'), lambda req: text(
-            "Report received from " + _between(_last_user(req), 'from="', '"') + ".")),
+            "Report received from " + _reports_in_last(req) + ".")),
         (last_is_tool_result("roost_spawn"), text("Two children are on it; their reports will come.")),
         (last_user_contains("[lead]"), tool_calls(
             ("roost_spawn", {"task": "[kid-a] Count the TODOs in the project.", "name": "kid-a"}),
@@ -106,7 +125,7 @@ def script(llm: FakeLLM) -> None:
     # 5. A lead that gives two children a worktree each; both change the same line.
     job("[wt-lead]",
         (last_user_contains('kind="report"'), lambda req: text(
-            "Report received from " + _between(_last_user(req), 'from="', '"') + ".")),
+            "Report received from " + _reports_in_last(req) + ".")),
         (last_is_tool_result("roost_spawn"), text("Two children, each in its own worktree.")),
         (last_user_contains("[wt-lead]"), tool_calls(
             ("roost_spawn", {"task": "[wt-fast] Make the retry count 5.", "name": "wt-fast",
@@ -140,6 +159,48 @@ def _last_user(req: Any) -> str:
     return last_user_text(req) or ""
 
 
+def _reports_in_last(req: Any) -> str:
+    """Who sent the reports in the last user message: several can arrive in one turn."""
+    senders = [env.get("from", "?") for env in envelopes(_last_user(req))
+               if env.get("kind") == "report"]
+    return " and ".join(senders) or "?"
+
+
+def reporters(requests: Iterable[Any], marker: str) -> set[str]:
+    """Who the job whose task has `marker` got a report from, in any of its model requests:
+    every report of every user message (two reports arriving in one turn are one message
+    with two envelopes, or two messages; either way both count)."""
+    found: set[str] = set()
+    for request in requests:
+        if not first_user_contains(marker)(request):
+            continue
+        for message in messages(request):
+            if message.get("role") == "user":
+                found.update(env.get("from", "?") for env in envelopes(message_text(message))
+                             if env.get("kind") == "report")
+    return found
+
+
+def until(what: str, check: Callable[[], T], timeout: float, interval: float = 0.3) -> T:
+    """Poll `check` until it returns something truthy, and return that. A wait longer than
+    WAIT_NOTICE says so (`… waiting for WHAT (N s)`), then every WAIT_NOTICE_EVERY s; at
+    `timeout` it says it gives up and returns the last (falsy) value: the story goes on."""
+    start = time.monotonic()
+    notice = start + WAIT_NOTICE
+    while True:
+        value = check()
+        if value:
+            return value
+        now = time.monotonic()
+        if now - start >= timeout:
+            say(f"  … gave up waiting for {what} after {now - start:.0f} s; going on")
+            return value
+        if now >= notice:
+            say(f"  … waiting for {what} ({now - start:.0f} s)")
+            notice = now + WAIT_NOTICE_EVERY
+        time.sleep(interval)
+
+
 def _between(value: str, start: str, end: str) -> str:
     head = value.find(start)
     if head < 0:
@@ -161,36 +222,223 @@ def table(client: Client, tree: bool = False) -> None:
     views.print_table(client.request("list")["jobs"], tree=tree)
 
 
-def run_demo(keep: bool = False) -> int:
+def run_demo(keep: bool = False, scenes: bool = True) -> int:
+    """The story (`scenes`), in a sandbox deleted after it, or (`keep`) left running to play
+    in: its roostd, its jobs and the scripted model (a process of its own); `--end` ends it."""
     try:
         find_pi()
     except PiNotFound as exc:
         say(f"roost demo: {exc}")
         return 1
+    tmp = tempfile.gettempdir()
+    if len(tmp) > SOCKET_ROOM:
+        say(f"roost demo: TMPDIR {tmp} is too long for the sandbox's sockets; using /tmp")
+        tmp = "/tmp"
     lab = Lab(llm=True, settings=DEMO_SETTINGS, prices=DEMO_PRICES, prefix="roost-demo-",
-              hold_timeout=300.0)
+              hold_timeout=300.0, tmp=tmp)
     work = lab.work
     (work / "src").mkdir(parents=True)
     (work / "README").write_text("A demo project.\n")
     script(lab.llm)
+    lab.llm.set_default(play_answer)
     lab.env.pop("NO_COLOR", None)  # the demo's own tables keep their colours
     lab.activate()  # roostd, started by connect() below, and its jobs run in the lab
     say(f"roost demo: state in {lab.root} (ROOST_HOME, pi agent dir); model: scripted, "
         f"local ({lab.llm.base_url})")
-    say("this demo's roost.json allows external reach (agentExternalMessages: true) so two "
-        "unrelated jobs can talk")
+    if scenes:
+        say("this demo's roost.json allows external reach (agentExternalMessages: true) so "
+            "two unrelated jobs can talk")
     client = connect()
+    kept = False
     try:
-        return _story(client, work, lab.llm)
+        code = _story(client, work, lab.llm) if scenes else 0
+        if keep:
+            client.close()
+            kept = _keep(lab)
+            return code if kept else 1
+        return code
     finally:
-        if not keep:
-            client.request("shutdown", jobs=True)
+        if not kept:
+            with contextlib.suppress(Exception):
+                client.request("shutdown", jobs=True)
             client.close()
             lab.close()
-        else:
-            client.close()
-            lab.llm.stop()
-            say(f"left running: ROOST_HOME={lab.roost_home}")
+
+
+# -- play mode: a kept sandbox ----------------------------------------------------------------
+def play_answer(req: Any) -> Reply:
+    """The scripted model's answer to what no scene's rule knows (a new job, a reply, in a
+    kept sandbox): a short, sensible note, never an error. A message that ends in `?` is
+    answered with a question back, so the job waits for a reply."""
+    raw = _last_user(req)
+    last = " ".join(raw.split())
+    if not last:  # a tool's result, or nothing to read
+        return text("Done.")
+    found = envelopes(raw)
+    if found:
+        env = found[-1]
+        return text(f"Got a {env.get('kind', 'message')} from {env.get('from', 'another job')}.")
+    quoted = last if len(last) <= 80 else last[:79] + "…"
+    if last.endswith("?"):
+        return text(f"You asked: \"{quoted}\" I am roost's scripted demo model, so I can only "
+                    "pretend to know.\n\nShall I pretend I checked?")
+    return text(f"Noted: \"{quoted}\". I am roost's scripted demo model (no real model, no "
+                "API key): I answer every message with a note like this one; a message "
+                "ending in ? gets a question back.")
+
+
+def _keep(lab: Lab) -> bool:
+    """Hand the model over to a process of its own (on the same port, so pi's models.json
+    stays true) and leave the sandbox: its file, then the lines to use it and end it."""
+    port, url = lab.llm.port, lab.llm.base_url
+    lab.llm.stop()
+    log = open(lab.root / "model.log", "ab")  # noqa: SIM115 - the child's, from here on
+    with log:
+        model = subprocess.Popen(
+            [sys.executable, "-m", "roost.cli.demo", "--serve-model", str(lab.root), str(port)],
+            env=lab.env, cwd=lab.root, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    from roost import procid
+
+    start = procid.live_start_time(model.pid)
+    try:
+        _connectable(port, model)
+    except OSError as exc:
+        say(f"roost demo: the scripted model did not start ({exc}); see {lab.root / 'model.log'}")
+        with contextlib.suppress(ProcessLookupError):
+            model.kill()
+        return False
+    (lab.root / SANDBOX_FILE).write_text(json.dumps({
+        "roostHome": str(lab.roost_home), "agentDir": str(lab.agent_dir),
+        "model": {"pid": model.pid, "start": start, "port": port}}) + "\n")
+    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sandbox_env(lab).items())
+    say()
+    say("━━ the sandbox keeps running: its roostd, its jobs and the scripted model (pid "
+        f"{model.pid}, {url}). To use it, in a shell:")
+    say(f"  export {exports}")
+    say("  roost view")
+    say("new jobs and replies there (roost run '…', roost reply JOB '…') get the scripted "
+        "model's answers; no API key, nothing leaves 127.0.0.1. End it (its jobs, roostd, the "
+        "model, and the directory) with:")
+    say(f"  roost demo --end          (or: roost demo --end {shlex.quote(str(lab.root))})")
+    return True
+
+
+def sandbox_env(lab: Lab) -> dict[str, str]:
+    """What a shell needs to use a kept sandbox: its ROOST_HOME, its pi agent dir (the
+    scripted model's models.json, the demo's roost.json), pi offline."""
+    return {"ROOST_HOME": str(lab.roost_home), "PI_CODING_AGENT_DIR": str(lab.agent_dir),
+            "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
+
+
+def _connectable(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise OSError(f"it exited with {proc.returncode}") from None
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # start-up only
+
+
+def serve_model(root: Path, port: int) -> int:
+    """The kept sandbox's scripted model (`python -m roost.cli.demo --serve-model ROOT
+    PORT`): the demo's rules and play_answer, on the port pi's models.json names, until
+    SIGTERM or until ROOT (or its sandbox file) is gone."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    llm = FakeLLM(port=port, hold_timeout=300.0)
+    script(llm)
+    llm.set_default(play_answer)
+    deadline = time.monotonic() + 10
+    while True:  # the demo's own model has just let the port go
+        try:
+            llm.start()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    print(f"scripted model listening on {llm.base_url}", flush=True)
+    try:
+        while not stop.wait(2.0):
+            if not root.is_dir():  # the sandbox was deleted: nothing left to answer
+                break
+    finally:
+        llm.stop()
+    return 0
+
+
+def end_sandbox(directory: str | None) -> int:
+    """`roost demo --end [DIR]`: stop a kept sandbox's jobs, roostd and model, and delete it.
+    DIR is the sandbox or its ROOST_HOME (default: ROOST_HOME); a directory without the
+    sandbox file is refused, never deleted."""
+    from roost.cli.commands.daemon import live_workers, stop_workers
+    from roost.client import DaemonUnavailable, connect
+    from roost.procid import alive, same_process
+    from roost.supervise.workers import stop_exact
+
+    given = directory or os.environ.get("ROOST_HOME")
+    if not given:
+        say("roost demo --end: no sandbox named: give its DIR, or set ROOST_HOME to its "
+            "ROOST_HOME (the export line `roost demo --keep` printed)")
+        return 2
+    path = Path(given).expanduser().absolute()
+    root = next((p for p in (path, path.parent) if (p / SANDBOX_FILE).is_file()), None)
+    if root is None:
+        say(f"roost demo --end: {path} is not a sandbox of `roost demo --keep` (no "
+            f"{SANDBOX_FILE}); nothing done")
+        return 1
+    try:
+        info = json.loads((root / SANDBOX_FILE).read_text())
+        home = Path(info["roostHome"])
+        model = info["model"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        say(f"roost demo --end: {root / SANDBOX_FILE} is unreadable ({exc}); nothing done")
+        return 1
+    if home.parent != root:
+        say(f"roost demo --end: {root / SANDBOX_FILE} names a ROOST_HOME outside it; nothing done")
+        return 1
+    os.environ["ROOST_HOME"] = str(home)
+    os.environ["PI_CODING_AGENT_DIR"] = str(info.get("agentDir") or os.environ.get(
+        "PI_CODING_AGENT_DIR", ""))
+    try:
+        client = connect(autostart=False)
+    except DaemonUnavailable:
+        client = None
+    if client is not None:
+        with client:
+            pid = client.request("status")["pid"]
+            client.request("shutdown", timeout=120, jobs=True)
+        deadline = time.monotonic() + 20
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    stop_workers(live_workers())  # a worker roostd did not know of, or no roostd
+    if same_process(model.get("pid"), model.get("start")):
+        stop_exact(model["pid"], model["start"], 5.0)
+    shutil.rmtree(root, ignore_errors=True)
+    if root.exists():
+        say(f"roost demo --end: could not delete all of {root}")
+        return 1
+    say(f"sandbox {root} ended: its jobs, roostd and scripted model stopped, and deleted")
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "--serve-model":
+        return serve_model(Path(argv[1]), int(argv[2]))
+    print("usage: python -m roost.cli.demo --serve-model ROOT PORT", file=sys.stderr)
+    return 2
 
 
 def _story(client: Client, work: Path, llm: FakeLLM) -> int:
@@ -198,40 +446,40 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     step("1. a background job: it looks around, answers, and asks you something")
     greeter = client.request("run", task="[greeter] Look at this project.", name="greeter", cwd=cwd)
     say(f"$ roost run --name greeter '…'   → {greeter['id']}")
-    _wait(client, greeter["id"])
+    _wait(client, greeter["id"], "greeter")
     table(client)
     step("2. a reply round trip")
     outcome = client.request("reply", job=greeter["id"], text="yes, please")["status"]
     say(f"$ roost reply greeter 'yes, please'   → {outcome}")
-    _wait(client, greeter["id"])
+    _wait(client, greeter["id"], "greeter")
     _transcript(client, greeter["id"])
 
     step("3. a message between two jobs, arriving mid-turn at the next tool boundary")
     reviewer = client.request("run", task="[reviewer] Review the build.", name="reviewer", cwd=cwd)
     builder = client.request("run", task="[builder] Build the project.", name="builder", cwd=cwd)
     _builder_id["id"] = builder["id"]
-    _wait(client, reviewer["id"])
-    with contextlib.suppress(AssertionError):  # the story goes on either way
-        wait_until(lambda: "running bash" in _row(client, builder["id"])["status"], 90)
+    _wait(client, reviewer["id"], "reviewer")
+    until("the builder's build to start", lambda: "running bash" in _row(
+        client, builder["id"])["status"], 90)  # the story goes on either way
     say(f"builder {builder['id']} is {_row(client, builder['id'])['status']!r}; "
         "the reviewer is asked to message it now")
     outcome = client.request("reply", job=reviewer["id"], text="Review it: send it now.")["status"]
     say(f"$ roost reply reviewer 'Review it: send it now.'   → {outcome}")
-    _wait(client, reviewer["id"])
+    _wait(client, reviewer["id"], "reviewer")
     (work / ".built").touch()  # the build tool ends; the message is applied at this boundary
-    _wait(client, builder["id"])
+    _wait(client, builder["id"], "builder")
     _transcript(client, builder["id"])
 
     step("4. a parent spawns two children; one asks it a question; both report back")
     lead = client.request("run", task="[lead] Audit the project with two helpers.", name="lead",
                           cwd=cwd)
-    shown = ""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    shown = [""]
+
+    def all_reported() -> bool:
         rows = client.request("list")["jobs"]
         snapshot = json.dumps([(r["name"], r["state"], r["summary"]) for r in rows])
-        if snapshot != shown:
-            shown = snapshot
+        if snapshot != shown[0]:
+            shown[0] = snapshot
             say()
             from roost.cli import views
 
@@ -239,27 +487,29 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
         settled = all(r["state"] in ("done", "needs_input") and not r["status"]
                       and not (r["pending"]["replies"] or r["pending"]["agent"]) for r in rows)
         children = [r for r in rows if r.get("parentSession")]
-        reported = {_between(_last_user(r), 'from="', '"') for r in llm.requests
-                    if first_user_contains("[lead]")(r) and 'kind="report"' in _last_user(r)}
-        if settled and len(children) == 2 and {"kid-a", "kid-b"} <= reported:
-            break
-        time.sleep(0.3)
+        return (settled and len(children) == 2
+                and {"kid-a", "kid-b"} <= reporters(llm.requests, "[lead]"))
+
+    until("the lead's two children to report back and every job to settle", all_reported, 120)
     _transcript(client, lead["id"])
 
     step("5. costs, and a budget that stops a runaway child")
     saver = client.request("run", task="[saver] Refactor with a helper, within budget.",
                            name="saver", cwd=cwd)
     say(f"$ roost run --name saver '…'   → {saver['id']}  (it spawns 'spender' with budget $0.25)")
-    wait_until(lambda: any(r["name"] == "spender" and r["state"] == "failed"
-                           for r in client.request("list")["jobs"]), 120)
-    wait_until(lambda: any(first_user_contains("[saver]")(r) and "ended:" in _last_user(r)
-                           for r in llm.requests), 60)
-    _wait(client, saver["id"])
+    until("the spender to spend its budget", lambda: any(
+        r["name"] == "spender" and r["state"] == "failed"
+        for r in client.request("list")["jobs"]), 120)
+    until("the saver to hear that the spender ended", lambda: any(
+        first_user_contains("[saver]")(r) and "ended:" in _last_user(r)
+        for r in llm.requests), 60)
+    _wait(client, saver["id"], "saver")
     say("$ roost ls --tree   (COST: the job's own; TREE: the root and all its descendants)")
     table(client, tree=True)
-    spender = next(r for r in client.request("list")["jobs"] if r["name"] == "spender")
-    say(f"spender: {spender['state']} — {spender['status']}; raise it with: "
-        f"roost budget {spender['id']} 1.00")
+    spender = next((r for r in client.request("list")["jobs"] if r["name"] == "spender"), None)
+    if spender is not None:
+        say(f"spender: {spender['state']} — {spender['status']}; raise it with: "
+            f"roost budget {spender['id']} 1.00")
     _transcript(client, saver["id"])
     _worktrees(client, llm, work.parent / "repo")
     _fan_in(client, cwd)
@@ -292,17 +542,15 @@ def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
         "agentChildWorktrees: \"ask\" (the model chooses per spawn)")
     lead = client.request("run", task="[wt-lead] Tune the retries, two ways.", name="wt-lead",
                           cwd=str(repo))
-    deadline = time.monotonic() + 120
     kids: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        rows = client.request("list")["jobs"]
-        kids = [r for r in rows if r["name"] in ("wt-fast", "wt-safe")]
-        reported = [r for r in llm.requests if first_user_contains("[wt-lead]")(r)
-                    and 'kind="report"' in _last_user(r)]
-        if len(kids) == 2 and all(r["state"] == "done" and not r["status"] for r in kids) \
-                and len(reported) >= 2 and _row(client, lead["id"])["state"] == "done":
-            break
-        time.sleep(0.3)
+
+    def both_reported() -> bool:
+        kids[:] = [r for r in client.request("list")["jobs"] if r["name"] in ("wt-fast", "wt-safe")]
+        return (len(kids) == 2 and all(r["state"] == "done" and not r["status"] for r in kids)
+                and {"wt-fast", "wt-safe"} <= reporters(llm.requests, "[wt-lead]")
+                and _row(client, lead["id"])["state"] == "done")
+
+    until("both children to commit and report back", both_reported, 120)
     table(client, tree=True)
     for kid in sorted(kids, key=lambda r: r["name"]):
         wt = kid["worktree"]
@@ -338,15 +586,19 @@ def _fan_in(client: Client, cwd: str) -> None:
                              output_schema={"type": "object"})["id"]
     say("$ roost run --name summary --after rev-api,rev-ui --with-results "
         "--output-schema summary.json '…'")
-    wait_until(lambda: _row(client, summary)["state"] in ("done", "failed"), 180)
+    until("the reviews and the summary", lambda: _row(client, summary)["state"] in (
+        "done", "failed"), 180)
     _transcript(client, reviews[1])  # rev-ui: roost's note, then a valid answer
     for job_id in (*reviews, summary):
         row = _row(client, job_id)
         say(f"$ roost result {row['name']} --json   → {json.dumps(row['result'])}")
 
 
-def _wait(client: Client, job_id: str) -> None:
-    client.call("wait", {"job": job_id, "timeout": 90}, 120)
+def _wait(client: Client, job_id: str, name: str | None = None) -> None:
+    """Until the job's run has settled (roostd's `wait`, in short calls, so that a long
+    wait says so)."""
+    until(f"{name or job_id} to settle", lambda: client.call(
+        "wait", {"job": job_id, "timeout": 2}, 40)["settled"], 90, interval=0)
 
 
 def _row(client: Client, job_id: str) -> dict[str, Any]:
@@ -361,3 +613,7 @@ def _transcript(client: Client, job_id: str) -> None:
     say(f"$ roost logs {row['name']}")
     for line in render(read_entries(row["session"])):
         say("  " + line)
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

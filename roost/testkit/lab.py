@@ -86,7 +86,8 @@ class Lab:
     models.json points pi at it (`pi_settings`, `context_window` and the model's `prices`, per
     million tokens, go to make_agent_dir).
     `settings`: the user-level roost.json. `env`: extra variables. `keep`: `close()` leaves
-    the root (and prints where) for a post-mortem.
+    the root (and prints where) for a post-mortem. `tmp`: where the root is made (short:
+    Unix socket paths are limited).
     """
 
     def __init__(
@@ -102,8 +103,9 @@ class Lab:
         keep: bool = False,
         prefix: str = "roost-",
         hold_timeout: float = 120.0,
+        tmp: str | Path = "/tmp",
     ) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+        self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp))
         self.keep = keep
         self.roost_home = self.root / "rh"
         self.home = self.root / "home"

@@ -60,7 +60,7 @@ def notify(action: str | None) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (README: JSON output).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs: JSON output).")
 @click.option("--model", metavar="P/ID", help="Check this model instead of pi's default.")
 @click.option("--agent", metavar="NAME", help="Check this agent definition's model.")
 def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
@@ -83,12 +83,27 @@ def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
 
 
 @click.command()
-@click.option("--keep", is_flag=True, help="Leave the demo's jobs and daemon running.")
-def demo(keep: bool) -> None:
-    """The showcase: real pi against roost's scripted local model, no API key."""
-    from roost.cli.demo import run_demo
+@click.option("--keep", is_flag=True, help="Leave a sandbox to play in: its roostd, its jobs "
+              "and the scripted model keep running; prints how to use it and end it.")
+@click.option("--no-scenes", is_flag=True, help="Skip the story: only make the sandbox "
+              "(implies --keep).")
+@click.option("--end", "end", is_flag=True, help="End a kept sandbox (the one ROOST_HOME "
+              "names, or DIR): stop its jobs, roostd and model, and delete it.")
+@click.argument("directory", required=False, metavar="[DIR]")
+def demo(keep: bool, no_scenes: bool, end: bool, directory: str | None) -> None:
+    """The showcase: real pi against roost's scripted local model, no API key.
 
-    sys.exit(run_demo(keep=keep))
+    `roost demo --keep` leaves its sandbox running to play in (`--no-scenes`: the sandbox
+    alone, at once); `roost demo --end [DIR]` ends it."""
+    from roost.cli.demo import end_sandbox, run_demo
+
+    if end:
+        if keep or no_scenes:
+            usage_error("--end ends a sandbox: not with --keep or --no-scenes")
+        sys.exit(end_sandbox(directory))
+    if directory is not None:
+        usage_error(f"unexpected argument {directory!r} (DIR goes with --end)")
+    sys.exit(run_demo(keep=keep or no_scenes, scenes=not no_scenes))
 
 
 def register(group: click.Group) -> None:
