@@ -1,8 +1,8 @@
-"""End to end, the real pi: the README's worked example ("A nightly scout: a schedule, a
+"""End to end, the real pi: the worked example of docs/guides/schedules.md ("A nightly scout: a schedule, a
 fan-out, a fan-in with a schema"). A schedule runs the `nightly-scout` definition; the
 scout spawns two reviewers and then a `summary` child that waits on both with their
 results, and whose definition names its output schema; the summary's JSON is its result.
-The definitions are the README's, word for word (tests/e2e/worked_example/)."""
+The definitions are the guide's, word for word (tests/e2e/worked_example/)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 
 T = 120.0
 DEFINITIONS = Path(__file__).parent / "worked_example"
-README = Path(__file__).parents[2] / "README.md"
+GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "schedules.md"
 SUMMARY = {"risk": "medium", "findings": [
     {"from": "security", "text": "token logged in debug mode"},
     {"from": "tests", "text": "retry path untested"}]}
 
 
-def test_the_readme_definitions_are_the_tested_ones() -> None:
-    readme = README.read_text(encoding="utf-8")
+def test_the_documented_definitions_are_the_tested_ones() -> None:
+    readme = GUIDE.read_text(encoding="utf-8")
     for path in sorted(DEFINITIONS.iterdir()):
         assert path.read_text(encoding="utf-8").strip() in readme, path.name
 

@@ -255,9 +255,10 @@ def test_every_option_has_help_and_roostd_prints_help(tmp_path: Path) -> None:
 
 
 def readme_script() -> str:
-    """The bash script under README.md's "Reading a mailbox from a script", verbatim."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("#### Reading a mailbox from a script", 1)[1]
+    """The bash script under docs/reference/mailbox.md's "Reading a mailbox from a script",
+    verbatim."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "mailbox.md").read_text()
+    section = page.split("### Reading a mailbox from a script", 1)[1]
     return section.split("```bash\n", 1)[1].split("```", 1)[0]
 
 

@@ -202,10 +202,11 @@ def test_report_by_tree_is_sorted_by_what_it_shows() -> None:
         ("alpha", "/s/0"), ("alpha", "/s/b"), ("mid", "/s/c"), ("zeta", "/s/a")]
 
 
-def test_readme_quotes_the_budget_warning_as_printed() -> None:
-    """The README's Warning paragraph quotes the job's note and the parent's line word for
-    word (its lines are wrapped: whitespace is compared as single spaces)."""
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+def test_docs_quote_the_budget_warning_as_printed() -> None:
+    """The budgets guide's Warning paragraph quotes the job's note and the parent's line word
+    for word (its lines are wrapped: whitespace is compared as single spaces)."""
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "budgets.md"
+    readme = " ".join(guide.read_text().split())
     line = budget.warning(Usage(cost=2.0, priced=True), Limits(budget=2.5), 0.8)
     assert line is not None
     note, parent = budget.note_text(line), budget.warning_text(line)
