@@ -64,13 +64,13 @@ class Settings:
     set: a quarter of the machine's memory over one live job's (supervise.idle)."""
     maxRunning: int = 0
     """Jobs running a turn at once (starting or running); past it a job is queued. 0: from
-    the machine, min(2 per core, available memory / 150 MB) (README: Queue and limits)."""
+    the machine, min(2 per core, available memory / 150 MB) (docs: Queue and limits)."""
     agentSpawnQueue: bool = False
     """A spawn past the tree caps (children, tree, spawned) is queued instead of refused,
     as if it asked with `queue: true`."""
     spareWorker: bool = True
     """Keep one pi worker started ahead of its job, so a new job's pi starts at once
-    (README: Start-up); false: every worker starts when its job does."""
+    (docs: Start-up); false: every worker starts when its job does."""
     restartBackoffSeconds: float = 0.5
     """First delay before restarting a crashed worker; doubles per crash (cap 30 s)."""
     restartMaxCrashes: int = 5

@@ -375,7 +375,7 @@ DAEMON_OPS: dict[str, Op] = {
                                    "`value`, kept as its result (job.result)", ("value",)),
         Op("schedule_add", "any", ("name", "run"),
            "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
-           "request each firing sends (README: Schedules)",
+           "request each firing sends (docs: Schedules)",
            ("cron", "every", "at", "onChange", "debounce", "tz", "session", "catchUp",
             "overlap", "env")),
         Op("schedule_ls", "any", (), "every schedule's row: next firing, last result"),

@@ -68,7 +68,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 done, 1 refused or failed, 2 a usage error or an unknown "
-                    "job (README: Exit codes).")
+                    "job (docs: Exit codes).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show roost's and pi's versions and exit.")
 def cli() -> None:

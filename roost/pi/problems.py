@@ -98,7 +98,7 @@ def no_model(job: str | None, models_json_error: str | None = None) -> str:
         return f"pi could not read models.json ({models_json_error}): correct it{then_start(job)}"
     return ("no model configured: run pi once and /login, set a provider's API key "
             "(e.g. ANTHROPIC_API_KEY), or add a local server to models.json "
-            f"(README: Pointing pi at a model){then_start(job)}")
+            f"(docs: First steps, Pointing pi at a model){then_start(job)}")
 
 
 def unknown_model(model: str, job: str | None) -> str:

@@ -1,4 +1,4 @@
-"""End-to-end: a run that cannot start says why (README: Pointing pi at a model).
+"""End-to-end: a run that cannot start says why (docs: First steps, Pointing pi at a model).
 
 The real pi, each configuration problem made for real: no model at all (a fresh agent dir),
 an unknown model, an extension that throws at load, and a provider that refuses the key.

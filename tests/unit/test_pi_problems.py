@@ -33,7 +33,8 @@ def test_the_selected_model_without_a_key_uses_the_settings_provider() -> None:
     assert with_settings is not None and "set OPENAI_API_KEY" in with_settings.fix
     fresh = problems.from_prompt_error(text, "j")
     assert fresh is not None and fresh.fix.startswith("no model configured:")
-    assert "README: Pointing pi at a model" in fresh.fix and fresh.fix.endswith("(then: roost start j)")
+    assert "docs: First steps, Pointing pi at a model" in fresh.fix
+    assert fresh.fix.endswith("(then: roost start j)")
     broken = problems.from_prompt_error(text, "j", provider="fake",
                                         models_json_error="Expecting value: line 1 column 3")
     assert broken is not None and "could not read models.json (Expecting value" in broken.fix

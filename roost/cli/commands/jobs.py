@@ -50,7 +50,7 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     """Start a pi job with TASK (or a shell job); prints its id.
 
     TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
-    maxRunning (or its group's limit) the job is queued (README: Queue and limits)."""
+    maxRunning (or its group's limit) the job is queued (docs: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
                             "priority": priority, **after_args(**after_opts)}
@@ -180,7 +180,7 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
 @click.command()
 @click.argument("job")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JobRow with its detail fields (README: JSON output).")
+              help="Print one JobRow with its detail fields (docs: JSON output).")
 @click.option("--full", is_flag=True, help="Show a long task whole (default: its start).")
 def show(job: str, as_json: bool, full: bool) -> None:
     """One job in detail."""

@@ -17,11 +17,11 @@ def _line(*cells: Any) -> str:
 
 @click.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True,
-              help="Print {maxRunning, running, jobs: [JobRow], groups} (README: JSON output).")
+              help="Print {maxRunning, running, jobs: [JobRow], groups} (docs: JSON output).")
 @click.pass_context
 def queue(ctx: click.Context, as_json: bool) -> None:
     """The queued jobs in the order they will start (higher priority first, then first
-    come), with maxRunning and the groups (README: Queue and limits)."""
+    come), with maxRunning and the groups (docs: Queue and limits)."""
     if ctx.invoked_subcommand is not None:
         return
     with daemon() as client:

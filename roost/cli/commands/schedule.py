@@ -128,7 +128,7 @@ def _last(row: dict[str, Any]) -> str:
 
 @schedule.command("ls")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of ScheduleRow (README: JSON output).")
+              help="Print a JSON list of ScheduleRow (docs: JSON output).")
 def ls(as_json: bool) -> None:
     """Every schedule: its trigger, zone, next firing and last result."""
     with daemon() as client:
