@@ -2,8 +2,8 @@
 --follow` in the same run; a 2,000-entry transcript's page; CPU with many open pages and no
 traffic, and under load.
 
-    .venv/bin/python benchmarks/web_bench.py [--trials 40] [--pages 50] [--idle 60] [--load 30]
-                                             [--no-browser]        (~2.5 min)
+    .venv/bin/python benchmarks/web_bench.py [--trials 40] [--pages 50] [--idle 30] [--load 30]
+                                             [--no-browser]        (~3.5 min)
 
 - **event -> page**: a fake-pi job is replied to; each observer notes when it sees the job
   `done` (its summary `echo: trial N`):
@@ -15,9 +15,13 @@ traffic, and under load.
   - **cli**: `roost events --follow --json --type job.state` (the baseline).
   Each is timed from the reply sent, and from the `job.state` event's own `time` (ms).
 - **transcript**: GET /job/ID for a session of 2,000 entries (server time plus transfer).
-- **idle CPU**: `--pages` live pages (HTTP streams) and the browser's page held open, no
-  traffic, for `--idle` seconds (60 by default, the target's window): the CPU seconds
-  roostd and the web process used (the target: 0).
+- **idle pages**: 1, 10 and `--pages` live pages (HTTP streams, each read by a client of
+  its own: the pages of a done, a waiting and a failed job, the list and the inbox, round
+  robin) and the browser's page held open, no traffic, for `--idle` seconds (30 by default,
+  the target's window): the CPU seconds roostd and the web process used (the target: under
+  1 % of a core together), and, with the most pages open, how soon a job page wakes when its
+  session file grows (a line appended) and when its row changes (a reply) (the target:
+  100 ms).
 - **load CPU**: 200 replies a minute to 4 fake-pi jobs for `--load` seconds, with the web
   and its `--pages` live pages, then again with the web stopped: roostd's CPU (% of a
   core) in each, and the difference (what the web adds to roostd).
@@ -117,6 +121,13 @@ def follow_page(web: WebServer, http: httpx2.Client, job: str, watch: Watch) -> 
                 watch.saw(tree)
 
 
+def follow_path(web: WebServer, http: httpx2.Client, path: str, watch: Watch) -> None:
+    """Every event of the live stream `path`, as its name and data."""
+    with contextlib.suppress(httpx2.HTTPError):  # closed at the end of its round
+        for name, data in web.live(http, path):
+            watch.saw(f"{name} {json.dumps(data)}")
+
+
 def follow_cli(lab: Lab, job: str, watch: Watch) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "roost.cli.main", "events", "--follow", "--json",
                              "--type", "job.state", "--job", job],
@@ -209,43 +220,95 @@ def transcript_page(web: WebServer, http: httpx2.Client, lab: Lab, job: str) -> 
     return {"p50": pct(loads, 0.5), "max": round(max(loads) * 1000, 1), "bytes": len(answer.content)}
 
 
-def idle_and_load(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, idle: float,
-                  load: float, browser_page: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, counts: list[int],
+               idle: float) -> dict[str, Any]:
+    """The idle cost of `counts` open pages, each count in turn: job pages (done, waiting,
+    failed, reaped), the list and the inbox, round robin, every stream read by a client of its
+    own and nothing happening for `idle` s; then, with the most pages open, how soon a page
+    wakes when its job's session file grows (a line appended, as pi appends an answer) and
+    when its row changes (a reply that starts a run)."""
+    done = lab.run_job("--name", "idle-done", "hello")
+    waiting = lab.run_job("--name", "idle-waiting", "[[ask]] colours")
+    failed = lab.run_job("--shell", "--name", "idle-failed", "--", "sh", "-c", "exit 3")
+    assert lab.wait(done) == "done"
+    lab.wait_state(waiting, "needs_input")
+    lab.wait_state(failed, "failed")
+    kinds = [f"/live/job/{done}", f"/live/job/{waiting}", f"/live/job/{failed}", "/live/tree",
+             "/live/inbox"]
+    daemon_pid, web_pid = lab.daemon_pid(), web.proc.pid
+    assert daemon_pid is not None
+    out: dict[str, Any] = {"kinds": ["job done", "job waiting", "job failed", "list", "inbox"],
+                           "seconds": idle, "by_pages": {}}
+    for count in counts:
+        pages = [Watch() for _ in range(count)]
+        clients = [httpx2.Client(cookies=http.cookies) for _ in range(count)]
+        for i, (watch, client) in enumerate(zip(pages, clients, strict=True)):
+            threading.Thread(target=follow_path, args=(web, client, kinds[i % len(kinds)], watch),
+                             daemon=True).start()
+        for watch in pages:
+            watch.after(0.0)  # its first part came
+        time.sleep(1.0)  # the first reads done
+        before = cpu(daemon_pid), cpu(web_pid)
+        time.sleep(idle)  # the measured idle period itself
+        after = cpu(daemon_pid), cpu(web_pid)
+        out["by_pages"][str(count)] = {
+            "roostd_cpu_s": round(after[0] - before[0], 3), "web_cpu_s": round(after[1] - before[1], 3),
+            "cpu_pct_of_a_core": round(100 * (after[0] - before[0] + after[1] - before[1]) / idle, 2)}
+        if count == max(counts):
+            out["wake_ms"] = wake_trials(lab, pages[0], done)
+        for client in clients:
+            client.close()
+    return out
+
+
+def wake_trials(lab: Lab, page: Watch, job: str, trials: int = 10) -> dict[str, Any]:
+    """From a line appended to `job`'s session file to its open page's `append`; from a
+    reply (the row changes) to the page's next `parts`."""
+    session = Path(lab.row(job)["session"])
+    grew, row = [], []
+    for i in range(trials):
+        t0 = time.time()
+        with open(session, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"type": "message", "timestamp": "2026-12-06T10:00:00Z",
+                                     "message": {"role": "user", "content": f"grew {i}"}}) + "\n")
+        grew.append(page.after(t0, f"grew {i}")[0] - t0)
+    for i in range(trials):
+        t0 = time.time()
+        lab.request("reply", job=job, text=f"wake {i}")
+        row.append(page.after(t0, "parts ")[0] - t0)
+        lab.wait_settled(job)
+    return {"session_grew": {"p50": pct(grew, 0.5), "max": round(max(grew) * 1000, 1)},
+            "row_changed": {"p50": pct(row, 0.5), "max": round(max(row) * 1000, 1)}}
+
+
+def load(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, seconds: float) -> dict[str, Any]:
+    """roostd's CPU under 200 replies a minute, with the web and `pages` list pages open, then
+    with the web stopped."""
     clients = [httpx2.Client(cookies=http.cookies) for _ in range(pages)]
     streams = [c.stream("GET", web.url + "/live/tree", timeout=None) for c in clients]
     for s in streams:
         s.__enter__()
-    time.sleep(2.0)  # every page's first part sent
-    daemon_pid, web_pid = lab.daemon_pid(), web.proc.pid
+    daemon_pid = lab.daemon_pid()
     assert daemon_pid is not None
-    before = cpu(daemon_pid), cpu(web_pid)
-    time.sleep(idle)  # the measured idle period itself
-    after = cpu(daemon_pid), cpu(web_pid)
-    out["idle"] = {"pages": pages + int(browser_page), "seconds": idle,
-                   "roostd_cpu_s": round(after[0] - before[0], 3),
-                   "web_cpu_s": round(after[1] - before[1], 3)}
     workers = [lab.run_job("--name", f"load{i}", "hello") for i in range(4)]
     for w in workers:
         lab.wait(w)
-    with_web = load_cpu(lab, workers, daemon_pid, load)
+    with_web = load_cpu(lab, workers, daemon_pid, seconds)
     for s in streams:
         s.__exit__(None, None, None)
     for c in clients:
         c.close()
     web.stop()
-    without_web = load_cpu(lab, workers, daemon_pid, load)
-    out["load_200_per_min"] = {"seconds": load, "roostd_cpu_pct_with_web": with_web,
-                               "roostd_cpu_pct_without_web": without_web,
-                               "added_pct": round(with_web - without_web, 2)}
-    return out
+    without_web = load_cpu(lab, workers, daemon_pid, seconds)
+    return {"seconds": seconds, "roostd_cpu_pct_with_web": with_web,
+            "roostd_cpu_pct_without_web": without_web, "added_pct": round(with_web - without_web, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--pages", type=int, default=50)
-    parser.add_argument("--idle", type=float, default=60.0, help="the idle window, seconds")
+    parser.add_argument("--idle", type=float, default=30.0, help="the idle window, seconds")
     parser.add_argument("--load", type=float, default=30.0)
     parser.add_argument("--no-browser", action="store_true",
                         help="without chromium: the page's stream and the CLI only")
@@ -260,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         http = web.paired()
         out["event_to_page_ms"] = event_trials(lab, web, http, job, args.trials, driver)
         out["transcript_2000_ms"] = transcript_page(web, http, lab, job)
-        out.update(idle_and_load(lab, web, http, args.pages, args.idle, args.load, driver is not None))
+        counts = sorted({1, min(10, args.pages), args.pages})
+        out["idle_pages"] = idle_pages(lab, web, http, counts, args.idle)
+        out["load_200_per_min"] = load(lab, web, http, args.pages, args.load)
     out["note"] = ("ms from the reply sent to the job's `done` seen by each observer; event_to_*: "
                    "from the job.state event's own time (ms resolution)")
     print(json.dumps(out, indent=2))

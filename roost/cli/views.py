@@ -343,28 +343,10 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
 
 
 def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:
-    """Block until the file changes (watchdog), or `timeout` passes."""
-    import threading
+    """Block until the file's content changes (watchdog), or `timeout` passes."""
+    from roost.contentwatch import wait_for_change
 
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    changed = threading.Event()
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: Any) -> None:
-            if str(event.src_path) == str(path) or str(getattr(event, "dest_path", "")) == str(path):
-                changed.set()
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    observer = Observer()
-    observer.schedule(Handler(), str(path.parent))
-    observer.start()
-    try:
-        changed.wait(timeout)
-    finally:
-        observer.stop()
-        observer.join()
+    wait_for_change(path, timeout)
 
 
 def _print_file(path: Path, follow: bool, raw: bool = False) -> None:

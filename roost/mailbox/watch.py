@@ -100,6 +100,8 @@ class _ObserverSource:
         from watchdog.events import DirDeletedEvent, FileSystemEvent, FileSystemEventHandler
         from watchdog.observers import Observer
 
+        from roost.contentwatch import CONTENT_CHANGES
+
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:
                 if isinstance(event, DirDeletedEvent) and event.src_path == path:
@@ -109,7 +111,8 @@ class _ObserverSource:
 
         self._observer = Observer()
         self.thread: threading.Thread | None = self._observer
-        self._observer.schedule(Handler(), path)
+        # Content changes only: the watcher's own listing and reading of new/ would wake it.
+        self._observer.schedule(Handler(), path, event_filter=CONTENT_CHANGES)
         self._observer.start()
 
     def stop(self) -> None:

@@ -3,7 +3,9 @@
 One watchdog observer for all of them (started with the first trigger), one recursive
 watch per path. Its thread hands each change to the loop (`call_soon_threadsafe`); what a
 change means (debounce, firing) is the scheduler's. Only writes count: a file opened or
-read is not a change. Never a change: anything under a `.git` folder, and the folders
+read is not a change, and is not even reported (the watches ask for `CONTENT_CHANGES`: an
+agent reading the watched tree costs roostd nothing). Never a change: anything under a
+`.git` folder, and the folders
 `ignored(name)` gives (ROOST_HOME, the worktrees of the schedule's own jobs), so a job does
 not fire its own trigger by writing where roost keeps it.
 """
@@ -25,6 +27,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
+
+from roost.contentwatch import CONTENT_CHANGES
 
 WRITES = (EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED,
           EVENT_TYPE_CLOSED)
@@ -72,7 +76,8 @@ class FileTriggers:
         made: list[ObservedWatch] = []
         try:
             for path in paths:
-                made.append(self._observer.schedule(handler, path, recursive=True))
+                made.append(self._observer.schedule(handler, path, recursive=True,
+                                                    event_filter=CONTENT_CHANGES))
         except BaseException:
             for watch in made:
                 self._observer.unschedule(watch)

@@ -27,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from roost.client import DaemonUnavailable
 from roost.protocol import RequestError
+from roost.tasks import first_of
 from roost.transcript import read_entries
 from roost.web import bridge
 from roost.web import pageparts as views
@@ -289,11 +290,7 @@ async def live_job(request: Request) -> Response:
                             yield sse("append" if len(entries) > shown else "reset",
                                       {"transcript": fragment("_items.html", items=new)})
                             shown = len(entries)
-                    waits = [asyncio.ensure_future(hub.changed(seen)),
-                             asyncio.ensure_future(grew.wait())]
-                    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                    for task in pending:
-                        task.cancel()
+                    await first_of(hub.changed(seen), grew.wait())
                     read = grew.is_set()
                     grew.clear()
                     if hub.version == seen:
