@@ -34,7 +34,7 @@ from roost.web import pageparts as views
 from roost.web.devices import csrf_token
 from roost.web.entries import items
 from roost.web.filewatch import Watcher
-from roost.web.guard import Guard, Settings
+from roost.web.guard import TOO_MANY, Guard, Settings, client_address
 
 HERE = Path(__file__).resolve().parent
 FORM_MAX = 256 * 1024
@@ -220,8 +220,12 @@ async def pair(request: Request) -> Response:
     """The one page without a session: a pairing code buys this browser its cookie."""
     settings: Settings = request.app.state.settings
     code = request.query_params.get("code", "")
+    # A valid code pairs whatever came before it: a flood of bad ones (from anywhere, this
+    # address too) only makes the bad ones slow (guard.RateLimit), never locks the owner out.
     if not code or not settings.store.spend_code(code):
-        settings.limit.fail()
+        if settings.limit.fail(client_address(request.scope)):
+            await asyncio.sleep(settings.limit.penalty)
+            return PlainTextResponse(TOO_MANY, status_code=429)
         return PlainTextResponse("roost web: this pairing link is unknown, used or expired; "
                                  "run `roost web pair` for a new one\n", status_code=403)
     agent = request.headers.get("user-agent", "browser")

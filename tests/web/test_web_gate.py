@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from roost.web import bridge
 from roost.web.app import create_app
 from roost.web.devices import Store, csrf_token
-from roost.web.guard import CSP, RateLimit, Settings
+from roost.web.guard import CSP, NOT_PAIRED, RateLimit, Settings
 
 BASE = "http://127.0.0.1:8477"
 ORIGIN = {"origin": BASE}
@@ -279,25 +279,77 @@ def test_read_only_serves_views_and_refuses_actions(home: Path, calls: list[Any]
 
 
 # -- rate limit -------------------------------------------------------------------------------------
-def test_pairing_guesses_are_rate_limited(client: TestClient) -> None:
-    for _ in range(10):
-        assert client.get("/pair?code=guess").status_code == 403
-    good = Store().new_code()
-    assert client.get(f"/pair?code={good}").status_code == 429  # even a right one, for now
+def flooded(home: Path, address: str = "10.0.0.1") -> TestClient:
+    """A client at `address` of a server whose failure limit is 10 a minute per address,
+    answered 0.2 s late past it."""
+    s = Settings(hosts=frozenset({"127.0.0.1:8477"}), store=Store(),
+                 limit=RateLimit(limit=10, window=60.0, penalty=0.2))
+    return TestClient(create_app(s, FakeHub([row()])), base_url=BASE, follow_redirects=False,
+                      client=(address, 40000))
 
 
-def test_forged_cookies_are_rate_limited(client: TestClient) -> None:
-    client.cookies.set("roost_web", "forged")
-    statuses = [client.get("/").status_code for _ in range(12)]
-    assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429]
+def client_at(app_client: TestClient, address: str) -> TestClient:
+    """Another client (its own cookies) of the same server, at `address`."""
+    return TestClient(app_client.app, base_url=BASE, follow_redirects=False, client=(address, 40001))
 
 
-def test_the_rate_limit_window_passes() -> None:
-    limit = RateLimit(limit=2, window=0.05)
-    limit.fail(), limit.fail()
-    assert limit.blocked()
+def test_bad_codes_are_limited_per_address(home: Path, calls: list[Any]) -> None:
+    with flooded(home) as guesser:
+        statuses = [guesser.get("/pair?code=guess").status_code for _ in range(10)]
+        assert statuses == [403] * 10
+        started = time.monotonic()
+        late = guesser.get("/pair?code=guess")
+        assert late.status_code == 429 and "too many failed attempts" in late.text
+        assert "roost web pair" in late.text
+        assert time.monotonic() - started >= 0.2  # answered late: a guesser is slowed
+        # Another address is not: its bad code is an ordinary 403, at once.
+        with client_at(guesser, "10.0.0.2") as other:
+            assert other.get("/pair?code=guess").status_code == 403
+
+
+def test_a_flood_of_bad_codes_locks_no_one_out(home: Path, calls: list[Any]) -> None:
+    with flooded(home) as guesser:
+        for _ in range(25):
+            guesser.get("/pair?code=guess")
+        # A valid code pairs from another address, and from the flooded one itself (on
+        # loopback every client is 127.0.0.1: the owner shares the flooder's address).
+        with client_at(guesser, "10.0.0.2") as owner:
+            assert owner.get(f"/pair?code={Store().new_code()}").status_code == 303
+            assert owner.get("/").status_code == 200
+        with client_at(guesser, "10.0.0.1") as owner:
+            assert owner.get(f"/pair?code={Store().new_code()}").status_code == 303
+            assert owner.get("/").status_code == 200
+
+
+def test_an_unknown_cookie_is_told_not_paired_and_how_to_pair(home: Path, calls: list[Any]) -> None:
+    with flooded(home) as forger:
+        forger.cookies.set("roost_web", "forged")
+        answers = [forger.get("/") for _ in range(12)]
+        assert [a.status_code for a in answers] == [401] * 12
+        assert all(a.text == NOT_PAIRED for a in answers)  # never "too many failed attempts"
+        assert "roost web pair" in NOT_PAIRED and "not paired" in NOT_PAIRED
+        # The flood of forged cookies keeps no one from pairing, from the same address.
+        with client_at(forger, "10.0.0.1") as owner:
+            assert owner.get(f"/pair?code={Store().new_code()}").status_code == 303
+
+
+def test_a_revoked_browser_is_told_not_paired(client: TestClient) -> None:
+    paired(client)
+    for _ in range(12):  # its reloads: failures, and still the same answer
+        Store().revoke(None)
+        answer = client.get("/")
+        assert answer.status_code == 401 and answer.text == NOT_PAIRED
+
+
+def test_the_rate_limit_is_per_address_and_its_window_passes() -> None:
+    limit = RateLimit(limit=2, window=0.05, total=5)
+    assert not limit.fail("a") and not limit.fail("a")
+    assert limit.blocked("a") and limit.fail("a") and not limit.blocked("b")
     time.sleep(0.06)  # the window itself is what is tested
-    assert not limit.blocked()
+    assert not limit.blocked("a")
+    for address in "bcdef":  # the global cap, far above one address's limit
+        limit.fail(address)
+    assert limit.blocked("g")
 
 
 # -- escaping ---------------------------------------------------------------------------------------
