@@ -138,5 +138,6 @@ def test_a_mailbox_item_is_as_documented(lab: Lab) -> None:
     # `roost mailbox --json`: the documented keys, the rest under `extra`.
     printed = lab.cli_json("mailbox", job, "--all", "--json")
     page = JSON_PAGE.read_text(encoding="utf-8").split("`roost mailbox JOB [--all] --json` →", 1)[1]
-    keys = re.findall(r'"(\w+)"', page.split("}`", 1)[0])
+    keys = re.findall(r'[{,]\s*"(\w+)"', page.split("}`", 1)[0])  # keys, not values
+    assert keys == ["state", "seq", "kind", "from", "text", "created", "extra"], keys
     assert set(printed[0]) == set(keys), (sorted(printed[0]), keys)
