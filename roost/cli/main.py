@@ -20,6 +20,7 @@ from typing import NoReturn
 import click
 
 from roost.cli.common import fail, usage_error
+from roost.cli.groups import Group
 
 COMMANDS = {
     "daemon": "daemon",
@@ -41,9 +42,46 @@ COMMANDS = {
 """Each command and its module in roost.cli.commands, imported only when the command runs
 (or `roost --help` lists it): a command pays for its own module only."""
 
+SHORT = {
+    "agents": "Named agent definitions (TOML): list, show, create, check.",
+    "answer": "Answer an inbox entry with TEXT or --choice N.",
+    "attach": "Open a job's session in pi in the foreground; quit to detach.",
+    "budget": "Set or raise a job's budget (a job stopped by it continues).",
+    "daemon": "Run, start, stop or inspect roostd.",
+    "demo": "The showcase: real pi with roost's scripted model, no API key.",
+    "diff": "A worktree job's changes against its base (uncommitted too).",
+    "doctor": "Check pi, node, the extension, the model, roostd and ROOST_HOME.",
+    "events": "roostd's event log; --follow streams new events.",
+    "gc": "Remove the worktrees of removed jobs and prune git's records.",
+    "group": "Named groups, each with its own limit of jobs running at once.",
+    "inbox": "What waits for you: questions, dialogs, budget stops, failures.",
+    "install": "Install roost's pi extension where pi loads it.",
+    "logs": "A job's transcript (a shell job: its output); -f follows it.",
+    "ls": "List jobs.",
+    "mailbox": "A job's pending mailbox items (--all: acknowledged ones too).",
+    "merge": "Merge a worktree job's branch; on a conflict nothing changes.",
+    "notify": "Desktop notifications (notify-send) for jobs that need you.",
+    "queue": "The queued jobs in start order, with maxRunning and the groups.",
+    "reply": "Send a user reply: prints delivered, queued, started or stopped.",
+    "result": "Print a job's structured result (roost run --output-schema).",
+    "rm": "Stop and remove jobs (and their worktrees; branches are kept).",
+    "run": "Start a pi job with TASK (or a shell job); prints its id.",
+    "schedule": "Runs that start by themselves: at times or when files change.",
+    "show": "One job in detail.",
+    "start": "Start a stopped or ended job again.",
+    "stop": "Stop a job (messages never wake it; roost start does).",
+    "usage": "Tokens and cost of every job, removed ones included.",
+    "view": "The live agent view: the tree of jobs, their states and questions.",
+    "wait": "Block until a job's run has settled (--any/--all: several jobs).",
+    "web": "Serve roost in a browser; prints a one-time pairing link.",
+}
+"""`roost --help`'s line for each command, whole at 80 columns (click's default, the help's
+first sentence, is cut at the width with `...`: mid-phrase for most)."""
 
-class Commands(click.Group):
-    """The `roost` group: its commands come from COMMANDS, registered on first use."""
+
+class Commands(Group):
+    """The `roost` group: its commands come from COMMANDS, registered on first use (alone,
+    `roost` prints its help; an unknown command suggests the nearest: roost.cli.groups)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(COMMANDS) | set(self.commands))
@@ -54,6 +92,17 @@ class Commands(click.Group):
 
             importlib.import_module(f"roost.cli.commands.{COMMANDS[cmd_name]}").register(self)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with each command's line from SHORT."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, SHORT.get(name) or command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:

@@ -8,9 +8,10 @@ import sys
 import click
 
 from roost.cli.common import fail, print_json, usage_error
+from roost.cli.groups import Group
 
 
-@click.group()
+@click.group(cls=Group, default="ls")
 def agents() -> None:
     """Named agent definitions (TOML): list, show, create, check."""
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from roost.cli.common import daemon, print_json, usage_error
+from roost.cli.groups import Group
 
 
 def _line(*cells: Any) -> str:
@@ -51,7 +52,7 @@ def move(job: str, priority: int | None, first: bool) -> None:
                      f"priority {result['queue']['priority']}"))
 
 
-@click.group()
+@click.group(cls=Group, default="ls")
 def group() -> None:
     """Named groups, each with its own limit of jobs running at once."""
 

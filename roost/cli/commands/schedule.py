@@ -12,6 +12,7 @@ import click
 from roost.cli.commands import results as results_cli  # the run's --output-schema
 from roost.cli.commands import usage as usage_cli  # the run's budget options
 from roost.cli.common import daemon, fail, print_json, usage_error
+from roost.cli.groups import Group
 
 
 def _line(*cells: Any) -> str:
@@ -20,7 +21,7 @@ def _line(*cells: Any) -> str:
     return "  ".join(visible(str(cell)) for cell in cells)
 
 
-@click.group()
+@click.group(cls=Group, default="ls")
 def schedule() -> None:
     """Runs that start by themselves: at times (cron, every, at) or when files change."""
 
@@ -176,7 +177,20 @@ def _simple(op: str, help_text: str) -> click.Command:
             if result["outcome"] == "failed":
                 fail(f"schedule {name}: the run failed to start{detail}")
             click.echo(_line(f"{result['outcome']}{job}{detail}"))
+        else:
+            click.echo(_line(_done(op, name, result)))
     return command
+
+
+def _done(op: str, name: str, result: dict[str, Any]) -> str:
+    """What `schedule rm|pause|resume` did, as one line."""
+    if op == "rm":
+        return f"schedule {name} removed (the jobs it made stay)"
+    if op == "pause":
+        return f"schedule {name} paused"
+    row = result["schedule"]
+    nxt = f"; next {_local(row['next'], row['tz'])}" if row.get("next") else ""
+    return f"schedule {name} resumed{nxt}"
 
 
 for _op, _help in (("rm", "Remove the schedule NAME (the jobs it made stay)."),
