@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Footer, Header, RichLog, Static
 from roost import paths, protocol
 from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
-from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row
+from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, state_text
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
@@ -118,7 +118,7 @@ class TranscriptScreen(Screen[None]):
     def _title(self) -> Text:
         row = self.row
         title = Text(f"{row['id']}  {row['name']}  ", style="bold")
-        title.append(row["state"], style=STATE_STYLE.get(row["state"], ""))
+        title.append(state_text(row["state"]), style=STATE_STYLE.get(row["state"], ""))
         if row.get("agent"):
             title.append(f"  @{row['agent']}", style="cyan")
         if row.get("status"):
@@ -353,7 +353,8 @@ class ViewApp(App[None]):
             for state in STATE_ORDER:
                 if counts.get(state):
                     status.append("  ")
-                    status.append(f"{counts[state]} {state}", style=STATE_STYLE.get(state, ""))
+                    status.append(f"{counts[state]} {state_text(state)}",
+                                  style=STATE_STYLE.get(state, ""))
         self.query_one("#status", Static).update(status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -17,6 +17,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
+from roost.cli.views import state_text
+
 CONFIRM = ["yes", "no"]
 
 LEGEND = """\
@@ -83,7 +85,7 @@ class ReplyScreen(ModalScreen[str | None]):
         row = self.row
         what = "Answer the dialog of" if row.get("dialog") else "Reply to"
         with Vertical(id="reply-box"):
-            yield Static(Text(f"{what} {row['name']} ({row['id']}, {row['state']})",
+            yield Static(Text(f"{what} {row['name']} ({row['id']}, {state_text(row['state'])})",
                               style="bold"), id="reply-title")
             if row.get("question"):
                 with VerticalScroll(id="reply-question"):

@@ -40,6 +40,16 @@ STATE_STYLE = {
     "stopped": "magenta",
     "reaped": "dim",
 }
+STATE_SHOWN = {"reaped": "idle"}
+"""A state's word for a person, where it is not its JSON value: `reaped` (idle long enough
+that its worker was let go; the next item starts one) reads as "killed" and is shown `idle`.
+Every human view shows states through `state_text` (roost ls, show, view, the web page);
+JSON keeps `reaped` (README: JSON output)."""
+
+
+def state_text(state: str) -> str:
+    """How a job's `state` is shown to a person (STATE_SHOWN)."""
+    return STATE_SHOWN.get(state, state)
 
 
 DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state",
@@ -156,7 +166,7 @@ def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bo
     return (
         (row["id"], "dim"),
         (name, ""),
-        (row["state"], STATE_STYLE.get(row["state"], "")),
+        (state_text(row["state"]), STATE_STYLE.get(row["state"], "")),
         (clip(row.get("status") or "", status_max), ""),
         *costs,
         summary,
@@ -208,7 +218,8 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     wrapping = shown_heads.index(fit.FLEX) if fitted and fit.FLEX in shown_heads else None
     lines: list[str] = []
     for heading, members in groups:
-        lines.append(plaintable.styled(heading, "bold blue", colour))
+        lines.append(plaintable.styled(state_text(heading) if group == "state" else heading,
+                                       "bold blue", colour))
         lines.extend(plaintable.table_lines(
             shown_heads, [[cells[row["id"]][i] for i in shown] for row in members],
             [widths[head] for head in shown_heads],
@@ -240,7 +251,8 @@ def print_detail(row: dict[str, Any]) -> None:
     row = display_row(row)
     fields = [
         ("id", row["id"]), ("name", row["name"]), ("kind", row["kind"]),
-        ("state", row["state"]), ("status", row.get("status")), ("summary", row.get("summary")),
+        ("state", state_text(row["state"])), ("status", row.get("status")),
+        ("summary", row.get("summary")),
         ("question", row.get("question")), ("error", row.get("error")),
         ("result", _result_line(row)), ("cwd", row["cwd"]), ("task", row.get("task")),
         ("command", shlex.join(row["command"]) if row.get("command") else None),
@@ -249,8 +261,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("model", row.get("model")), ("session", row.get("session")),
         ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
-        ("worker", f"pid {row['worker']['pid']} ({row['worker']['state']}, "
-                   f"{row['worker']['crashes']} recent crashes)"),
+        ("worker", _worker_line(row["worker"])),
         ("dir", row.get("dir")), ("created", row["created"]), ("updated", row["updated"]),
         ("environment", _environment_line(row)),
     ]
@@ -261,6 +272,17 @@ def print_detail(row: dict[str, Any]) -> None:
 
     for key, value in show.usage_lines(row):
         out.print(f"[bold]{key:>13}[/bold]  {output.markup(value)}")
+
+
+def _worker_line(worker: dict[str, Any]) -> str:
+    """Its worker process: a job without one (a shell job that ended, an idle pi job whose
+    worker was let go) says so, never `pid None`."""
+    crashes = f"{worker['crashes']} recent crashes"
+    if worker.get("pid") is None:
+        notes = [worker["state"]] if worker.get("state") not in (None, "stopped") else []
+        notes += [crashes] if worker.get("crashes") else []
+        return "no worker" + (f" ({', '.join(notes)})" if notes else "")
+    return f"pid {worker['pid']} ({worker['state']}, {crashes})"
 
 
 def _result_line(row: dict[str, Any]) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups
+from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups, state_text
 
 Row = dict[str, Any]
 COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")
@@ -22,7 +22,8 @@ def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Tex
     out: list[tuple[str, tuple[Text, ...]]] = []
     for heading, members in job_groups(rows, group):
         style = STATE_STYLE.get(heading, "bold blue") if group == "state" else "bold blue"
-        title = Text(f"{heading} ({len(members)})", style=style)
+        shown = state_text(heading) if group == "state" else heading
+        title = Text(f"{shown} ({len(members)})", style=style)
         out.append((GROUP_PREFIX + heading, (Text(""), title, *(Text("") for _ in COLUMNS[2:]))))
         out.extend((row["id"], job_cells(row, names, group)) for row in members)
     return out

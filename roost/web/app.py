@@ -47,6 +47,7 @@ ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
 """autoescape=True for every template, whatever its name: nothing agent-written is raw."""
 ENV.filters["money"] = views.money
 
+ENV.filters["state"] = views.state_text  # `reaped` shown as `idle`, as everywhere
 
 class Refused(Exception):
     """An action refused before it reached roostd (a bad form, a missing CSRF token)."""

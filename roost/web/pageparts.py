@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
+from roost.cli.views import state_text as state_text  # a state as a person reads it
 from roost.eventlog import matches, read_events
 
 DIFF_MAX = 400_000

@@ -35,8 +35,9 @@ from roost.cli.common import daemon, fail, print_json, usage_error
 @click.option("--priority", type=int, help="Its place in the queue: higher starts first "
                                            "(default 0).")
 @click.option("--each", "each_file", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Start one pi job per task in this file (`-`: stdin): one task a line, or "
-                   "a JSON list of strings or {task, name, group, priority}; prints the ids.")
+              help="Start one pi job per task in this file (`-`: stdin): one task a line, "
+                   "unless the whole file is a JSON list of strings or {task, name, group, "
+                   "priority}; prints the ids.")
 @results_cli.schema_option
 @after_options
 @click.argument("task", nargs=-1)
@@ -90,8 +91,12 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
 
 
 def _each_tasks(source: str) -> list[Any]:
-    """--each's tasks: a JSON list, or one task a line (blank lines skipped)."""
+    """--each's tasks: one task a line (blank lines skipped), unless the whole file is a
+    JSON list. A line file may start with `[` (`[WIP] fix the parser`); a file that means
+    to be JSON (`[` then `"` or `{`, or `[` alone on its first line) and is not is refused
+    with the JSON error, rather than read as lines."""
     import json
+    import re
 
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
@@ -104,10 +109,11 @@ def _each_tasks(source: str) -> list[Any]:
         try:
             tasks = json.loads(text)
         except ValueError as exc:
-            usage_error(f"{source} is not a JSON list: {exc}")
-        if not isinstance(tasks, list):
-            usage_error(f"{source}: expected a JSON list")
-        return tasks
+            if re.match(r"\s*\[[ \t]*(\r?\n|[\"{])", text):
+                usage_error(f"{source} is not a JSON list: {exc}")
+        else:
+            if isinstance(tasks, list):
+                return tasks
     return [line for line in text.splitlines() if line.strip()]
 
 
