@@ -28,6 +28,11 @@ _EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
 """roostd's error codes that are usage errors; every other code is a refusal."""
 
 
+def exit_code(error: str) -> int:
+    """The exit code for roostd's error code `error` (a RequestError's `code`)."""
+    return _EXIT_OF_ERROR.get(error, REFUSED)
+
+
 def echo(text: str, err: bool = False) -> None:
     """One line on stdout (stderr), written as click.echo writes it: through the output
     layer's guard (roost.cli.output), then flushed."""
@@ -74,7 +79,7 @@ class daemon:  # a function to its callers: `with daemon() as client:`
 
         self.client.close()
         if isinstance(exc, RequestError):
-            fail(exc.message, _EXIT_OF_ERROR.get(exc.code, REFUSED))
+            fail(exc.message, exit_code(exc.code))
         if isinstance(exc, (DaemonUnavailable, ConnectionError)):
             fail(f"lost the connection to roostd: {exc}")
 

@@ -223,6 +223,15 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
     result: dict[str, Any] = {"id": job_id, "branch": branch, "into": into,
                               "squash": squash, "uncommitted": uncommitted}
     if git.is_ancestor(repo, f"refs/heads/{branch}", f"refs/heads/{into}"):
+        committed = git.git(["rev-list", "--count", f"{wt['base']}..refs/heads/{branch}", "--"],
+                            repo, doing="counting the branch's commits").stdout.strip()
+        if committed in ("", "0"):  # not "already up to date": the job never committed
+            files = f"{uncommitted} file{'s' if uncommitted != 1 else ''}"
+            raise git.GitError(
+                f"nothing to merge: job {job_id} committed nothing on {branch}"
+                + (f"; its worktree has uncommitted changes to {files}, which a merge "
+                   f"leaves out (commit them there; roost diff {job_id} shows them)"
+                   if uncommitted else ""))
         return {**result, "merged": False, "outcome": "already up to date", "commit": None}
     checkouts = git.worktree_checkouts(repo)
     target = checkouts.get(into)

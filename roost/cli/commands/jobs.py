@@ -13,7 +13,7 @@ from roost.cli import jobcalls, views  # light: rich and the mailbox package whe
 from roost.cli.afteropts import after_args, after_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
-from roost.cli.common import daemon, fail, print_json, usage_error
+from roost.cli.common import daemon, exit_code, fail, print_json, usage_error
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -307,20 +307,34 @@ def start(job: str) -> None:
 
 
 @click.command()
-@click.argument("job")
+@click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
 @click.option("--force", is_flag=True,
               help="Also when its worktree has uncommitted changes (they are lost); with "
                    "--delete-branch, also when the branch has unmerged commits.")
 @click.option("--delete-branch", is_flag=True,
               help="Also delete its worktree's branch (only when merged, unless --force).")
-def rm(job: str, force: bool, delete_branch: bool) -> None:
-    """Stop and remove a job (its directory, mailbox and session file, and its worktree;
-    the worktree's branch is kept unless --delete-branch)."""
+def rm(jobs: tuple[str, ...], force: bool, delete_branch: bool) -> None:
+    """Stop and remove jobs (each one's directory, mailbox and session file, and its
+    worktree; the worktree's branch is kept unless --delete-branch).
+
+    Each job is removed or refused on its own (`ID removed`, or one line on stderr); the
+    exit code is the worst of them: 2 when one is unknown, else 1 when one was refused."""
+    from roost.protocol import RequestError
+
+    worst = 0
     with daemon() as client:
-        result = client.request("rm", job=job, force=force, deleteBranch=delete_branch)
-    click.echo(f"{result['id']} removed")
-    for note in result.get("worktree") or ():
-        click.echo(f"  {views.printable(note)}")
+        for job in dict.fromkeys(jobs):
+            try:
+                result = client.request("rm", job=job, force=force, deleteBranch=delete_branch)
+            except RequestError as exc:
+                click.echo(f"roost: {views.printable(exc.message)}", err=True)
+                worst = max(worst, exit_code(exc.code))
+                continue
+            click.echo(f"{result['id']} removed")
+            for note in result.get("worktree") or ():
+                click.echo(f"  {views.printable(note)}")
+    if worst:
+        sys.exit(worst)
 
 
 @click.command()

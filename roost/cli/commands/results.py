@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from roost.cli.common import REFUSED, daemon, fail, print_json, usage_error
+from roost.cli.common import REFUSED, daemon, fail, usage_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,7 +42,8 @@ def read_schema(path: str) -> dict[str, Any]:
 
 @click.command("result")
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, as it is.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result as JSON, as it is, on one line.")
 def result(job: str, as_json: bool) -> None:
     """Print JOB's structured result: its last final answer that was valid against its
     output schema (roost run --output-schema). Exit 1 when it has none."""
@@ -54,10 +55,11 @@ def result(job: str, as_json: bool) -> None:
             fail(f"job {row['id']} has no output schema, so no structured result "
                  "(roost run --output-schema FILE.json)", REFUSED)
         fail(f"job {row['id']} has no valid result yet (state: {row.get('state')})", REFUSED)
-    if as_json:
-        print_json(value)
-        return
     from roost.cli import output
+
+    if as_json:  # one line, for a pipe (jq, a script)
+        click.echo(output.json_text(value, indent=None, compact=True))
+        return
 
     if isinstance(value, str):  # a JSON string: its text, as a person reads it
         click.echo(output.visible(value))

@@ -59,7 +59,8 @@ def diff(job: str, stat: bool, raw: bool) -> None:
 @click.option("--squash", is_flag=True, help="One commit instead of a merge commit.")
 def merge(job: str, into: str | None, squash: bool) -> None:
     """Merge a job's worktree branch (refused while it runs, into a checkout with
-    uncommitted changes, or on a conflict: then nothing changes)."""
+    uncommitted changes, or on a conflict: then nothing changes). Only commits are merged:
+    a job that committed nothing is refused (exit 1), whatever its worktree holds."""
     with daemon() as client:
         result = client.request("merge", job=job, into=into, squash=squash, timeout=300)
     if result["merged"]:
