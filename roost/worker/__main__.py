@@ -16,6 +16,10 @@ else:
     joblock.wait_for_go()  # until roostd has recorded this process as the job's worker
     job_id = sys.argv[1]
 early = launch.start(job_id)
+if sys.argv[1] == "--standby":
+    from roost.worker.standby import show_job
+
+    show_job(job_id)  # its command line names its job now, as a worker started for it
 
 from roost.worker.lifecycle import main  # noqa: E402 - heavy: imported while pi boots
 

@@ -64,6 +64,11 @@ def test_a_pi_job_takes_the_spare_and_a_new_one_replaces_it(fake_pi_env: Lab) ->
     log = (env.job_dir(job) / "worker.log").read_text()
     assert f"worker[{spare.pid}]" in log  # its output goes to the job's log
     assert spare.cwd() == str(env.work)  # and it runs in the job's directory
+    # its command line names its job now, as a worker started for it: not `--standby`
+    assert spare.cmdline()[-3:] == ["-m", "roost.worker", job], spare.cmdline()
+    with open(f"/proc/{spare.pid}/cmdline", "rb") as handle:
+        assert handle.read().endswith(f" -m roost.worker {job}\0".encode())
+    assert spare not in spares(env)
 
     second = ready_spare(env)  # replaced, once
     assert second.pid != spare.pid
