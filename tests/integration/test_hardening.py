@@ -162,7 +162,8 @@ def test_a_worker_lock_holder_no_record_names_is_stopped_not_adopted(
                and job in p.info["cmdline"]]
     assert [p.pid for p in workers] == [fresh] and fresh != worker
     (env.work / "gate").touch()
-    assert settle(env, job) == "done"
+    # its run was cut short by the stop (SIGTERM): it says so, and waits for a reply
+    assert settle(env, job) == "needs_input" and env.show(job)["status"] == "interrupted"
 
 
 def test_a_second_worker_for_a_job_exits_at_once(fake_pi_env: Lab) -> None:
