@@ -58,7 +58,8 @@ def test_no_model_fails_within_seconds_and_start_after_the_fix_delivers_the_task
     assert "fix: no model configured" in shown and f"roost start {job}" in shown
     assert lab.row(job)["summary"] == shown  # `roost ls` shows it in its SUMMARY column
     assert "No API key found" in lab.roost_ok("show", job)
-    waited = lab.cli("wait", job)
+    waited = lab.roost("wait", job)  # exit 1: `roost wait J && next` stops on a failure
+    assert waited.returncode == 1, waited
     assert waited.stdout == "failed\n" and f"roost: job {job} failed: pi: No API key" in waited.stderr
     (failed,) = events_of(lab, job, "job.failed")
     assert "No API key found" in str(failed["error"])

@@ -161,6 +161,9 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     assert lab.reply(child, "keep going") == "queued"
     assert len(lab.requests_of("UB-C")) == len(child_requests)
     assert lab.wait(child, timeout=10) == "failed"  # settled: nothing runs until raised
+    waited = lab.roost("wait", child, "--timeout", "10")  # why, not its task; exit 1
+    assert (waited.returncode, waited.stderr) == (
+        1, f"roost: job {child} failed: budget exhausted: $1.01 of $1.00\n"), waited
     assert lab.record(child)["usage"]["requests"] == row["usage"]["requests"]  # not doubled
 
     out = lab.cli("budget", child, "5").stdout
