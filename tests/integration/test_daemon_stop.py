@@ -56,8 +56,8 @@ def test_stop_says_which_workers_it_left_and_stop_jobs_ends_them_without_roostd(
         decoy.mkdir()
         record = env.record(next(iter(workers)))
         record.update(id="decoy0", name="decoy")
-        record["process"].update(worker_pid=stranger.pid,
-                                 worker_start=procid.live_start_time(stranger.pid) - 100)
+        record["process"].update(workerPid=stranger.pid,
+                                 workerStart=procid.live_start_time(stranger.pid) - 100)
         (decoy / "job.json").write_text(json.dumps(record))
 
         out = env.roost_ok("daemon", "stop", "--jobs", timeout=WAIT)
