@@ -333,6 +333,8 @@ class Daemon:
         record.state = JOBS.move(source, target, f"job {record.id}", reason)
         record.apply(facts)
         self.job_changed(record)
+        if source == JobState.STARTING and target != source:
+            self.runner.worker_up(record.id)  # its pi is up: the next spare may start
         if source == target or record.id not in self.jobs:
             return
         self.events.emit("job.state", record, **{"from": source.value}, to=target.value,

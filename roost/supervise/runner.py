@@ -98,6 +98,12 @@ class LocalRunner:
         if self.spare is not None:
             self.spare.close()
 
+    def worker_up(self, job_id: str) -> None:
+        """The job's worker is up (its job left `starting`): the next spare need not wait
+        for its pi's boot any more."""
+        if self.spare is not None:
+            self.spare.worker_up(job_id)
+
     def launch(self, spec: WorkerSpec) -> Launched:
         # 0600 and never through a symlink planted in the job's directory.
         fd = os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
@@ -105,7 +111,8 @@ class LocalRunner:
         try:
             os.fchmod(fd, 0o600)
             if self.spare is not None:
-                self.spare.start_later()  # the next spare: once workers stop starting
+                # The next spare: once the workers started lately are up (or stop starting).
+                self.spare.start_later(spec.job_id if spec.spare else None)
                 if spec.spare:
                     taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd,
                                              "env": spec.env}, fd)

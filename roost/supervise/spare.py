@@ -8,9 +8,10 @@ socket (readable: `ready`, or its end) instead of polling. Taking it for a job f
 `Launched` contract: roostd saves its pid and start time, then `go()` sends the job (id,
 directory, environment) with the job's worker.log as a passed descriptor (opened by roostd
 as for any worker: never through a symlink). A spare serves one job; the next one starts
-once no worker has started for REFILL_SECONDS (nor roostd itself), not while their pis
-boot on the same cores. roostd's shutdown
-(or death) closes the socket and the spare exits having done nothing.
+once the pi workers started since are up (their jobs left `starting`: `worker_up`), or
+REFILL_SECONDS after the last worker's start (or roostd's own) at the latest: not while
+their pis boot on the same cores, and not seconds after a pi that boots in a third of one.
+roostd's shutdown (or death) closes the socket and the spare exits having done nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ from roost.worker import joblock
 log = logging.getLogger(__name__)
 
 REFILL_SECONDS = 2.0
-"""A spare starts this long after roostd's start and after the last worker's start (a pi
-boots in 0.3-1.5 s): not while a job's worker and pi start on the same cores."""
+"""A spare starts this long after roostd's start and after the last worker's start at the
+latest (a pi boots in 0.3-1.5 s): not while a job's worker and pi start on the same cores."""
+UP_GRACE_SECONDS = 0.25
+"""...or this long after the last pi worker started since is up: its first model request
+(pi's own CPU burst right after its run starts) is out of the way by then. pi 1.x boots in
+0.3-0.6 s: waiting out REFILL_SECONDS made a `roost run` within ~2.5 s of the last one
+start a worker cold (~200 ms more to its first model request, README: Start-up)."""
 
 
 def standby_command() -> list[str]:
@@ -78,24 +84,41 @@ class Spare:
         self._sock: socket.socket | None = None
         self.ready = False
         self._refill: asyncio.TimerHandle | None = None
+        self._booting: set[str] = set()  # jobs whose pi worker started and is not up yet
         self._closed = False
 
     @property
     def pid(self) -> int | None:
         return self._popen.pid if self._popen is not None else None
 
-    def start_later(self) -> None:
+    def start_later(self, booting: str | None = None) -> None:
         """Start one REFILL_SECONDS from now, from now again at every worker start: not
-        while workers and their pis start on the same cores (roostd's own start too)."""
+        while workers and their pis start on the same cores (roostd's own start too).
+        `booting`: the job whose pi worker starts now; `worker_up` says when it is up."""
         if self._closed:
             return
+        if booting is not None:
+            self._booting.add(booting)
         if self._refill is not None:
             self._refill.cancel()
         self._refill = asyncio.get_running_loop().call_later(REFILL_SECONDS, self.start)
 
+    def worker_up(self, job: str) -> None:
+        """The job's pi worker is up (its job left `starting`, or it will not come up): when
+        no other started since is still booting, the spare starts UP_GRACE_SECONDS from
+        now rather than at the end of REFILL_SECONDS."""
+        if job not in self._booting:
+            return
+        self._booting.discard(job)
+        if self._booting or self._closed or self._refill is None:
+            return
+        self._refill.cancel()
+        self._refill = asyncio.get_running_loop().call_later(UP_GRACE_SECONDS, self.start)
+
     def start(self) -> None:
         """Start a spare unless one is there (or they are turned off, or roostd stops)."""
         self._refill = None
+        self._booting.clear()  # up by now, or never: a removed job's worker says nothing
         if self._popen is not None or self._closed or not self._enabled():
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
