@@ -13,11 +13,12 @@ import asyncio
 import contextlib
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+import anyio
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -244,9 +245,41 @@ def sse(name: str, data: dict[str, str]) -> bytes:
     return (f"event: {name}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode()
 
 
+class LiveStream(StreamingResponse):
+    """A live page's stream. It ends, its response complete, when the server stops
+    (`Hub.close`): Ctrl-C with pages open leaves uvicorn no request to cancel. Its body is
+    closed when it ends however it ends (a page closed between two chunks left it waiting
+    at a `yield`, closed later by the collector or at exit, with a trace)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        hub: bridge.Hub = scope["app"].state.hub
+        body = self.body_iterator
+        sent = {"started": False, "complete": False}
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                sent["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                sent["complete"] = True
+            await send(message)
+
+        try:
+            with anyio.CancelScope() as stopping:
+                closing = asyncio.ensure_future(hub.closing.wait())
+                closing.add_done_callback(lambda f: None if f.cancelled() else stopping.cancel())
+                try:
+                    await super().__call__(scope, receive, sending)
+                finally:
+                    closing.cancel()
+            if stopping.cancelled_caught and sent["started"] and not sent["complete"]:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if isinstance(body, AsyncGenerator):
+                await body.aclose()
+
+
 def stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream",
-                             headers={"x-accel-buffering": "no"})
+    return LiveStream(body, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
 
 async def live_tree(request: Request) -> Response:

@@ -51,13 +51,20 @@ class Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._client: Client | None = None
+        self.closing = asyncio.Event()
+        """Set when the server stops: every live stream ends (app.LiveStream)."""
 
     # -- the loop's side ------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         threading.Thread(target=self._follow, name="roost-web-subscribe", daemon=True).start()
 
+    def close(self) -> None:
+        """The server is stopping: the live streams end now, before uvicorn waits for them."""
+        self.closing.set()
+
     def stop(self) -> None:
+        self.close()
         self._stop.set()
         client = self._client
         if client is not None:
@@ -89,15 +96,18 @@ class Hub:
         delay = RETRY_SECONDS[0]
         while not self._stop.is_set():
             try:
-                with connect(autostart=False) as client, connect(autostart=False) as lister:
+                with connect(autostart=False) as client:
                     self._client = client
                     self._post(client.request("subscribe")["jobs"], True)
                     delay = RETRY_SECONDS[0]
                     for event in client.events():
                         if event.get("event") == "job":
                             # `list` is the truth: a removed job's last event looks like
-                            # any other change.
-                            self._post(lister.request("list")["jobs"], True)
+                            # any other change. Asked on a connection of its own, opened
+                            # for it: one kept idle until the first change was closed by
+                            # roostd (its first frame late), a false "no roostd".
+                            with connect(autostart=False) as lister:
+                                self._post(lister.request("list")["jobs"], True)
             except (DaemonUnavailable, ProtocolError, OSError, ValueError) as exc:
                 if self._stop.is_set():
                     return

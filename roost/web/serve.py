@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import signal
 import sys
 from typing import Any
 
 from roost.errors import RoostError
+from roost.web.bridge import Hub
 from roost.web.devices import Store
 from roost.web.guard import Settings
 
@@ -67,6 +69,19 @@ def url_of(bind: str, port: int, tls: bool) -> str:
     return f"{'https' if tls else 'http'}://{host}:{port}"
 
 
+class _EmitterRace(logging.Filter):
+    """watchdog's inotify emitter logs an error when a watch is removed (a job page
+    closed) while its thread was about to read: a race inside watchdog that loses
+    nothing (the watch is going). Not a message for the person running `roost web`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+def quiet_watchdog() -> None:
+    logging.getLogger("watchdog.observers.inotify").addFilter(_EmitterRace())
+
+
 def pairing_link(url: str, store: Store) -> str:
     return f"{url}/pair?code={store.new_code()}"
 
@@ -79,6 +94,7 @@ def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: st
     from roost.web.app import create_app
 
     protocol.use_fast_json()  # long-lived, like roostd: its frames decoded with orjson
+    quiet_watchdog()
     tls = check(bind, tls_cert, tls_key, insecure_http)
     if not is_loopback(bind) and not tls:
         print(f"roost web: WARNING: serving plain HTTP on {bind}: anyone on the network path "
@@ -87,14 +103,15 @@ def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: st
     settings = Settings(hosts=hosts_for(bind, port, names), tls=tls, read_only=read_only,
                         store=store)
     url = url_of(bind, port, tls)
-    config = uvicorn.Config(create_app(settings), host=bind, port=port, access_log=False,
+    hub = Hub()
+    config = uvicorn.Config(create_app(settings, hub), host=bind, port=port, access_log=False,
                             log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
                             lifespan="on", timeout_graceful_shutdown=1, date_header=False,
                             server_header=False, proxy_headers=False)
-    asyncio.run(_serve(uvicorn.Server(config), store, url, bind, port))
+    asyncio.run(_serve(uvicorn.Server(config), store, url, bind, port, hub))
 
 
-async def _serve(server: Any, store: Store, url: str, bind: str, port: int) -> None:
+async def _serve(server: Any, store: Store, url: str, bind: str, port: int, hub: Hub) -> None:
     """uvicorn's serve() without its main loop, which wakes ten times a second: this one
     sleeps until a signal (with no traffic, nothing runs)."""
     config = server.config
@@ -116,5 +133,6 @@ async def _serve(server: Any, store: Store, url: str, bind: str, port: int) -> N
         await stop.wait()
     finally:
         store.clear_server()
+        hub.close()  # the live streams end first: uvicorn has no request left to cancel
         server.should_exit = True
         await server.shutdown()
