@@ -9,6 +9,7 @@ Few on purpose (a browser start is ~1 s; each test drives several flows).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from typing import Any
@@ -62,12 +63,25 @@ def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], ll
 
         browser.find_element(By.CSS_SELECTOR, f'a[href="/job/{job}"]').click()
         wait_text(browser, "#question", "Should the banner be <b>blue</b> or green?")
+        # The live head's hidden field belongs to the reply box's form: the reply names
+        # the question it answers (a later answer of it is refused with who and when).
+        named = browser.execute_script(
+            "const f = document.querySelector('#reply').elements.namedItem('question');"
+            "return f && f.value;")
+        assert named == "Should the banner be <b>blue</b> or green?", named
         box = browser.find_element(By.CSS_SELECTOR, "#reply textarea")
         box.send_keys("blue, please")
         box.find_element(By.XPATH, "./ancestor::form//button").click()
         wait_text(browser, "#transcript", "ANSWER-WEB: the banner is blue now.")
         wait_text(browser, "#head", "done")
         shots(browser, "transcript")
+        # The page's answer is written down: a later one (here the CLI's) is refused, with
+        # who answered and when.
+        book = json.loads((lab.roost_home / "inbox.json").read_text())
+        [(entry, done)] = [(k, v) for k, v in book["answered"].items() if v["job"] == job]
+        assert done["by"].startswith("roost web (")
+        later = lab.roost_ok("answer", entry, "green")
+        assert later.startswith(f"already answered by {done['by']} at {done['at']}"), later
 
         browser.set_window_size(375, 812)  # a phone
         for path in (f"/job/{job}", "/inbox", "/events", "/"):
