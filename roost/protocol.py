@@ -316,11 +316,12 @@ DAEMON_OPS: dict[str, Op] = {
                               "`roost ls --json` prints them", ("tree", "text")),
         Op("show", "any", ("job",), "one job row with details"),
         Op("reply", "any", ("job",), "a user reply (`text`) into the job's mailbox (`cause`: "
-                                     "reply or cli); while the job waits on a question or "
-                                     "dialog it answers it (`choice` N of a dialog), written "
-                                     "down in the inbox with `by`; `question`: the text of "
-                                     "the question answered (already answered: nothing is "
-                                     "sent)", ("text", "cause", "by", "question", "choice")),
+                                     "reply or cli); a person's (`by`: who) while the job "
+                                     "waits on a question or dialog answers it (`choice` N "
+                                     "of a dialog), written down in the inbox; `question`: "
+                                     "the text of the question answered (already answered: "
+                                     "nothing is sent)", ("text", "cause", "by", "question",
+                                                          "choice")),
         Op("wait", "any", ("job",), "resolve when the job's current run has settled",
            ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),

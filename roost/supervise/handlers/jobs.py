@@ -162,11 +162,13 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
         cause = run_cause(request.get("cause", "reply"), CLIENT_CAUSES)
     except ValueError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
-    # A reply while the job waits on a question or dialog answers it: written down once in
-    # the inbox (who, when), whatever the surface; a reply naming a question already
-    # answered delivers nothing and says who answered it.
-    by = str(request.get("by") or "roost reply")[:80]
-    answered = attention.answer_question(core, record, request, by)
+    # A person's reply (its surface says `by`) while the job waits on a question or dialog
+    # answers it: written down once in the inbox (who, when), whatever the surface; a
+    # reply naming a question already answered delivers nothing and says who answered it.
+    # A schedule's firing (no `by`) is no answer of anyone's: it is queued as it was.
+    person = any(request.get(k) is not None for k in ("by", "question", "choice"))
+    by = str(request.get("by") or "someone")[:80]
+    answered = attention.answer_question(core, record, request, by) if person else None
     if answered is not None:
         if answered["status"] == "already answered":
             return {**answered, "entry": answered["id"], "id": record.id}
