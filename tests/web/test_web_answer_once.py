@@ -119,8 +119,8 @@ def test_roost_reply_while_the_job_waits_is_its_answer(lab: Lab) -> None:
 def test_a_reply_naming_a_question_the_job_no_longer_asks_sends_nothing(lab: Lab) -> None:
     asker = asking(lab)
     question = lab.row(asker)["question"]
-    refused = lab.roost("reply", asker, "x")  # no question named: a reply answers what is open
-    assert refused.returncode == 0 and refused.stdout.strip() in ("started", "delivered")
+    first = lab.roost("reply", asker, "x")  # no question named: it answers what is open
+    assert first.returncode == 0 and first.stdout.strip() in ("started", "delivered")
     assert lab.wait(asker) == "done"
     with WebServer(lab) as web:
         http = web.paired()
