@@ -7,6 +7,12 @@ finds what was missed), and a file trigger one watchdog watch per path. When a t
 fires, the due firings are counted from the last one kept on disk (`timing.When.due`) and
 `--catch-up` decides which fire, so a roostd restart and a timer are one rule.
 
+One firing of a schedule at a time (a lock each): a restart's catch-up, the firings queued
+behind a run and a timer each decide `--overlap` on the run the one before made. And on the
+truth: the last run's worker, adopted by a roostd that has just started, reports first (a
+run that ended while roostd was down would otherwise read `running` from its record, and a
+catch-up queued behind it would fire twice: `queued`, then `started`).
+
 A firing sends the request `roost run` sends (or, with `--session same`, `roost reply`'s)
 through roostd's own op table: a scheduled run is made exactly as a run from the CLI.
 """
@@ -35,6 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+REPORT_WAIT = 10.0
+"""The longest a firing waits for the last run's worker, adopted by a roostd that has just
+started, to report where that run is (it reconnects within a second or so): until then its
+record is what the killed roostd left, and may call `running` a run that has ended."""
+
 TIMER_MAX = 600.0
 """The longest a timer sleeps before it looks again (seconds): the loop's monotonic clock
 does not count a machine's sleep, the wall clock (and the schedule's zone) does."""
@@ -56,6 +67,7 @@ class Scheduler:
         self._started = False
         self._by_job: dict[str, dict[str, str]] = {}  # JobRow's `schedule`, by job id
         self._draining: set[str] = set()  # schedules whose next queued firing is starting
+        self._locks: dict[str, asyncio.Lock] = {}  # one firing of a schedule at a time
         host.events.listeners.append(self._on_event)
 
     # -- life ---------------------------------------------------------------------------
@@ -98,6 +110,7 @@ class Scheduler:
         for made in schedule.jobs:  # its jobs stay, no longer a schedule's (as after a restart)
             self._by_job.pop(made["id"], None)
         del self.schedules[schedule.name]
+        self._locks.pop(schedule.name, None)
         self.save()
 
     def set_paused(self, schedule: Schedule, paused: bool) -> None:
@@ -224,14 +237,39 @@ class Scheduler:
         record = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
         return record if record is not None and not is_settled(self.host, record) else None
 
+    async def _last_busy_now(self, schedule: Schedule) -> JobRecord | None:
+        """`_last_busy` on the truth: once the last run's worker, if roostd adopted it at
+        its start, has reported (a run that ended while roostd was down is no overlap)."""
+        record = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
+        proc = self.host.procs.get(record.id) if record is not None else None
+        if proc is not None and not proc.reported.is_set():
+            try:
+                await asyncio.wait_for(proc.reported.wait(), REPORT_WAIT)
+            except TimeoutError:
+                log.warning("schedule %s: job %s's worker has not reported in %gs: its "
+                            "record decides the overlap", schedule.name, proc.record.id,
+                            REPORT_WAIT)
+        return self._last_busy(schedule)
+
+    def _lock(self, schedule: Schedule) -> asyncio.Lock:
+        return self._locks.setdefault(schedule.name, asyncio.Lock())
+
     async def fire(self, schedule: Schedule, cause: str, due: float,
                    changed: list[str] | None = None) -> dict[str, Any]:
         """One firing: kept on disk first, then its run. Returns what happened, as the
-        `schedule.fired` event says it."""
+        `schedule.fired` event says it. One firing of a schedule at a time (a restart's
+        catch-up, its queued firings and a timer decide one after another, each on the
+        run the one before made)."""
+        async with self._lock(schedule):
+            return await self._fire(schedule, cause, due, changed)
+
+    async def _fire(self, schedule: Schedule, cause: str, due: float,
+                    changed: list[str] | None) -> dict[str, Any]:
+        """`fire`, under the schedule's lock."""
         if cause in ("time", "catch-up"):
             schedule.last_fired = max(schedule.last_fired or 0.0, due)
         schedule.last_cause = cause
-        busy = self._last_busy(schedule)
+        busy = await self._last_busy_now(schedule)
         record: JobRecord | None = busy
         if busy is not None and schedule.overlap == "skip":
             outcome, detail = "skipped", f"job {busy.id} is still running (--overlap skip)"
@@ -277,6 +315,12 @@ class Scheduler:
         """A firing on record whose end roostd did not note (it was killed meanwhile): its
         job exists (or its reply is in the job's mailbox), or its run starts now; either
         way it runs once. Then the schedule is armed as after any restart."""
+        async with self._lock(schedule):
+            await self._finish_pending(schedule)
+        if self.schedules.get(schedule.name) is schedule:
+            self.arm(schedule, restarted=True)
+
+    async def _finish_pending(self, schedule: Schedule) -> None:
         pending = schedule.pending or {}
         cause, due, changed = pending["cause"], pending["due"], pending.get("paths")
         made = self._made_before(schedule, pending)
@@ -290,8 +334,6 @@ class Scheduler:
         else:
             outcome, detail, record = await self._run(schedule)
         self._fired(schedule, cause, due, changed, outcome, detail, record)
-        if self.schedules.get(schedule.name) is schedule:
-            self.arm(schedule, restarted=True)
 
     def _made_before(self, schedule: Schedule, pending: dict[str, Any]) -> JobRecord | None:
         if pending.get("job"):  # `same`: the reply is in the job's mailbox, or it is not
@@ -354,16 +396,27 @@ class Scheduler:
             return
         for schedule in self.schedules.values():
             if (schedule.queued and schedule.last_job == job.get("id")
-                    and schedule.name not in self._draining
-                    and not schedule.paused and self._last_busy(schedule) is None):
-                self._draining.add(schedule.name)
-                self._tasks.spawn(self._next_queued(schedule), f"schedule {schedule.name}")
+                    and self._last_busy(schedule) is None):
+                self._drain(schedule)
+
+    def _drain(self, schedule: Schedule) -> None:
+        """Run the next queued firing, if any waits and none is starting."""
+        if schedule.queued and schedule.name not in self._draining and not schedule.paused:
+            self._draining.add(schedule.name)
+            self._tasks.spawn(self._next_queued(schedule), f"schedule {schedule.name}")
 
     async def _next_queued(self, schedule: Schedule) -> None:
-        """One queued firing at a time: the next waits for the run this one starts."""
+        """One queued firing at a time: the next waits for the run this one starts. Still
+        behind a run (one a firing made meanwhile), it stays first in line: that run's end
+        drains it."""
         try:
-            queued = schedule.queued.pop(0)
-            await self.fire(schedule, queued["cause"], queued["due"], queued.get("paths"))
+            async with self._lock(schedule):
+                if (not schedule.queued or schedule.paused
+                        or self.schedules.get(schedule.name) is not schedule
+                        or await self._last_busy_now(schedule) is not None):
+                    return
+                queued = schedule.queued.pop(0)
+                await self._fire(schedule, queued["cause"], queued["due"], queued.get("paths"))
         finally:
             self._draining.discard(schedule.name)
 

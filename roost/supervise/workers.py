@@ -60,6 +60,10 @@ class WorkerProcess:
         self._exited = asyncio.Event()
         self.expected_exit: str | None = None  # why we asked it to go (stop, reap, rm)
         self.fatal_reason: str | None = None  # from the worker's worker_exiting
+        # Clear while the record may be stale: a worker adopted by a roostd that just
+        # started has not yet said where its run is (its first worker_update).
+        self.reported = asyncio.Event()
+        self.reported.set()
 
     # -- state -----------------------------------------------------------------------
     def _set_state(self, target: ProcState) -> None:
@@ -146,7 +150,9 @@ class WorkerProcess:
             return False
         self._set_state(ProcState.STARTING)  # RUNNING once it reconnects with its token
         if self.record.kind == JobKind.SHELL:
-            self._set_state(ProcState.RUNNING)
+            self._set_state(ProcState.RUNNING)  # never reports: its exit says it all
+        else:
+            self.reported.clear()  # its run may have ended while no roostd listened
         return True
 
     def _watch(self, pid: int) -> None:
@@ -172,6 +178,7 @@ class WorkerProcess:
         self.record.process.worker_start = None
         self.conn = None
         self._exited.set()
+        self.reported.set()  # its end is roostd's to say now
         if code == joblock.EXIT_DUPLICATE:  # a process roostd never started held the lock
             evict_strangers(self.record.dir)
         how, detail = self._classify(code)

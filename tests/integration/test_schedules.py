@@ -1,7 +1,8 @@
 """Schedules and file triggers (README: Schedules), in real time, on a real roostd with the
 fake pi: an `--every 2s` schedule, a roostd SIGKILL across a due time (the catch-up fires
-exactly once), an on-change trigger on a real directory (a burst fires once), overlap
-skip and queue, `--session same` (a reply to the same job), pause, resume, rm.
+exactly once; at several points around a due time: one event and one job each), an
+on-change trigger on a real directory (a burst fires once), overlap skip and queue,
+`--session same` (a reply to the same job), pause, resume, rm.
 
 The fake pi holds a turn with `[[hold NAME]]` until the test creates the file NAME."""
 
@@ -303,3 +304,65 @@ def test_idle_schedules_cost_roostd_no_cpu(fake_pi_env: Lab) -> None:
     print(f"roostd CPU-seconds in 5 s: {used:.3f} with 100 idle schedules, "
           f"{baseline:.3f} with none")
     assert used < 0.05
+
+
+def test_a_missed_firing_is_one_event_and_one_job_wherever_the_kill_lands(
+        fake_pi_env: Lab) -> None:
+    """`--every 3s --overlap queue`, roostd SIGKILLed at several points around a due time
+    and started again after the due times it missed: each restart makes one catch-up, one
+    `schedule.fired` event and one job. A run that ended while roostd was down is no run
+    to queue behind (its record still said `starting`: its worker had not reported yet),
+    and a restart just before a due time races that timer without firing anything twice."""
+    env = fake_pi_env
+    env.roost_ok("schedule", "add", "tick", "--every", "3s", "--overlap", "queue", "tick")
+    wait_until(lambda: fired(env, "tick"), 30, what="the first firing")
+
+    def next_due() -> float:
+        return stamp(row(env, "tick")["next"])
+
+    def after(moment: float) -> None:
+        wait_until(lambda: time.time() > moment, 30, what=f"{moment - time.time():.1f} s")
+
+    # (when to kill, relative to a due time d; when to start again, relative to d)
+    rounds: list[tuple[str, float, float]] = [
+        ("before d, back 0.4 s past the next one", -0.4, 3.4),
+        ("as d fired, its run just made, back 0.4 s past d + 6", 0.0, 6.4),
+        ("after d, back 0.25 s before d + 6 (the timer races the catch-up)", 0.4, 5.75),
+    ]
+    for what, kill_at, back_at in rounds:
+        due = next_due()
+        seen = len(fired(env, "tick"))
+        if kill_at:
+            after(due + kill_at)
+        else:
+            wait_until(lambda due=due: [e for e in fired(env, "tick")
+                                        if stamp(e["due"]) >= due - 0.01], 30,
+                       what=f"the firing for d ({what})")
+        daemon = env.daemon_pid()
+        assert daemon is not None
+        kill(daemon)
+        after(due + back_at)
+        env.roost_ok("schedule", "ls")  # a new roostd
+        catch_up = wait_until(lambda seen=seen: [e for e in fired(env, "tick")[seen:]
+                                                 if e["cause"] == "catch-up"], 30,
+                              what=f"the catch-up ({what})")[0]
+        # The next timed firing after it: anything the restart would fire twice is out.
+        later = stamp(catch_up["time"]) + 0.5
+        wait_until(lambda later=later: [e for e in fired(env, "tick")
+                                        if e["cause"] == "time" and stamp(e["due"]) > later
+                                        and e["outcome"] == "started"], 30,
+                   what=f"a timed firing after the catch-up ({what})")
+        new = fired(env, "tick")[seen:]
+        catch_ups = [e for e in new if e["cause"] == "catch-up"]
+        assert [(e["outcome"], e["due"]) for e in catch_ups] == [("started", catch_up["due"])], (
+            what, new)
+        twice = [e for e in new if e["due"] == catch_up["due"] and e["seq"] != catch_up["seq"]]
+        assert twice == [], (what, new)
+    env.roost_ok("schedule", "pause", "tick")
+    events = fired(env, "tick")
+    made = [e["job"]["id"] for e in events if e["outcome"] == "started"]
+    assert len(made) == len(set(made)), events  # one job a firing
+    dues = [e["due"] for e in events if e["outcome"] != "queued"]
+    assert len(dues) == len(set(dues)), events  # one firing a due time
+    jobs = [r["id"] for r in env.cli_json("ls", "--json")]
+    assert sorted(jobs) == sorted(made), (jobs, events)

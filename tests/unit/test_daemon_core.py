@@ -36,6 +36,7 @@ class FakeProc:
         self.alive = alive
         self.state = ProcState.RUNNING if alive else ProcState.STOPPED
         self.spawned = 0
+        self.reported = asyncio.Event()  # set by its worker's first worker_update
 
     def spawn(self) -> None:
         self.spawned += 1
@@ -141,13 +142,14 @@ def test_a_reaped_job_is_stopped(harness: Harness) -> None:
 
 def test_a_dialog_opens_in_a_job_failed_by_its_model(harness: Harness) -> None:
     record = job("00000014", JobState.FAILED, error="model error")
-    harness.add(record)  # its worker still runs (a model error is no crash)
+    proc = harness.add(record)  # its worker still runs (a model error is no crash)
     conn = FakeConn()
     conn.job_id = record.id
     asyncio.run(worker_ops.worker_update(harness.daemon, conn, {  # type: ignore[arg-type]
         "state": "needs_input", "question": "pick", "dialog": True, "options": ["a", "b"]}))
     assert (record.state, record.dialog, record.options) == (
         JobState.NEEDS_INPUT, True, ["a", "b"])
+    assert proc.reported.is_set()  # its record is current: a schedule may weigh it
 
 def test_a_shell_exit_is_done_or_failed_by_its_code(harness: Harness) -> None:
     ok = job("00000003", JobState.RUNNING)

@@ -8,6 +8,7 @@ import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -16,7 +17,8 @@ import pytest
 from roost.schedules import book
 from roost.schedules.book import Schedule
 from roost.schedules.timing import When
-from roost.states import JobState
+from roost.states import JobKind, JobState, ProcState
+from roost.supervise import scheduler as scheduler_module
 from roost.supervise.scheduler import Scheduler
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -122,3 +124,119 @@ def test_a_restart_with_catch_up_none_runs_nothing_and_moves_on(home: Path) -> N
 def test_a_restart_before_the_due_time_fires_nothing(home: Path) -> None:
     host = restart(nightly(at(2026, 3, 30, 2, 30), "all"), at(2026, 3, 30, 12, 0))
     assert host.runs == []
+
+
+# -- a restart decides the overlap on the truth, one firing at a time ---------------------
+
+class Proc:
+    """The worker of a job a restarted roostd adopted: it has not reported yet."""
+
+    def __init__(self, record: Job) -> None:
+        self.record, self.state = record, ProcState.RUNNING
+        self.reported = asyncio.Event()
+
+
+def running(job: Job) -> Job:
+    job.state, job.kind, job.busy, job.dialog = JobState.RUNNING, JobKind.PI, True, None
+    return job
+
+
+class SlowHost(Host):
+    """Its `run` takes a turn of the loop, as roostd's does, and its jobs are running."""
+
+    async def _run(self, conn: Any, request: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        answer = await super()._run(conn, request)
+        running(self.jobs[answer["id"]])
+        return answer
+
+    def mailbox(self, record: Job) -> Any:
+        return SimpleNamespace(pending=list)  # nothing waits in any
+
+
+def queueing(last_job: str, queued: list[dict[str, Any]] | None = None) -> Schedule:
+    schedule = nightly(at(2026, 3, 28, 2, 30), "one")
+    schedule.overlap, schedule.last_job = "queue", last_job
+    schedule.queued = queued or []
+    return schedule
+
+
+async def turns(n: int = 50) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_a_restart_weighs_the_overlap_once_the_last_runs_worker_reported(home: Path) -> None:
+    """The last run ended while roostd was down: its record still says running until its
+    adopted worker reports. The catch-up waits for that, then runs: one event, one job
+    (it was queued behind the ended run, then run: two catch-up events)."""
+    book.save({"nightly": queueing("job0")})
+    host = SlowHost()
+    last = host.jobs["job0"] = running(Job("job0"))
+
+    async def main() -> None:
+        proc = host.procs["job0"] = Proc(last)
+        scheduler = Scheduler(host, clock=lambda: at(2026, 3, 30, 12, 0))  # type: ignore[arg-type]
+        scheduler.start()
+        await turns()
+        assert host.events.emitted == []  # not decided on what the killed roostd left
+        last.state = JobState.DONE  # the worker's snapshot: that run is over
+        last.busy = False
+        proc.reported.set()
+        await turns()
+        await scheduler.close()
+
+    asyncio.run(main())
+    assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [("catch-up", "started")]
+    assert len(host.runs) == 1
+
+
+def test_a_worker_that_never_reports_leaves_the_overlap_to_its_record(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler_module, "REPORT_WAIT", 0.05)
+    book.save({"nightly": queueing("job0")})
+    host = SlowHost()
+    last = host.jobs["job0"] = running(Job("job0"))
+
+    async def main() -> None:
+        host.procs["job0"] = Proc(last)
+        scheduler = Scheduler(host, clock=lambda: at(2026, 3, 30, 12, 0))  # type: ignore[arg-type]
+        scheduler.start()
+        for _ in range(200):
+            if host.events.emitted:
+                break
+            await asyncio.sleep(0.01)
+        await scheduler.close()
+
+    asyncio.run(main())
+    assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [("catch-up", "queued")]
+    assert host.runs == []
+
+
+def test_a_restarts_catch_up_and_its_queued_firing_start_one_run_not_two(home: Path) -> None:
+    """On disk: a firing queued behind job0, which has ended since. The restart's catch-up
+    and that queued firing both want to run: one at a time, the second behind the run the
+    first made (both at once overlapped, and `pending` held only one of them)."""
+    queued = [{"cause": "time", "due": at(2026, 3, 28, 2, 30), "paths": None}]
+    book.save({"nightly": queueing("job0", queued)})
+    host = SlowHost()
+    host.jobs["job0"] = Job("job0")  # stopped
+
+    async def main() -> None:
+        scheduler = Scheduler(host, clock=lambda: at(2026, 3, 30, 12, 0))  # type: ignore[arg-type]
+        scheduler.start()
+        await turns()
+        assert len(host.runs) == 1  # the catch-up; the queued one waits for its run
+        assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [
+            ("catch-up", "started")]
+        assert len(book.load()["nightly"].queued) == 1
+        host.jobs["job1"].state = JobState.STOPPED  # that run ends: the queued one runs
+        scheduler._on_event({"type": "job.state", "job": {"id": "job1"}})
+        await turns()
+        await scheduler.close()
+
+    asyncio.run(main())
+    assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [
+        ("catch-up", "started"), ("time", "started")]
+    assert [r[0]["name"] for r in host.runs] == ["nightly-1", "nightly-2"]
+    assert book.load()["nightly"].queued == []

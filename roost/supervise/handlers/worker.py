@@ -63,6 +63,9 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     if record is None:
         raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
     fields = cast(Facts, {key: request[key] for key in WORKER_FIELDS if key in request})
+    proc = core.procs.get(record.id)
+    if proc is not None:  # its record is current once this returns (nothing here awaits)
+        proc.reported.set()
     if record.state in (JobState.STOPPED, JobState.REAPED):
         return {}  # the worker is on its way out; its last words change nothing
     state = request.get("state")
