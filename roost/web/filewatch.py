@@ -66,12 +66,12 @@ class Watcher:
             yield flag
         finally:
             with self._lock:
-                self._users[handle] -= 1
+                users = self._users.get(handle, 0) - 1  # none left once stop() ran
                 with contextlib.suppress(KeyError, ValueError):
-                    if self._users[handle] > 0:
+                    if users > 0:
+                        self._users[handle] = users
                         observer.remove_handler_for_watch(handler, handle)
-                    else:
-                        del self._users[handle]
+                    elif self._users.pop(handle, None) is not None:
                         observer.unschedule(handle)
 
     def stop(self) -> None:
