@@ -10,6 +10,9 @@ before pi starts; psutil is the fallback where there is no /proc.
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +146,26 @@ def descends_from(pid: int, ancestor: int, ancestor_start: float, depth: int = 8
         if pid <= 1:
             return False
     return False
+
+
+def stop_exact(pid: int | None, start: float | None, grace: float) -> bool:
+    """SIGTERM the process `pid` that started at `start` (its group too when it leads one),
+    SIGKILL after `grace` seconds; never a later process that reuses the pid. False when it
+    was not running. Blocks at most `grace` + 2 s: for processes roostd does not watch."""
+    fd = pin(pid, start)
+    if fd is None or pid is None:
+        return False
+    try:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+            try:
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, sig)
+                else:
+                    signal.pidfd_send_signal(fd, sig)
+            except ProcessLookupError:
+                return True
+            if select.select([fd], [], [], wait)[0]:  # readable: it exited
+                return True
+        return True
+    finally:
+        os.close(fd)

@@ -28,19 +28,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from roost.cli.demomodel import BUILDER, last_user, play_answer, script
 from roost.client import Client, connect
 from roost.pi.locate import PiNotFound, find_pi
-from roost.testkit.fakellm import (
-    FakeLLM,
-    Reply,
-    all_of,
-    first_user_contains,
-    last_is_tool_result,
-    last_user_contains,
-    text,
-    tool_call,
-    tool_calls,
-)
+from roost.testkit.fakellm import FakeLLM, first_user_contains
 from roost.testkit.fakellm.requests import envelopes, message_text, messages
 from roost.testkit.lab import Lab
 
@@ -51,7 +42,6 @@ DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600,
 # The scripted model's prices (per million tokens, as a models.json `cost`), so the demo
 # shows costs; every request reports usage (estimated from the sizes unless a rule says).
 DEMO_PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
-RUNAWAY_USAGE = (20000, 1000, 5000)  # prompt, completion, cached: about $0.06 a request
 WAIT_NOTICE = 5.0
 """Seconds: a part that waits longer than this says what it waits for (then every
 WAIT_NOTICE_EVERY s), so the demo never looks hung."""
@@ -70,100 +60,6 @@ def say(line: str = "") -> None:
 def step(title: str) -> None:
     say()
     say(f"━━ {title}")
-
-
-def script(llm: FakeLLM) -> None:
-    """The scripted model: every job's task carries a marker its rules key on."""
-    def job(marker: str, *rules: tuple[Any, Any]) -> None:
-        for match, reply in rules:
-            llm.add(all_of(first_user_contains(marker), match) if match else
-                    first_user_contains(marker), reply)
-
-    # 1. A job that looks around, answers, and asks the user something.
-    job("[greeter]",
-        (last_user_contains("yes"), text("Done: I wrote NOTES.md with a two-line summary.")),
-        (last_is_tool_result("bash"), text("The directory holds a README and a src/ folder.\n\n"
-                                           "Shall I write a short NOTES.md summary?")),
-        (last_user_contains("[greeter]"), tool_call("bash", {"command": "ls -a"})))
-    # 2. A builder busy in a long tool call, and a reviewer that messages it meanwhile.
-    job("[builder]",
-        (last_user_contains("<agent-message"),
-         text("Noted the reviewer's request: I will run the tests after the build.")),
-        (last_is_tool_result("bash"), text("Build finished.")),
-        # The build runs until the demo says so (it creates .built), so the reviewer's
-        # message surely lands while the tool runs, however slowly pi boots here.
-        (last_user_contains("[builder]"), tool_call("bash", {"command": (
-            "for i in $(seq 300); do [ -e .built ] && break; sleep 0.1; done; echo built")})))
-    job("[reviewer]",
-        (last_is_tool_result("roost_send"), text("Asked the builder to run the tests.")),
-        (last_user_contains("send it now"), lambda req: tool_call("roost_send", {
-            "to": _job_id_in(req), "message": "Please run the unit tests before you finish."})),
-        (None, text("Ready to review.")))
-    # 3. A lead that spawns two children; kid-b asks the lead a question.
-    job("[lead]",
-        (last_is_tool_result("roost_send"), text("Answered kid-b: JSON.")),
-        (last_user_contains('kind="message"'),
-         tool_call("roost_send", {"to": "kid-b", "message": "JSON, please."})),
-        (last_user_contains('kind="report"'), lambda req: text(
-            "Report received from " + _reports_in_last(req) + ".")),
-        (last_is_tool_result("roost_spawn"), text("Two children are on it; their reports will come.")),
-        (last_user_contains("[lead]"), tool_calls(
-            ("roost_spawn", {"task": "[kid-a] Count the TODOs in the project.", "name": "kid-a"}),
-            ("roost_spawn", {"task": "[kid-b] Export the findings.", "name": "kid-b"}))))
-    # 5. A parent that spawns a child with a small budget; the child never stops by itself.
-    job("[saver]",
-        (last_user_contains("ended:"), lambda req: text(
-            "The spender was stopped by roost: " + _between(_last_user(req), "ended: ", "\n"))),
-        (last_is_tool_result("roost_spawn"), text("The spender is working within $0.25.")),
-        (last_user_contains("[saver]"), tool_call("roost_spawn", {
-            "task": "[spender] Keep refactoring until it is perfect.", "name": "spender",
-            "budget": 0.25})),
-        (None, text("Noted.")))
-    job("[spender]", (None, lambda req: tool_call(
-        "bash", {"command": "echo refactoring"}, usage=RUNAWAY_USAGE)))
-    job("[kid-a]", (None, text("Found 3 TODOs: two in src/, one in README.")))
-    # 5. A lead that gives two children a worktree each; both change the same line.
-    job("[wt-lead]",
-        (last_user_contains('kind="report"'), lambda req: text(
-            "Report received from " + _reports_in_last(req) + ".")),
-        (last_is_tool_result("roost_spawn"), text("Two children, each in its own worktree.")),
-        (last_user_contains("[wt-lead]"), tool_calls(
-            ("roost_spawn", {"task": "[wt-fast] Make the retry count 5.", "name": "wt-fast",
-                             "worktree": True}),
-            ("roost_spawn", {"task": "[wt-safe] Make the retry count 1.", "name": "wt-safe",
-                             "worktree": True}))))
-    for marker, count in (("[wt-fast]", 5), ("[wt-safe]", 1)):
-        job(marker,
-            (last_is_tool_result("bash"), text(f"Set retries = {count} and committed it.")),
-            (last_user_contains(marker), tool_call("bash", {"command": (
-                f"sed -i 's/^retries = .*/retries = {count}/' settings.ini && "
-                f"git commit -qam 'retries = {count}' && git log --oneline -1")})))
-    # 7. Two reviewers answer in a schema (one only after roost's note); a summary of both.
-    job("[rev-api]", (None, text(json.dumps({"verdict": "approve", "issues": 0}))))
-    job("[rev-ui]",
-        (last_user_contains("[roost] Your final answer is not valid"),
-         text(json.dumps({"verdict": "request-changes", "issues": 2}))),
-        (None, text("Looks good overall, but two buttons overlap.")))
-    job("[summary]", (None, text('```json\n{"approve": 1, "request-changes": 1, '
-                                 '"issues": 2}\n```')))
-    job("[kid-b]",
-        (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
-        (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
-        (last_user_contains("[kid-b]"), tool_call(
-            "roost_send", {"to": "lead", "message": "Which format do you want: JSON or YAML?"})))
-
-
-def _last_user(req: Any) -> str:
-    from roost.testkit.fakellm import last_user_text
-
-    return last_user_text(req) or ""
-
-
-def _reports_in_last(req: Any) -> str:
-    """Who sent the reports in the last user message: several can arrive in one turn."""
-    senders = [env.get("from", "?") for env in envelopes(_last_user(req))
-               if env.get("kind") == "report"]
-    return " and ".join(senders) or "?"
 
 
 def reporters(requests: Iterable[Any], marker: str) -> set[str]:
@@ -199,21 +95,6 @@ def until(what: str, check: Callable[[], T], timeout: float, interval: float = 0
             say(f"  … waiting for {what} ({now - start:.0f} s)")
             notice = now + WAIT_NOTICE_EVERY
         time.sleep(interval)
-
-
-def _between(value: str, start: str, end: str) -> str:
-    head = value.find(start)
-    if head < 0:
-        return "?"
-    head += len(start)
-    return value[head:value.find(end, head)]
-
-
-_builder_id: dict[str, str] = {}
-
-
-def _job_id_in(req: Any) -> str:
-    return _builder_id.get("id", "builder")
 
 
 def table(client: Client, tree: bool = False) -> None:
@@ -266,27 +147,6 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
 
 
 # -- play mode: a kept sandbox ----------------------------------------------------------------
-def play_answer(req: Any) -> Reply:
-    """The scripted model's answer to what no scene's rule knows (a new job, a reply, in a
-    kept sandbox): a short, sensible note, never an error. A message that ends in `?` is
-    answered with a question back, so the job waits for a reply."""
-    raw = _last_user(req)
-    last = " ".join(raw.split())
-    if not last:  # a tool's result, or nothing to read
-        return text("Done.")
-    found = envelopes(raw)
-    if found:
-        env = found[-1]
-        return text(f"Got a {env.get('kind', 'message')} from {env.get('from', 'another job')}.")
-    quoted = last if len(last) <= 80 else last[:79] + "…"
-    if last.endswith("?"):
-        return text(f"You asked: \"{quoted}\" I am roost's scripted demo model, so I can only "
-                    "pretend to know.\n\nShall I pretend I checked?")
-    return text(f"Noted: \"{quoted}\". I am roost's scripted demo model (no real model, no "
-                "API key): I answer every message with a note like this one; a message "
-                "ending in ? gets a question back.")
-
-
 def _keep(lab: Lab) -> bool:
     """Hand the model over to a process of its own (on the same port, so pi's models.json
     stays true) and leave the sandbox: its file, then the lines to use it and end it."""
@@ -295,7 +155,7 @@ def _keep(lab: Lab) -> bool:
     log = open(lab.root / "model.log", "ab")  # noqa: SIM115 - the child's, from here on
     with log:
         model = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.demo", "--serve-model", str(lab.root), str(port)],
+            [sys.executable, "-m", "roost.cli.demomodel", str(lab.root), str(port)],
             env=lab.env, cwd=lab.root, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     from roost import procid
@@ -347,46 +207,13 @@ def _connectable(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0
             time.sleep(0.05)  # start-up only
 
 
-def serve_model(root: Path, port: int) -> int:
-    """The kept sandbox's scripted model (`python -m roost.cli.demo --serve-model ROOT
-    PORT`): the demo's rules and play_answer, on the port pi's models.json names, until
-    SIGTERM or until ROOT (or its sandbox file) is gone."""
-    import signal
-    import threading
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    llm = FakeLLM(port=port, hold_timeout=300.0)
-    script(llm)
-    llm.set_default(play_answer)
-    deadline = time.monotonic() + 10
-    while True:  # the demo's own model has just let the port go
-        try:
-            llm.start()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    print(f"scripted model listening on {llm.base_url}", flush=True)
-    try:
-        while not stop.wait(2.0):
-            if not root.is_dir():  # the sandbox was deleted: nothing left to answer
-                break
-    finally:
-        llm.stop()
-    return 0
-
-
 def end_sandbox(directory: str | None) -> int:
     """`roost demo --end [DIR]`: stop a kept sandbox's jobs, roostd and model, and delete it.
     DIR is the sandbox or its ROOST_HOME (default: ROOST_HOME); a directory without the
     sandbox file is refused, never deleted."""
     from roost.cli.commands.daemon import live_workers, stop_workers
     from roost.client import DaemonUnavailable, connect
-    from roost.procid import alive, same_process
-    from roost.supervise.workers import stop_exact
+    from roost.procid import alive, same_process, stop_exact
 
     given = directory or os.environ.get("ROOST_HOME")
     if not given:
@@ -434,13 +261,6 @@ def end_sandbox(directory: str | None) -> int:
     return 0
 
 
-def _main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "--serve-model":
-        return serve_model(Path(argv[1]), int(argv[2]))
-    print("usage: python -m roost.cli.demo --serve-model ROOT PORT", file=sys.stderr)
-    return 2
-
-
 def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     cwd = str(work)
     step("1. a background job: it looks around, answers, and asks you something")
@@ -457,7 +277,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     step("3. a message between two jobs, arriving mid-turn at the next tool boundary")
     reviewer = client.request("run", task="[reviewer] Review the build.", name="reviewer", cwd=cwd)
     builder = client.request("run", task="[builder] Build the project.", name="builder", cwd=cwd)
-    _builder_id["id"] = builder["id"]
+    BUILDER["id"] = builder["id"]
     _wait(client, reviewer["id"], "reviewer")
     until("the builder's build to start", lambda: "running bash" in _row(
         client, builder["id"])["status"], 90)  # the story goes on either way
@@ -501,7 +321,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
         r["name"] == "spender" and r["state"] == "failed"
         for r in client.request("list")["jobs"]), 120)
     until("the saver to hear that the spender ended", lambda: any(
-        first_user_contains("[saver]")(r) and "ended:" in _last_user(r)
+        first_user_contains("[saver]")(r) and "ended:" in last_user(r)
         for r in llm.requests), 60)
     _wait(client, saver["id"], "saver")
     say("$ roost ls --tree   (COST: the job's own; TREE: the root and all its descendants)")
@@ -615,5 +435,3 @@ def _transcript(client: Client, job_id: str) -> None:
         say("  " + line)
 
 
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

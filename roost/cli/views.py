@@ -14,6 +14,7 @@ import time
 
 from roost.cli import output
 from roost.jobtree import tree_order
+from roost.rowtext import state_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
 
@@ -40,16 +41,6 @@ STATE_STYLE = {
     "stopped": "magenta",
     "reaped": "dim",
 }
-STATE_SHOWN = {"reaped": "idle"}
-"""A state's word for a person, where it is not its JSON value: `reaped` (idle long enough
-that its worker was let go; the next item starts one) reads as "killed" and is shown `idle`.
-Every human view shows states through `state_text` (roost ls, show, view, the web page);
-JSON keeps `reaped` (README: JSON output)."""
-
-
-def state_text(state: str) -> str:
-    """How a job's `state` is shown to a person (STATE_SHOWN)."""
-    return STATE_SHOWN.get(state, state)
 
 
 DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state",

@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import os
-import select
 import signal
 import sys
 import time
@@ -299,7 +298,7 @@ def evict_strangers(job_dir: Path, keep: int | None = None) -> list[int]:
     for pid in joblock.kernel_holders(job_dir):
         if pid in (keep, os.getpid()):
             continue
-        if stop_exact(pid, procid.live_start_time(pid), EVICT_GRACE_SECONDS):
+        if procid.stop_exact(pid, procid.live_start_time(pid), EVICT_GRACE_SECONDS):
             log.warning("%s: stopped pid %s, which held its worker lock", job_dir.name, pid)
             stopped.append(pid)
     return stopped
@@ -316,30 +315,7 @@ def stop_leftovers(record: JobRecord) -> list[int]:
     if session and not record.attached and os.path.dirname(session) == str(record.dir):
         holder = read_holder(session)
         if holder is not None and holder.pid != os.getpid() and holder_is_alive(holder) \
-                and stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS):
+                and procid.stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS):
             log.warning("job %s: stopped pid %s, which held its session", record.id, holder.pid)
             stopped.append(holder.pid)
     return stopped
-
-
-def stop_exact(pid: int | None, start: float | None, grace: float) -> bool:
-    """SIGTERM the process `pid` that started at `start` (its group too when it leads one),
-    SIGKILL after `grace` seconds; never a later process that reuses the pid. False when it
-    was not running. Blocks at most `grace` + 2 s: for processes roostd does not watch."""
-    fd = procid.pin(pid, start)
-    if fd is None or pid is None:
-        return False
-    try:
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-            try:
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, sig)
-                else:
-                    signal.pidfd_send_signal(fd, sig)
-            except ProcessLookupError:
-                return True
-            if select.select([fd], [], [], wait)[0]:  # readable: it exited
-                return True
-        return True
-    finally:
-        os.close(fd)

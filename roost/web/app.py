@@ -47,8 +47,8 @@ ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                          autoescape=True, trim_blocks=True, lstrip_blocks=True)
 """autoescape=True for every template, whatever its name: nothing agent-written is raw."""
 ENV.filters["money"] = views.money
-
 ENV.filters["state"] = views.state_text  # `reaped` shown as `idle`, as everywhere
+
 
 class Refused(Exception):
     """An action refused before it reached roostd (a bad form, a missing CSRF token)."""

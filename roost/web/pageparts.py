@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
-from roost.cli.views import state_text as state_text  # a state as a person reads it
 from roost.eventlog import matches, read_events
+from roost.rowtext import state_text as state_text  # a state as a person reads it
 
 DIFF_MAX = 400_000
 """The most characters of a diff a page shows (the rest: `roost diff`)."""

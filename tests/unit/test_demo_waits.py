@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roost.cli import demo
+from roost.cli import demo, demomodel
 
 
 def report(sender: str) -> str:
@@ -26,7 +26,7 @@ def test_both_reports_in_one_message_count_both() -> None:
     `from=` of the last message, and both children's reports had come in one turn."""
     one_turn = request(report("kid-a") + "\n\n" + report("kid-b"))
     assert demo.reporters([one_turn], "[lead]") == {"kid-a", "kid-b"}
-    assert "kid-a and kid-b" in demo._reports_in_last(one_turn)
+    assert "kid-a and kid-b" in demomodel._reports_in_last(one_turn)
 
 
 def test_reports_in_separate_messages_and_requests_count_too() -> None:
@@ -61,8 +61,8 @@ def test_a_quick_wait_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_play_answers_free_text_a_question_and_a_report() -> None:
-    assert "Noted: \"tidy up\"" in demo.play_answer(request(task="tidy up")).text
-    asked = demo.play_answer(request("is it raining?", task="t")).text
+    assert "Noted: \"tidy up\"" in demomodel.play_answer(request(task="tidy up")).text
+    asked = demomodel.play_answer(request("is it raining?", task="t")).text
     assert asked.rstrip().endswith("?")  # a question back: the job waits for a reply
-    assert demo.play_answer(request(report("kid-a"), task="t")).text == (
+    assert demomodel.play_answer(request(report("kid-a"), task="t")).text == (
         "Got a report from kid-a.")

@@ -105,8 +105,8 @@ def stop_workers(found: list[tuple[Any, int, float]]) -> list[str]:
     `shutdown --jobs` does, with no roostd: each job's record says `stopped` after, so the
     next roostd neither adopts nor restarts it. The ids of the jobs stopped."""
     from roost.config import load_settings
+    from roost.procid import stop_exact
     from roost.states import JobState
-    from roost.supervise.workers import stop_exact
 
     grace = load_settings().stopTimeoutSeconds
     stopped = []
