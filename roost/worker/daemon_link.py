@@ -99,7 +99,12 @@ class DaemonLink:
     async def _read(self, conn: Connection) -> None:
         try:
             while True:
-                frame = await conn.read_frame()
+                try:
+                    frame = await conn.read_frame()
+                except (ConnectionError, OSError):
+                    # roostd killed with our frames unread: the end of this connection,
+                    # as an EOF is (raised, it went unseen when the hello failed first).
+                    return
                 if frame is None:
                     return
                 if frame.get("type") == "response":

@@ -8,7 +8,9 @@ reconnected, so the new roostd never heard from it again (state, hand-back repor
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,14 +30,29 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]]
-                  ) -> asyncio.base_events.Server:
+async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]],
+                  reset: bool = False) -> asyncio.base_events.Server:
     """A roostd that greets, reads frames and either answers `worker_hello` or dies (closes
-    the connection) without answering it."""
+    the connection, `reset`: as a killed process with unread input does) without answering
+    it."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if reset:  # the hello stays unread in the kernel: closing resets the connection
+            writer.transport.pause_reading()
         writer.write((json.dumps(protocol.greeting()) + "\n").encode())
         await writer.drain()
+        if reset:
+            sock = writer.get_extra_info("socket")
+            for _ in range(500):
+                try:
+                    if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                        break
+                except BlockingIOError:
+                    pass
+                await asyncio.sleep(0.01)
+            seen.append({"op": "worker_hello"})  # (unread: its bytes are there)
+            writer.close()
+            return
         while line := await reader.readline():
             frame = json.loads(line)
             seen.append(frame)
@@ -51,12 +68,18 @@ async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]]
     return await asyncio.start_unix_server(handle, path=str(home / "roostd.sock"))
 
 
-def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(home: Path) -> None:
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(
+        home: Path, reset: bool) -> None:
+    unseen: list[dict[str, Any]] = []  # what the loop reports: a task's exception nobody saw
+
     async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unseen.append(
+            context))
         record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/")
         link = DaemonLink(record, on_event=lambda frame: None, snapshot=lambda: {"state": "done"})
         first: list[dict[str, Any]] = []
-        server = await _roostd(home, answer_hello=False, seen=first)
+        server = await _roostd(home, answer_hello=False, seen=first, reset=reset)
         task = asyncio.create_task(link.run())
         for _ in range(200):
             if any(f.get("op") == "worker_hello" for f in first):
@@ -79,5 +102,7 @@ def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(home: P
         finally:
             task.cancel()
             server.close()
+        gc.collect()  # a task whose exception nobody retrieved says so when it is freed
 
     asyncio.run(scenario())
+    assert [c["message"] for c in unseen if "never retrieved" in c["message"]] == []
