@@ -6,12 +6,18 @@ Layout of a mailbox directory (all directories mode 0700, files 0600)::
     tmp/                 writers stage a file here, fsync it, then rename it into new/
     new/000000000017.json   pending items (12-digit zero-padded seq), never modified
     cur/000000000016.json   acknowledged items (moved here by rename on ack)
-    bad/<name>, bad/<name>.why   files found in new/ that are not items, with the reason
+    bad/<name>, bad/<name>.why   files found in new/ that are not items, or are replays,
+                                 with the reason
 
-An item file is one JSON object on one newline-terminated line with the keys `seq`,
-`kind` (reply | message | report), `from` ({id, name, relation}, or null for the user),
-`text`, `created` (ISO-8601 UTC with milliseconds) and any extras (for reports:
-`result`, `state`, `question`, `error`).
+An item file is one JSON object on one newline-terminated line with the keys `seq`, `id`
+(16 random hex digits), `kind` (reply | message | report), `from` ({id, name, relation},
+or null for the user), `text`, `created` (ISO-8601 UTC with milliseconds) and any extras
+(for reports: `result`, `state`, `question`, `error`).
+
+A replay -- an item in new/ whose name is already in cur/, or whose `id` an item in cur/
+or another item in new/ already has -- is quarantined to bad/, whatever its seq, so a
+copy of a delivered item never reaches the receiver again (docs/reference/mailbox.md).
+Every file kept is 0600, whatever mode it arrived with.
 
 Writing::
 

@@ -17,6 +17,7 @@ from roost.mailbox.counter import SeqCounter
 from roost.mailbox.fileops import (
     NotAnItemFile,
     ensure_private_dir,
+    private_entry,
     quarantine,
     read_small_file,
     sweep_stale,
@@ -28,11 +29,13 @@ from roost.mailbox.item import (
     Item,
     checked_body,
     name_for,
+    new_id,
     now_iso,
     render_line,
     seq_of,
 )
 from roost.mailbox.mail_errors import InvalidItem, MailboxError, MailboxFull
+from roost.mailbox.replays import AckedIds
 
 if TYPE_CHECKING:
     from roost.mailbox.watch import MailboxWatcher
@@ -95,6 +98,7 @@ class Mailbox:
         self._bound = 0  # highest seq known to have been handed out (grows lazily)
         self._counted: tuple[int, dict[str, int]] | None = None  # (new/'s mtime, counts)
         self._checked = False  # the counter was checked against the disk by this object
+        self._acked_ids = AckedIds(self.cur_dir, self._full_id)  # to tell replays
 
     def __repr__(self) -> str:
         return f"Mailbox({str(self.path)!r})"
@@ -119,6 +123,7 @@ class Mailbox:
             raise InvalidItem(f"{exc} (mailbox {self.path})") from None
         is_agent = kind in AGENT_KINDS
         limit = self.max_agent if is_agent else self.max_replies
+        item_id = new_id()
         with self._counter.locked() as state:
             if not self._checked or state.last < self._bound:
                 # First post, or the counter went below a seq this object saw: never
@@ -140,9 +145,10 @@ class Mailbox:
                 seq = state.allocate()
             self._bound = max(self._bound, seq)
             created = now_iso()
-            self._publish(seq, render_line(seq, body, created))
+            self._publish(seq, render_line(seq, body, created, item_id))
         # Copies: the caller may reuse and change its dicts; cached items must not change.
-        item = Item(seq, kind, None if sender is None else dict(sender), text, created, extra)
+        item = Item(seq, kind, None if sender is None else dict(sender), text, created, extra,
+                    item_id)
         with self._cache_lock:
             if len(self._cache) < _CACHE_LIMIT:
                 self._cache[name_for(seq)] = item
@@ -203,11 +209,17 @@ class Mailbox:
             (found, name) for name in names if (found := seq_of(name)) is not None and found <= seq
         )
         moved = 0
+        with self._cache_lock:
+            known = {name: self._cache.get(name) for _found, name in due}
+        before = self._acked_ids.stamp() if due else None
+        noted: list[tuple[str, int, str | None]] = []
+        raced = False
         try:
             for found, name in due:
                 try:
                     os.rename(self.new_dir / name, self.cur_dir / name)
                 except FileNotFoundError:
+                    raced = True
                     continue  # acknowledged by someone else meanwhile
                 except OSError as exc:
                     raise MailboxError(
@@ -215,7 +227,15 @@ class Mailbox:
                         f"to {self.cur_dir}: {exc}"
                     ) from exc
                 moved += 1
+                item = known[name]
+                if item is None:
+                    # Never read here (read or posted items are 0600 already): it may
+                    # have come with another mode. Its id is read with cur/ when needed.
+                    private_entry(self.cur_dir / name)
+                else:
+                    noted.append((name, found, item.id))
         finally:
+            self._acked_ids.moved(before, noted, 0 < moved == len(noted) and not raced)
             if moved:
                 # Once per call, not per item: this is what keeps the round trip cheap.
                 try:
@@ -296,8 +316,10 @@ class Mailbox:
     def scan_new(self, after: int = 0) -> list[Item]:
         """List new/ and return the valid items with seq > `after`, sorted by seq.
 
-        Files that cannot be items are moved to bad/ with a `.why`. Names with a seq <=
-        `after` that were never parsed are left alone (the watcher has moved past them).
+        Files that cannot be items, and replays (an item already acknowledged, or one
+        that repeats the id of another kept item: docs/reference/mailbox.md), are moved to bad/ with
+        a `.why`. Names with a seq <= `after` that were never parsed are left alone (the
+        watcher has moved past them).
         """
         try:
             names = os.listdir(self.new_dir)
@@ -307,6 +329,7 @@ class Mailbox:
             known = dict(self._cache)
         items: list[Item] = []
         present: dict[str, Item] = {}
+        unread: list[tuple[int, str]] = []
         for name in names:
             seq = seq_of(name)
             if seq is None:
@@ -314,29 +337,59 @@ class Mailbox:
                 continue
             item = known.get(name)
             if item is None:
-                if seq <= after:
-                    continue
-                if seq > self._bound:
-                    self._bound = self._counter.published_bound()
-                    if seq > self._bound:
-                        # Above the counter: the counter is behind the disk (rolled
-                        # back), never the item: lift it so no later post repeats it.
-                        self._bound = self._counter.caught_up_bound()
-                try:
-                    item = self._read(self.new_dir, name, seq)
-                except FileNotFoundError:
-                    continue  # acknowledged meanwhile
-                except (NotAnItemFile, InvalidItem) as exc:
-                    self._quarantine(name, str(exc))
-                    continue
+                if seq > after:
+                    unread.append((seq, name))
+                continue
             present[name] = item
             if seq > after:
                 items.append(item)
+        # Items read before keep their ids; new ones are read in seq order, so of two
+        # copies read together the lower seq is kept.
+        pending_ids = {item.id: item.seq for item in present.values() if item.id is not None}
+        for seq, name in sorted(unread):
+            if seq > self._bound:
+                self._bound = self._counter.published_bound()
+                if seq > self._bound:
+                    # Above the counter: the counter is behind the disk (rolled
+                    # back), never the item: lift it so no later post repeats it.
+                    self._bound = self._counter.caught_up_bound()
+            try:
+                item = self._read(self.new_dir, name, seq)
+            except FileNotFoundError:
+                continue  # acknowledged meanwhile
+            except (NotAnItemFile, InvalidItem) as exc:
+                self._quarantine(name, str(exc))
+                continue
+            replayed = self._replays(name, item, pending_ids)
+            if replayed is not None:
+                self._quarantine(name, replayed)
+                continue
+            if item.id is not None:
+                pending_ids[item.id] = seq
+            present[name] = item
+            items.append(item)
         with self._cache_lock:
             self._cache = {name: item for name, item in self._cache.items() if name in present}
             self._cache.update(present)
         items.sort(key=lambda item: item.seq)
         return items
+
+    def _replays(self, name: str, item: Item, pending_ids: dict[str, int]) -> str | None:
+        """Why the item just read from new/`name` is a replay of an item this mailbox
+        already holds (the `.why` of its quarantine), or None (docs/reference/mailbox.md)."""
+        if os.path.lexists(f"{self.cur_dir}{os.sep}{name}"):
+            # An ack moves an item by rename, and a post never takes a name cur/ has:
+            # an item can be in new/ and cur/ at once only as a copy.
+            return f"replay: item {item.seq} was already acknowledged (cur/{name} exists)"
+        if item.id is None:
+            return None
+        twin = pending_ids.get(item.id)
+        if twin is not None and twin != item.seq:
+            return f"replay: it repeats pending item {twin} (same id {item.id})"
+        twin = self._acked_ids.get(item.id)
+        if twin is not None:
+            return f"replay: it repeats acknowledged item {twin} (same id {item.id})"
+        return None
 
     # -- internals ---------------------------------------------------------------
 
@@ -374,6 +427,12 @@ class Mailbox:
             if seq <= last and (lowest == 0 or seq < lowest):
                 lowest = seq
         return replies, agent, lowest
+
+    def _full_id(self, name: str, seq: int) -> str | None:
+        try:
+            return self._read(self.cur_dir, name, seq).id
+        except (OSError, NotAnItemFile, InvalidItem):
+            return None
 
     def _read(self, directory: Path, name: str, seq: int) -> Item:
         data = read_small_file(f"{directory}{os.sep}{name}", MAX_ITEM_BYTES)

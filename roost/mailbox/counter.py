@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,9 @@ class SeqCounter:
         import portalocker
 
         try:
+            with contextlib.suppress(OSError):  # a file roost keeps is 0600 (docs/reference/mailbox.md)
+                if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:
+                    os.fchmod(fd, FILE_MODE)
             try:
                 # portalocker's exclusive lock is flock(2) on POSIX: it works across
                 # processes and dies with its holder. (~40 us, against a post's fsyncs.)

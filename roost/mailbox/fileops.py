@@ -29,13 +29,15 @@ def ensure_private_dir(path: Path) -> None:
 
 
 def write_new_file(path: Path | str, data: bytes, dir_fd: int | None = None) -> None:
-    """Create `path` exclusively (O_EXCL), write `data`, fsync, close.
+    """Create `path` exclusively (O_EXCL) with mode 0600 (whatever the umask), write
+    `data`, fsync, close.
 
     On any failure the partly written file is removed before the error propagates.
     """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE,
                  dir_fd=dir_fd)
     try:
+        os.fchmod(fd, FILE_MODE)  # a umask may have taken more than group and other bits
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
@@ -53,8 +55,18 @@ class NotAnItemFile(Exception):
     """A directory entry that cannot hold an item (its reason is the message)."""
 
 
+def keep_private(fd: int, info: os.stat_result) -> None:
+    """Give the open file `fd` (its fstat `info`) mode 0600 unless it has it: a file roost
+    keeps is its user's alone, whatever mode it arrived with. A failure (another owner)
+    is left to the reader's other checks."""
+    if stat.S_IMODE(info.st_mode) != FILE_MODE:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, FILE_MODE)
+
+
 def read_small_file(path: Path | str, max_bytes: int) -> bytes:
-    """The content of the regular file `path`, refusing anything else.
+    """The content of the regular file `path`, refusing anything else; a file read is
+    given mode 0600 (`keep_private`).
 
     Symlinks, FIFOs, devices, directories and files over `max_bytes` raise
     NotAnItemFile; a vanished file raises FileNotFoundError. O_NONBLOCK keeps a
@@ -70,6 +82,7 @@ def read_small_file(path: Path | str, max_bytes: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotAnItemFile("not a regular file")
+        keep_private(fd, info)
         if info.st_size > max_bytes:
             raise NotAnItemFile(f"too large ({info.st_size} bytes, limit {max_bytes})")
         # One read sized from fstat (plus one byte to notice a file still growing).
@@ -86,9 +99,30 @@ def read_small_file(path: Path | str, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def private_entry(path: Path | str) -> None:
+    """Give `path` mode 0600 when it is a regular file or a FIFO (never following a
+    symlink; a device is not opened). Other entries keep theirs (a symlink has none)."""
+    try:
+        st = os.lstat(path)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            return
+        if stat.S_IMODE(st.st_mode) == FILE_MODE:
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) == (st.st_dev, st.st_ino):  # still that entry
+            keep_private(fd, info)
+    finally:
+        os.close(fd)
+
+
 def quarantine(src_dir: Path, bad_dir: Path, name: str, reason: str) -> bool:
-    """Move `src_dir/name` to `bad_dir/name` (or `name.1`, `name.2`, ... when taken)
-    and write the one-line `reason` beside it as `<name>.why`.
+    """Move `src_dir/name` to `bad_dir/name` (or `name.1`, `name.2`, ... when taken),
+    mode 0600 when it is a file (`private_entry`), and write the one-line `reason`
+    beside it as `<name>.why`.
 
     Returns False when the entry was already gone (another scanner moved it first).
     """
@@ -101,11 +135,14 @@ def quarantine(src_dir: Path, bad_dir: Path, name: str, reason: str) -> bool:
         os.rename(src_dir / name, bad_dir / target)
     except FileNotFoundError:
         return False
+    private_entry(bad_dir / target)
     line = " ".join(reason.split()) + "\n"
     why = bad_dir / f"{target}.why"
     with contextlib.suppress(OSError):
-        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     FILE_MODE)
         try:
+            os.fchmod(fd, FILE_MODE)
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,13 +16,22 @@ KINDS = ("reply", "message", "report")
 AGENT_KINDS = frozenset({"message", "report"})
 """Kinds that count toward the agent cap (`reply` counts toward the replies cap)."""
 RESERVED_KEYS = ("seq", "kind", "from", "text", "created")
-"""JSON keys of the item itself; every other key is an extra."""
+"""JSON keys every item has; every other key except `id` is an extra."""
+ID_KEY = "id"
+"""The item's random id (`post` writes it right after `seq`): what a replayed copy of an
+item under another seq gives away (docs/reference/mailbox.md). Items written before it have none."""
+_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
 MAX_ITEM_BYTES = 1 << 20
 """Largest item file accepted (post refuses bigger, scans quarantine bigger files)."""
 MAX_SEQ = 10**12 - 1
 """The largest seq a 12-digit file name can carry."""
 
 _NAME_RE = re.compile(r"^([0-9]{12})\.json$")
+
+
+def new_id() -> str:
+    """A fresh item id: 64 random bits in hex."""
+    return secrets.token_hex(8)
 
 
 def name_for(seq: int) -> str:
@@ -56,7 +66,8 @@ def now_iso() -> str:
 @dataclass(frozen=True)
 class Item:
     """A published mailbox item. `sender` is the JSON key `from` (None for the user);
-    `extra` holds every other JSON key (for reports: result, state, question, error)."""
+    `extra` holds every other JSON key (for reports: result, state, question, error)
+    but `id`, the random id `post` gives each item (None in items written without one)."""
 
     seq: int
     kind: str
@@ -64,6 +75,7 @@ class Item:
     text: str
     created: str
     extra: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
 
     @property
     def is_agent(self) -> bool:
@@ -72,13 +84,15 @@ class Item:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the item, keys in file order."""
-        data: dict[str, Any] = {
-            "seq": self.seq,
+        data: dict[str, Any] = {"seq": self.seq}
+        if self.id is not None:
+            data[ID_KEY] = self.id
+        data.update({
             "kind": self.kind,
             "from": self.sender,
             "text": self.text,
             "created": self.created,
-        }
+        })
         data.update(self.extra)
         return data
 
@@ -103,8 +117,12 @@ class Item:
         created = data["created"]
         if not isinstance(created, str):
             raise InvalidItem(f"created must be a string, got {type(created).__name__}")
-        extra = {key: value for key, value in data.items() if key not in RESERVED_KEYS}
-        return cls(seq, data["kind"], data["from"], data["text"], created, extra)
+        item_id = data.get(ID_KEY)
+        if item_id is not None and not (isinstance(item_id, str) and _ID_RE.match(item_id)):
+            raise InvalidItem(f"id must be 8 to 64 lowercase hex digits, got {item_id!r}")
+        extra = {key: value for key, value in data.items()
+                 if key not in RESERVED_KEYS and key != ID_KEY}
+        return cls(seq, data["kind"], data["from"], data["text"], created, extra, item_id)
 
     @classmethod
     def from_json(cls, text: str | bytes, *, expect_seq: int | None = None) -> Item:
@@ -142,7 +160,7 @@ def encode_body(
     """
     check_fields(kind, text, sender)
     for key in extra:
-        if key in RESERVED_KEYS:
+        if key in RESERVED_KEYS or key == ID_KEY:
             raise InvalidItem(f"extra key {key!r} clashes with an item key")
     try:
         head = _ENCODER.encode({"kind": kind, "from": sender, "text": text})[1:-1]
@@ -158,16 +176,29 @@ def checked_body(
     """`encode_body`, plus the size limit: what `Mailbox.post` would refuse as InvalidItem
     is refused here, so a caller can validate before it creates anything."""
     body = encode_body(kind, text, sender, extra)
-    size = len(body[0].encode()) + len(body[1].encode()) + 64  # + seq, created, braces
+    size = len(body[0].encode()) + len(body[1].encode()) + 96  # + seq, id, created, braces
     if size > MAX_ITEM_BYTES:
         raise InvalidItem(f"item too large: {size} bytes, the limit is {MAX_ITEM_BYTES}")
     return body
 
 
-def render_line(seq: int, body: tuple[str, str], created: str) -> bytes:
-    """The full file content of an item: one JSON object on one newline-terminated line."""
+def render_line(seq: int, body: tuple[str, str], created: str, item_id: str) -> bytes:
+    """The full file content of an item: one JSON object on one newline-terminated line,
+    its id right after its seq (where `id_of_prefix` reads it)."""
     head, tail = body
-    return f'{{"seq":{seq},{head},"created":"{created}"{tail}}}\n'.encode()
+    return f'{{"seq":{seq},"id":"{item_id}",{head},"created":"{created}"{tail}}}\n'.encode()
+
+
+_PREFIX_RE = re.compile(rb'^\{"seq":[0-9]{1,12},"id":"([0-9a-f]{8,64})"')
+ID_PREFIX_BYTES = 96
+"""How much of an item file `id_of_prefix` needs to see."""
+
+
+def id_of_prefix(data: bytes) -> str | None:
+    """The id of an item file as `render_line` writes it, from its first bytes; None when
+    the file does not start that way (then only a full parse can tell)."""
+    match = _PREFIX_RE.match(data)
+    return match.group(1).decode("ascii") if match else None
 
 
 def _reject_constant(name: str) -> None:

@@ -94,6 +94,7 @@ class Delivery:
         line = json.dumps({"seq": item.seq, "at": time.time() * 1000}) + "\n"
         fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)  # the user's alone, whatever mode it was found with
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
@@ -123,6 +124,7 @@ class Delivery:
         tmp = self.journal.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
+        os.fchmod(fd, 0o600)  # a leftover .tmp keeps its mode through O_TRUNC
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for seq, at in sorted(sent.items()):
                 handle.write(json.dumps({"seq": seq, "at": at}) + "\n")

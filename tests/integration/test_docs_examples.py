@@ -115,7 +115,7 @@ def test_a_mailbox_item_is_as_documented(lab: Lab) -> None:
     lab.wait(job)
     own = [re.findall(r"`(\w+)`", key)[0] for key, _ in table(MAILBOX_PAGE, "key")
            if key != "extras"]
-    assert own == ["seq", "kind", "from", "text", "created"]
+    assert own == ["seq", "id", "kind", "from", "text", "created"]
     # The page's example line has the documented keys, in order, then the report's extras.
     text = MAILBOX_PAGE.read_text(encoding="utf-8")
     example = json.loads(text.split("## Item format", 1)[1].split("```json\n", 1)[1].split("```", 1)[0])

@@ -71,15 +71,16 @@ def test_item_file_is_one_json_line_with_the_contract_keys(box: Mailbox) -> None
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     data = json.loads(raw)
     assert list(data) == [
-        "seq", "kind", "from", "text", "created", "result", "state", "question", "error",
+        "seq", "id", "kind", "from", "text", "created", "result", "state", "question", "error",
     ]
+    assert re.fullmatch(r"[0-9a-f]{16}", data["id"])
     assert data["seq"] == 1 and data["kind"] == "report" and data["from"] == CHILD
     assert data["text"] == "line one\nline two \u2028 caf\u00e9"
     assert CREATED_RE.match(data["created"])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert item == Item(1, "report", CHILD, data["text"], data["created"], {
         "result": "all green", "state": "done", "question": None, "error": None,
-    })
+    }, data["id"])
     assert Item.from_json(raw) == item
     assert Item.from_json(item.to_json()) == item
 
