@@ -22,15 +22,22 @@ threads, all at once. Meanwhile, every `--kill-every` seconds (jittered), a rand
 is SIGKILLed by pid: a job's worker (`process.workerPid` in job.json), its pi (the worker's
 child), or roostd (its pid file; restarted with `roost daemon start` after a short pause);
 or a fault of `roost/worker/faults.py` is armed (`ROOST_FAULTS`: the first item passing a
-chosen point of the delivery path in a chosen job kills its worker or pi there).
+chosen point of the delivery path in a chosen job kills its worker or pi there). On
+`--replay-share` of the ticks an already delivered item is also replayed: a tagged file of a
+receiver's (or the parent's) `mailbox/cur/` is copied into its `mailbox/new/` under a seq
+the counter never handed out, its "seq" field rewritten to agree, mode 0644
+(docs/reference/mailbox.md: it must be quarantined).
 
 Counted, after the storm stops and everything settles: every item whose sender was told
 `delivered` / `queued` / `started` (the CLI's word for a reply; the roost_send tool result
 for a message, read from the sender's model requests and session file; the roost_spawn
 result `spawned <id>` for a report) is *accepted*; of those, *lost* = no model request of
 the receiving job contains it; *duplicated* = it shows in more than one message of one
-request, or in more than one entry of the receiver's session file. The figures are printed
-as one JSON object; the exit status is 1 if anything was lost or duplicated.
+request, or in more than one entry of the receiver's session file. A replay is counted
+`replays_quarantined` when it lies in bad/ with a `.why` that says replay; every file of
+every mailbox (its `seq`, new/, cur/, bad/) must be 0600 (`mailbox_files_not_0600`). The
+figures are printed as one JSON object; the exit status is 1 if anything was lost or
+duplicated, a replay was not quarantined or a mailbox file is not 0600.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import os
 import random
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -188,9 +196,12 @@ def tool_outcomes(requests: list[Any], entries: list[dict[str, Any]], tool: str
 class Torture:
     def __init__(self, duration: float, rate: float, kill_every: float, seed: int,
                  children: int = 3, fault_share: float = 0.3, settle: float = 240.0,
-                 log: Any = None) -> None:
+                 log: Any = None, replay_share: float = 0.3) -> None:
         self.duration, self.rate, self.kill_every = duration, rate, kill_every
         self.children, self.fault_share, self.settle_limit = children, fault_share, settle
+        self.replay_share = replay_share
+        self.replay_rng = random.Random(seed + 1)  # apart, so the kills follow the seed as before
+        self.replays: list[tuple[str, int]] = []  # (job, seq) of each replayed copy
         self.rng = random.Random(seed)
         self.log = log or (lambda *a: print(*a, file=sys.stderr, flush=True))
         self.lab = Lab(llm=True, settings=SETTINGS)
@@ -366,6 +377,57 @@ class Torture:
             time.sleep(0.5)
         raise RuntimeError(f"roostd does not start again: {proc.stderr}")
 
+    def replay_one(self) -> None:
+        """Copy a delivered (acknowledged), tagged item of a receiver or the parent back
+        into its new/ under a seq the counter never handed out, as a forger would."""
+        rng = self.replay_rng
+        job = rng.choice([*self.receivers, self.parent])
+        box = self.lab.roost_home / "jobs" / job / "mailbox"
+        sources = []
+        for path in sorted((box / "cur").glob("*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                item = json.loads(path.read_text())
+                if TAG.search(json.dumps(item)):
+                    sources.append(item)
+        if not sources:
+            return
+        item = rng.choice(sources)
+        try:
+            found = re.search(r"last=(\d+)", (box / "seq").read_text())
+        except OSError:
+            return
+        if found is None:
+            return
+        seq = int(found.group(1)) + rng.randint(500, 5000)  # never handed out
+        staged = self.lab.root / "replay.tmp"
+        staged.write_text(json.dumps({**item, "seq": seq}) + "\n")
+        os.chmod(staged, 0o644)
+        os.rename(staged, box / "new" / f"{seq:012d}.json")
+        self.replays.append((job, seq))
+
+    def replay_outcome(self) -> dict[str, Any]:
+        """How the replays ended, and every mailbox file whose mode is not 0600."""
+        quarantined, left = 0, []
+        for job, seq in self.replays:
+            why = self.lab.roost_home / "jobs" / job / "mailbox" / "bad" / f"{seq:012d}.json.why"
+            with contextlib.suppress(OSError):
+                if why.read_text().startswith("replay:"):
+                    quarantined += 1
+                    continue
+            left.append(f"{job}/{seq}")
+        loose = []
+        for box in (self.lab.roost_home / "jobs").glob("*/mailbox"):
+            files = [box / "seq"] + [p for sub in ("new", "cur", "bad") if (box / sub).is_dir()
+                                     for p in (box / sub).iterdir()]
+            for path in files:
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(path.lstat().st_mode) and \
+                            stat.S_IMODE(path.lstat().st_mode) != 0o600:
+                        loose.append(f"{path.relative_to(self.lab.roost_home)} "
+                                     f"{stat.S_IMODE(path.lstat().st_mode):o}")
+        return {"replayed": len(self.replays), "replays_quarantined": quarantined,
+                "replays_not_quarantined": left, "mailbox_files_not_0600": loose}
+
     fault_armed: tuple[str, float] | None = None
 
     def check_fault(self) -> None:
@@ -394,6 +456,8 @@ class Torture:
         while not self.stop.wait(self.rng.uniform(0.5, 1.5) * self.kill_every):
             try:
                 self.kill_one()
+                if self.replay_rng.random() < self.replay_share:
+                    self.replay_one()
             except Exception as exc:
                 self.errors[f"killer: {type(exc).__name__}: {exc}"[:100]] += 1
         # disarm whatever is left
@@ -531,6 +595,7 @@ class Torture:
         self.log(f"torture: storm over ({dict(self.items)}, kills {dict(self.kills)}); settling")
         flushed = self.settle()
         counts = self.count()
+        replays = self.replay_outcome()
         states = Counter(r.get("state") for r in self.jobs())
         return {
             "pi": features_of(find_pi()).label,
@@ -542,6 +607,7 @@ class Torture:
             "kills_total": sum(self.kills.values()),
             "lost": counts.pop("lost"),
             "duplicated": counts.pop("duplicated"),
+            **replays,
             **counts,
             "flushed": flushed,
             "job_states": dict(states),
@@ -554,20 +620,26 @@ class Torture:
         self.lab.close()
 
 
+def failed(result: dict[str, Any]) -> bool:
+    """Something was lost or doubled, a replay got past, or a mailbox file is not 0600."""
+    return bool(result["lost"] or result["duplicated"] or result["replays_not_quarantined"]
+                or result["mailbox_files_not_0600"])
+
+
 def torture(duration: float, rate: float, kill_every: float, seed: int = 1,
             keep: bool = False, **options: Any) -> dict[str, Any]:
     """Run one torture and return its figures (the printed JSON)."""
     run = Torture(duration, rate, kill_every, seed, **options)
     try:
         result = run.run()
-        if keep or result["lost"] or result["duplicated"]:
+        if keep or failed(result):
             result["lab"] = str(run.lab.root)
             result["diagnostics"] = "kept in " + str(run.lab.root)
         return result
     finally:
         # Keep the evidence (the files; the processes are stopped) when asked or when it failed.
-        failed = not locals().get("result") or result["lost"] or result["duplicated"]
-        run.lab.keep = keep or bool(failed)
+        broken = not locals().get("result") or failed(result)
+        run.lab.keep = keep or bool(broken)
         run.close()
 
 
@@ -580,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--children", type=int, default=3, help="outstanding spawns at most")
     parser.add_argument("--fault-share", type=float, default=0.3,
                         help="share of kill ticks that arm a delivery-path fault instead")
+    parser.add_argument("--replay-share", type=float, default=0.3,
+                        help="share of kill ticks that also replay a delivered item")
     parser.add_argument("--keep", action="store_true", help="keep the lab's files")
     parser.add_argument("--ci", action="store_true",
                         help=f"the short preset {CI} (~2 min in all)")
@@ -587,9 +661,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.ci:
         args.duration, args.rate, args.kill_every = CI["duration"], CI["rate"], CI["kill_every"]
     result = torture(args.duration, args.rate, args.kill_every, args.seed, keep=args.keep,
-                     children=args.children, fault_share=args.fault_share)
+                     children=args.children, fault_share=args.fault_share,
+                     replay_share=args.replay_share)
     print(json.dumps(result, indent=1))
-    return 1 if result["lost"] or result["duplicated"] else 0
+    return 1 if failed(result) else 0
 
 
 if __name__ == "__main__":

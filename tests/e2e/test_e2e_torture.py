@@ -1,7 +1,9 @@
 """Crash torture, the short CI preset of benchmarks/torture.py: a storm of tagged replies,
 agent messages and child reports into real-pi jobs while workers, pis and roostd are
-SIGKILLed at random (and at chosen points of the delivery path). Nothing the senders were
-told was accepted may be lost or doubled. The figures are printed as JSON (-s to see them).
+SIGKILLed at random (and at chosen points of the delivery path), and delivered items copied
+back into a mailbox under a seq never handed out. Nothing the senders were told was accepted
+may be lost or doubled, every replay ends in bad/, every mailbox file is 0600. The figures
+are printed as JSON (-s to see them).
 """
 
 from __future__ import annotations
@@ -23,3 +25,5 @@ def test_crash_torture_loses_and_doubles_nothing() -> None:
     assert "did not settle" not in result["errors"], result
     assert result["accepted"] > 100 and result["kills_total"] > 20, result
     assert result["lost"] == 0 and result["duplicated"] == 0, result
+    assert result["replayed"] > 0 and result["replays_not_quarantined"] == [], result
+    assert result["mailbox_files_not_0600"] == [], result
