@@ -385,6 +385,13 @@ DAEMON_OPS: dict[str, Op] = {
         Op("schedule_pause", "any", ("name",), "pause a schedule"),
         Op("schedule_resume", "any", ("name",), "resume a paused schedule (from now on)"),
         Op("schedule_run_now", "any", ("name",), "fire a schedule now (cause run-now)"),
+        Op("partial", "worker", (), "the assistant message pi is streaming now and the tools "
+                                    "running (`partial`; null: none), coalesced; kept in "
+                                    "memory only and pushed to `follow_partials` clients",
+           ("partial",)),
+        Op("follow_partials", "any", (), "the jobs' streamed partials now (`partials`, by job "
+                                         "id), then a `partial` event at each change (`job`: "
+                                         "that job's only)", ("job",)),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
                                   "(`env`: the pi's environment, the job's from now on)",
            ("task", "env", "cwd", "name", "model", "thinking")),
@@ -448,6 +455,9 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
               doc="`roost attach`: let go of the session at the next safe point"),
         PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),
         PushedEvent("log", ROOSTD, CLIENT, ("entry",), doc="an event-log entry (after `events`)"),
+        PushedEvent("partial", ROOSTD, CLIENT, ("job", "partial"),
+              doc="what a job's pi is streaming changed (after `follow_partials`): `partial` "
+                  "is the message so far and the running tools, or null once it ended"),
         PushedEvent("dropped", ROOSTD, CLIENT, ("reason",),
               doc="the last frame before roostd closes a connection that did not read what "
                   "it was sent (a `subscribe` or `events` client resumes on a new one)"),

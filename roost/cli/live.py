@@ -30,6 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from roost import paths, protocol
+from roost.cli.livetext import PartialPane
 from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, state_text
@@ -59,8 +60,7 @@ class TranscriptSource:
             self.path: Path | None = paths.job_dir(row["id"]) / "output.log"
         else:
             self.path = Path(row["session"]) if row.get("session") else None
-        self.offset = 0
-        self.partial = b""
+        self.offset, self.partial = 0, b""
 
     def poll(self) -> tuple[bool, list[str]]:
         """(reset, lines): `reset` when the file shrank (the view must start over); the
@@ -113,6 +113,7 @@ class TranscriptScreen(Screen[None]):
         yield Header()
         yield Static(self._title(), id="transcript-title")
         yield RichLog(id="transcript", wrap=True, markup=False, highlight=False, max_lines=20_000)
+        yield PartialPane(self.row["id"])  # what its pi writes right now (live text)
         yield Footer()
 
     def _title(self) -> Text:
@@ -125,8 +126,7 @@ class TranscriptScreen(Screen[None]):
             title.append(f"  {row['status']}")
         if row.get("removed"):
             title.append("  (removed)", style="bold red")
-        what = self.source.path or "(no session file yet)"
-        title.append(f"\n{what}", style="dim")
+        title.append(f"\n{self.source.path or '(no session file yet)'}", style="dim")
         return title
 
     def on_mount(self) -> None:

@@ -330,6 +330,9 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
                raw: bool = False) -> None:
     """The transcript (a shell job: its output), control characters shown as escapes
     (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
+    import contextlib
+
+    from roost.cli import liveline
     from roost.cli.answerpaths import owned, session_file
     from roost.transcript import read_entries, render
 
@@ -342,17 +345,26 @@ def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
     path = session_file(row["id"], session)  # a handed-off one may lie outside ROOST_HOME
     session = str(path)
     seen = 0
-    while True:
-        entries = read_entries(session)
-        for line in render(entries[seen:], verbose=verbose):
-            if raw:
-                output.write_raw(line.encode("utf-8", "surrogateescape") + b"\n")
-            else:
-                print(output.visible(line), flush=True)
-        seen = len(entries)
-        if not follow:
-            return
-        _wait_for_growth(path)
+    live = None
+    if liveline.wanted(follow, raw):  # the text being written, on a last line (liveline)
+        live = liveline.LiveLine(row["id"])
+        live.start()
+    try:
+        while True:
+            entries = read_entries(session)
+            with live.paused() if live is not None else contextlib.nullcontext():
+                for line in render(entries[seen:], verbose=verbose):
+                    if raw:
+                        output.write_raw(line.encode("utf-8", "surrogateescape") + b"\n")
+                    else:
+                        print(output.visible(line), flush=True)
+            seen = len(entries)
+            if not follow:
+                return
+            _wait_for_growth(path)
+    finally:
+        if live is not None:
+            live.stop()
 
 
 def _wait_for_growth(path: Path, timeout: float = 5.0) -> None:

@@ -37,6 +37,7 @@ from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
 from roost.supervise.handlers import results as results_ops
+from roost.supervise.handlers import streamed as streamed_ops
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
@@ -126,9 +127,7 @@ class Daemon:
         except portalocker.LockException:
             handle.close()
             pid = read_pid_file()
-            raise AlreadyRunning(
-                f"roostd is already running for {self.home} (pid {pid})"
-            ) from None
+            raise AlreadyRunning(f"roostd is already running for {self.home} (pid {pid})") from None
         self._lock_file = handle
         atomic_write_text(paths.pid_file(), f"{os.getpid()}\n")
 
@@ -271,7 +270,7 @@ class Daemon:
 
     def _kept(self, conn: Connection) -> bool:
         """Never closed to make room: it waits for pushed events by design."""
-        return conn in self.subscribers or bool(conn.info.get("subscriptions"))
+        return conn in self.subscribers or bool(conn.info.get("subscriptions") or conn.info.get("follows"))
 
     def _authorize(self, conn: Connection, op: Op) -> str | None:
         if op.caller == "worker" and conn.job_id is None:
@@ -292,9 +291,8 @@ class Daemon:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
         for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
-                       schedules):
+                       schedules, streamed_ops, results_ops):
             handlers.update(module.handlers(core))
-        handlers.update(results_ops.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
         return handlers

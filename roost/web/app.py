@@ -157,7 +157,8 @@ async def job_page(request: Request) -> Response:
     if row is None:
         return render(request, "missing.html", status=404)
     entries = await asyncio.to_thread(_transcript, row)
-    return render(request, "job.html", row=row, items=entries,
+    hub: bridge.Hub = request.app.state.hub
+    return render(request, "job.html", row=row, items=entries, partial=hub.partials.get(row["id"]),
                   notice=request.query_params.get("notice", ""))
 
 
@@ -317,6 +318,7 @@ async def live_job(request: Request) -> Response:
         # What changed between the page and this stream.
         yield sse("parts", {"head": fragment("_head.html", row=row, **forms)})
         read = True
+        streamed: Any = False  # the partial shown (hub.partials: the live text), None: none
         while True:  # once per session file (a new job's appears after its page opened)
             session = row.get("session") or ""
             with watcher.watch(session) as grew:
@@ -328,7 +330,10 @@ async def live_job(request: Request) -> Response:
                             yield sse("append" if len(entries) > shown else "reset",
                                       {"transcript": fragment("_items.html", items=new)})
                             shown = len(entries)
-                    await first_of(hub.changed(seen), grew.wait())
+                    if hub.partials.get(row["id"]) is not streamed:  # what pi writes now
+                        streamed = hub.partials.get(row["id"])
+                        yield sse("parts", {"partial": fragment("_partial.html", partial=streamed)})
+                    await first_of(hub.changed(seen), grew.wait(), hub.partial_changed(row["id"]))
                     read = grew.is_set()
                     grew.clear()
                     if hub.version == seen:

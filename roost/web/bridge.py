@@ -19,7 +19,7 @@ from typing import Any
 import anyio.to_thread
 
 from roost.client import Client, DaemonUnavailable, connect
-from roost.protocol import ProtocolError
+from roost.protocol import ProtocolError, RequestError
 
 log = logging.getLogger("roost.web")
 
@@ -53,11 +53,17 @@ class Hub:
         self._client: Client | None = None
         self.closing = asyncio.Event()
         """Set when the server stops: every live stream ends (app.LiveStream)."""
+        self.partials: dict[str, dict[str, Any]] = {}
+        """What each job's pi is streaming now (roostd's `follow_partials`), by job id."""
+        self._partial_waits: dict[str, asyncio.Event] = {}
+        self._partials_client: Client | None = None
 
     # -- the loop's side ------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         threading.Thread(target=self._follow, name="roost-web-subscribe", daemon=True).start()
+        threading.Thread(target=self._follow_partials, name="roost-web-partials",
+                         daemon=True).start()
 
     def close(self) -> None:
         """The server is stopping: the live streams end now, before uvicorn waits for them."""
@@ -66,9 +72,9 @@ class Hub:
     def stop(self) -> None:
         self.close()
         self._stop.set()
-        client = self._client
-        if client is not None:
-            client.interrupt()
+        for client in (self._client, self._partials_client):
+            if client is not None:
+                client.interrupt()
 
     async def changed(self, seen: int) -> int:
         """Wait until the rows differ from version `seen`; the new version."""
@@ -76,6 +82,26 @@ class Hub:
             event = self._changed
             await event.wait()
         return self.version
+
+    async def partial_changed(self, job: str) -> None:
+        """Wait until what job `job`'s pi streams changes (only its pages wake)."""
+        await self._partial_waits.setdefault(job, asyncio.Event()).wait()
+
+    def _apply_partial(self, job: str | None, value: dict[str, Any] | None,
+                       every: dict[str, dict[str, Any]] | None = None) -> None:
+        if job is None:  # all of them at once: (re)connected, or roostd went away
+            changed = set(self.partials) | set(every or {})
+            self.partials = dict(every or {})
+        else:
+            changed = {job}
+            if value is None:
+                self.partials.pop(job, None)
+            else:
+                self.partials[job] = value
+        for name in changed:
+            event = self._partial_waits.pop(name, None)
+            if event is not None:
+                event.set()
 
     def _apply(self, rows: list[dict[str, Any]] | None, connected: bool) -> None:
         if rows is not None:
@@ -91,6 +117,37 @@ class Hub:
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._apply, rows, connected)
+
+    def _post_partial(self, job: str | None, value: dict[str, Any] | None,
+                      every: dict[str, dict[str, Any]] | None = None) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._apply_partial, job, value, every)
+
+    def _follow_partials(self) -> None:
+        """The live text: roostd's partials (coalesced by each worker), on a connection
+        of their own, so a busy job's stream never delays the rows."""
+        delay = RETRY_SECONDS[0]
+        while not self._stop.is_set():
+            try:
+                with connect(autostart=False) as client:
+                    self._partials_client = client
+                    self._post_partial(None, None, client.request("follow_partials")["partials"])
+                    delay = RETRY_SECONDS[0]
+                    for event in client.events():
+                        if event.get("event") == "partial":
+                            self._post_partial(str(event.get("job")), event.get("partial"))
+            except RequestError:
+                return  # a roostd without live text: the pages show complete entries only
+            except (DaemonUnavailable, ProtocolError, OSError, ValueError):
+                if self._stop.is_set():
+                    return
+                self._post_partial(None, None, {})
+            finally:
+                self._partials_client = None
+            self._stop.wait(delay)
+            delay = min(delay * 2, RETRY_SECONDS[1])
 
     def _follow(self) -> None:
         delay = RETRY_SECONDS[0]

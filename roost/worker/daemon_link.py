@@ -44,6 +44,7 @@ class DaemonLink:
         self._bound = asyncio.Event()
         self._outbox: list[tuple[str, dict[str, Any]]] = []
         self._flushing = False
+        self._partial: dict[str, Any] | None = None  # what pi streams now (worker.streaming)
 
     @property
     def connected(self) -> bool:
@@ -79,6 +80,8 @@ class DaemonLink:
                 self._bound.set()
                 self._last_sent = None
                 self.update(self._snapshot())
+                if self._partial is not None:  # a new roostd knows nothing of it
+                    self.partial(self._partial)
                 self._flush()
                 await reader
             except RequestError as exc:
@@ -192,6 +195,15 @@ class DaemonLink:
         request_id = next(self._ids)
         self._tasks.spawn(conn.send({"id": request_id, "op": "worker_update", **snapshot}),
                           "sending worker_update")
+
+    def partial(self, value: dict[str, Any] | None) -> None:
+        """What pi streams now (null: nothing), for roostd's memory only; not retried: a
+        roostd that was away gets the latest after the next hello."""
+        self._partial = value
+        if self._conn is None or not self._bound.is_set():
+            return
+        self._tasks.spawn(self._conn.send({"id": next(self._ids), "op": "partial",
+                                           "partial": value}), "sending a partial")
 
     async def exiting(self, reason: str, fatal: bool = False) -> None:
         if self._conn is None or not self._bound.is_set():

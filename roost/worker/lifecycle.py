@@ -41,6 +41,7 @@ from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.restore import restore
 from roost.worker.runs import Run, RunTracker, dialog_answer, first_line, item_cause
 from roost.worker.startup import Fatal
+from roost.worker.streaming import Streamer
 
 log = logging.getLogger("roost.worker")
 
@@ -61,6 +62,7 @@ class Worker:
         self.pi = PiProcess(self._on_pi_event)
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot, self.tasks)
+        self.streamer = Streamer(self.link.partial)  # the live text, coalesced, to roostd
         self.wake = asyncio.Event()
         self.channel = ExtensionChannel(self.record.id, self.record.name, lambda: self.pi.pid,
                                         self.link, on_hello=self.wake.set,
@@ -366,7 +368,9 @@ class Worker:
         if self.delivery.finished:
             # Every line pi prints comes after it saved the entries of earlier events.
             self.delivery.ack_finished()
+        status = self.runs.status
         due = self.runs.on_event(event)
+        self.streamer.on_event(event)
         if kind == "agent_start":
             self.run_error = None  # a new run (or pi's retry): the last error no longer holds
         if not self._session_private and kind in ("message_end", "turn_end", "agent_end"):
@@ -384,9 +388,10 @@ class Worker:
             self._settled()
         elif due == "ended" and (self._settle_task is None or self._settle_task.done()):
             self._settle_task = self.tasks.spawn(self._confirm_settled(), "the settle check")
-        if kind in ("agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
-                    "extension_ui_request", "auto_retry_start", "compaction_end"):
-            self.report()
+        if status != self.runs.status or kind in (
+                "agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
+                "extension_ui_request", "auto_retry_start", "compaction_end"):
+            self.report()  # `writing` too (a message_update): the link sends only a change
         if kind in ("compaction_end", "agent_end", "agent_settled"):
             self.wake.set()
 

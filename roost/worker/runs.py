@@ -185,8 +185,9 @@ class RunTracker:
             self.enter(JobState.RUNNING)
             self.status, self.question = "thinking", None
         elif kind == "message_update":
-            if self.status not in ("writing",) and not self.status.startswith("running "):
-                self.status = "writing"
+            if not self.status.startswith("running "):
+                delta = str((event.get("assistantMessageEvent") or {}).get("type") or "")
+                self.status = "thinking" if delta.startswith("thinking") else "writing"
         elif kind == "tool_execution_start":
             self.status = f"running {event.get('toolName', 'a tool')}"
         elif kind == "tool_execution_end":

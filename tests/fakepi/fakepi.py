@@ -40,6 +40,9 @@ The "model" reads the text of the message that triggered the call:
                              next one, B, ...; then as usual
     [[spawn-args JSON]]      calls roost_spawn with the JSON object's arguments (`task`,
                              `output_schema`, ...); the task may hold directives
+    [[stream N MS [GATE]]]   streams its answer `streamed: w1 w2 ... wN` as pi does: a
+                             message_update per word (a text_delta), MS milliseconds apart;
+                             with GATE, the message ends only once the file GATE exists
     [[cut-emoji]]            answers `cut: ` and the first half of an emoji's surrogate pair
                              (a lone surrogate, written as a \\ud83d escape as node does)
     anything else            answers `echo: <text>`
@@ -303,6 +306,7 @@ class FakePi:
         hold = re.search(r"\[\[hold ([^\]\s]+)\]\]", text)
         dialog = re.search(r"\[\[dialog select ([^\]]*)\]\]", text)
         env = re.search(r"\[\[env ([A-Za-z0-9_ ]+)\]\]", text)
+        stream = re.search(r"\[\[stream ([0-9]+) ([0-9.]+)(?: ([^\]\s]+))?\]\]", text)
         spawn = re.search(r"\[\[spawn (.*?)\]\]", text)
         # To the last `}]]`: the child's task may hold directives of its own.
         spawn_args = re.search(r"\[\[spawn-args (\{.*\})\]\]", text, re.DOTALL)
@@ -333,6 +337,9 @@ class FakePi:
                                             "options": options})
             chose = "cancelled" if answer.get("cancelled") else answer.get("value")
             self.add_assistant(f"chose: {chose}")
+        elif stream:
+            await self.stream_assistant(int(stream.group(1)), float(stream.group(2)) / 1000,
+                                        stream.group(3))
         elif "[[ask]]" in text:
             self.add_assistant(f"echo: {text}\n\nShould I go on?")
         elif "[[cut-emoji]]" in text:
@@ -346,6 +353,27 @@ class FakePi:
         content += calls or []
         self.add_message({"role": "assistant", "content": content, "provider": "fake",
                           "model": "fake-model", "stopReason": stop_reason, "timestamp": millis()})
+
+    async def stream_assistant(self, words: int, pause: float, gate: str | None) -> None:
+        """An answer streamed a word at a time (message_update events), then stored."""
+        message: dict[str, Any] = {"role": "assistant", "content": [], "provider": "fake",
+                                   "model": "fake-model", "stopReason": "stop",
+                                   "timestamp": millis()}
+        self.emit({"type": "message_start", "message": message})
+        text = "streamed:"
+        for n in range(1, words + 1):
+            delta = f" w{n}"
+            text += delta
+            message = {**message, "content": [{"type": "text", "text": text}]}
+            self.emit({"type": "message_update", "message": message,
+                       "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0,
+                                                 "delta": delta, "partial": message}})
+            await asyncio.sleep(pause)
+        if gate:
+            await wait_for_gate(gate)
+        self.session.append(message)
+        self.run_messages.append(message)
+        self.emit({"type": "message_end", "message": message})
 
     async def tool_call(self, name: str, args: dict[str, Any]) -> None:
         call_id = f"call_{uuid.uuid4().hex[:8]}"

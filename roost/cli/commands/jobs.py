@@ -269,7 +269,8 @@ def _wait_one(job: str, timeout: float | None) -> None:
 
 @click.command()
 @click.argument("job")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new entries; on a terminal, "
+              "the text being written shows on a live last line.")
 @click.option("-v", "--verbose", is_flag=True, help="Do not shorten tool calls and results.")
 @click.option("--raw", is_flag=True, help="The text as the model (a shell job: the command) "
               "wrote it, control characters included: only to a pipe.")
