@@ -320,8 +320,9 @@ DAEMON_OPS: dict[str, Op] = {
                                      "waits on a question or dialog answers it (`choice` N "
                                      "of a dialog), written down in the inbox; `question`: "
                                      "the text of the question answered (already answered: "
-                                     "nothing is sent)", ("text", "cause", "by", "question",
-                                                          "choice")),
+                                     "nothing is sent); `plain`: answers nothing, refused while "
+                                     "the job waits on a dialog (roost mcp)",
+           ("text", "cause", "by", "question", "choice", "plain")),
         Op("wait", "any", ("job",), "resolve when the job's current run has settled",
            ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
@@ -365,6 +366,9 @@ DAEMON_OPS: dict[str, Op] = {
            ("session", "peer", "name", "cwd")),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
+        Op("message", "any", ("job", "message", "from"),
+           "a message from an agent outside roost (`from` names it: roost mcp's client) to a "
+           "job by its exact id, framed as an external agent's (agentExternalMessages)"),
         Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
                                        "environment; a foreground pi sends its own as `env`; "
                                        "`queue`: past the tree caps, queued, not refused)",

@@ -22,12 +22,13 @@ from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
 from roost.jobs import JobRecord, Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
-from roost.protocol import BAD_REQUEST, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES, Attach, JobState, PeerKind
+from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
+from roost.states import SETTLED_JOB_STATES, Attach, ItemKind, JobState, PeerKind
 from roost.supervise import budgets, worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobqueue import group_of, priority_of
 from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
+from roost.supervise.jobstore import accept_item
 from roost.supervise.router import ForegroundPeer
 from roost.worktrees.report import with_section
 
@@ -173,6 +174,54 @@ class AgentOps:
         return {"status": outcome.value, "relation": rel, "id": target.id, "name": target.name,
                 "text": tooltext.send_text(outcome, rel, target.id, target.name)}
 
+    async def message(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        """A message from an agent outside roost (`roost mcp`'s client, named by `from`) to
+        the job `job`: framed to its model as an external agent's (relation `external`),
+        never as the user's. External reach rules: only when agentExternalMessages is on,
+        the job named by its exact id; the message limits of `send`."""
+        settings = self.core.settings()
+        if not settings.agentExternalMessages:
+            raise refuse("messages from agents outside roost's session trees are off "
+                         "(agentExternalMessages in ~/.pi/agent/roost.json)")
+        name = self._external_name(request.get("from"))
+        if not self.send_rate.hit(f"external:{name}", settings.agentMessagesPerMinute):
+            raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
+        message = request["message"]
+        if not isinstance(message, str) or not message.strip():
+            raise RequestError(BAD_REQUEST, "the message is empty")
+        if len(message) > settings.agentMessageMaxChars:
+            raise refuse(f"message too long: {len(message)} characters "
+                         f"(max {settings.agentMessageMaxChars})")
+        ref = str(request["job"])
+        record = self.core.jobs.get(ref)
+        if record is None:
+            named = [r.id for r in self.core.jobs.values() if r.name == ref]
+            hint = f": use its id {named[0]}" if len(named) == 1 else " (see roost ls)"
+            raise RequestError(NOT_FOUND, f"no job with id {ref!r}; agents outside a session "
+                                          f"tree reach a job by its exact id only{hint}")
+        sender = {"id": "external", "name": name, "relation": "external"}
+        outcome = accept_item(self.core, record, ItemKind.MESSAGE, message, sender=sender)
+        self.core.events.emit(
+            "message.sent", None, **{"from": {"id": "external", "name": name}},
+            to={"id": record.id, "name": record.name}, outcome=outcome.value)
+        return {"status": outcome.value, "id": record.id, "name": record.name, "from": name}
+
+    def _external_name(self, given: Any) -> str:
+        """The name an external sender goes by, under the rule of a job's name, and no
+        look-alike of a job's or a foreground pi's (the receiver must not take it for one)."""
+        if not isinstance(given, str) or not given.strip():
+            raise RequestError(BAD_REQUEST, "from: name the external agent")
+        try:
+            name = unitext.clean_name(" ".join(given.split()), "from")[:80]
+        except ValueError as exc:
+            raise RequestError(BAD_REQUEST, str(exc)) from None
+        others = {r.name: f"job {r.id}" for r in self.core.jobs.values()}
+        others.update({fg.name: f"peer {fg.id}" for fg in self.router.foreground.values()})
+        if name in others or (imitated := unitext.imitates(name, others)):
+            raise refuse(f"from: {ascii(name)} is (or looks like) the name of "
+                         f"{others.get(name) or imitated}: choose another name")
+        return name
+
     async def spawn(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         me = self.caller(conn)
         settings = self.core.settings()
@@ -290,4 +339,4 @@ class AgentOps:
 def handlers(core: Core) -> dict[str, Handler]:
     ops = AgentOps(core)
     return {"peer_register": ops.peer_register, "peers": ops.peers, "send": ops.send,
-            "spawn": ops.spawn, "handback": ops.handback}
+            "message": ops.message, "spawn": ops.spawn, "handback": ops.handback}

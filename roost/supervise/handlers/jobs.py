@@ -166,7 +166,14 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     # answers it: written down once in the inbox (who, when), whatever the surface; a
     # reply naming a question already answered delivers nothing and says who answered it.
     # A schedule's firing (no `by`) is no answer of anyone's: it is queued as it was.
-    person = any(request.get(k) is not None for k in ("by", "question", "choice"))
+    # A `plain` reply (roost mcp's: a model's) answers nothing: refused while a dialog is open.
+    plain = request.get("plain") is True
+    if plain and (record.dialog or (attention.waiting(core, record) or ("",))[0] in
+                  ("dialog", "approval")):
+        raise RequestError(REFUSED, f"job {record.id} waits on a dialog ({record.question}): "
+                                    "a person answers it (roost answer, roost view, roost "
+                                    "web), not this reply; nothing was sent")
+    person = not plain and any(request.get(k) is not None for k in ("by", "question", "choice"))
     by = str(request.get("by") or "someone")[:80]
     answered = attention.answer_question(core, record, request, by) if person else None
     if answered is not None:
