@@ -108,6 +108,15 @@ class Settings:
     spawn with `worktree: true`) or "always"."""
     agentMaxWorktrees: int = 8
     """Worktrees one session tree may hold (made at spawn, until `roost rm`)."""
+    sandbox: bool = False
+    """Run every pi job's bash tool under bubblewrap (`roost run --sandbox`; docs: Sandbox).
+    true, or an object {"enabled": true, "writable": [PATH...], "network": "none"|"host"}:
+    `writable` (sandbox.writable) lists folders besides the job's own that its commands may
+    write, `network` whether they reach the network (default none)."""
+    sandboxWritable: tuple[str, ...] = ()
+    """The folders of `sandbox.writable` (set through `sandbox`)."""
+    sandboxNetwork: str = "none"
+    """The network of `sandbox.network` (set through `sandbox`): none or host."""
     webDeviceIdleDays: float = 14.0
     """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
@@ -129,6 +138,9 @@ class Settings:
             spec = fields.get(key)
             if spec is None:
                 continue  # keys of other tools, or future ones
+            if key == "sandbox":
+                values.update(_sandbox(value))
+                continue
             if key == "hooks":
                 hooks = _hooks(value)
                 if hooks is not None:
@@ -156,6 +168,29 @@ class Settings:
             # An optional amount (a budget: None by default) is a float like the others.
             values[key] = float(value) if default is None or isinstance(default, float) else value
         return cls(**values)
+
+
+def _sandbox(value: Any) -> dict[str, Any]:
+    """`sandbox`: a boolean, or {enabled, writable, network}; what is wrong is dropped with
+    a warning."""
+    if isinstance(value, bool):
+        return {"sandbox": value}
+    if not isinstance(value, dict):
+        log.warning("roost.json: ignoring sandbox=%r (expected true/false or an object)", value)
+        return {}
+    out: dict[str, Any] = {"sandbox": value.get("enabled", True) is True}
+    writable = value.get("writable", [])
+    if isinstance(writable, list) and all(isinstance(w, str) and w for w in writable):
+        out["sandboxWritable"] = tuple(writable)
+    else:
+        log.warning("roost.json: ignoring sandbox.writable=%r (expected a list of paths)",
+                    writable)
+    network = value.get("network", "none")
+    if network in ("none", "host"):
+        out["sandboxNetwork"] = network
+    else:
+        log.warning("roost.json: ignoring sandbox.network=%r (expected none or host)", network)
+    return out
 
 
 def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:

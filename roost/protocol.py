@@ -288,7 +288,8 @@ class Op:
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
 _JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
              "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
-             "after", "afterMode", "withResults", "output_schema")
+             "after", "afterMode", "withResults", "output_schema", "sandbox",
+             "sandboxNetwork")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.

@@ -156,7 +156,24 @@ def run_checks(model: str | None = None, agent: str | None = None) -> Report:
         check_model(report, install, model, agent)
     check_daemon(report)
     check_home(report)
+    check_sandbox(report)
     return report
+
+
+def check_sandbox(report: Report) -> None:
+    """Whether `roost run --sandbox` can work here: bwrap found and able to make a sandbox
+    (a failure only when roost.json turns the sandbox on for every job)."""
+    from roost import sandbox
+    from roost.config import load_settings
+
+    try:
+        bwrap = sandbox.check()
+    except sandbox.SandboxError as exc:
+        level = "fail" if load_settings().sandbox else "warn"
+        report.add("sandbox", level, f"roost run --sandbox is refused: {exc}",
+                   f"apt-get install {sandbox.PACKAGE} (docs: Sandbox)")
+        return
+    report.add("sandbox", "ok", f"bwrap ({bwrap}) makes sandboxes: roost run --sandbox works")
 
 
 def check_pi(report: Report) -> PiInstall | None:

@@ -249,6 +249,7 @@ def print_detail(row: dict[str, Any]) -> None:
         ("command", shlex.join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
         ("worktree", _worktree_line(row)),
+        ("sandbox", _sandbox_line(row)),
         ("model", row.get("model")), ("session", row.get("session")),
         ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
@@ -296,6 +297,15 @@ def short_task(task: str | None, job_id: str) -> str | None:
         return task
     return (f"{task[:TASK_SHOWN]}… ({len(task):,} characters; roost show {job_id} --full "
             "shows all of it)")
+
+
+def _sandbox_line(row: dict[str, Any]) -> str | None:
+    box = row.get("sandbox")
+    if not box:
+        return None
+    writable = ", ".join(box.get("writable") or [])
+    return f"bubblewrap, network {box.get('network', 'none')}" + \
+        (f", writable also {writable}" if writable else "")
 
 
 def _worktree_line(row: dict[str, Any]) -> str | None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from roost.config import THINKING_LEVELS
 
-KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix", "output_schema")
+KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix", "output_schema",
+        "sandbox")
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -62,6 +63,8 @@ class Definition:
     # The JSON Schema its jobs' final answers are checked against (roost.results): a TOML
     # table, or in a file the string names (beside the definition; read by the store).
     output_schema: dict[str, Any] | str | None = None
+    # Its jobs' bash runs under bubblewrap (roost.sandbox); false or left out: as run says.
+    sandbox: bool | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def body(self) -> dict[str, Any]:
@@ -89,7 +92,7 @@ class Definition:
             model=data.get("model"), thinking=data.get("thinking"),
             tools=tuple(tools) if tools is not None else None,
             prompt=data.get("prompt"), task_prefix=data.get("task_prefix"),
-            output_schema=data.get("output_schema"),
+            output_schema=data.get("output_schema"), sandbox=data.get("sandbox"),
         )
 
     def effective_tools(self) -> tuple[str, ...]:
@@ -180,6 +183,8 @@ def parse(text: str, name: str, source: str, path: str) -> tuple[Definition | No
 
 
 def _check_value(key: str, value: Any) -> str | None:
+    if key == "sandbox":
+        return None if isinstance(value, bool) else "expected true or false"
     if key == "output_schema":
         return _check_schema_value(value)
     if key == "tools":
@@ -370,6 +375,7 @@ HEADER = """\
 #   task_prefix  text put before every task, followed by a blank line
 #   output_schema  a JSON Schema its final answers must be valid against: a table, or
 #                the name of a .json file beside this one (roost run --output-schema)
+#   sandbox      true: its bash runs under bubblewrap (roost run --sandbox)
 """
 
 

@@ -468,7 +468,7 @@ class Daemon:
             "agent": record.agent,
             "parentSession": record.links.parent_session,
             "rootSession": record.links.root_session,
-            "worktree": row_fields(record.worktree),
+            "worktree": row_fields(record.worktree), "sandbox": record.sandbox,  # roost.sandbox
             "pending": pending,
             "usage": budgets.row_usage(self, record),
             "result": record.result,  # the last valid structured result (roost result)

@@ -155,8 +155,38 @@ def create_job(core: Core, request: dict[str, Any],
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
+        record.sandbox = sandbox_policy(core, request, defn, record.links, cwd)
     core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
+
+
+def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
+                   links: Links, cwd: str) -> dict[str, Any] | None:
+    """The job's bubblewrap sandbox (roost.sandbox.compose): a sandboxed parent's child is
+    sandboxed too, inside its parent's writable folders; a sandbox is refused here, not at
+    its start, when roostd finds no working bwrap on the caller's PATH."""
+    from roost import sandbox
+
+    settings = core.settings()
+    parent = core.jobs.get(links.parent_peer) if links.spawned and links.parent_peer else None
+    boxed = parent.sandbox if parent is not None else None
+    if boxed is not None and parent is not None and not request.get("worktree") \
+            and not sandbox.child_cwd_allowed(cwd, parent.cwd, boxed):
+        raise RequestError(BAD_REQUEST, f"a sandboxed job's child works inside its parent's "
+                                        f"writable folders: {cwd} is outside them")
+    on = request.get("sandbox")
+    network = _text_arg(request, "sandboxNetwork")
+    try:
+        policy = sandbox.compose(on if isinstance(on, bool) else None, network,
+                                 bool(defn is not None and defn.sandbox), settings.sandbox,
+                                 settings.sandboxNetwork, settings.sandboxWritable, boxed)
+        if policy is not None:
+            env = request.get("env")
+            sandbox.check(env if isinstance(env, dict) and env.get("PATH") else None,
+                          policy["network"])
+    except sandbox.SandboxError as exc:
+        raise RequestError(REFUSED, str(exc)) from None
+    return policy
 
 
 def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:

@@ -153,7 +153,24 @@ def pi_env(job: dict[str, Any], ext_path: Path) -> dict[str, str]:
     env.pop("ROOST_AGENT_CATALOG", None)
     if job.get("agentCatalog"):
         env["ROOST_AGENT_CATALOG"] = job["agentCatalog"]
+    # roost run --sandbox: the extension runs bash under bwrap (roost.sandbox); never
+    # unsandboxed: without a working bwrap the launch fails.
+    env.pop("ROOST_SANDBOX", None)
+    if job.get("sandbox"):
+        env["ROOST_SANDBOX"] = sandbox_plan(job, env)
     return env
+
+
+def sandbox_plan(job: dict[str, Any], env: dict[str, str]) -> str:
+    """The job's sandbox for its extension (bwrap found on the job's own PATH)."""
+    from roost import sandbox
+
+    try:
+        return sandbox.job_plan(job, home=env.get("HOME") or os.path.expanduser("~"),
+                                roost_home=str(paths.roost_home()),
+                                agent_dir=str(paths.agent_dir()), environ=env).to_json()
+    except sandbox.SandboxError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 def locate() -> PiInstall:

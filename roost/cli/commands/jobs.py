@@ -14,6 +14,7 @@ from roost.cli.afteropts import after_args, after_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
 from roost.cli.common import daemon, exit_code, fail, print_json, usage_error
+from roost.cli.sandboxopts import sandbox_args, sandbox_options
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -39,6 +40,7 @@ from roost.cli.common import daemon, exit_code, fail, print_json, usage_error
                    "unless the whole file is a JSON list of strings or {task, name, group, "
                    "priority}; prints the ids.")
 @results_cli.schema_option
+@sandbox_options
 @after_options
 @click.argument("task", nargs=-1)
 def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
@@ -53,8 +55,12 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
     maxRunning (or its group's limit) the job is queued (docs: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
+    boxed = sandbox_args(after_opts)  # --sandbox, --sandbox-network
     args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
                             "priority": priority, **after_args(**after_opts)}
+    if boxed.get("sandbox") and shell:
+        usage_error("--sandbox is for pi jobs, not --shell")
+    args.update(boxed)
     if output_schema is not None:  # checked by roostd, for each job (roost.results)
         if shell:
             usage_error("--output-schema is for pi jobs, not --shell")
