@@ -38,3 +38,24 @@ def tree_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     walk(by_parent.get(None, []), 0)
     walk([row for row in rows if id(row) not in seen], 0)  # unreachable (a cycle): top level
     return out
+
+
+def group_folder(row: dict[str, Any]) -> str:
+    """The folder a job is listed under (roost view's groups, the web's job list): its
+    directory, or for a job in a git worktree (`$ROOST_HOME/worktrees/<id>`) the directory it
+    was started in (`worktree.origin`), so worktree jobs sit under their repository."""
+    worktree = row.get("worktree") or {}
+    origin = worktree.get("origin") if isinstance(worktree, dict) else None
+    return str(origin or row.get("cwd") or "")
+
+
+def short_folder(folder: str, width: int) -> str:
+    """A folder as a group label in `width` cells: whole when it fits, else its last two
+    parts (`…/repo/sub`), else the end of those."""
+    if len(folder) <= width:
+        return folder
+    parts = [p for p in folder.split("/") if p]
+    tail = "…/" + "/".join(parts[-2:])
+    if len(tail) <= width:
+        return tail
+    return "…" + tail[-(width - 1):] if width > 1 else tail[:width]

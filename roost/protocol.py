@@ -397,6 +397,12 @@ DAEMON_OPS: dict[str, Op] = {
         Op("follow_partials", "any", (), "the jobs' streamed partials now (`partials`, by job "
                                          "id), then a `partial` event at each change (`job`: "
                                          "that job's only)", ("job",)),
+        Op("search", "any", ("query",), "full-text search of every job's conversation "
+                                       "(`query`: FTS5 words, \"phrases\", `retr*`, AND, OR, "
+                                       "NOT): `results`, best first (docs: Search)",
+           ("job", "tree", "kinds", "since", "cwd", "all", "limit")),
+        Op("search_reindex", "any", (), "rebuild the search index from the session files "
+                                        "(removed jobs' entries are kept)"),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
                                   "(`env`: the pi's environment, the job's from now on)",
            ("task", "env", "cwd", "name", "model", "thinking")),

@@ -4,12 +4,13 @@ command line is roost.cli.main's click group, unchanged.
 
 A whole `roost` process is mostly Python's start-up and imports, and click's import is
 about a third of a `roost ls --json` (README: Start-up). The plain forms are `ls`,
-`ls --json`, `reply JOB TEXT...` and `run TASK...` where no argument after the command
-starts with `-` (so no option, no `--`, no `-` for stdin, no --help) and each one is text
-that encodes: they run the same code as their click commands (roost.cli.jobcalls), print
-the same and exit alike (click's rules for ^C and a closed pipe included), then leave
-without the interpreter's teardown (`_exit_now`). Anything else, a usage error too, goes
-to click, which says what is wrong as it always did.
+`ls --json`, `reply JOB TEXT...`, `run TASK...` and `search QUERY [--json]` where no
+argument after the command (but `--json`) starts with `-` (so no option, no `--`, no `-`
+for stdin, no --help) and each one is text that encodes: they run the same code as their
+click commands (roost.cli.jobcalls, roost.cli.searchcalls), print the same and exit alike
+(click's rules for ^C and a closed pipe included), then leave without the interpreter's
+teardown (`_exit_now`). Anything else, a usage error too, goes to click, which says what
+is wrong as it always did.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def quick(argv: list[str]) -> Callable[[], None] | None:
     name, rest = argv[0], argv[1:]
     if name == "ls" and rest in ([], ["--json"]):
         return lambda: jobcalls.list_jobs(as_json=bool(rest))
+    if name == "search":
+        words = [word for word in rest if word != "--json"]
+        if len(words) == 1 and len(rest) <= 2 and _plain(words):
+            return lambda: _search(words[0], "--json" in rest)
+        return None
     if not _plain(rest):
         return None
     if name == "reply" and len(rest) >= 2:
@@ -50,6 +56,12 @@ def quick(argv: list[str]) -> Callable[[], None] | None:
     if name == "run" and rest:
         return lambda: jobcalls.start(jobcalls.pi_task(" ".join(rest), os.getcwd()), False)
     return None
+
+
+def _search(query: str, as_json: bool) -> None:
+    from roost.cli import searchcalls
+
+    searchcalls.search({"query": query, "limit": 20}, as_json)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ COMMANDS = {
     **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
     "schedule": "schedule",
+    "search": "search",
     **dict.fromkeys(("budget", "usage"), "usage"),
     **dict.fromkeys(("install", "doctor", "notify", "demo"), "setup"),
 }
@@ -69,6 +70,7 @@ SHORT = {
     "rm": "Stop and remove jobs (and their worktrees; branches are kept).",
     "run": "Start a pi job with TASK (or a shell job); prints its id.",
     "schedule": "Runs that start by themselves: at times or when files change.",
+    "search": "Search every job's conversation: words, phrases, retr*, AND/OR/NOT.",
     "show": "One job in detail.",
     "start": "Start a stopped or ended job again.",
     "stop": "Stop a job (messages never wake it; roost start does).",

@@ -13,7 +13,7 @@ import sys
 import time
 
 from roost.cli import output
-from roost.jobtree import tree_order
+from roost.jobtree import group_folder, tree_order
 from roost.rowtext import state_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (`roost ls` imports this)
@@ -107,7 +107,7 @@ def job_groups(rows: list[dict[str, Any]], group: str = "dir"
             if row.get("worktree") and row.get("parentSession") and last:
                 groups[last].append(row)  # a child in its own worktree stays under its parent
                 continue
-            last = home_relative(row["cwd"])
+            last = home_relative(group_folder(row))
             groups.setdefault(last, []).append(row)
     return list(groups.items())
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from roost.supervise.dependencies import Dependencies
     from roost.supervise.router import AgentRouter
     from roost.supervise.scheduler import Scheduler
+    from roost.supervise.searchkeeper import SearchKeeper
     from roost.supervise.workers import WorkerProcess
 
 
@@ -25,6 +26,7 @@ class Core(JobTable, Protocol):
     deps: Dependencies  # jobs waiting on others
     subscribers: set[Connection]  # `roost view` and the like: pushed every changed row
     schedules: Scheduler
+    search: SearchKeeper  # the search index's writer
 
     def find_job(self, ref: str) -> JobRecord: ...
 

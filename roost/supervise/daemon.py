@@ -30,13 +30,14 @@ from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
-from roost.supervise import budgets, jobstore, logsetup
+from roost.supervise import budgets, jobstore, logsetup, searchkeeper
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
 from roost.supervise.handlers import results as results_ops
+from roost.supervise.handlers import search as search_ops
 from roost.supervise.handlers import streamed as streamed_ops
 from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
@@ -83,6 +84,7 @@ class Daemon:
         self.hooks = HookRunner(self.settings)
         self.events.listeners.append(self.hooks.on_event)
         self.schedules = Scheduler(self)  # timers and file triggers: runs that start by themselves
+        self.search = searchkeeper.SearchKeeper(self)  # the search index's one writer
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -153,6 +155,7 @@ class Daemon:
         self.events.open()  # under the daemon lock: one appender per log
         self.events.emit("daemon.started", pid=os.getpid(), version=__version__)
         self._load_jobs()
+        self.search.start()  # after the jobs: each one's files caught up from its offsets
         self.runner.prepare()  # a pi worker started ahead of the next job (supervise.spare)
         self.schedules.start()  # after the jobs: a catch-up firing may reply to one
         # What is loaded now (modules, the job records) lives as long as roostd: out of the
@@ -181,10 +184,8 @@ class Daemon:
         self.idle.close()
         await self.schedules.close()
         await self.agents.close()  # a report waiting to be routed again stays in its record
-        with contextlib.suppress(FileNotFoundError):
-            paths.socket_path().unlink()
-        with contextlib.suppress(FileNotFoundError):
-            paths.pid_file().unlink()
+        paths.socket_path().unlink(missing_ok=True)
+        paths.pid_file().unlink(missing_ok=True)
         self.events.emit("daemon.stopped", pid=os.getpid())
         for sub in list(self.events.subscriptions):
             self.events.unsubscribe(sub)
@@ -291,7 +292,7 @@ class Daemon:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
         for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
-                       schedules, streamed_ops, results_ops):
+                       schedules, streamed_ops, results_ops, search_ops):
             handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -350,6 +351,7 @@ class Daemon:
         self.queue.changed(record)
         self.idle.changed(record)
         self.deps.changed(record)
+        self.search.changed(record)
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()

@@ -56,7 +56,7 @@ class WebServer:
 
     def csrf(self, client: httpx2.Client) -> str:
         """The session's CSRF token, as its pages carry it."""
-        page = client.get(self.url + "/").text
+        page = client.get(self.url + "/new").text  # the new job's form carries it
         return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
     def post(self, client: httpx2.Client, path: str, **form: str) -> httpx2.Response:

@@ -19,10 +19,9 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 import anyio
-import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -30,12 +29,14 @@ from roost.client import DaemonUnavailable
 from roost.protocol import RequestError
 from roost.tasks import first_of
 from roost.transcript import read_entries
-from roost.web import bridge
+from roost.web import bridge, jobpages
 from roost.web import pageparts as views
 from roost.web.devices import csrf_token
 from roost.web.entries import items
 from roost.web.filewatch import Watcher
 from roost.web.guard import TOO_MANY, Guard, Settings, client_address
+from roost.web.pagerender import ENV as ENV
+from roost.web.pagerender import fragment, render
 
 HERE = Path(__file__).resolve().parent
 FORM_MAX = 256 * 1024
@@ -43,28 +44,8 @@ FORM_MAX = 256 * 1024
 TRANSCRIPT_PAGE = 2000
 """A job page shows the last this many transcript items (the rest: `roost logs`)."""
 
-ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
-                         autoescape=True, trim_blocks=True, lstrip_blocks=True)
-"""autoescape=True for every template, whatever its name: nothing agent-written is raw."""
-ENV.filters["money"] = views.money
-ENV.filters["state"] = views.state_text  # `reaped` shown as `idle`, as everywhere
-
-
 class Refused(Exception):
     """An action refused before it reached roostd (a bad form, a missing CSRF token)."""
-
-
-def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    state = request.scope.get("state") or {}
-    token = state.get("token")
-    html = ENV.get_template(template).render(
-        csrf=csrf_token(token) if token else "", read_only=request.app.state.read_only,
-        device=state.get("device"), **context)
-    return HTMLResponse(html, status_code=status)
-
-
-def fragment(template: str, **context: Any) -> str:
-    return ENV.get_template(template).render(**context)
 
 
 async def form_of(request: Request) -> dict[str, str]:
@@ -116,28 +97,17 @@ def action(handler: Action, page: str = "job") -> Callable[[Request], Awaitable[
             notice = f"roostd is not answering: {exc}"
         except ValueError as exc:
             notice = str(exc)
-        target = back
+        target, _, anchor = back.partition("#")
         if notice:
             target += ("&" if "?" in target else "?") + "notice=" + quote(notice[:300])
+        elif anchor:
+            target += "#" + anchor
         return RedirectResponse(target, status_code=303)
 
     return endpoint
 
 
 # -- pages ------------------------------------------------------------------------------------------
-async def tree_page(request: Request) -> Response:
-    hub: bridge.Hub = request.app.state.hub
-    rows, connected = hub.rows, hub.connected
-    if not connected:  # the live link is (re)connecting: ask roostd itself
-        try:
-            rows = {r["id"]: r for r in (await bridge.request("list"))["jobs"]}
-            connected = True
-        except (DaemonUnavailable, RequestError, OSError):
-            pass
-    return render(request, "tree.html", rows=views.tree(rows), connected=connected,
-                  notice=request.query_params.get("notice", ""))
-
-
 async def _job_row(request: Request) -> dict[str, Any] | None:
     try:
         return (await bridge.request("show", job=request.path_params["job"]))["job"]
@@ -207,8 +177,9 @@ async def diff_page(request: Request) -> Response:
     if row is None:
         return render(request, "missing.html", status=404)
     text, why = await asyncio.to_thread(views.job_diff, row)
+    merged = await asyncio.to_thread(views.merge_state, row)
     return render(request, "diff.html", row=row, lines=views.diff_lines(text), why=why,
-                  notice=request.query_params.get("notice", ""))
+                  merged=merged, notice=request.query_params.get("notice", ""))
 
 
 async def events_page(request: Request) -> Response:
@@ -285,13 +256,16 @@ def stream(body: AsyncIterator[bytes]) -> StreamingResponse:
 
 async def live_tree(request: Request) -> Response:
     hub: bridge.Hub = request.app.state.hub
+    state, text = jobpages.list_filter(request)
 
     async def body() -> AsyncIterator[bytes]:
         seen = hub.version
         yield b": live\n\n"
         while True:  # the first round: what changed between the page and this stream
-            yield sse("parts", {"tree": fragment("_tree.html", rows=views.tree(hub.rows),
-                                                 connected=hub.connected)})
+            waiting = await jobpages.inbox_count(hub)
+            yield sse("parts", {"tree": fragment("_tree.html", groups=views.job_list(hub.rows, state, text),
+                                                 connected=hub.connected, filtered=bool(state or text)),
+                                "navcount": fragment("_navcount.html", waiting=waiting)})
             seen = await hub.changed(seen)
 
     return stream(body())
@@ -376,7 +350,7 @@ async def do_reply(request: Request, form: dict[str, str]) -> str:
     text = form.get("text", "")
     if not text.strip():
         raise ValueError("the reply is empty")
-    return await _reply(request, text=text, **_answering(request, form))
+    return await _reply(request, text=text, **_answering(request, form)) + "#latest"
 
 
 async def do_choice(request: Request, form: dict[str, str]) -> str:
@@ -410,7 +384,7 @@ async def do_merge(request: Request, form: dict[str, str]) -> str:
 
 async def do_budget(request: Request, form: dict[str, str]) -> str:
     await bridge.request("budget", job=_job(request), **views.budget_args(form))
-    return f"/job/{_job(request)}"
+    return "/inbox" if form.get("back") == "inbox" else f"/job/{_job(request)}"
 
 
 # -- the app ----------------------------------------------------------------------------------------
@@ -428,13 +402,13 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
             watcher.stop()
 
     routes = [
-        Route("/", tree_page),
+        Route("/", jobpages.counted(jobpages.tree_page)),
         Route("/pair", pair),
-        Route("/job/{job}", job_page),
-        Route("/job/{job}/diff", diff_page),
-        Route("/events", events_page),
+        Route("/job/{job}", jobpages.counted(job_page)),
+        Route("/job/{job}/diff", jobpages.counted(diff_page)),
+        Route("/events", jobpages.counted(events_page)),
         Route("/job/{job}/merge", action(do_merge, "diff"), methods=["POST"]),
-        Route("/inbox", inbox_page),
+        Route("/inbox", jobpages.counted(inbox_page)),
         Route("/live/tree", live_tree),
         Route("/live/inbox", live_inbox),
         Route("/inbox/{entry}/answer", action(do_answer, "inbox"), methods=["POST"]),
@@ -444,7 +418,9 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/job/{job}/choice", action(do_choice), methods=["POST"]),
         Route("/job/{job}/stop", action(simple("stop")), methods=["POST"]),
         Route("/job/{job}/start", action(simple("start")), methods=["POST"]),
-        Route("/job/{job}/rm", action(simple("rm", after="tree")), methods=["POST"]),
+        Route("/job/{job}/rm", jobpages.counted(jobpages.remove_page)),
+        Route("/job/{job}/rm", action(jobpages.do_rm), methods=["POST"]),
+        Route("/new", jobpages.counted(jobpages.new_page)),
         Route("/job/{job}/budget", action(do_budget), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -9,15 +9,18 @@ own kinds, so the page frames them as coming from an agent, never as the user's.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from roost.agents.envelope import title
+from roost.agents.envelope import sanitize_name, title
 from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
 from roost.transcript import content_text
 
 SUMMARY_MAX = 160
 """The characters of a tool call's arguments or result shown before it is expanded."""
+_FRAME = re.compile(r"\A<agent-message [^\n]*>\n(.*)\n</agent-message>\n", re.S)
+"""An envelope's body, for an item recorded without its `details.body`."""
 BODY_MAX = 20_000
 """The most characters of one item's expanded text (a page stays quick to render)."""
 
@@ -52,12 +55,7 @@ def entry_items(entry: dict[str, Any]) -> list[Item]:
     kind = entry.get("type")
     stamp = str(entry.get("timestamp") or "")[11:19]
     if kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
-        details = entry.get("details") or {}
-        heading = details.get("title") or title(
-            str(details.get("kind") or "message"), details.get("from"),
-            str(details.get("relation") or "?"))
-        return [Item("agent", stamp, _clip(content_text(entry.get("content")), BODY_MAX),
-                     title=str(heading))]
+        return [_agent_item(stamp, entry)]
     if kind == "custom_message" and entry.get("customType") == NOTE_TYPE:
         return [Item("note", stamp, _clip(content_text(entry.get("content")), BODY_MAX),
                      title="roost")]
@@ -78,6 +76,31 @@ def entry_items(entry: dict[str, Any]) -> list[Item]:
     if role == "assistant":
         return _assistant(stamp, content, message)
     return []
+
+
+def _agent_item(stamp: str, entry: dict[str, Any]) -> Item:
+    """An agent message as a badge and its body: the wire tags and the closing paragraph
+    the model reads are left out (the body roost recorded beside them, or the text between
+    the tags); a report as `report from NAME: state` and its text."""
+    details = entry.get("details") or {}
+    content = content_text(entry.get("content"))
+    body = details.get("body")
+    if not isinstance(body, str):
+        framed = _FRAME.search(content)
+        body = framed.group(1) if framed else content
+    item_kind = str(details.get("kind") or "message")
+    sender = details.get("from") if isinstance(details.get("from"), dict) else None
+    heading = str(details.get("title") or title(item_kind, sender, str(details.get("relation") or "?")))
+    heading = heading.removeprefix("✉").strip()
+    state = re.match(r"state: (\S+)\n?", body)
+    if item_kind == "report" and state:
+        name = sanitize_name((sender or {}).get("name") or (sender or {}).get("id"))
+        heading = f"report from {name}: {state.group(1)}"
+        body = body[state.end():].lstrip("\n")
+    elif item_kind == "report" and body.startswith("ended: "):
+        name = sanitize_name((sender or {}).get("name") or (sender or {}).get("id"))
+        heading, body = f"report from {name}: ended", body.removeprefix("ended: ")
+    return Item("agent", stamp, _clip(body, BODY_MAX), title=heading, summary=item_kind)
 
 
 def _assistant(stamp: str, content: Any, message: dict[str, Any]) -> list[Item]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from roost import paths
 from roost.eventlog import matches, read_events
+from roost.jobtree import group_folder
 from roost.rowtext import state_text as state_text  # a state as a person reads it
 
 DIFF_MAX = 400_000
@@ -51,6 +52,93 @@ def tree(rows: dict[str, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
+STATE_FILTERS = {"waiting": ("needs_input",), "active": ("starting", "running", "queued", "waiting"),
+                 "failed": ("failed",), "done": ("done", "reaped"), "stopped": ("stopped",)}
+"""The job list's state filter (`/?state=`): a word for a person and the states it means."""
+
+
+def _matches(row: dict[str, Any], state: str, text: str) -> bool:
+    if state in STATE_FILTERS and row.get("state") not in STATE_FILTERS[state]:
+        return False
+    if not text:
+        return True
+    fields = (row.get("name"), row.get("id"), row.get("cwd"), row.get("summary"),
+              row.get("question"), row.get("error"), group_folder(row),
+              (row.get("worktree") or {}).get("branch"))
+    return text.lower() in " ".join(str(f) for f in fields if f).lower()
+
+
+def _waits(subtree: list[tuple[int, dict[str, Any]]]) -> bool:
+    return any(row.get("state") == "needs_input" for _, row in subtree)
+
+
+def job_list(rows: dict[str, dict[str, Any]], state: str = "", text: str = ""
+             ) -> list[dict[str, Any]]:
+    """The web's job list: groups by folder (`roost.jobtree.group_folder`, as roost view),
+    each `{folder, label, rows: [(depth, row)], waiting}`; a group with a waiting job comes
+    first, and within a group a tree with one; children under their parent. A filter keeps
+    the rows that match (and no empty group)."""
+    groups: dict[str, list[list[tuple[int, dict[str, Any]]]]] = {}
+    last = ""
+    for depth, row in tree(rows):
+        if depth and last:  # a child, in its own worktree or not, stays under its parent
+            groups[last][-1].append((depth, row))
+            continue
+        last = group_folder(row)
+        groups.setdefault(last, []).append([(0, row)])
+    out = []
+    for folder, trees in groups.items():
+        trees.sort(key=lambda t: not _waits(t))  # stable: waiting trees first, else by creation
+        shown = [(d, r) for t in trees for d, r in t if _matches(r, state, text.strip())]
+        if shown:
+            home = os.path.expanduser("~")
+            label = "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
+            out.append({"folder": folder, "label": label, "rows": shown,
+                        "waiting": _waits(shown)})
+    out.sort(key=lambda g: not g["waiting"])
+    return out
+
+
+def badges(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """A row's badges, `(word, title)`: worktree, schedule, result, budget."""
+    out = []
+    if row.get("worktree"):
+        out.append(("worktree", f"branch {row['worktree'].get('branch')}"))
+    if row.get("schedule"):
+        out.append(("schedule", f"started by schedule {row['schedule'].get('name')}"))
+    if row.get("result") is not None:
+        out.append(("result", "it has a structured result (roost result)"))
+    usage = row.get("usage") or {}
+    if usage.get("budget") or usage.get("budgetTokens") or usage.get("maxTurns"):
+        limit = money(usage["budget"]) if usage.get("budget") else (
+            f"{usage['budgetTokens']} tokens" if usage.get("budgetTokens") else f"{usage['maxTurns']} turns")
+        out.append(("budget", f"budget {limit}"))
+    return out
+
+
+def known_dirs(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The folders jobs were started in, the last used first (the new-job form's choices)."""
+    ordered = sorted(rows.values(), key=lambda r: str(r.get("created") or ""), reverse=True)
+    out: list[str] = []
+    for row in ordered:
+        folder = group_folder(row)
+        if folder and folder not in out:
+            out.append(folder)
+    return out
+
+
+def plain(value: Any) -> str:
+    """An event's value as a person reads it: `yes`/`no`, JSON for a list or an object,
+    never Python's repr (`dialog=False`)."""
+    import json
+
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return str(value)
+
+
 def device_name(user_agent: str) -> str:
     """A short name for a paired browser, from its User-Agent (printable ASCII only)."""
     ua = "".join(c for c in user_agent if 32 <= ord(c) < 127)
@@ -79,7 +167,7 @@ def run_args(form: dict[str, str]) -> dict[str, Any]:
     task = form.get("task", "")
     if not task.strip():
         raise ValueError("the task is empty")
-    cwd = form.get("cwd", "").strip()
+    cwd = form.get("cwd", "").strip() or form.get("pick", "").strip()  # typed, else picked
     if not cwd.startswith("/"):
         raise ValueError("the directory must be an absolute path")
     args: dict[str, Any] = {"task": task, "cwd": cwd}
@@ -120,6 +208,31 @@ def job_diff(row: dict[str, Any]) -> tuple[str, str]:
     if len(text) > DIFF_MAX:
         text = text[:DIFF_MAX] + "\n… (cut: `roost diff` shows it all)\n"
     return text, "" if text else "no changes"
+
+
+def merge_state(row: dict[str, Any]) -> str:
+    """Whether a worktree job's branch can be merged: `merged` (its commits are all in the
+    branch its starting checkout is on), `empty` (it committed nothing), `open`, or `""` when
+    git cannot say (the merge button stays: roostd's merge says why)."""
+    from roost.worktrees import git
+
+    worktree = row.get("worktree") or {}
+    path, branch, origin = worktree.get("path"), worktree.get("branch"), worktree.get("origin")
+    if not (path and branch and origin and os.path.isdir(path) and os.path.isdir(origin)):
+        return ""
+    try:
+        into = git.current_branch(origin)
+        if not git.branch_exists(path, branch):
+            return ""
+        ahead = int(git.git(["rev-list", "--count", f"{worktree['base']}..refs/heads/{branch}", "--"],
+                            path, doing="counting the branch's commits").stdout.strip() or 0)
+        if ahead == 0:
+            return "empty"
+        if into and git.unmerged_count(path, branch, into) == 0:
+            return "merged"
+    except git.GitError:
+        return ""
+    return "open"
 
 
 def diff_lines(text: str) -> list[tuple[str, str]]:

@@ -33,8 +33,8 @@ def worktrees_dir() -> Path:
 
 
 def row_fields(worktree: dict[str, object] | None) -> dict[str, object] | None:
-    """The JobRow's `worktree`: `{path, branch, base}` (README: JSON output)."""
+    """The JobRow's `worktree`: `{path, branch, base, origin}` (README: JSON output)."""
     if not worktree:
         return None
     return {"path": worktree.get("path"), "branch": worktree.get("branch"),
-            "base": worktree.get("base")}
+            "base": worktree.get("base"), "origin": worktree.get("origin")}

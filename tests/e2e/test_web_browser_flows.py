@@ -61,8 +61,10 @@ def test_an_agent_message_arrives_live_as_from_an_agent(make_lab: Callable[..., 
         assert browser.execute_script("return window.__same_page === true")  # no reload
         [agent] = browser.find_elements(By.CSS_SELECTOR, "#transcript li.item-agent")
         who = agent.find_element(By.CSS_SELECTOR, ".who").text
-        # Framed as from its parent agent, with the title pi's renderer shows (one ✉).
-        assert who.startswith("✉ message from web-parent (parent)") and "✉ ✉" not in who, who
+        # Framed as from its parent agent: a badge and the body, no wire tags, no framing text.
+        assert who.startswith("message from web-parent (parent)"), who
+        assert agent.find_element(By.CSS_SELECTOR, ".badge").text == "message from web-parent (parent)"
+        assert "agent-message" not in agent.text and "another agent session" not in agent.text
         assert "from <b>the parent</b>" in agent.text  # the HTML stays text
         assert not agent.find_elements(By.CSS_SELECTOR, "b")
         users = browser.find_elements(By.CSS_SELECTOR, "#transcript li.item-user")

@@ -44,7 +44,7 @@ def test_a_job_asks_and_is_answered_from_the_browser(web: WebServer, fake_pi_env
     assert "[[ask]] colours" in page  # the transcript's user message
 
     answer = web.post(http, f"/job/{job}/reply", text="blue, please")
-    assert answer.status_code == 200 and str(answer.url) == f"{web.url}/job/{job}"
+    assert answer.status_code == 200 and str(answer.url) == f"{web.url}/job/{job}#latest"
     assert lab.wait(job) in ("done", "needs_input")
     wait_until(lambda: "blue, please" in http.get(f"{web.url}/job/{job}").text, 30,
                "the reply in the transcript")
@@ -187,8 +187,12 @@ def test_run_a_job_stop_start_and_remove_it(web: WebServer, fake_pi_env: Lab) ->
     assert lab.row(job["id"])["state"] in ("starting", "running", "done")
     refused = web.post(http, "/run", task="x", cwd="relative/dir")
     assert "the directory must be an absolute path" in refused.text
-    removed = web.post(http, f"/job/{job['id']}/rm")
-    assert str(removed.url) == web.url + "/" and lab.job_named("webbed") is None
+    asked = web.post(http, f"/job/{job['id']}/rm")  # without the confirmation: its page
+    assert str(asked.url) == f"{web.url}/job/{job['id']}/rm" and lab.job_named("webbed") is not None
+    assert "Remove webbed?" in asked.text
+    removed = web.post(http, f"/job/{job['id']}/rm", confirm="yes")
+    assert str(removed.url).startswith(web.url + "/?notice=") and lab.job_named("webbed") is None
+    assert f"removed webbed ({job['id']})" in removed.text
 
 
 def test_tls_off_loopback_serves_https_with_a_secure_host_cookie(roost_env: Lab, tmp_path: Path) -> None:

@@ -306,6 +306,7 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
         core.agents.job_ended(record, "removed")
     budgets.on_removed(core, record)  # `roost usage` keeps its figures
     unfinished = worktree_jobs.checkout_pending(record)
+    core.search.removed(record)  # its last lines read and its entries kept (search --all)
     core.forget_job(record)
     shutil.rmtree(record.dir, ignore_errors=True)
     core.job_changed(record, persist=False)
