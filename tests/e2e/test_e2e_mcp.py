@@ -91,3 +91,24 @@ def test_the_inspector_runs_waits_and_shows(lab: Lab, inspector: list[str]) -> N
     assert shown["id"] == job and shown["state"] == "done"
     assert "The answer is 42." in shown["transcript"]
     assert "MK-MCP what is the answer?" in shown["transcript"]
+
+
+def test_pi_connects_to_roost_mcp(roost_env: Lab, real_pi: list[str]) -> None:
+    """pi 1.x is an MCP client too: `pi mcp add roost -- roost mcp` (docs/guides/mcp.md),
+    then `pi mcp list` connects and lists roost's tools."""
+    lab = roost_env
+
+    def pi(*args: str) -> str:
+        proc = subprocess.run([*real_pi, *args], env=lab.env, cwd=lab.work, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    if "mcp" not in pi("--help"):
+        pytest.skip("this pi has no MCP client (pi 0.73.1)")
+    pi("mcp", "add", "roost", "--", sys.executable, str(REPO_DIR / "scripts" / "roost"), "mcp")
+    listed = pi("mcp", "list")
+    assert "roost: connected" in listed, listed
+    for name in ("list_jobs", "show_job", "run_job", "wait_for_jobs", "reply_to_job",
+                 "send_message"):
+        assert name in listed

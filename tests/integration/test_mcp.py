@@ -163,3 +163,16 @@ def test_http_refuses_what_is_unsafe(fake_pi_env: Lab, tmp_path: Path) -> None:
     shared = env.roost("mcp", "--http", "--port", "0", "--token-file", str(loose))
     assert shared.returncode == 1 and "chmod 600" in shared.stderr
     assert env.roost("mcp", "--token-file", str(loose)).returncode == 2  # needs --http
+
+
+def test_the_cli_imports_the_sdk_only_for_roost_mcp() -> None:
+    """`roost --help` lists `mcp` without importing the SDK (nor pydantic): a command's
+    start-up never pays for it."""
+    script = ("import sys\nfrom roost.cli import main\nsys.argv = ['roost', '--help']\n"
+              "try:\n    main.main()\nexcept SystemExit:\n    pass\n"
+              "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('mcp', 'mcp_types', 'pydantic') or m.startswith('roost.mcp'))))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert " mcp " in proc.stdout and "Serve roost's jobs to MCP clients" in proc.stdout
+    assert proc.stderr.strip() == "[]", proc.stderr
