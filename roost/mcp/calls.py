@@ -132,6 +132,14 @@ def stop_job(job: str) -> dict[str, Any]:
     return clean({"id": result["id"], "was": result["was"], "state": result["state"]})
 
 
+def search(query: str, job: str | None, limit: int) -> dict[str, Any]:
+    """roostd's full-text search of the jobs' conversations (`roost search`)."""
+    args: dict[str, Any] = {"query": query, "limit": limit}
+    if job:
+        args["job"] = job
+    return clean({"results": request("search", args)["results"]})
+
+
 def inbox() -> dict[str, Any]:
     return clean({"entries": request("inbox", {})["entries"]})
 

@@ -26,7 +26,7 @@ from roost import __version__
 from roost.errors import RoostError
 from roost.mcp import calls, shapes
 from roost.mcp.safetext import text as safe
-from roost.protocol import RequestError
+from roost.protocol import DAEMON_OPS, RequestError
 
 INSTRUCTIONS = """\
 roost supervises pi coding-agent sessions as background jobs that talk to each other.
@@ -103,6 +103,8 @@ def build(name: str | None = None) -> MCPServer:
                        log_level="WARNING")
     _job_tools(server)
     _talk_tools(server, name)
+    if "search" in DAEMON_OPS:  # a roost with full-text search
+        _search_tool(server)
     _resources(server)
     return server
 
@@ -208,6 +210,19 @@ def _talk_tools(server: MCPServer, fixed_name: str | None) -> None:
         """What waits for a person: open questions and dialogs, budget stops, failures.
         Read only: the person answers them (roost inbox, roost answer, roost web)."""
         return await _run(shapes.Inbox, calls.inbox)
+
+
+def _search_tool(server: MCPServer) -> None:
+    @server.tool(title="Search the jobs' conversations", annotations=READ)
+    async def search_jobs(
+        query: Annotated[str, Field(min_length=1, description='words, "a phrase", retr*, '
+                                                              "AND, OR, NOT")],
+        job: Annotated[str | None, Field(description="only this job (and its "
+                                                     "children)")] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> Annotated[CallToolResult, shapes.Found]:
+        """Full-text search of every job's conversation (roost search), best first."""
+        return await _run(shapes.Found, calls.search, query, job, limit)
 
 
 def _resources(server: MCPServer) -> None:

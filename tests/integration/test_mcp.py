@@ -176,3 +176,19 @@ def test_the_cli_imports_the_sdk_only_for_roost_mcp() -> None:
                           timeout=60)
     assert " mcp " in proc.stdout and "Serve roost's jobs to MCP clients" in proc.stdout
     assert proc.stderr.strip() == "[]", proc.stderr
+
+
+def test_search_jobs_finds_a_conversation(fake_pi_env: Lab) -> None:
+    """With roost's full-text search (roostd's `search` op), the search_jobs tool."""
+    from roost.protocol import DAEMON_OPS
+
+    if "search" not in DAEMON_OPS:
+        pytest.skip("this roost has no full-text search")
+    env = fake_pi_env
+    job = env.run("hello unicorn")
+    env.wait(job)
+    with McpSession(stdio_params(env)) as s:
+        hits = wait_until(lambda: s.ok("search_jobs", {"query": "unicorn"})["results"], 30,
+                          what="a search hit")
+        assert {h["job"] for h in hits} == {job}
+        assert "syntax error" in s.error("search_jobs", {"query": "AND AND"})
