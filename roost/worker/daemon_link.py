@@ -42,7 +42,7 @@ class DaemonLink:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._last_sent: dict[str, Any] | None = None
         self._bound = asyncio.Event()
-        self._outbox: list[tuple[str, dict[str, Any]]] = []
+        self._outbox: list[tuple[str, dict[str, Any], Callable[[], None] | None]] = []
         self._flushing = False
         self._partial: dict[str, Any] | None = None  # what pi streams now (worker.streaming)
 
@@ -160,9 +160,10 @@ class DaemonLink:
         await self._bound.wait()
         then()
 
-    def send_reliably(self, op: str, **args: Any) -> None:
-        """A request that must reach roostd (a hand-back): retried after reconnects."""
-        self._outbox.append((op, args))
+    def send_reliably(self, op: str, then: Callable[[], None] | None = None, **args: Any) -> None:
+        """A request that must reach roostd (a hand-back): retried after reconnects;
+        `then` is called once roostd has answered it (or refused it)."""
+        self._outbox.append((op, args, then))
         self._flush()
 
     def _flush(self) -> None:
@@ -173,12 +174,14 @@ class DaemonLink:
         async def run() -> None:
             try:
                 while self._outbox and self._conn is not None:
-                    op, args = self._outbox[0]
+                    op, args, then = self._outbox[0]
                     try:
                         await self._call(self._conn, op, **args)
                     except RequestError as exc:
                         log.error("roostd refused %s: %s", op, exc.message)
                     self._outbox.pop(0)
+                    if then is not None:
+                        then()
             except (ConnectionError, OSError):
                 pass  # sent again after the next hello
             finally:

@@ -13,6 +13,12 @@ The test writes the next fault when it wants one. Points, in the order an item p
 - `report_routed` (target `roostd`, TAG in the report's result): roostd has put job ID's
   hand-back into its parent's mailbox, and neither noted that in the child's record nor
   answered the worker, which will send it again.
+- `run_ended` (target `worker`, TAG in the run's final answer): pi ended the run (the session
+  holds the answer), and the worker's run note still says it is in progress;
+- `report_pending` (target `worker`, TAG in the report's result): a settled run's report is
+  in the run note (`run.json`), not yet sent to roostd;
+- `report_answered` (target `worker`, TAG in the report's result): roostd has answered the
+  hand-back, and the worker has not yet crossed it off its run note.
 
 With the variable unset, `hit` costs one comparison.
 """
@@ -27,6 +33,7 @@ from collections.abc import Callable
 POINTS = ("posted", "sent", "taken", "before_ack", "after_ack")
 TARGETS = ("worker", "pi")
 REPORT_ROUTED = "report_routed"  # roostd's own point (target "roostd")
+REPORT_POINTS = ("run_ended", "report_pending", "report_answered")  # a hand-back's, in the worker
 
 _FILE = os.environ.get("ROOST_FAULTS")
 pi_pid: Callable[[], int | None] = lambda: None  # noqa: E731 - set by the worker

@@ -76,7 +76,7 @@ class Worker:
         # A new worktree's files, written while pi boots (roost.worktrees.checkout).
         self.checkout: asyncio.Future[None] | None = None
         self._settle_after_checkout = False
-        self.answers = Answers(self.record, self.runs, self.link, self._to_extension)
+        self.answers = Answers(self.record, self.runs, self.link, self._to_extension, self.notes)
         self.releasing = False  # `roost attach`: exit at the next safe point
         self.queued = False  # roostd queued its next run: a `turn` push lets it go
         self._session_private = False  # the session file was made 0600
@@ -188,10 +188,12 @@ class Worker:
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
         self.budget.load(entries)
+        self.answers.recover(entries)  # a run that ended while no worker saw it reports
         resume = self.budget.gate_resume(restore(self.runs, self.notes.note, entries,
                                                  pending=bool(self.box.pending()),
                                                  save=self.notes.save))
         self.report()
+        self.answers.resend()  # reports a killed worker noted and roostd never answered
         if resume is not None and self.channel.conn is not None:
             log.info("continuing the run a restart cut short (%s)", self.notes.note.cause)
             await self.channel.conn.send(protocol.event("note", content=resume))
@@ -427,9 +429,7 @@ class Worker:
                 self.runs.summary = first_line(f"error: {problem.message}")
             self.run_error = self.answers.check(run) or self.run_error  # an output schema's
         self.budget.on_settled(run)
-        if self.notes.note.cause is not None and not self.notes.note.stopped:
-            # (a run the user stopped keeps its note: started again, it shows it was cut short)
-            self.notes.save(runnote.RunNote())
+        self.answers.note_settled(run)  # the run note: ended, its report kept until sent
         self.report()
         self.wake.set()
         if run is not None:

@@ -5,9 +5,12 @@ same run) from one that ended on purpose (stopped by the user, let go for `roost
 The session file alone cannot: an aborted last answer looks the same either way.
 
 Written when roost hands pi the item that starts a run (before pi sees it), and when the
-run settles or is stopped. Written by replace, without fsync: it must outlive the worker and
-pi (a SIGKILL keeps the page cache), as the session file does; a power cut loses pi's own
-unsynced session writes too.
+run settles or is stopped. A settled run's report to the parent (`reports`: the `handback`
+op's arguments, with its id) is written in the same write that says the run ended, and
+crossed off once roostd has answered it: a worker killed in between sends it again when it
+starts, under the same id (roostd hands each id over once). Written by replace, without
+fsync: it must outlive the worker and pi (a SIGKILL keeps the page cache), as the session
+file does; a power cut loses pi's own unsynced session writes too.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from roost.states import RunCause
 
@@ -29,6 +33,7 @@ class RunNote:
     started: str | None = None  # when roost started it (ISO-8601 UTC)
     resumes: int = 0  # continuations of this run in a row after crashes
     stopped: bool = False  # stopped by the user: never continued by itself
+    reports: list[dict[str, Any]] = field(default_factory=list)  # hand-backs roostd has not answered
 
     @property
     def in_progress(self) -> bool:
@@ -49,6 +54,7 @@ def read(path: Path) -> RunNote:
             started=data.get("started") if isinstance(data.get("started"), str) else None,
             resumes=int(data.get("resumes") or 0),
             stopped=bool(data.get("stopped")),
+            reports=[r for r in data.get("reports") or [] if isinstance(r, dict)],
         )
     except (OSError, ValueError, TypeError, AttributeError):
         return RunNote()
@@ -70,6 +76,18 @@ class Keeper:
         self.note = read(path)
 
     def save(self, note: RunNote) -> None:
+        """Write `note`; the reports still pending stay unless `note` names its own."""
+        if not note.reports:
+            note = replace(note, reports=list(self.note.reports))
+        self._write(note)
+
+    def reported(self, report_id: str) -> None:
+        """roostd answered the hand-back `report_id`: crossed off."""
+        left = [r for r in self.note.reports if r.get("report") != report_id]
+        if len(left) != len(self.note.reports):
+            self._write(replace(self.note, reports=left))
+
+    def _write(self, note: RunNote) -> None:
         self.note = note
         try:
             write(self.path, note)

@@ -5,6 +5,7 @@ worker's `Answers` (roost/worker/answers.py) with a hand-fed RunTracker and fake
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from roost.jobs import JobRecord, Links, load_record
 from roost.protocol import RESULT_MAX
 from roost.states import JobKind, JobState, RunCause
 from roost.worker.answers import Answers, structured_text
+from roost.worker.runnote import Keeper
 from roost.worker.runs import RunTracker
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
@@ -143,7 +145,7 @@ class FakeLink:
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
-    def send_reliably(self, op: str, **args: Any) -> None:
+    def send_reliably(self, op: str, then: Any = None, **args: Any) -> None:
         self.sent.append((op, args))
 
 
@@ -158,7 +160,9 @@ class Harness:
         self.link = FakeLink()
         self.to_ext: list[dict[str, Any]] = []
         self.extension = extension
-        self.answers = Answers(record, self.runs, self.link, self.send)  # type: ignore[arg-type]
+        self.dir = tempfile.TemporaryDirectory()
+        self.answers = Answers(record, self.runs, self.link, self.send,  # type: ignore[arg-type]
+                               Keeper(Path(self.dir.name) / "run.json"))
 
     def send(self, frame: dict[str, Any]) -> bool:
         if self.extension:
@@ -177,6 +181,7 @@ class Harness:
         run = runs.settle()
         assert run is not None
         error = self.answers.check(run)
+        self.answers.note_settled(run)
         self.answers.hand_back(run)
         return error
 
@@ -276,6 +281,7 @@ def test_a_model_errors_report_keeps_pis_words() -> None:
         h.runs.on_event(event)
     run = h.runs.settle()
     assert run is not None and h.answers.check(run) is None  # no answer: not checked
+    h.answers.note_settled(run)
     h.answers.hand_back(run)
     [report] = h.sent("handback")
     assert report["state"] == "failed" and report["error"] == "429 rate limited"
