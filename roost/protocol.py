@@ -327,6 +327,7 @@ DAEMON_OPS: dict[str, Op] = {
         Op("wait", "any", ("job",), "resolve when the job's current run has settled",
            ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
+        Op("abort", "any", ("job",), "end the job's run, keep the job (pi `abort`; roost acp)"),
         Op("start", "any", ("job",), "start a stopped/ended job again (`env`: replaces the "
                                      "job's environment)", ("env",)),
         Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
@@ -460,6 +461,7 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
         PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
               ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
                                 "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent("abort", ROOSTD, WORKER, (), doc="end the run in progress (pi `abort`)"),
         PushedEvent("turn", ROOSTD, WORKER, (),
                     doc="a slot is free: the queued job's worker may start its next run"),
         PushedEvent("release", ROOSTD, WORKER, ("reason",),

@@ -33,6 +33,7 @@ COMMANDS = {
     **dict.fromkeys(("queue", "group"), "queue"),
     "view": "view",
     "web": "web",
+    "acp": "acp",
     "mcp": "mcp",
     **dict.fromkeys(("inbox", "answer"), "inbox"),
     "agents": "agents",
@@ -45,6 +46,7 @@ COMMANDS = {
 (or `roost --help` lists it): a command pays for its own module only."""
 
 SHORT = {
+    "acp": "Serve roost's jobs to editors over ACP (Zed, JetBrains, Neovim).",
     "agents": "Named agent definitions (TOML): list, show, create, check.",
     "answer": "Answer an inbox entry with TEXT or --choice N.",
     "attach": "Open a job's session in pi in the foreground; quit to detach.",

@@ -456,10 +456,15 @@ class Worker:
         self._release_if_idle()
 
 
+def _on_abort(worker: Worker, event: dict[str, Any]) -> None:  # the run ends, the job stays
+    worker.tasks.spawn(worker.pi.command("abort", timeout=10), "aborting the run")
+
+
 DAEMON_EVENTS: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
     "stop": Worker._on_stop,
     "budget": lambda worker, event: worker.budget.on_budget_event(event),
     "release": Worker._on_release,
+    "abort": _on_abort,
     "turn": Worker._on_turn,
 }
 """The worker's handler of each event roostd pushes to it (tests/unit/test_layout.py checks

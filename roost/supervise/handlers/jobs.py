@@ -252,6 +252,16 @@ async def stop(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     return {"id": record.id, "was": was, "state": record.state.value}
 
 
+async def abort(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    """End the run in progress and keep the job (`stop` ends the job): its worker sends pi
+    `abort`, the run ends as aborted and the job is done, ready for the next message."""
+    record = core.find_job(str(request["job"]))
+    proc = core.procs.get(record.id)
+    aborted = bool(record.busy and proc is not None and proc.conn is not None
+                   and proc.conn.push(protocol.event("abort")))
+    return {"id": record.id, "aborted": aborted, "state": record.state.value}
+
+
 async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
     proc = core.procs.get(record.id)
@@ -322,6 +332,6 @@ async def subscribe(core: Core, conn: Connection, request: dict[str, Any]) -> di
 def handlers(core: Core) -> dict[str, Handler]:
     return bind(core, {
         "status": status, "shutdown": shutdown, "run": run, "list": list_jobs, "show": show,
-        "reply": reply, "wait": wait, "wait_jobs": wait_jobs, "stop": stop, "start": start,
+        "reply": reply, "wait": wait, "wait_jobs": wait_jobs, "stop": stop, "abort": abort, "start": start,
         "rm": rm, "subscribe": subscribe,
     })
