@@ -23,7 +23,6 @@ import { Type } from "typebox";
 import { Text } from "@mariozechner/pi-tui";
 import { SessionLock } from "./session_lock.ts";
 import { ownSocket } from "./own_home.ts";
-import { installSandbox } from "./sandbox.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
 const NOTE_TYPE = "pi-roost-note";
@@ -322,10 +321,6 @@ export default function roost(pi: any) {
 			throw new Error(`error: ${err?.message ?? err}`);
 		}
 	}
-
-	// roost run --sandbox (roost/sandbox.py): bash under bwrap, write/edit inside its roots
-	// (refused before an approval is asked for).
-	installSandbox(pi);
 
 	if (CHECKOUT_PENDING) {
 		// No tool runs in a half-written worktree: wait until the worker has written it

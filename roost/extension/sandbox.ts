@@ -56,8 +56,16 @@ function hiddenFrom(target: string, plan: Plan): boolean {
 	return hidden;
 }
 
-/** Install the sandbox when the job has one; true if it did. A bad plan throws: pi fails to
- * load the extension and the job fails, never running unsandboxed. */
+/**
+ * The worker loads this file (`-e`, before roost.ts) only for a sandboxed job: without a plan,
+ * or with one it cannot install, it throws, and pi exits on an extension that fails to load
+ * (1.x and 0.73 alike): the job fails, never running unsandboxed.
+ */
+export default function sandbox(pi: any): void {
+	if (!installSandbox(pi)) throw new Error("roost: a sandboxed job without its plan (ROOST_SANDBOX)");
+}
+
+/** Install the sandbox when there is a plan; true if it did. A bad plan throws. */
 export function installSandbox(pi: any): boolean {
 	if (!RAW) return false;
 	const plan: Plan = JSON.parse(RAW);

@@ -180,10 +180,13 @@ def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
         policy = sandbox.compose(on if isinstance(on, bool) else None, network,
                                  bool(defn is not None and defn.sandbox), settings.sandbox,
                                  settings.sandboxNetwork, settings.sandboxWritable, boxed)
-        if policy is not None:
+        if policy is not None:  # the job's PATH, roostd's ROOST_BWRAP (as its worker will)
             env = request.get("env")
-            sandbox.check(env if isinstance(env, dict) and env.get("PATH") else None,
-                          policy["network"])
+            env = dict(env) if isinstance(env, dict) and env.get("PATH") else dict(os.environ)
+            env.pop(sandbox.BWRAP_VAR, None)
+            if os.environ.get(sandbox.BWRAP_VAR):
+                env[sandbox.BWRAP_VAR] = os.environ[sandbox.BWRAP_VAR]
+            sandbox.check(env, policy["network"])
     except sandbox.SandboxError as exc:
         raise RequestError(REFUSED, str(exc)) from None
     return policy

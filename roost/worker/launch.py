@@ -99,8 +99,10 @@ class Early:
 
 
 def pi_argv(job: dict[str, Any], install: PiInstall) -> list[str]:
-    argv = install.argv + ["--mode", "rpc", "--session", job["session"],
-                           "-e", str(paths.extension_path())]
+    argv = install.argv + ["--mode", "rpc", "--session", job["session"]]
+    if job.get("sandbox"):  # first: its refusals come before roost.ts's approvals
+        argv += ["-e", str(paths.extension_path().parent / "sandbox.ts")]
+    argv += ["-e", str(paths.extension_path())]
     if job.get("model"):
         argv += ["--model", job["model"]]
     if job.get("thinking"):

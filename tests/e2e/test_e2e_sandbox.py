@@ -168,3 +168,22 @@ def test_sandbox_refused_without_bwrap(make_lab, tmp_path: Path) -> None:
     assert nopath.returncode == 1, nopath
     assert "bwrap is not installed" in nopath.stderr and "bubblewrap" in nopath.stderr
     assert lab.cli_json("ls", "--json") == []
+
+
+@needs_bwrap
+def test_bwrap_gone_before_the_start_fails_the_job(make_lab, tmp_path: Path) -> None:
+    """A job sandboxed at `run` whose bwrap is gone when it starts fails, naming the
+    package; its task never reaches a pi without the sandbox."""
+    bwrap = tmp_path / "bwrap"
+    bwrap.symlink_to(sandbox.check())
+    lab = make_lab(env={"ROOST_BWRAP": str(bwrap)})  # roostd's, as ROOST_PI
+    flag = tmp_path / "go"
+    first = lab.run_job("--shell", "--", "sh", "-c",
+                        f"while [ ! -e {flag} ]; do sleep 0.05; done")
+    job = lab.run_job("--sandbox", "--after", first, "MK-GONE go")
+    bwrap.unlink()
+    flag.touch()
+    assert lab.wait(job, T) == "failed"
+    row = lab.cli_json("show", job, "--json")
+    assert "bubblewrap" in json.dumps(row)
+    assert not lab.requests_of("MK-GONE")
