@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 # A job row's fields a tool shows (the JobRow contract, docs: JSON output), plus `cost`.
 BRIEF_KEYS = ("id", "name", "kind", "state", "status", "summary", "question", "dialog",
@@ -87,10 +87,14 @@ class Stopped(BaseModel):
 
 
 class InboxEntry(BaseModel):
+    """An inbox entry as roostd gives it (a kind's own fields kept: an approval's, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
     id: str
     job: dict[str, Any]
     kind: str = Field(description="question, dialog, budget, gave_up, failed, conflict, ...")
-    text: str
+    text: str | None = None
     options: list[str] | None = None
     since: str | None = None
 
