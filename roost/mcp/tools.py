@@ -191,8 +191,8 @@ def _talk_tools(server: MCPServer, fixed_name: str | None) -> None:
     async def reply_to_job(job: JobRef, text: Annotated[str, Field(min_length=1)]
                            ) -> Annotated[CallToolResult, shapes.Delivery]:
         """A reply as the user gives one with roost reply: it starts the job's next run (or
-        is steered into its running one). Refused while the job waits on a dialog or an
-        approval: the person answers those on roost's own surfaces."""
+        is steered into its running one). It answers no dialog and no approval: refused
+        while the job waits on a dialog; the person answers those on roost's own surfaces."""
         return await _run(shapes.Delivery, calls.reply, job, text)
 
     @server.tool(title="Send a message to a job", annotations=WRITE)
