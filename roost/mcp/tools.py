@@ -3,10 +3,10 @@
 Each tool is a thin call into `roost.mcp.calls` (run in a worker thread: the roostd client
 blocks), its input a JSON Schema made from the signature, its output a model of
 `roost.mcp.shapes`. A refusal is an MCP tool error (`isError`) carrying roost's one-line
-message as it is. What a model must not do
-through it, it cannot: no tool answers a dialog or an approval (reply_to_job is refused
-while one is open: a person answers it on roost's own surfaces), and send_message is an
-external agent's message, under agentExternalMessages.
+message as it is. What a model must not do through it, it cannot: no tool answers a dialog
+or an approval (reply_to_job is refused while a dialog is open: a person answers it on
+roost's own surfaces), and send_message is an external agent's message, under
+agentExternalMessages.
 """
 
 from __future__ import annotations
