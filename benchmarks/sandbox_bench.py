@@ -6,8 +6,9 @@ unsandboxed one, p50 of `--calls` calls each, in one run (target: at most +25 ms
 
 The real pi with roost's extension, driven over RPC, against a FakeLLM in this process
 that answers every request with one more bash call (`true`) until a round's calls are
-made. Two pis: `plain` (the extension, no sandbox) and `sandboxed` (the same with the
-worker's `ROOST_SANDBOX` plan, roost.sandbox.plan with the real bwrap, no network). A
+made. Two pis: `plain` (roost's extension, no sandbox) and `sandboxed` (the same plus
+roost/extension/sandbox.ts and the worker's `ROOST_SANDBOX` plan, roost.sandbox.plan with
+the real bwrap, no network), each started as a job's worker starts it. A
 call's round trip is the time between pi's `tool_execution_start` and
 `tool_execution_end` events for it, as this process reads them from pi's stdout. The
 rounds alternate which pi goes first, so load from elsewhere hits both alike.
@@ -91,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                             roost_home=str(lab.roost_home), agent_dir=str(lab.agent_dir))
         envs = {"plain": dict(lab.env),
                 "sandboxed": {**lab.env, sandbox.ENV_VAR: plan.to_json()}}
-        pis = {name: PiRpc(cwd=lab.work, env=env, extensions=[paths.extension_path()])
-               for name, env in envs.items()}
+        boxed = paths.extension_path().parent / "sandbox.ts"  # as the worker loads it
+        pis = {name: PiRpc(cwd=lab.work, env=env, extensions=[
+            *([boxed] if name == "sandboxed" else []), paths.extension_path()])
+            for name, env in envs.items()}
         try:
             for pi in pis.values():
                 pi.send({"type": "get_state"}, timeout=TIMEOUT)

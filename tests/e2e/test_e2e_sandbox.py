@@ -108,6 +108,7 @@ def test_sandboxed_bash_is_contained(make_lab, tmp_path: Path, listener: int,
     assert not (outside / "w.txt").exists()
     row = lab.cli_json("show", job, "--json")
     assert row["sandbox"] == {"network": network, "writable": []}
+    assert f"bubblewrap, network {network}" in lab.roost_ok("show", job)
     assert lab.cli_json("show", other, "--json")["sandbox"] is None
 
 
