@@ -33,6 +33,7 @@ from roost import paths, protocol
 from roost.cli.livetext import PartialPane
 from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
+from roost.cli.searchpane import SearchKey  # `/`
 from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, state_text
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
@@ -179,7 +180,7 @@ class ConnectionChanged(Message):
         self.ok = ok
 
 
-class ViewApp(App[None]):
+class ViewApp(SearchKey, App[None]):
     TITLE = "roost"
     CSS = """
     #status { height: 1; padding: 0 1; color: $text-muted; }

@@ -28,6 +28,7 @@ keys
   a          reply to the selected job, or answer its open dialog
   i          the inbox: everything that waits for you, answered in place
   e          the events, live (schedules firing, jobs waiting and unblocked, results)
+  /          search every job's conversation; enter on a match opens its transcript
   g          group by directory / by state
   r          refresh (and start roostd when it is not running)
   ?          this help

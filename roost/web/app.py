@@ -29,10 +29,10 @@ from roost.client import DaemonUnavailable
 from roost.protocol import RequestError
 from roost.tasks import first_of
 from roost.transcript import read_entries
-from roost.web import bridge, jobpages
+from roost.web import bridge, jobpages, searchpage
 from roost.web import pageparts as views
 from roost.web.devices import csrf_token
-from roost.web.entries import items
+from roost.web.entries import items, window
 from roost.web.filewatch import Watcher
 from roost.web.guard import TOO_MANY, Guard, Settings, client_address
 from roost.web.pagerender import ENV as ENV
@@ -115,18 +115,18 @@ async def _job_row(request: Request) -> dict[str, Any] | None:
         return None
 
 
-def _transcript(row: dict[str, Any]) -> list[Any]:
+def _transcript(row: dict[str, Any], at: str | None = None) -> list[Any]:
     session = row.get("session")
     if row.get("kind") != "pi" or not session:
         return []
-    return items(read_entries(session))[-TRANSCRIPT_PAGE:]
+    return window(items(read_entries(session)), TRANSCRIPT_PAGE, at)  # at: a search's entry
 
 
 async def job_page(request: Request) -> Response:
     row = await _job_row(request)
     if row is None:
         return render(request, "missing.html", status=404)
-    entries = await asyncio.to_thread(_transcript, row)
+    entries = await asyncio.to_thread(_transcript, row, request.query_params.get("at"))
     hub: bridge.Hub = request.app.state.hub
     return render(request, "job.html", row=row, items=entries, partial=hub.partials.get(row["id"]),
                   notice=request.query_params.get("notice", ""))
@@ -407,6 +407,7 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/job/{job}", jobpages.counted(job_page)),
         Route("/job/{job}/diff", jobpages.counted(diff_page)),
         Route("/events", jobpages.counted(events_page)),
+        Route("/search", jobpages.counted(searchpage.search_page)),
         Route("/job/{job}/merge", action(do_merge, "diff"), methods=["POST"]),
         Route("/inbox", jobpages.counted(inbox_page)),
         Route("/live/tree", live_tree),

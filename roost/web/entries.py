@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roost.agents.envelope import sanitize_name, title
@@ -33,6 +33,7 @@ class Item:
     title: str = ""
     summary: str = ""
     error: bool = False
+    anchor: str = ""  # the session entry's id, on its first item: a search result's link
 
 
 def _clip(text: str, limit: int) -> str:
@@ -47,8 +48,21 @@ def _one_line(text: str) -> str:
 def items(entries: list[dict[str, Any]]) -> list[Item]:
     out: list[Item] = []
     for entry in entries:
-        out.extend(entry_items(entry))
+        made = entry_items(entry)
+        if made and entry.get("id"):
+            made[0] = replace(made[0], anchor=str(entry["id"]))
+        out.extend(made)
     return out
+
+
+def window(all_items: list[Item], size: int, at: str | None) -> list[Item]:
+    """The last `size` items, or (`at`: a search result's entry) `size` items from a few
+    before that entry's first item."""
+    index = next((n for n, item in enumerate(all_items) if at and item.anchor == at), None)
+    if index is None or index >= len(all_items) - size:
+        return all_items[-size:]
+    start = max(0, index - 3)
+    return all_items[start:start + size]
 
 
 def entry_items(entry: dict[str, Any]) -> list[Item]:
