@@ -89,6 +89,7 @@ class Shown:
         self.sent: dict[tuple[Any, int], int] = {}
         self.started: set[str] = set()
         self.running: set[str] = set()
+        self.titles: dict[str, str] = {}
         self.ended: set[str] = set()
         self.prompts: list[str] = []
         """The client's own prompts, not yet seen in the file (it shows them itself)."""
@@ -169,17 +170,25 @@ class Shown:
                     chunk = safe(text[done:])
                     out.append(update_agent_message_text(chunk) if kind == "text"
                                else update_agent_thought_text(chunk))
-            elif kind == "toolCall":
-                call = str(part.get("id") or "")
-                if call and call not in self.started:
-                    self.started.add(call)
-                    name = str(part.get("name") or "tool")
-                    args = part.get("arguments")
-                    out.append(start_tool_call(
-                        call, tool_title(name, part.get("summary") if args is None else args),
-                        kind=KINDS.get(name, "other"), status="pending",
-                        raw_input=args if isinstance(args, dict) else None))
+            elif kind == "toolCall" and part.get("id"):
+                out += self._call(str(part["id"]), str(part.get("name") or "tool"),
+                                  part.get("arguments"), part.get("summary"))
         return out
+
+    def _call(self, call: str, name: str, args: Any, summary: Any) -> list[Any]:
+        """A tool call seen in a message: started once, its title again when it grew (a
+        streamed call's arguments arrive after its name)."""
+        title = tool_title(name, summary if args is None else args)
+        raw = args if isinstance(args, dict) else None
+        if call not in self.started:
+            self.started.add(call)
+            self.titles[call] = title
+            return [start_tool_call(call, title, kind=KINDS.get(name, "other"), status="pending",
+                                    raw_input=raw)]
+        if len(title) > len(self.titles.get(call, "")) and call not in self.ended:
+            self.titles[call] = title
+            return [update_tool_call(call, title=title, raw_input=raw)]
+        return []
 
     def partial(self, value: dict[str, Any] | None) -> list[Any]:
         """Updates for a partial (roost.worker.streaming): the message so far, the tools
@@ -193,13 +202,8 @@ class Shown:
             if not call or call in self.ended or call in self.running:
                 continue
             self.running.add(call)
-            name = str(tool.get("name") or "tool")
-            if call not in self.started:
-                self.started.add(call)
-                out.append(start_tool_call(call, tool_title(name, tool.get("summary") or ""),
-                                           kind=KINDS.get(name, "other"), status="in_progress"))
-            else:
-                out.append(update_tool_call(call, status="in_progress"))
+            out += self._call(call, str(tool.get("name") or "tool"), None, tool.get("summary"))
+            out.append(update_tool_call(call, status="in_progress"))
         return out
 
 

@@ -1,0 +1,56 @@
+"""End to end (the real pi, the scripted model): `roost acp` driven by the
+agent-client-protocol package's own client. A turn with a bash tool call streams the call
+(its status, its result) and the answer in chunks as the model streams it, each character
+once; the job is a roost job (roost logs shows the turn)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
+from roost.testkit.lab import Lab
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
+pytest.importorskip("acp")
+
+from acp import text_block  # noqa: E402
+from kit.acpclient import Editor, roost_acp  # noqa: E402
+
+WORDS = " ".join(f"acp{i:02d}" for i in range(16))
+
+
+def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab],
+                                                    llm: FakeLLM) -> None:
+    lab = make_lab(llm=llm)
+    llm.add(last_user_contains("ACP-GO"), tool_call("bash", {"command": "echo tool-ok"}),
+            times=1)
+    llm.add(last_is_tool_result("bash"), text(WORDS, chunk_size=6, chunk_delay=0.1))
+
+    async def scenario() -> str:
+        editor = Editor()
+        async with roost_acp(lab, editor) as conn:
+            sid = (await conn.new_session(cwd=str(lab.work))).session_id
+            done = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("ACP-GO run it")]), 180)
+            assert done.stop_reason == "end_turn"
+            [start] = editor.of(sid, "tool_call")
+            assert start.kind == "execute"
+            updates = [u for u in editor.of(sid, "tool_call_update")
+                       if u.tool_call_id == start.tool_call_id]
+            # Its title once its arguments streamed in (the name comes first).
+            titles = [u.title for u in [start, *updates] if u.title]
+            assert titles[-1] == "bash echo tool-ok"
+            assert updates[-1].status == "completed"
+            assert "tool-ok" in updates[-1].content[0].content.text
+            assert editor.text(sid) == WORDS  # each character once, streamed or saved
+            assert len(editor.of(sid, "agent_message_chunk")) > 1
+        return sid
+
+    sid = asyncio.run(scenario())
+    job = lab.show(sid)
+    assert job["state"] == "done"
+    logs = lab.roost_ok("logs", job["id"])
+    assert "ACP-GO run it" in logs and "acp15" in logs
