@@ -86,7 +86,7 @@ def test_job_json_is_written_grouped() -> None:
              "treeBudget", "undeliveredReport", "lastReport", "attached"}
     assert set(saved) == (set(old("child")) - moved) | {
         "links", "process", "limits", "reports", "attach", "queue", "after", "result",
-        "outputSchema"}  # added since
+        "outputSchema", "sandbox"}  # added since
     assert saved["queue"] is None and saved["after"] is None
 
 
