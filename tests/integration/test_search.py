@@ -165,3 +165,32 @@ def test_sigkill_in_the_middle_of_indexing_from_scratch(fake_pi_env: Lab) -> Non
     assert rows == [] and count == total
     # The system prompt each file holds is not indexed.
     assert found(env, "expert", "--limit", "1000") == []
+
+
+def test_tree_cwd_since_and_a_structured_result(fake_pi_env: Lab) -> None:
+    env = fake_pi_env
+    elsewhere = env.work / "elsewhere"
+    elsewhere.mkdir()
+    parent = env.run("[[spawn the heron child task]] the heron parent", name="heron")
+    env.wait(parent)
+    child = wait_until(lambda: env.children(parent), 30, what="the child")[0]["id"]
+    env.wait(child)
+    loner = env.run("the heron loner", name="loner", cwd=elsewhere)
+    env.wait(loner)
+    schema = env.work / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"bird": {"type": "string"}},
+                                  "required": ["bird"]}))
+    typed = env.run_job("--output-schema", str(schema),
+                        '[[answers {"bird": "egret"}]] name a bird')
+    env.wait(typed)
+    everyone = {parent, child, loner}
+    wait_until(lambda: {r["job"] for r in found(env, "heron", "--limit", "100")} >= everyone,
+               10, what="all three")
+    assert {r["job"] for r in found(env, "heron", "--tree", "heron", "--limit", "100")} == {
+        parent, child}
+    assert {r["job"] for r in found(env, "heron", "--tree", child, "--limit", "100")} == {child}
+    assert {r["job"] for r in found(env, "heron", "--cwd", str(elsewhere))} == {loner}
+    assert found(env, "heron", "--since", "2999-01-01") == []
+    assert found(env, "heron", "--since", "2000-01-01T00:00:00Z")
+    [result] = wait_until(lambda: found(env, "egret", "--kind", "result"), 10, what="result")
+    assert result["job"] == typed and result["entry"] is None
