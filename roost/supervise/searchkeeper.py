@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024  # a batch: ~30 ms of work at most
 QUIET = frozenset({JobState.DONE, JobState.FAILED, JobState.STOPPED, JobState.REAPED,
                    JobState.WAITING, JobState.NEEDS_INPUT})
-"""No pi writes its session in these unless something starts it (a job change first)."""
+"""No pi writes its session in these unless something starts it (a job change first) or a
+foreground pi holds it (attached: watched too)."""
 NICE = 10
 """The writer thread's niceness: jobs' workers and pis, and roostd's loop, go first."""
 YIELD = 2.0
@@ -111,7 +112,7 @@ class SearchKeeper:
             if result is not None:
                 self._tasks.put(("result", record.id, result))
         if record.session:
-            self._watch(record.id, record.session, record.state not in QUIET)
+            self._watch(record.id, record.session, record.state not in QUIET or record.attached)
             self.enqueue(("file", record.id, record.session))
 
     def removed(self, record: JobRecord) -> None:
