@@ -32,6 +32,8 @@ def _choices(key: str) -> tuple[str, ...] | None:
         from roost.worktrees.policy import POLICIES
 
         return POLICIES
+    if key == "approvals":
+        return ("auto", "ask")
     return None
 
 
@@ -117,6 +119,17 @@ class Settings:
     """The folders of `sandbox.writable` (set through `sandbox`)."""
     sandboxNetwork: str = "none"
     """The network of `sandbox.network` (set through `sandbox`): none or host."""
+    approvals: str = "auto"
+    """A job's approval policy when `roost run --approvals` and its agent definition say
+    none: "auto" (every tool call runs) or "ask" (a call that can change something waits
+    for `roost approve`; docs: Approvals)."""
+    approvalRules: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Rules every job gets: {"allow": [RULE...], "ask": [...], "deny": [...]}, a RULE being
+    TOOL or TOOL:PATTERN (`bash:git push*`, `write:outside`); deny wins over ask, ask over
+    allow."""
+    approvalTimeout: float = 1800.0
+    """Seconds an approval waits for an answer before the call is denied (`roost run
+    --approval-timeout`)."""
     webDeviceIdleDays: float = 14.0
     """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
@@ -140,6 +153,11 @@ class Settings:
                 continue  # keys of other tools, or future ones
             if key == "sandbox":
                 values.update(_sandbox(value))
+                continue
+            if key == "approvalRules":
+                rules = _approval_rules(value)
+                if rules is not None:
+                    values[key] = rules
                 continue
             if key == "hooks":
                 hooks = _hooks(value)
@@ -211,6 +229,31 @@ def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:
         else:
             hooks[kind] = tuple(command)
     return hooks
+
+
+def _approval_rules(value: Any) -> dict[str, tuple[str, ...]] | None:
+    """`approvalRules` checked (roost.approvals.callrules): a bad rule is dropped with a warning."""
+    from roost.approvals.callrules import KINDS, BadRule, parse_rule
+
+    if not isinstance(value, dict):
+        log.warning("roost.json: ignoring approvalRules=%r (expected an object)", value)
+        return None
+    rules: dict[str, tuple[str, ...]] = {}
+    for kind, listed in value.items():
+        if kind not in KINDS or not isinstance(listed, list):
+            log.warning("roost.json: ignoring approvalRules.%s (expected allow, ask or deny: "
+                        "a list of rules)", kind)
+            continue
+        kept = []
+        for rule in listed:
+            try:
+                parse_rule(rule)
+            except BadRule as exc:
+                log.warning("roost.json: ignoring an approval rule: %s", exc)
+            else:
+                kept.append(rule)
+        rules[kind] = tuple(kept)
+    return rules
 
 
 def user_config_path() -> Path:

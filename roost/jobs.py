@@ -45,7 +45,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
     "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
     "worktree": _OPT_DICT, "queue": _OPT_DICT, "after": _OPT_DICT, "result": (),
-    "output_schema": _OPT_DICT, "sandbox": _OPT_DICT,
+    "output_schema": _OPT_DICT, "approvals": _OPT_DICT, "sandbox": _OPT_DICT,
     # links
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
     "depth": _INT, "spawned": (bool,),
@@ -254,6 +254,8 @@ class JobRecord:
     result: Any = None
     # The JSON Schema its final answers are checked against (roost.results), or None.
     output_schema: dict[str, Any] | None = None
+    # Its approval policy (roost.approvals.callrules): mode, allow/ask/deny rules, timeout.
+    approvals: dict[str, Any] | None = None
     # Its bash tool's bubblewrap sandbox (roost.sandbox): {network, writable}, or None.
     sandbox: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION

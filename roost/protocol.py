@@ -67,6 +67,8 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     "daemon.started": ("pid", "version"),
     "daemon.stopped": ("pid",),
     "schedule.fired": ("schedule", "cause", "due", "outcome", "detail", "paths"),
+    "approval.requested": ("entry", "tool", "summary", "input", "cwd"),
+    "approval.answered": ("entry", "decision", "by", "reason", "rule"),
 }
 
 
@@ -289,7 +291,7 @@ class Op:
 _JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
              "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
              "after", "afterMode", "withResults", "output_schema", "sandbox",
-             "sandboxNetwork")
+             "sandboxNetwork", "approvals", "allow", "ask", "deny", "approvalTimeout")
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.
@@ -404,6 +406,8 @@ DAEMON_OPS: dict[str, Op] = {
            ("job", "tree", "kinds", "since", "cwd", "all", "limit")),
         Op("search_reindex", "any", (), "rebuild the search index from the session files "
                                         "(removed jobs' entries are kept)"),
+        Op("approval_request", "worker", ("call", "tool"), "a call needs a person", ("input", "worker")),
+        Op("approval_answer", "any", ("entry", "decision"), "a person's answer", ("always", "reason", "by")),
         Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
                                   "(`env`: the pi's environment, the job's from now on)",
            ("task", "env", "cwd", "name", "model", "thinking")),
@@ -416,6 +420,7 @@ EXTENSION_OPS: dict[str, Op] = {
     # Checked by SO_PEERCRED: the caller must be the worker's own pi (no token).
     "ext_hello": Op("ext_hello", "any", ("pid",), "bind the extension of this worker's pi"),
     **{name: DAEMON_OPS[name] for name in ("peers", "send", "spawn")},
+    "gate": Op("gate", "any", ("call", "tool"), "may this tool call run? (`block`, `reason`)", ("input",)),
 }
 
 
@@ -462,6 +467,7 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
               ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
                                 "(`treeExhausted`: why) or runs low (`treeWarning`)"),
         PushedEvent("abort", ROOSTD, WORKER, (), doc="end the run in progress (pi `abort`)"),
+        PushedEvent("approval", ROOSTD, WORKER, ("entry", "call", "decision", "reason", "by", "rule")),
         PushedEvent("turn", ROOSTD, WORKER, (),
                     doc="a slot is free: the queued job's worker may start its next run"),
         PushedEvent("release", ROOSTD, WORKER, ("reason",),

@@ -4,9 +4,11 @@ pi loads `<agent dir>/extensions/*/index.ts` (docs/extensions.md, "Extension loc
 so roost is installed as the directory extension `<agent dir>/extensions/roost/`:
 
     index.ts          the entry point written here (see INDEX_TS)
-    roost.ts          copied from the package (it imports ./session_lock.ts, ./own_home.ts)
+    roost.ts          copied from the package (it imports ./session_lock.ts, ./own_home.ts,
+                      ./toolgate.ts)
     session_lock.ts   copied from the package
     own_home.ts       copied from the package
+    toolgate.ts       copied from the package
 
 A roost worker also passes its own copy with `-e`; the entry point steps aside in a roost job
 (`ROOST_EXT_SOCK` set) so that the job always runs the extension of the roost that started
@@ -27,7 +29,7 @@ from pathlib import Path
 from roost import paths
 
 MARKER = "Installed by `roost install`"
-FILES = ("roost.ts", "session_lock.ts", "own_home.ts")
+FILES = ("roost.ts", "session_lock.ts", "own_home.ts", "toolgate.ts")
 
 DAEMON_COMMAND = json.dumps(json.dumps([sys.executable, "-m", "roost.cli.main", "daemon", "start"]))
 INDEX_TS = f"""\

@@ -17,7 +17,7 @@ from typing import Any
 from roost.config import THINKING_LEVELS
 
 KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix", "output_schema",
-        "sandbox")
+        "approvals", "sandbox")
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -63,6 +63,9 @@ class Definition:
     # The JSON Schema its jobs' final answers are checked against (roost.results): a TOML
     # table, or in a file the string names (beside the definition; read by the store).
     output_schema: dict[str, Any] | str | None = None
+    # Its jobs' approval policy (roost.approvals.callrules.definition_policy): "auto", "ask"
+    # or a table {mode, allow, ask, deny, timeout}.
+    approvals: dict[str, Any] | str | None = None
     # Its jobs' bash runs under bubblewrap (roost.sandbox); false or left out: as run says.
     sandbox: bool | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -92,7 +95,8 @@ class Definition:
             model=data.get("model"), thinking=data.get("thinking"),
             tools=tuple(tools) if tools is not None else None,
             prompt=data.get("prompt"), task_prefix=data.get("task_prefix"),
-            output_schema=data.get("output_schema"), sandbox=data.get("sandbox"),
+            output_schema=data.get("output_schema"), approvals=data.get("approvals"),
+            sandbox=data.get("sandbox"),
         )
 
     def effective_tools(self) -> tuple[str, ...]:
@@ -183,6 +187,14 @@ def parse(text: str, name: str, source: str, path: str) -> tuple[Definition | No
 
 
 def _check_value(key: str, value: Any) -> str | None:
+    if key == "approvals":
+        from roost.approvals.callrules import BadRule, definition_policy
+
+        try:
+            definition_policy(value)
+        except BadRule as exc:
+            return str(exc)
+        return None
     if key == "sandbox":
         return None if isinstance(value, bool) else "expected true or false"
     if key == "output_schema":
@@ -375,6 +387,8 @@ HEADER = """\
 #   task_prefix  text put before every task, followed by a blank line
 #   output_schema  a JSON Schema its final answers must be valid against: a table, or
 #                the name of a .json file beside this one (roost run --output-schema)
+#   approvals    "auto" | "ask", or a table {{mode, allow, ask, deny, timeout}} of rules
+#                like bash:git push* or write:outside (roost run --approvals, --allow)
 #   sandbox      true: its bash runs under bubblewrap (roost run --sandbox)
 """
 

@@ -23,6 +23,7 @@ import { Type } from "typebox";
 import { Text } from "@mariozechner/pi-tui";
 import { SessionLock } from "./session_lock.ts";
 import { ownSocket } from "./own_home.ts";
+import { approvalGate, installToolGate } from "./toolgate.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
 const NOTE_TYPE = "pi-roost-note";
@@ -37,9 +38,6 @@ const JOB_ID = process.env.ROOST_JOB_ID;
 // messages and reports for the session reach it live.
 const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
 delete process.env.ROOST_ATTACH_JOB;
-/** A new worktree whose files the worker is still writing (roost/worktrees/checkout.py). */
-let CHECKOUT_PENDING = process.env.ROOST_CHECKOUT_PENDING;
-delete process.env.ROOST_CHECKOUT_PENDING;
 
 /** This pi's environment, for a job it creates (roost/jobenv.py keeps what is not roost's). */
 function callerEnv(): Record<string, string> {
@@ -244,7 +242,7 @@ export default function roost(pi: any) {
 			if (channel === ch) channel = null;
 		});
 		await ch.ready();
-		await ch.request("ext_hello", { pid: process.pid });
+		approvalGate.on = Boolean((await ch.request("ext_hello", { pid: process.pid })).gate);
 		channel = ch;
 		return ch;
 	}
@@ -322,17 +320,7 @@ export default function roost(pi: any) {
 		}
 	}
 
-	if (CHECKOUT_PENDING) {
-		// No tool runs in a half-written worktree: wait until the worker has written it
-		// (it removes the marker; if it dies, this pi dies with it).
-		pi.on("tool_call", async () => {
-			while (CHECKOUT_PENDING && fs.existsSync(CHECKOUT_PENDING)) {
-				await new Promise((resolve) => setTimeout(resolve, 20));
-			}
-			CHECKOUT_PENDING = undefined;
-			return undefined;
-		});
-	}
+	installToolGate(pi, jobMode, connection); // a worktree being written; approvals (toolgate.ts)
 
 	pi.on("session_start", async (_event: any, ctx: any) => {
 		lastCtx = ctx;

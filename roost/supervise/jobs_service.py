@@ -155,6 +155,7 @@ def create_job(core: Core, request: dict[str, Any],
             agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
             session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
         )
+        record.approvals = approval_policy(core, request, defn, record.links)
         record.sandbox = sandbox_policy(core, request, defn, record.links, cwd)
     core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
@@ -190,6 +191,27 @@ def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
     except sandbox.SandboxError as exc:
         raise RequestError(REFUSED, str(exc)) from None
     return policy
+
+
+def approval_policy(core: Core, request: dict[str, Any], defn: Definition | None,
+                    links: Links) -> dict[str, Any] | None:
+    """The job's approval policy (roost.approvals.callrules.compose). A spawned child's request
+    comes from a model: it may only add ask and deny rules, and gets at least its parent
+    job's policy (no escalation)."""
+    from roost.approvals.callrules import BadRule, compose
+
+    settings = core.settings()
+    parent = core.jobs.get(links.parent_peer) if links.spawned and links.parent_peer else None
+    if links.spawned:
+        request = {kind: request.get(kind) for kind in ("ask", "deny")}
+    try:
+        return compose(request, defn.approvals if defn is not None else None,
+                       defn is not None and defn.source == "project", settings.approvals,
+                       dict(settings.approvalRules), settings.approvalTimeout,
+                       parent.approvals if parent is not None else None)
+    except BadRule as exc:
+        raise RequestError(BAD_REQUEST, str(exc)) from None
+
 
 
 def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:

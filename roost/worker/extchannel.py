@@ -30,6 +30,7 @@ class ExtensionChannel:
         self.on_lost = on_lost  # it went away: what was in flight goes out again
         self.conn: Connection | None = None
         self.ready = asyncio.Event()
+        self.gate: Any = None  # the approval gate (roost.worker.gate.Gate), set by the worker
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
@@ -63,7 +64,9 @@ class ExtensionChannel:
             self.conn = conn
             self.ready.set()
             self.on_hello()
-            return {"job": self.job_id, "name": self.job_name}
+            # `gate`: ask the worker before every tool call (the job has approvals).
+            return {"job": self.job_id, "name": self.job_name,
+                    "gate": bool(self.gate is not None and self.gate.gated)}
 
         async def forward(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
             args = {k: v for k, v in request.items() if k not in ("id", "op")}
@@ -71,4 +74,13 @@ class ExtensionChannel:
                 raise RequestError(REFUSED, "roostd is not reachable right now; try again")
             return await self.link.request(str(request["op"]), **args)
 
-        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward}
+        async def gate(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+            if conn.peer_id is None:  # only the pi that said ext_hello
+                raise RequestError(UNAUTHORIZED, "gate: say ext_hello first")
+            if self.gate is None:
+                return {"block": False}
+            result: dict[str, Any] = await self.gate.gate(conn, request)
+            return result
+
+        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward,
+                "gate": gate}

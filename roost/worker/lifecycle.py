@@ -36,6 +36,7 @@ from roost.worker.budget_guard import BudgetGuard, Ports
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.extchannel import ExtensionChannel
+from roost.worker.gate import Gate
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
 from roost.worker.restore import restore
@@ -77,6 +78,7 @@ class Worker:
         self.checkout: asyncio.Future[None] | None = None
         self._settle_after_checkout = False
         self.answers = Answers(self.record, self.runs, self.link, self._to_extension, self.notes)
+        self.channel.gate = Gate(self.record, self.runs, self.link, self.report)  # approvals
         self.releasing = False  # `roost attach`: exit at the next safe point
         self.queued = False  # roostd queued its next run: a `turn` push lets it go
         self._session_private = False  # the session file was made 0600
@@ -466,6 +468,7 @@ DAEMON_EVENTS: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
     "release": Worker._on_release,
     "abort": _on_abort,
     "turn": Worker._on_turn,
+    "approval": lambda worker, event: worker.channel.gate.on_answer(event),
 }
 """The worker's handler of each event roostd pushes to it (tests/unit/test_layout.py checks
 them against protocol.PUSHED_EVENTS)."""

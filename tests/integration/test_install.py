@@ -42,9 +42,9 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert "installed" in first.stdout and str(target) in first.stdout
     assert sorted(p.name for p in target.iterdir()) == ["index.ts", "own_home.ts", "roost.ts",
-                                                       "session_lock.ts"]
+                                                       "session_lock.ts", "toolgate.ts"]
     source = paths.extension_path().parent
-    for name in ("roost.ts", "session_lock.ts", "own_home.ts"):
+    for name in ("roost.ts", "session_lock.ts", "own_home.ts", "toolgate.ts"):
         assert (target / name).read_bytes() == (source / name).read_bytes()
     # roost.ts imports its helper relatively, so both must sit side by side.
     assert 'from "./session_lock.ts"' in (target / "roost.ts").read_text()
@@ -126,7 +126,8 @@ def test_agent_tools_false_hides_the_tools(lab: Lab) -> None:
 
 def test_install_uses_the_package_files() -> None:
     files = installer.wanted_files()
-    assert set(files) == {"index.ts", "roost.ts", "session_lock.ts", "own_home.ts"}
+    assert set(files) == {"index.ts", "roost.ts", "session_lock.ts", "own_home.ts",
+                          "toolgate.ts"}
     assert installer.MARKER.encode() in files["index.ts"]
 
 

@@ -28,6 +28,14 @@ def inbox(as_json: bool) -> None:
                    f"{printable(entry['text'])}")
         for number, option in enumerate(entry.get("options") or (), 1):
             click.echo(f"    {number}. {printable(option)}")
+        if entry["kind"] == "approval":  # the call's whole input, escaped; then how to answer
+            from roost.escapes import json_text
+
+            click.echo(f"    in {printable(entry['cwd'])}")
+            for line in json_text(entry["input"]).splitlines():
+                click.echo(f"    {printable(line)}")
+            click.echo(f"    roost approve {entry['id']} [--always] | roost deny {entry['id']} "
+                       "[--reason TEXT]")
 
 
 @click.command()
@@ -60,6 +68,41 @@ def answer(entry: str, text: tuple[str, ...], choice: int | None, dismiss: bool)
     click.echo(f"{result['status']} ({result['job']})")
 
 
+@click.command()
+@click.argument("entry")
+@click.option("--always", is_flag=True,
+              help="Also allow such calls of this job from now on (bash: this exact command; "
+                   "another tool: every call of it).")
+def approve(entry: str, always: bool) -> None:
+    """Let a tool call waiting for approval run (ENTRY: its id in roost inbox)."""
+    _decide(entry, "approve", always=always)
+
+
+@click.command()
+@click.argument("entry")
+@click.option("--reason", metavar="TEXT", help="Why: the model reads it as the call's result.")
+def deny(entry: str, reason: str | None) -> None:
+    """Refuse a tool call waiting for approval; the model is told, the run goes on."""
+    _decide(entry, "deny", reason=reason)
+
+
+def _decide(entry: str, decision: str, **args: object) -> None:
+    """Exit 0 when answered now, 1 when it already was (who and when), 2 when unknown."""
+    from roost.cli.common import fail
+    from roost.cli.views import printable
+
+    with daemon() as client:
+        result = client.call("approval_answer", {"entry": entry, "decision": decision,
+                                                 "by": "cli", **args})
+    if result["status"] == "already answered":
+        fail(f"{entry} was already answered: {result.get('decision')} by "
+             f"{printable(result.get('by'))} at {result.get('at')}")
+    rule = f"; from now on it allows {printable(result['rule'])}" if result.get("rule") else ""
+    click.echo(f"{result['status']} ({result['job']}){rule}")
+
+
 def register(group: click.Group) -> None:
     group.add_command(inbox)
     group.add_command(answer)
+    group.add_command(approve)
+    group.add_command(deny)

@@ -11,6 +11,7 @@ import click
 
 from roost.cli import jobcalls, views  # light: rich and the mailbox package where used
 from roost.cli.afteropts import after_args, after_options
+from roost.cli.approvalopts import approval_args, approval_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
 from roost.cli.common import daemon, exit_code, fail, print_json, usage_error
@@ -40,6 +41,7 @@ from roost.cli.sandboxopts import sandbox_args, sandbox_options
                    "unless the whole file is a JSON list of strings or {task, name, group, "
                    "priority}; prints the ids.")
 @results_cli.schema_option
+@approval_options
 @sandbox_options
 @after_options
 @click.argument("task", nargs=-1)
@@ -56,8 +58,11 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     maxRunning (or its group's limit) the job is queued (docs: Queue and limits)."""
     directory = str(Path(cwd or os.getcwd()).absolute())
     boxed = sandbox_args(after_opts)  # --sandbox, --sandbox-network
+    approval = approval_args(after_opts)  # --approvals, --allow/--ask/--deny, --approval-timeout
     args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
-                            "priority": priority, **after_args(**after_opts)}
+                            "priority": priority, **after_args(**after_opts), **approval}
+    if approval and shell:
+        usage_error("approvals are for pi jobs, not --shell")
     if boxed.get("sandbox") and shell:
         usage_error("--sandbox is for pi jobs, not --shell")
     args.update(boxed)

@@ -1,5 +1,6 @@
 """roostd's attention inbox: everything that waits for a person, in one list that `roost
-inbox`, `roost answer` and `roost web` all read (ops `inbox`, `answer`).
+inbox`, `roost answer` and `roost web` all read (ops `inbox`, `answer`), and the approvals'
+ops (`approval_request` from a worker, `approval_answer` from a person: docs/guides/approvals.md).
 
 An entry is a job that waits: its open question (`question`) or dialog (`dialog`), a stop
 by its budget (`budget`), a worker roostd gave up on (`gave_up`), any other failure
@@ -18,15 +19,22 @@ A question or dialog is answered in `attention.answer_question`, whatever the su
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
+from roost.approvals import callrules as policy
+from roost.fsutil import utc_now
 from roost.jsonlines import Connection, Handler
-from roost.protocol import NOT_FOUND, REFUSED, RequestError
-from roost.supervise import attention
+from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
+from roost.supervise import approvalbook, attention
+from roost.supervise.approvalbook import load, save
 from roost.supervise.attention import waiting
 from roost.supervise.core import Core, bind
 
-KINDS = ("question", "dialog", "budget", "gave_up", "failed", "conflict")
+SURFACES = ("cli", "view", "web", "acp")
+"""Where a person answers an approval from (`approval_answer`'s `by`; roostd's own answers
+say `timeout`, or `roost` for a call lost with its worker: roost.supervise.approvalbook)."""
+KINDS = ("question", "dialog", "approval", "budget", "gave_up", "failed", "conflict")
 
 
 def entries(core: Core) -> list[dict[str, Any]]:
@@ -58,7 +66,8 @@ def entries(core: Core) -> list[dict[str, Any]]:
     if opened != book["open"]:
         book["open"] = opened  # what closed is forgotten: a new question gets a new id
         attention.save(book)
-    return out
+    # A tool call waiting for a person (roost.supervise.approvalbook keeps them, own ids).
+    return out + [approvalbook.inbox_entry(core, entry) for entry in approvalbook.pending(core)]
 
 
 async def inbox(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +82,9 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     if done is not None:
         return attention.already(entry_id, done)
     entry = next((e for e in entries(core) if e["id"] == entry_id), None)
+    if entry is not None and entry["kind"] == "approval":
+        raise RequestError(REFUSED, f"{entry_id} is an approval: answer it with `roost approve "
+                                    f"{entry_id}` or `roost deny {entry_id}`")
     if entry is None:
         raise RequestError(NOT_FOUND, f"no open inbox entry {entry_id} (see roost inbox)")
     record = core.find_job(entry["job"]["id"])
@@ -92,6 +104,66 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
                                     f"is nothing to reply; `{fix}`, or dismiss it")
     attention.note_answer(entry_id, by, record.id, None)
     return {"id": entry_id, "status": outcome, "job": record.id}
+
+
+# -- approvals (roost.supervise.approvalbook keeps them) ----------------------------------------
+async def approval_request(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    """A worker holds a call that needs a person: its entry (new, or the one it asked before)."""
+    assert conn.job_id is not None
+    record = core.jobs.get(conn.job_id)
+    if record is None:
+        raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
+    call, tool, tool_input = str(request["call"]), str(request["tool"]), request.get("input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    worker = request.get("worker")
+    entries = load()
+    mine = [e for e in entries.values() if e.get("job") == record.id]
+    entry = next((e for e in mine if e.get("call") == call), None)
+    if entry is None:  # the same call asked by the run a restarted worker continued: an
+        # entry of an earlier worker whose answer no worker has had (none, or not handed out)
+        entry = next((e for e in mine if e.get("worker") != worker and not e.get("used")
+                      and not e.get("pushed") and e.get("tool") == tool
+                      and e.get("input") == tool_input), None)
+        if entry is not None:
+            entry.update(call=call, worker=worker)
+    if entry is None:
+        timeout = float((record.approvals or {}).get("timeout", policy.DEFAULT_TIMEOUT))
+        entry = {"id": approvalbook.new_id(entries), "job": record.id, "call": call, "worker": worker,
+                 "tool": tool, "input": tool_input, "cwd": record.cwd,
+                 "summary": policy.summary(tool, tool_input), "since": utc_now(),
+                 "requested": time.time(), "deadline": time.time() + timeout,
+                 "decision": None}
+        entries[entry["id"]] = entry
+        save(entries)
+        core.events.emit("approval.requested", record, entry=entry["id"], tool=tool,
+                         summary=entry["summary"], input=tool_input, cwd=record.cwd)
+        approvalbook.arm(core, entry)
+    elif entry.get("decision") and not entry.get("used"):
+        entry["used"] = worker or True  # an approved call runs once
+        save(entries)
+    elif entry.get("decision") is None:
+        save(entries)
+    return approvalbook.reply(entry)
+
+
+async def approval_answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    """A person approves or denies an entry (`decision`: approve | deny; `always`, `reason`,
+    `by`: cli | view | web)."""
+    if conn.job_id is not None or conn.peer_id is not None:
+        raise RequestError(UNAUTHORIZED, "an agent cannot answer an approval: a person answers "
+                                         "with roost approve/deny")
+    decision = request.get("decision")
+    if decision not in ("approve", "deny"):
+        raise RequestError(BAD_REQUEST, "decision must be approve or deny")
+    by = str(request.get("by") or "cli")
+    if by not in SURFACES:
+        raise RequestError(BAD_REQUEST, f"by must be one of {', '.join(SURFACES)}")
+    reason = request.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise RequestError(BAD_REQUEST, "reason must be text")
+    return approvalbook.answer(core, str(request["entry"]), decision, by, reason=reason,
+                               always=bool(request.get("always")))
 
 
 def _on_event(event: dict[str, Any]) -> None:
@@ -119,4 +191,6 @@ def _on_event(event: dict[str, Any]) -> None:
 
 def handlers(core: Core) -> dict[str, Handler]:
     core.events.listeners.append(_on_event)
-    return bind(core, {"inbox": inbox, "answer": answer})
+    approvalbook.start(core)
+    return bind(core, {"inbox": inbox, "answer": answer, "approval_request": approval_request,
+                       "approval_answer": approval_answer})

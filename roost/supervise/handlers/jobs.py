@@ -147,6 +147,7 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
         dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
         outputSchema=record.output_schema,
+        approvals=record.approvals,  # roost.approvals.callrules: mode, rules, timeout
     )
     return {"job": row}
 

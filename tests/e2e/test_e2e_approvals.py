@@ -1,0 +1,171 @@
+"""End-to-end approvals (docs/guides/approvals.md) with the real pi and the scripted model:
+a bash/write call that must ask waits (the job `needs_input`, an inbox entry of kind
+approval) until `roost approve`/`deny`; a denial is the call's result; kills of roostd
+and of the worker while a call waits lose nothing and run nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.wait import wait_until
+
+from roost.testkit.fakellm import text, tool_call, tool_calls
+from roost.testkit.lab import Lab
+
+T = 90.0
+
+
+def pending(lab: Lab, job: str, count: int = 1) -> list[dict]:
+    """The job's open approval entries, once there are `count`."""
+    def found() -> list[dict] | None:
+        entries = [e for e in lab.cli_json("inbox", "--json")
+                   if e["kind"] == "approval" and e["job"]["id"] == job]
+        return entries if len(entries) >= count else None
+    return wait_until(found, T, lambda: f"{count} approval(s) of {job}\n{lab.diagnostics()}")
+
+
+def events(lab: Lab, kind: str) -> list[dict]:
+    path = lab.roost_home / "events.jsonl"
+    if not path.exists():
+        return []
+    return [e for line in path.read_text().splitlines() if (e := json.loads(line))["type"] == kind]
+
+
+def test_ask_waits_for_approve_and_deny_reaches_the_model(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = work / "ran.txt"
+    command = f"echo once >> {marker}"
+    lab.llm.add(fresh("MK-APPR"), tool_call("bash", {"command": command}))
+    lab.llm.add(after_tool("MK-APPR", "bash"), tool_call("write", {"path": "../x.txt",
+                                                                   "content": "no"}))
+    lab.llm.add(after_tool("MK-APPR", "write"), text("all done"))
+    job = lab.run_job("--approvals", "ask", "MK-APPR go", cwd=work)
+    entry = pending(lab, job)[0]
+    assert entry["tool"] == "bash" and entry["input"] == {"command": command}
+    assert entry["cwd"] == str(work)
+    row = lab.wait_state(job, "needs_input")
+    assert row["status"] == f"approve bash: {command}"
+    assert not marker.exists()  # nothing ran before the answer
+    requested = events(lab, "approval.requested")
+    assert requested and requested[-1]["entry"] == entry["id"]
+
+    assert lab.roost_ok("approve", entry["id"]).startswith("approved")
+    again = lab.roost("approve", entry["id"])  # answered at most once: who and when
+    assert again.returncode == 1 and "already answered: approved by cli" in again.stderr
+    assert lab.roost("deny", "ffffffff").returncode == 2
+
+    write = pending(lab, job)[0]  # the second call asks in turn
+    assert write["tool"] == "write" and write["id"] != entry["id"]
+    assert lab.roost_ok("deny", write["id"], "--reason", "stay in your folder").startswith("denied")
+    assert lab.wait(job, T) == "done"
+    assert marker.read_text() == "once\n"  # ran exactly once
+    assert not (tmp_path / "x.txt").exists()
+    results = lab.wait_tool_results("MK-APPR", "write")
+    assert "stay in your folder" in json.dumps(results)
+    answered = events(lab, "approval.answered")
+    assert [(e["decision"], e["by"]) for e in answered] == [("approved", "cli"), ("denied", "cli")]
+
+
+def test_several_calls_of_one_message_each_get_an_entry_and_always_allows(make_lab, tmp_path: Path) -> None:
+    """pi 1.6 asks for every call of one assistant message before it runs any: the second
+    entry appears once the first is answered; --always allows the exact command from then on."""
+    lab = make_lab()
+    work = tmp_path / "w"
+    work.mkdir()
+    log = work / "log.txt"
+    one, two = f"echo one >> {log}", f"echo two >> {log}"
+    lab.llm.add(fresh("MK-MULTI"), tool_calls(("bash", {"command": one}), ("bash", {"command": two})))
+    lab.llm.add(after_tool("MK-MULTI", "bash"), tool_call("bash", {"command": one}), times=1)
+    lab.llm.add(after_tool("MK-MULTI", "bash"), text("finished"))
+    job = lab.run_job("--approvals", "ask", "MK-MULTI go", cwd=work)
+    first = pending(lab, job)[0]
+    assert first["input"]["command"] == one
+    out = lab.roost_ok("approve", first["id"], "--always")
+    assert "from now on it allows bash:echo one >> " in out
+    second = wait_until(lambda: [e for e in pending(lab, job) if e["id"] != first["id"]], T,
+                        "the second call's own entry")[0]
+    assert second["input"]["command"] == two
+    lab.roost_ok("approve", second["id"])
+    assert lab.wait(job, T) == "done"  # the third call (`one` again) ran unasked: --always
+    lines = log.read_text().splitlines()  # siblings run concurrently once both are decided
+    assert sorted(lines[:2]) == ["one", "two"] and lines[2:] == ["one"]
+    assert lab.show(job)["approvals"]["allow"] == [f"bash:{one}"]
+
+
+def test_deny_rule_and_timeout(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    lab.llm.add(fresh("MK-DENYRULE"), tool_call("bash", {"command": "git push origin main"}))
+    lab.llm.add(after_tool("MK-DENYRULE", "bash"), tool_call("bash", {"command": "echo hi"}),
+                times=1)
+    lab.llm.add(after_tool("MK-DENYRULE", "bash"), text("ok"))
+    job = lab.run_job("--deny", "bash:git push*", "--ask", "bash:echo*", "--approval-timeout",
+                      "0.05", "MK-DENYRULE go", cwd=tmp_path)
+    assert lab.wait(job, T) == "done"  # denied by the rule at once, then timed out (3 s)
+    results = json.dumps(lab.tool_results_of("MK-DENYRULE", "bash"))
+    assert "deny bash:git push*" in results
+    assert "approval timed out" in results
+    answered = events(lab, "approval.answered")
+    assert [(e["decision"], e["by"]) for e in answered] == [("denied", "timeout")]
+
+
+def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    marker = tmp_path / "ran.txt"
+    command = f"echo ran >> {marker}"
+    lab.llm.add(fresh("MK-KILL"), tool_call("bash", {"command": command}))
+    lab.llm.add(after_tool("MK-KILL", "bash"), text("done after the kills"))
+    job = lab.run_job("--approvals", "ask", "MK-KILL go", cwd=tmp_path)
+    entry = pending(lab, job)[0]
+    os.kill(lab.daemon_pid(), signal.SIGKILL)  # roostd: the entry is on disk
+    lab.start_daemon()
+    assert pending(lab, job)[0]["id"] == entry["id"]
+    # The restarted worker continues the run: the model makes the same call again, which
+    # takes over the pending entry (same id).
+    lab.llm.add(task("MK-KILL") & new_user_has("Continue the task"),
+                tool_call("bash", {"command": command}), times=1, first=True)
+    worker = lab.show(job)["worker"]["pid"]
+    os.kill(worker, signal.SIGKILL)  # the worker (its pi goes with it): the call never ran
+    wait_until(lambda: lab.show(job)["worker"]["pid"] not in (None, worker), T, "a new worker")
+    assert pending(lab, job)[0]["id"] == entry["id"]  # the same entry, still pending
+    assert not marker.exists()
+    lab.roost_ok("approve", entry["id"])
+    assert lab.wait(job, T) == "done"
+    assert marker.read_text() == "ran\n"  # exactly once
+    assert lab.roost("approve", entry["id"]).returncode == 1
+
+
+def test_a_call_not_made_again_after_a_restart_is_closed(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    lab.llm.add(fresh("MK-LOST"), tool_call("bash", {"command": "echo lost"}))
+    lab.llm.add(task("MK-LOST"), text("moved on"))
+    job = lab.run_job("--approvals", "ask", "MK-LOST go", cwd=tmp_path)
+    entry = pending(lab, job)[0]
+    os.kill(lab.show(job)["worker"]["pid"], signal.SIGKILL)
+    assert lab.wait(job, T) == "done"
+    wait_until(lambda: not [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"],
+               T, "the lost call's entry closed")
+    again = lab.roost("approve", entry["id"])
+    assert again.returncode == 1 and "denied by roost" in again.stderr
+
+
+def test_a_spawned_child_keeps_its_parents_rules(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    lab.llm.add(fresh("MK-PARENTAP"), tool_call("roost_spawn", {"task": "MK-CHILDAP kid",
+                                                                 "name": "ap-kid"}))
+    lab.llm.add(after_tool("MK-PARENTAP", "roost_spawn"), text("spawned"))
+    lab.llm.add(fresh("MK-CHILDAP"), tool_call("bash", {"command": "echo child"}))
+    lab.llm.add(after_tool("MK-CHILDAP", "bash"), text("kid done"))
+    parent = lab.run_job("--approvals", "ask", "--deny", "write:outside", "MK-PARENTAP go",
+                         cwd=tmp_path)
+    kid = wait_until(lambda: lab.job_named("ap-kid"), T, "the child")
+    policy = lab.show(kid["id"])["approvals"]
+    assert policy["mode"] == "ask" and "write:outside" in policy["deny"]
+    entry = pending(lab, kid["id"])[0]  # the roost_spawn call itself was not asked
+    assert entry["input"] == {"command": "echo child"}
+    assert lab.wait(parent, T) == "done"
