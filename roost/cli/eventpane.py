@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
 from roost import eventlog, paths
-from roost.cli.eventviews import line
+from roost.cli.eventviews import pane_line
 from roost.cli.views import printable
 
 EVENTS_SHOWN = 200
@@ -58,7 +58,7 @@ class EventsScreen(ModalScreen[None]):
                          name="roost-view-events").start()
 
     def add(self, event: dict[str, Any]) -> None:
-        text = printable(line(event))  # agent-written text shown inert (the output layer's rule)
+        text = printable(pane_line(event))  # agent-written text shown inert (the output layer's rule)
         self.shown.append(text)
         self.query_one(RichLog).write(Text(text))
 

@@ -114,6 +114,15 @@ def line(event: dict[str, Any]) -> str:
             f"{describe(event)}")
 
 
+def pane_line(event: dict[str, Any]) -> str:
+    """An event as `roost view`'s events pane shows it in 80 columns: the time as HH:MM:SS,
+    the type, the job's name, what happened (`line` is the log's full form)."""
+    job = event.get("job")
+    who = (job.get("name") or job.get("id")) if isinstance(job, dict) else "-"
+    stamp = str(event.get("time") or "")[11:19]
+    return f"{stamp} {event.get('type')} {who}: {describe(event)}"
+
+
 def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
                  job: str | None, as_json: bool) -> None:
     from roost.cli.common import fail

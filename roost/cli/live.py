@@ -34,7 +34,8 @@ from roost.cli.livetext import PartialPane
 from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
 from roost.cli.searchpane import SearchKey  # `/`
-from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, state_text
+from roost.cli.viewkeys import JobKeys  # s t x d m
+from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, shown_line, state_text
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
@@ -142,7 +143,7 @@ class TranscriptScreen(Screen[None]):
             log.clear()
             self.lines.clear()
         for line in lines:
-            log.write(Text(line))
+            log.write(shown_line(line))  # the assistant's Markdown rendered
         self.lines.extend(lines)
 
     def update_row(self, row: Row | None) -> None:
@@ -180,7 +181,7 @@ class ConnectionChanged(Message):
         self.ok = ok
 
 
-class ViewApp(SearchKey, App[None]):
+class ViewApp(JobKeys, SearchKey, App[None]):
     TITLE = "roost"
     CSS = """
     #status { height: 1; padding: 0 1; color: $text-muted; }
@@ -459,10 +460,8 @@ class ViewApp(SearchKey, App[None]):
             finally:
                 self._close(client)
         self.replies.append((row["id"], outcome))
-        with contextlib.suppress(RuntimeError):  # the app is closing
-            # Not markup: a name and roostd's words may hold `[`; the name is a display row's.
-            self.call_from_thread(self.notify, visible(f"{row['name']}: {outcome}"),
-                                  severity="information" if ok else "error", markup=False)
+        with contextlib.suppress(RuntimeError):  # the app is closing; in the header, no toast over rows
+            self.call_from_thread(self.say, f"{row['name']}: {outcome}", not ok)
 
     def action_inbox(self) -> None:
         from roost.cli.inboxpane import InboxScreen

@@ -29,6 +29,9 @@ keys
   i          the inbox: everything that waits for you, answered in place
   e          the events, live (schedules firing, jobs waiting and unblocked, results)
   /          search every job's conversation; enter on a match opens its transcript
+  s t        stop / start the selected job
+  x          remove the selected job (asks first: y or n)
+  d m        its worktree's diff / merge its branch
   g          group by directory / by state
   r          refresh (and start roostd when it is not running)
   ?          this help
@@ -127,9 +130,13 @@ class HelpScreen(ModalScreen[None]):
                 Binding("question_mark", "app.pop_screen", "Back")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    #help { width: auto; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto;
+    #help { width: 84; max-width: 100%; height: auto; max-height: 100%;
             border: round $accent; background: $surface; padding: 0 1; }
+    #help > Static { width: 100%; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(LEGEND), id="help")
+        from textual.containers import VerticalScroll
+
+        with VerticalScroll(id="help"):  # scrolls (↑ ↓, pgup/pgdn) on a short screen
+            yield Static(Text(LEGEND))

@@ -465,3 +465,19 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
     if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
         out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
     _print_block(out, table)
+
+
+
+def shown_line(line: str) -> Any:
+    """A transcript line as `roost view` shows it: the assistant's text rendered as Markdown
+    (rich's: headings, lists, tables, code in colour; a link shows its address, HTML stays
+    text), anything else as plain text. `line` is already made inert (`output.visible`)."""
+    from rich.console import Group
+    from rich.markdown import Markdown
+    from rich.text import Text
+
+    stamp, _, rest = line.partition(" ")
+    if not (len(stamp) == 8 and stamp[2::3] == "::" and rest.startswith("assistant: ")):
+        return Text(line)
+    head = Text(f"{stamp} assistant:", style="bold blue")
+    return Group(head, Markdown(rest.removeprefix("assistant: "), hyperlinks=False))

@@ -12,6 +12,10 @@ from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups, state_t
 Row = dict[str, Any]
 COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")
 GROUP_PREFIX = "@group:"
+HEADING = COLUMNS.index("summary")
+"""The column a group's heading is shown in."""
+OPTIONAL = ("STATUS", "COST", "TREE", "META")
+"""Columns that take no room at all when no row has anything in them."""
 
 
 # -- the table's contents (pure) -----------------------------------------------------------
@@ -24,7 +28,10 @@ def table_rows(rows: list[Row], group: str = "dir") -> list[tuple[str, tuple[Tex
         style = STATE_STYLE.get(heading, "bold blue") if group == "state" else "bold blue"
         shown = state_text(heading) if group == "state" else heading
         title = Text(f"{shown} ({len(members)})", style=style)
-        out.append((GROUP_PREFIX + heading, (Text(""), title, *(Text("") for _ in COLUMNS[2:]))))
+        # The heading in the widest column (SUMMARY), where a folder's name has room.
+        cells = [Text("") for _ in COLUMNS]
+        cells[HEADING] = title
+        out.append((GROUP_PREFIX + heading, tuple(cells)))
         out.extend((row["id"], job_cells(row, names, group)) for row in members)
     return out
 
@@ -41,20 +48,21 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
     """`table_rows`' rows fitted to a table `width` cells wide (roost.cli.fit, as `roost ls`):
     the columns shown (key, header, width) and each row's (key, cells, height). A waiting or
     failed job's SUMMARY / QUESTION wraps over up to QUESTION_LINES lines; any other long
-    cell ends in `…`; a group's heading (in the NAME column) keeps its end, where a
-    directory's name is."""
+    cell ends in `…`; a group's heading (in the SUMMARY column) keeps the folder's last two
+    parts when it must be cut. A column no job fills (STATUS, COST, TREE, META) is hidden."""
     from roost.cli import fit
 
     natural = {header: len(header) for header in HEADERS}
-    for _, cells in entries:
+    filled = set()
+    for key, cells in entries:
         for header, cell in zip(HEADERS, cells, strict=True):
             natural[header] = max(natural[header], cell.cell_len)
-    # A group's heading widens NAME only into room the other columns do not need.
-    job_name = max([len("NAME")] + [cells[1].cell_len for key, cells in entries
-                                    if not key.startswith(GROUP_PREFIX)])
-    widths, without = fit.fit(natural, width), fit.fit({**natural, "NAME": job_name}, width)
-    if without[fit.FLEX] > widths[fit.FLEX]:
-        widths = without
+            if cell.plain.strip(" —") and not key.startswith(GROUP_PREFIX):
+                filled.add(header)
+    for header in OPTIONAL:  # an empty STATUS (or TREE, META, COST) takes no room
+        if header not in filled:
+            natural[header] = 0
+    widths = fit.fit(natural, width)
     shown = [i for i, header in enumerate(HEADERS) if widths[header]]
     columns = [(COLUMNS[i], HEADERS[i], widths[HEADERS[i]]) for i in shown]
     out = []
@@ -65,13 +73,22 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
             if HEADERS[i] == fit.FLEX and cells[2].plain in WRAPPED_STATES:
                 cell, height = _wrapped(cell, cell_width)
             elif key.startswith(GROUP_PREFIX) and cell.cell_len > cell_width:
-                cell = cell[cell.cell_len - cell_width + 1:]
-                cell = Text("…", style=cell.style) + cell
+                cell = _heading(cell, cell_width)
             else:
                 cell.truncate(cell_width, overflow="ellipsis")
             fitted.append(cell)
         out.append((key, tuple(fitted), height))
     return columns, out
+
+
+def _heading(cell: Text, width: int) -> Text:
+    """A group's heading `FOLDER (N)` in `width` cells: the folder's last two parts
+    (roost.jobtree.short_folder), the count kept."""
+    from roost.jobtree import short_folder
+
+    folder, _, count = cell.plain.rpartition(" (")
+    count = " (" + count
+    return Text(short_folder(folder, max(1, width - len(count))) + count, style=cell.style)
 
 
 def _wrapped(cell: Text, width: int) -> tuple[Text, int]:

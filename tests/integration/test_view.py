@@ -71,7 +71,7 @@ def test_table_rows_group_by_directory_with_arrows() -> None:
     out = table_rows(rows, "dir")
     assert [key for key, _ in out] == [GROUP_PREFIX + "/w/a", "00000001", "00000002",
                                        GROUP_PREFIX + "/w/b", "00000003"]
-    assert plain(out[0][1])[1] == "/w/a (2)"
+    assert plain(out[0][1])[6] == "/w/a (2)"  # the heading in the wide SUMMARY column
     # ID, NAME, STATE, STATUS, COST (no prices: —), TREE (a child: none), SUMMARY, META
     assert plain(out[2][1]) == ["00000002", "↳ helper", "running", "", "—", "", "", "✉3"]
     assert plain(out[4][1])[6] == "? which branch?"

@@ -31,7 +31,7 @@ def test_the_events_pane_shows_history_then_live_events(view_env: Lab) -> None:
                                "the events pane")
             assert any("job.created" in line and "before" in line for line in pane.shown)
             # Live: a job waiting on `before`, let go when it is done, with a result.
-            waiter = await asyncio.to_thread(
+            await asyncio.to_thread(
                 env.run_job, "--name", "after", "--after", "before", "--output-schema",
                 str(schema), '[[answers {"ok": true}]] then')
             await until(pilot, lambda: any("job.waiting" in line and "after" in line
@@ -39,7 +39,7 @@ def test_the_events_pane_shows_history_then_live_events(view_env: Lab) -> None:
             (env.work / "gate").write_text("")
             await until(pilot, lambda: any("job.unblocked" in line for line in pane.shown),
                         "job.unblocked, live")
-            await until(pilot, lambda: any("job.result" in line and waiter in line
+            await until(pilot, lambda: any("job.result" in line and "after" in line
                                            for line in pane.shown), "job.result, live", 60)
             await asyncio.to_thread(env.roost_ok, "schedule", "add", "tick", "--every", "1h",
                                     "scheduled")

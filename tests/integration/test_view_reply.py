@@ -61,14 +61,16 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
         for job in (dialog, asking, shell):  # whole ids
             assert job in text, text
         # The dialog's question, wrapped in its column, reads from its start.
-        assert "? Pick one [1. Export the" in text and "findings as JSON into" in text, text
+        assert "? Pick one [1. Export the" in text and "JSON into findings.json" in text, text
         assert "needs_input" in text
 
         # `?` explains the keys and the symbols; esc goes back.
         tmux.send_keys("?")
-        wait_until(lambda: "✉N" in screen() and "⎇ BRANCH" in screen(), 10, "the help")
+        wait_until(lambda: "select a job" in screen(), 10, "the help")
+        tmux.send_keys("End")  # it scrolls to its last paragraph at 80x24
+        wait_until(lambda: "⎇ BRANCH" in screen() and "roost ls --wide" in screen(), 10, "its end")
         tmux.send_keys("Escape")
-        wait_until(lambda: "✉N" not in screen(), 10, "the help closed")
+        wait_until(lambda: "⎇ BRANCH" not in screen(), 10, "the help closed")
 
         # The cursor starts on the first job; Down moves one job (a row may take 3 lines).
         order = [line.split()[0] for line in lines if line.split()[:1] and
@@ -159,10 +161,11 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed")
             assert len(app.replies) == 2
 
-            # A wider screen: the table fits again, every column back.
-            assert "status" not in [k for k, _, _ in app.columns]
+            # A wider screen: the table is fitted again (the summary gets the room).
+            narrow = dict((k, w) for k, _, w in app.columns)["summary"]
             await pilot.resize_terminal(200, 24)
-            await until(pilot, lambda: "status" in [k for k, _, _ in app.columns], "refit")
+            await until(pilot, lambda: dict((k, w) for k, _, w in app.columns)["summary"] > narrow,
+                        "refit")
             await pilot.press("q")
 
     asyncio.run(scenario())
@@ -193,7 +196,9 @@ def test_fitted_rows_keep_ids_and_wrap_a_question_in_80_columns() -> None:
                                           "summary": long}]), 76)
         assert out[1][2] == lines
     wide_columns, _ = fitted_rows(table_rows(rows), 400)
-    assert len(wide_columns) == 8  # all of them (TREE too: the view always has it)
+    # All of them but what no job fills: TREE (a root's total needs a tree) and STATUS is
+    # filled here; an empty column takes no room.
+    assert [k for k, _, _ in wide_columns] == ["id", "name", "state", "status", "cost", "summary", "meta"]
 
 
 def test_reply_text_picks_by_number_or_yes_no() -> None:

@@ -1,5 +1,5 @@
 """The web's layout measured in a real browser (Debian's chromium through selenium) over a
-made-up world of 25 jobs (roost.testkit.webshow; no roostd): the job list holds 20+ rows
+made-up world of 25 jobs (roost.web.showcase; no roostd): the job list holds 20+ rows
 on a 1280x900 screen; on a phone (chromium's mobile emulation, 375x812) no page scrolls
 sideways, every control is at least 44 px high and the events page breaks no word; the
 rendered Markdown loads nothing from another host and runs no script.
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium, load
-from roost.testkit.webshow import Showcase
+from roost.web.showcase import Showcase
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=MISSING)]
