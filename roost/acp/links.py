@@ -33,8 +33,8 @@ async def request(op: str, within: float = 60.0, **args: Any) -> dict[str, Any]:
 
 
 class Feed:
-    """roostd's pushes for the jobs the open sessions show: `changed(job, partial)` on the
-    loop, `partial` the job's streamed partial (or None when only its row changed)."""
+    """roostd's pushes for the jobs the open sessions show: `changed(job, value, streamed)`
+    on the loop, `value` the job's streamed partial (`streamed`) or its new row."""
 
     def __init__(self, changed: Callable[[str, dict[str, Any] | None, bool], None]) -> None:
         self._changed = changed
@@ -73,7 +73,8 @@ class Feed:
                         if event.get("event") == "partial":
                             self._post(str(event.get("job")), event.get("partial"), True)
                         elif event.get("event") == "job":
-                            self._post(str((event.get("row") or {}).get("id")), None, False)
+                            row = event.get("row") or {}
+                            self._post(str(row.get("id")), row, False)
             except RequestError:
                 return  # a roostd without live text: complete entries only
             except (DaemonUnavailable, ProtocolError, OSError, ValueError):

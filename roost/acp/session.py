@@ -44,7 +44,7 @@ from acp.schema import (
 
 from roost import __version__
 from roost.acp import links
-from roost.acp.updates import SessionFile, Shown, safe
+from roost.acp.updates import KINDS, SessionFile, Shown, safe
 from roost.protocol import RequestError as RoostRefused
 
 PREFIX = "acp-"
@@ -53,7 +53,13 @@ WAIT_SECONDS = 25
 """One `wait` request's longest wait (a turn asks again until the run settles)."""
 STOPS: dict[str, StopReason] = {"aborted": "cancelled", "length": "max_tokens"}
 """pi's stopReason of a run's last answer as ACP's stop reason (any other: end_turn)."""
-JOB_OPTIONS = ("agent", "model", "thinking", "worktree", "budget")
+APPROVAL_OPTIONS = [
+    PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="allow-always", name="Allow always", kind="allow_always"),
+    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+]
+"""An approval's answers (`roost approve`, `roost approve --always`, `roost deny`)."""
+JOB_OPTIONS = ("agent", "model", "thinking", "worktree", "budget", "approvals")
 """What `_meta.roost` may give a new session's job (as `roost run`'s options)."""
 
 
@@ -90,6 +96,8 @@ class Session:
         self.cancelled = False
         self.last_stop: str | None = None
         self.asked: set[str] = set()
+        """The inbox entries (approvals) this session asked its client about."""
+        self.turn = False
 
 
 class RoostAgent:
@@ -192,11 +200,18 @@ class RoostAgent:
         return session
 
     # -- what roostd pushes ------------------------------------------------------------------
-    def _changed(self, job: str, partial: dict[str, Any] | None, streamed: bool) -> None:
+    def _changed(self, job: str, value: dict[str, Any] | None, streamed: bool) -> None:
+        """roostd pushed the job's partial (`streamed`) or its row (`value`)."""
         for session in {id(s): s for s in self.sessions.values() if s.job == job}.values():
-            task = asyncio.ensure_future(self._refresh(session, partial if streamed else None))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._refresh(session, value if streamed else None))
+            if (not streamed and session.turn and value is not None
+                    and value.get("state") == "needs_input" and not value.get("dialog")):
+                self._spawn(self._approvals(session))  # a tool call waits for a person
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _refresh(self, session: Session, partial: dict[str, Any] | None) -> None:
         """Send what the session file holds that was not sent, then the partial's news."""
@@ -228,7 +243,12 @@ class RoostAgent:
         except RoostRefused as exc:
             session.shown.prompts.remove(text)
             raise RequestError.internal_error({"roost": exc.message}) from None
-        return PromptResponse(stop_reason=await self._settle(session))
+        session.turn = True
+        try:
+            self._spawn(self._approvals(session))  # one asked before this turn began
+            return PromptResponse(stop_reason=await self._settle(session))
+        finally:
+            session.turn = False
 
     async def _give(self, session: Session, text: str) -> None:
         if session.job is None:
@@ -288,6 +308,35 @@ class RoostAgent:
         except RoostRefused:
             pass  # answered elsewhere first, or closed: the wait says what happens next
         return True
+
+    async def _approvals(self, session: Session) -> None:
+        """The job's tool calls waiting for a person (inbox entries of kind approval) as
+        permission requests, answered with roostd's `approval_answer` (by acp): allow once,
+        allow always (the same call from now on), reject. A dismissed request leaves the
+        entry to the other surfaces."""
+        entries = (await links.request("inbox"))["entries"]
+        for entry in entries:
+            if (entry.get("kind") != "approval" or entry["id"] in session.asked
+                    or (entry.get("job") or {}).get("id") != session.job):
+                continue
+            session.asked.add(entry["id"])
+            tool = str(entry.get("tool") or "tool")
+            call = ToolCallUpdate(tool_call_id=f"approval-{entry['id']}",
+                                  title=safe(f"{tool}: {entry.get('text') or ''}")[:300],
+                                  kind=KINDS.get(tool, "other"), status="pending",
+                                  raw_input=entry.get("input"))
+            answer = await self.client.request_permission(session_id=session.sid, tool_call=call,
+                                                          options=APPROVAL_OPTIONS)
+            outcome = answer.outcome
+            if getattr(outcome, "outcome", None) != "selected":
+                continue
+            chosen = str(outcome.option_id)
+            try:
+                await links.request("approval_answer", entry=entry["id"], by="acp",
+                                    decision="deny" if chosen == "reject" else "approve",
+                                    always=chosen == "allow-always")
+            except RoostRefused:
+                pass  # answered elsewhere first: the run goes on either way
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

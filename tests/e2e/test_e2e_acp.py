@@ -1,15 +1,18 @@
 """End to end (the real pi, the scripted model): `roost acp` driven by the
 agent-client-protocol package's own client. A turn with a bash tool call streams the call
 (its status, its result) and the answer in chunks as the model streams it, each character
-once; the job is a roost job (roost logs shows the turn)."""
+once; the job is a roost job (roost logs shows the turn). A tool call that waits for an
+approval is a permission request the editor answers."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
 import pytest
 
+from roost.protocol import DAEMON_OPS
 from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
 from roost.testkit.lab import Lab
 
@@ -54,3 +57,37 @@ def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab]
     assert job["state"] == "done"
     logs = lab.roost_ok("logs", job["id"])
     assert "ACP-GO run it" in logs and "acp15" in logs
+
+
+@pytest.mark.skipif("approval_answer" not in DAEMON_OPS, reason="approvals not in roostd")
+def test_an_approval_is_a_permission_request(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+    """A job of `_meta.roost.approvals: ask`: its bash call waits for a person; the editor's
+    permission request (allow once, allow always, reject) answers its inbox entry, by acp,
+    once."""
+    lab = make_lab(llm=llm)
+    marker = lab.work / "ran.txt"
+    llm.add(last_user_contains("ACP-APPR"), tool_call("bash", {"command": f"echo once >> {marker}"}),
+            times=1)
+    llm.add(last_is_tool_result("bash"), text("all done"))
+
+    async def scenario() -> str:
+        editor = Editor(choose=lambda options: options[0].option_id)
+        async with roost_acp(lab, editor) as conn:
+            sid = (await conn.new_session(cwd=str(lab.work),
+                                          roost={"approvals": "ask"})).session_id
+            done = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("ACP-APPR go")]), 180)
+            assert done.stop_reason == "end_turn"
+            [(call, options)] = editor.permissions
+            assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
+            assert call.title.startswith("bash") and "echo once" in call.title
+            assert editor.text(sid).endswith("all done")
+        return sid
+
+    sid = asyncio.run(scenario())
+    assert marker.read_text() == "once\n"
+    answered = [json.loads(line) for line in
+                (lab.roost_home / "events.jsonl").read_text().splitlines()
+                if '"approval.answered"' in line]
+    assert [(e["decision"], e["by"]) for e in answered] == [("approved", "acp")]
+    assert lab.show(sid)["state"] == "done"
