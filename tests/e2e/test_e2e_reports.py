@@ -19,6 +19,7 @@ from kit.wait import kill_and_wait, pid_alive, wait_until
 
 from roost.testkit.fakellm import last_user_contains, text, tool_call
 from roost.testkit.lab import Lab
+from roost.worker.faults import REPORT_POINTS
 
 pytestmark = pytest.mark.usefixtures("real_pi")
 
@@ -141,6 +142,46 @@ def test_a_hand_back_sent_again_after_roostd_died_reaches_the_parent_once(tmp_pa
         assert len(items) == 1 and items[0]["result"] == "KID-ONCE-7", items
         in_session = [e for e in lab.session(parent)
                       if e.get("type") == "custom_message" and "KID-ONCE-7" in json.dumps(e)]
+        assert len(in_session) == 1, in_session
+        assert lab.record(kid)["reports"]["last"] == items[0]["report"]
+    finally:
+        hold.set()
+        print(lab.diagnostics())
+        lab.close()
+
+
+@pytest.mark.parametrize("point", REPORT_POINTS)
+def test_a_child_killed_around_its_hand_back_reports_once(tmp_path_factory, point: str) -> None:
+    """The child's worker is killed after pi ended its run (`run_ended`), after the report
+    was noted and before it was sent (`report_pending`), or after roostd answered it and
+    before the worker crossed it off (`report_answered`): the parent gets it once."""
+    fault = tmp_path_factory.mktemp("fault") / "fault.json"
+    lab = Lab(llm=True, env={"ROOST_FAULTS": str(fault)},
+              settings={"restartBackoffSeconds": 0.05})
+    llm, tag = lab.llm, f"KID-KILLED-{point.replace('_', '-')}"
+    hold = threading.Event()
+    llm.add(fresh("MK-KILLED"), tool_call("roost_spawn", {"task": "MK-KIDKILLED work", "name": "kid"}))
+    llm.add(after_tool("MK-KILLED", "roost_spawn"), text("spawned"))
+    llm.add(task("MK-KILLED") & last_user_contains(tag), text("PARENT-GOT-IT"))
+    llm.add(fresh("MK-KIDKILLED"), text(tag, hold=hold))
+    try:
+        parent = lab.run("MK-KILLED start", name="parent")
+        kid = spawned_id(lab.wait_tool_results("MK-KILLED", "roost_spawn")[0]["text"])
+        first = wait_until(lambda: lab.record(kid)["process"].get("workerPid"), T, "the kid's worker")
+        fault.write_text(json.dumps({"point": point, "target": "worker", "text": tag, "job": kid}))
+        hold.set()
+        wait_until(Path(f"{fault}.fired").exists, T, f"the kill at {point}")
+        wait_until(lambda: lab.record(kid)["process"].get("workerPid") not in (None, first), T,
+                   "the kid's worker to be restarted")
+        wait_until(lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)), T,
+                   "the parent to answer the report")
+        lab.wait(parent)
+        assert lab.wait(kid) == "done"
+        items = [i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub)
+                 if i.get("kind") == "report"]
+        assert len(items) == 1 and items[0]["result"] == tag, items
+        in_session = [e for e in lab.session(parent)
+                      if e.get("type") == "custom_message" and tag in json.dumps(e)]
         assert len(in_session) == 1, in_session
         assert lab.record(kid)["reports"]["last"] == items[0]["report"]
     finally:
