@@ -188,3 +188,30 @@ def test_bwrap_gone_before_the_start_fails_the_job(make_lab, tmp_path: Path) -> 
     row = lab.cli_json("show", job, "--json")
     assert "bubblewrap" in json.dumps(row)
     assert not lab.requests_of("MK-GONE")
+
+
+def _sleepers(tag: str) -> list[int]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == \
+                    b"sleep\0" + tag.encode() + b"\0":
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
+@needs_bwrap
+def test_a_sandboxed_command_dies_with_the_job(make_lab, tmp_path: Path) -> None:
+    """`roost stop` while a sandboxed command runs: nothing of the sandbox is left."""
+    from kit.wait import wait_until
+
+    lab = make_lab()
+    tag = f"{300 + uuid.uuid4().int % 600}.{uuid.uuid4().int % 1000}"
+    lab.llm.add(fresh("MK-STOP"), tool_call("bash", {"command": f"sleep {tag}"}))
+    lab.llm.add(after_tool("MK-STOP", "bash"), text("slept"))
+    job = lab.run_job("--sandbox", "MK-STOP go", cwd=tmp_path)
+    wait_until(lambda: _sleepers(tag), T, lambda: f"the sandboxed sleep {tag} to start")
+    lab.roost_ok("stop", job)
+    wait_until(lambda: not _sleepers(tag), T, lambda: f"sleep {tag} to end: {_sleepers(tag)}")
