@@ -138,3 +138,23 @@ def test_job_from_the_cli_opened_in_the_editor(fake_pi_env: Lab) -> None:
         assert "user: from the editor" in logs and "echo: from the editor" in logs
 
     asyncio.run(scenario())
+
+
+def test_a_childs_report_shows_as_it_arrives(fake_pi_env: Lab) -> None:
+    lab = fake_pi_env
+
+    async def scenario() -> None:
+        editor = Editor()
+        async with roost_acp(lab, editor) as conn:
+            sid = (await conn.new_session(cwd=str(lab.work))).session_id
+            done = await conn.prompt(session_id=sid,
+                                     prompt=[text_block("[[spawn child says hi]]")])
+            assert done.stop_reason == "end_turn"
+            # The child's report reaches the parent after the turn: the editor sees it,
+            # framed as a report from the child, and the run it starts.
+            report = await editor.until(lambda: [
+                u for u in editor.of(sid, "user_message_chunk") if "report" in u.content.text])
+            assert "echo: child says hi" in report[0].content.text
+            await editor.until(lambda: editor.text(sid).count("echo:") >= 1)
+
+    asyncio.run(scenario())
