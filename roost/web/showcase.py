@@ -24,6 +24,9 @@ from typing import Any
 
 from roost.protocol import CUSTOM_TYPE, RequestError
 
+SHOWN_REPO = "/home/dev/src/parser"
+"""Where the worktree job's repository is said to be (the real one is in a temp dir: the
+screenshots show no path of the machine that took them)."""
 LONG = "roost/fix-the-very-long-branch-name-that-a-model-chose-for-its-worktree-9f3c2a1b"
 MARKDOWN = """# Review
 
@@ -65,7 +68,7 @@ def rows(session: str, worktree: dict[str, Any]) -> list[dict[str, Any]]:
                "/home/dev/notes"]
     out = [_row(0x1A2B3C01, name="review-parser", session=session, state="needs_input",
                 question="Should I also rename the old entry points, or keep them as aliases?",
-                worktree=worktree, cwd=worktree["path"],
+                worktree={**worktree, "origin": SHOWN_REPO}, cwd=SHOWN_REPO,
                 usage={"cost": 0.4213, "budget": 2.0})]
     states = ["done", "running", "failed", "needs_input", "done", "stopped", "reaped", "queued"]
     for i in range(2, 25):
@@ -89,7 +92,7 @@ def rows(session: str, worktree: dict[str, Any]) -> list[dict[str, Any]]:
                     worktree={"path": "/tmp/rh/worktrees/1a2b3c40", "branch": "roost/wt-refactor",
                               "base": "0" * 40, "origin": folders[0]}))
     out.append(_row(0x1A2B3C41, name="child-of-review", state="running", status="writing",
-                    summary="", parentSession=session, cwd=worktree["path"]))
+                    summary="", parentSession=session, cwd=SHOWN_REPO))
     return out
 
 

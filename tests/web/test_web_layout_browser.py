@@ -4,8 +4,9 @@ on a 1280x900 screen; on a phone (chromium's mobile emulation, 375x812) no page 
 sideways, every control is at least 44 px high and the events page breaks no word; the
 rendered Markdown loads nothing from another host and runs no script.
 
-Screenshots of each page at both sizes go to $ROOST_WEB_SCREENSHOTS when set (the docs'
-come from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir.
+Screenshots of each page at both sizes go to the test's temp dir; those the web guide shows
+(DOC_SHOTS: `web-1280-list.png`, `web-375-job.png`, ...) to $ROOST_WEB_SCREENSHOTS when set
+(the docs' come from `ROOST_WEB_SCREENSHOTS=docs/img`).
 """
 
 from __future__ import annotations
@@ -70,8 +71,16 @@ def show(tmp_path: Path) -> Iterator[Showcase]:
         yield world
 
 
-def shots_dir(tmp_path: Path) -> Path:
-    return Path(os.environ.get("ROOST_WEB_SCREENSHOTS") or tmp_path)
+DOC_SHOTS = {"1280-list", "1280-job", "1280-diff", "1280-inbox", "375-list", "375-job", "375-remove"}
+
+
+def shoot(driver: Any, tmp_path: Path, name: str) -> None:
+    """The page as it is, to the temp dir; a docs' one to $ROOST_WEB_SCREENSHOTS too."""
+    driver.save_screenshot(str(tmp_path / f"web-{name}.png"))
+    docs = os.environ.get("ROOST_WEB_SCREENSHOTS")
+    if docs and name in DOC_SHOTS:
+        Path(docs).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(docs) / f"web-{name}.png"))
 
 
 def emulate(driver: Any, width: int, height: int, mobile: bool) -> None:
@@ -99,7 +108,7 @@ def test_the_job_list_holds_twenty_jobs_on_a_laptop_screen(show: Showcase, tmp_p
             load(driver, show.url + path)
             measured = driver.execute_script(MEASURE)
             assert measured["scroll"] <= 1280, (name, measured["over"])
-            driver.save_screenshot(str(shots_dir(tmp_path) / f"web-{name}.png"))
+            shoot(driver, tmp_path, f"1280-{name}")
 
 
 def test_no_page_scrolls_sideways_on_a_phone_and_every_control_is_44px(show: Showcase,
@@ -112,7 +121,7 @@ def test_no_page_scrolls_sideways_on_a_phone_and_every_control_is_44px(show: Sho
             measured = driver.execute_script(MEASURE)
             assert measured["scroll"] <= measured["width"] == 375, (name, measured["over"])
             assert measured["small"] == [], (name, measured["small"])
-            driver.save_screenshot(str(shots_dir(tmp_path) / f"web-phone-{name}.png"))
+            shoot(driver, tmp_path, f"375-{name}")
         load(driver, show.url + "/events")
         assert driver.execute_script(BROKEN_WORDS) == []
 
