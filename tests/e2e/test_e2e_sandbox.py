@@ -215,3 +215,27 @@ def test_a_sandboxed_command_dies_with_the_job(make_lab, tmp_path: Path) -> None
     wait_until(lambda: _sleepers(tag), T, lambda: f"the sandboxed sleep {tag} to start")
     lab.roost_ok("stop", job)
     wait_until(lambda: not _sleepers(tag), T, lambda: f"sleep {tag} to end: {_sleepers(tag)}")
+
+
+@needs_bwrap
+def test_sandbox_refuses_before_approvals_and_bounds_a_child_s_cwd(make_lab,
+                                                                   tmp_path: Path) -> None:
+    """With --approvals ask, a write outside is refused by the sandbox without asking
+    anyone; a child spawned outside the parent's writable folders is refused."""
+    lab = make_lab()
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    lab.llm.add(fresh("MK-ORDER"), tool_call("write", {"path": str(outside / "w.txt"),
+                                                      "content": "no"}))
+    lab.llm.add(after_tool("MK-ORDER", "write"), tool_call("roost_spawn", {
+        "task": "MK-KID go", "cwd": str(outside)}))
+    lab.llm.add(after_tool("MK-ORDER", "roost_spawn"), text("done"))
+    job = lab.run_job("--sandbox", "--approvals", "ask", "MK-ORDER go", cwd=work)
+    written = json.dumps(lab.wait_tool_results("MK-ORDER", "write"))
+    assert "sandbox: write" in written
+    spawned = json.dumps(lab.wait_tool_results("MK-ORDER", "roost_spawn"))
+    assert "works inside its parent's writable folders" in spawned
+    assert lab.wait(job, T) == "done"
+    assert not [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"]
+    assert [r["id"] for r in lab.cli_json("ls", "--json")] == [job]
