@@ -43,10 +43,10 @@ QUIET = frozenset({JobState.DONE, JobState.FAILED, JobState.STOPPED, JobState.RE
 foreground pi holds it (attached: watched too)."""
 NICE = 10
 """The writer thread's niceness: jobs' workers and pis, and roostd's loop, go first."""
-YIELD = 2.0
+YIELD = 1.0
 """After a batch, the writer sleeps this many times what the batch took: indexing from
-scratch holds the interpreter a third of the time, and roostd's loop (the jobs' deliveries)
-waits little for it. A live job's few new lines take a millisecond: their sleep is none."""
+scratch holds the interpreter half the time at most, and roostd's loop (the jobs'
+deliveries) waits little for it. A live job's few new lines take a millisecond: their sleep is none."""
 
 
 class _Dir(FileSystemEventHandler):

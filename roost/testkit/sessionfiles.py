@@ -24,9 +24,17 @@ WORDS = [
 ]
 START = datetime(2026, 11, 1, tzinfo=UTC)
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "pe", "da", "gu", "fi"]
-VOCABULARY = [*WORDS, *(a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES)]
+STOPWORDS = [
+    "the", "to", "of", "and", "a", "in", "is", "it", "that", "for", "on", "with", "as", "this",
+    "be", "at", "by", "not", "are", "from", "or", "we", "can", "if", "will", "you", "i", "have",
+    "an", "but", "so", "do", "was", "all", "there", "when", "which", "then", "one", "now", "also",
+    "more", "just", "what", "no", "out", "up", "use",
+]
+VOCABULARY = [*STOPWORDS, *WORDS,
+              *(a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES)]
 """Some 1,800 words, drawn by Zipf's law (the n-th word 1/n as often as the first), as text
-is: a common word is in most entries, a rare one in few."""
+is: English's little words first and in most entries, then the words a person searches
+for (`payment`: in one entry of ten or so), then rarer ones."""
 _WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
 
 

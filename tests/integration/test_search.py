@@ -84,7 +84,8 @@ def test_removed_jobs_are_found_only_with_all_and_kept_by_reindex(fake_pi_env: L
 
 def _entries(env: Lab) -> list[tuple[str, str, str]]:
     with sqlite3.connect(env.roost_home / "search.db") as db:
-        return sorted(db.execute("SELECT job, kind, text FROM entries").fetchall())
+        return sorted(db.execute("SELECT m.job, m.kind, e.text FROM meta m JOIN entries e "
+                                 "ON e.rowid = m.id").fetchall())
 
 
 def test_sigkill_of_roostd_loses_and_repeats_nothing(fake_pi_env: Lab) -> None:
@@ -159,7 +160,7 @@ def test_sigkill_in_the_middle_of_indexing_from_scratch(fake_pi_env: Lab) -> Non
         env.start_daemon()
     wait_until(lambda: _count(env) >= total, 120, what="caught up")
     with sqlite3.connect(env.roost_home / "search.db") as db:
-        rows = db.execute("SELECT source, entry, kind, count(*) FROM entries "
+        rows = db.execute("SELECT source, entry, kind, count(*) FROM meta "
                           "GROUP BY source, entry, kind HAVING count(*) > 1").fetchall()
         count = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert rows == [] and count == total

@@ -43,9 +43,14 @@ def _tree(jobs: list[dict[str, Any]], root: str) -> set[str]:
     return found
 
 
-def _scope(core: Core, request: dict[str, Any], jobs: list[dict[str, Any]]) -> list[str] | None:
-    """The jobs a search looks in (None: all of them, removed ones included)."""
+def _scope(core: Core, request: dict[str, Any],
+           jobs: list[dict[str, Any]]) -> tuple[list[str] | None, list[str]]:
+    """The jobs a search looks in (None: all of them) and those it leaves out: a search of
+    every job names the few it leaves out (the removed ones) rather than the many it keeps."""
     everything = bool(request.get("all"))
+    narrowed = any(request.get(key) for key in ("job", "tree", "cwd"))
+    if not narrowed:
+        return None, [] if everything else [job["id"] for job in jobs if job["id"] not in core.jobs]
     if not everything:
         jobs = [job for job in jobs if job["id"] in core.jobs]
     for key in ("job", "tree"):
@@ -63,8 +68,7 @@ def _scope(core: Core, request: dict[str, Any], jobs: list[dict[str, Any]]) -> l
         cwd = os.path.normpath(str(request["cwd"]))
         jobs = [job for job in jobs if job["cwd"] == cwd
                 or job["cwd"].startswith(cwd.rstrip("/") + "/")]
-    narrowed = any(request.get(key) for key in ("job", "tree", "cwd"))
-    return None if everything and not narrowed else [job["id"] for job in jobs]
+    return [job["id"] for job in jobs], []
 
 
 async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -81,10 +85,10 @@ async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         raise RequestError(BAD_REQUEST, str(exc)) from None
     path = core.search.path
     jobs = await asyncio.to_thread(searchkeeper.job_table, path)
-    scope = _scope(core, request, jobs)
+    scope, leave_out = _scope(core, request, jobs)
     try:
         rows = await asyncio.to_thread(searchkeeper.search, path, query=query, jobs=scope,
-                                       kinds=kinds, since=since, limit=limit)
+                                       exclude=leave_out, kinds=kinds, since=since, limit=limit)
     except BadQuery as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
     named = {job["id"]: job for job in jobs}
