@@ -193,12 +193,6 @@ class RoostAgent:
             self._fed = True
             self.feed.start()
 
-    def _session(self, sid: str) -> Session:
-        session = self.sessions.get(sid)
-        if session is None:
-            raise RequestError.resource_not_found(sid)
-        return session
-
     # -- what roostd pushes ------------------------------------------------------------------
     def _changed(self, job: str, value: dict[str, Any] | None, streamed: bool) -> None:
         """roostd pushed the job's partial (`streamed`) or its row (`value`)."""
@@ -231,7 +225,9 @@ class RoostAgent:
 
     # -- turns -------------------------------------------------------------------------------
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
-        session = self._session(session_id)
+        session = self.sessions.get(session_id)
+        if session is None:  # an editor that kept the id across its restart: the job by it
+            session = await self._open(session_id, os.getcwd(), replay=False)
         text = prompt_text(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"prompt": "the prompt is empty"})

@@ -31,6 +31,7 @@ def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab]
     llm.add(last_user_contains("ACP-GO"), tool_call("bash", {"command": "echo tool-ok"}),
             times=1)
     llm.add(last_is_tool_result("bash"), text(WORDS, chunk_size=6, chunk_delay=0.1))
+    llm.add(last_user_contains("ACP-LONG"), text("cut short", finish_reason="length"))
 
     async def scenario() -> str:
         editor = Editor()
@@ -50,6 +51,11 @@ def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab]
             assert "tool-ok" in updates[-1].content[0].content.text
             assert editor.text(sid) == WORDS  # each character once, streamed or saved
             assert len(editor.of(sid, "agent_message_chunk")) > 1
+            # The model stopped at its output limit: max_tokens.
+            long = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("ACP-LONG")]), 180)
+            assert long.stop_reason == "max_tokens"
+            assert editor.text(sid).endswith("cut short")
         return sid
 
     sid = asyncio.run(scenario())

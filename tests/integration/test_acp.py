@@ -136,6 +136,11 @@ def test_job_from_the_cli_opened_in_the_editor(fake_pi_env: Lab) -> None:
             assert editor.text(job).endswith("echo: from the editor")
         logs = await asyncio.to_thread(lab.roost_ok, "logs", job)
         assert "user: from the editor" in logs and "echo: from the editor" in logs
+        # An editor started again prompts the session it remembers: the job, by its id.
+        later = Editor()
+        async with roost_acp(lab, later) as conn:
+            done = await conn.prompt(session_id=job, prompt=[text_block("back again")])
+            assert done.stop_reason == "end_turn" and later.text(job) == "echo: back again"
 
     asyncio.run(scenario())
 

@@ -61,3 +61,12 @@ def test_the_clients_own_prompt_is_not_echoed_but_others_are() -> None:
     assert shown.entry(user("from the editor")) == []
     [other] = shown.entry(user("from the cli"))
     assert other.session_update == "user_message_chunk" and other.content.text == "from the cli"
+
+
+def test_thinking_is_a_thought_chunk() -> None:
+    shown = Shown()
+    message = {"timestamp": 2, "content": [{"type": "thinking", "thinking": "let me see"},
+                                           {"type": "text", "text": "yes"}]}
+    sent = shown.partial({"message": message, "tools": []})
+    assert [(u.session_update, u.content.text) for u in sent] == [
+        ("agent_thought_chunk", "let me see"), ("agent_message_chunk", "yes")]
