@@ -171,6 +171,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
                               "type": "job.failed", "job": {"id": shell, "name": "shelly"},
                               "error": PAYLOAD}, ensure_ascii=False) + "\n")
     env.roost_ok("schedule", "add", "evil", "--every", "1h", PAYLOAD)
+    wait_until(lambda: env.cli_json("search", "--json", "evil"), 10, what="search's index")
     full, cut = True, False  # whether the payload is shown whole (a fitted table cuts it)
     return {
         "ls": [(["ls"], cut), (["ls", "--wide"], full), (["ls", "--group", "state", "--wide"], full),
@@ -193,6 +194,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
         "schedule show": [(["schedule", "show", "evil"], full),
                           (["schedule", "show", "evil", "--json"], full)],
         "result": [(["result", structured], full), (["result", structured, "--json"], full)],
+        "search": [(["search", "evil"], cut), (["search", "evil", "--kind", "user"], cut)],
     }
 
 
