@@ -3,8 +3,11 @@ and `roost web` show, answered in place.
 
 Enter on a question or a dialog opens the reply box (a dialog's choices to pick); the
 answer goes through roostd's `answer` op, so a second answer from any surface says who
-answered first. `d` dismisses a failure or a budget stop. The list is read again after
-each answer and with `r`.
+answered first. `d` dismisses a failure or a budget stop. A tool call waiting for approval
+(docs/guides/approvals.md) shows its whole input on enter (escaped); `a` approves it, `A`
+approves it always (an allow rule for its job), `x` denies it (roostd's `approval_answer`, by
+`view`; a second answer says who answered first). The list is read again after each answer
+and with `r`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ class InboxScreen(ModalScreen[None]):
     """The inbox; `request` talks to roostd (the view's own connection rule)."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back"),
-                Binding("d", "dismiss_entry", "Dismiss"), Binding("r", "reload", "Reload")]
+                Binding("d", "dismiss_entry", "Dismiss"), Binding("r", "reload", "Reload"),
+                Binding("a", "decide('approve')", "Approve"),
+                Binding("A", "decide('always')", "Approve always"),
+                Binding("x", "decide('deny')", "Deny")]
     DEFAULT_CSS = """
     InboxScreen { align: center middle; }
     #inbox-box { width: 95%; height: auto; max-height: 100%; border: round $accent;
@@ -53,7 +59,8 @@ class InboxScreen(ModalScreen[None]):
         self.outcomes: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Static("inbox: enter answers, d dismisses, r reloads, esc closes", id="inbox-title")
+        yield Static("inbox: enter answers (an approval: shows its input), a approves, A always, "
+                     "x denies, d dismisses, r reloads, esc closes", id="inbox-title")
         yield OptionList(id="inbox-box")
 
     def on_mount(self) -> None:
@@ -82,6 +89,13 @@ class InboxScreen(ModalScreen[None]):
         entry = self._selected()
         if entry is None:
             return
+        if entry["kind"] == "approval":  # its whole input, escaped; a, A or x answers it
+            from roost.escapes import json_text
+
+            self.notify(f"{printable(entry['text'])} in {printable(entry['cwd'])}\n"
+                        f"{printable(json_text(entry['input']))}\na approves, A always, x denies",
+                        timeout=30)
+            return
         if entry["kind"] not in ("question", "dialog"):
             self.notify(f"{entry['kind'].replace('_', ' ')}: nothing to reply; d dismisses it",
                         severity="warning")
@@ -99,9 +113,18 @@ class InboxScreen(ModalScreen[None]):
         if entry is not None:
             self._answer(entry, {"dismiss": True})
 
-    def _answer(self, entry: dict[str, Any], how: dict[str, Any]) -> None:
+    def action_decide(self, decision: str) -> None:
+        entry = self._selected()
+        if entry is None or entry["kind"] != "approval":
+            self.notify("not an approval: enter answers it, d dismisses it", severity="warning")
+            return
+        args = {"entry": entry["id"], "by": "view", "always": decision == "always",
+                "decision": "deny" if decision == "deny" else "approve"}
+        self._answer(entry, args, op="approval_answer")
+
+    def _answer(self, entry: dict[str, Any], how: dict[str, Any], op: str = "answer") -> None:
         try:
-            result = self.request("answer", {"entry": entry["id"], "by": "roost view", **how})
+            result = self.request(op, {"entry": entry["id"], "by": "roost view", **how})
             outcome = (f"already answered by {printable(result.get('by'))} at {result.get('at')}"
                        if result["status"] == "already answered" else str(result["status"]))
         except Exception as exc:  # a refusal or roostd away: one line, as a toast

@@ -27,6 +27,7 @@ from typing import Any
 
 from roost import paths, protocol
 from roost.approvals import callrules as policy
+from roost.escapes import json_text
 from roost.fsutil import atomic_write_json, utc_now
 from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 from roost.supervise.core import Core
@@ -67,6 +68,8 @@ def inbox_entry(core: Core, entry: dict[str, Any]) -> dict[str, Any]:
     return {"id": entry["id"], "job": {"id": record.id, "name": record.name}, "kind": "approval",
             "text": entry["summary"], "options": None, "since": entry.get("since"),
             "tool": entry["tool"], "input": entry["input"], "cwd": entry["cwd"],
+            # As a person reads it (the web's page): indented JSON, controls and bidi escaped.
+            "inputText": json_text(entry["input"]),
             "deadline": entry.get("deadline")}
 
 

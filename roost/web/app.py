@@ -172,6 +172,30 @@ async def do_answer(request: Request, form: dict[str, str]) -> str:
     return "/inbox"
 
 
+async def do_decide(request: Request, form: dict[str, str]) -> str:
+    """An approval's answer (docs/guides/approvals.md): `decision` approve, always or deny
+    (`reason`); from the inbox, or from a job's page, which names the call it showed (its
+    `summary`): the job's pending entry of that call is answered, once."""
+    decision = form.get("decision", "")
+    if decision not in ("approve", "always", "deny"):
+        raise ValueError("approve or deny")
+    entry, back = request.path_params.get("entry"), "/inbox"
+    if entry is None:
+        job, back = _job(request), f"/job/{_job(request)}"
+        asked = [e for e in (await bridge.request("inbox"))["entries"] if e["kind"] == "approval"
+                 and e["job"]["id"] == job and e["text"] == form.get("summary")]
+        if not asked:
+            raise ValueError("it no longer waits for that call's approval")
+        entry = asked[0]["id"]
+    result = await bridge.request(
+        "approval_answer", entry=entry, decision="deny" if decision == "deny" else "approve",
+        always=decision == "always", reason=form.get("reason") or None, by="web")
+    if result.get("status") == "already answered":
+        raise ValueError(f"already answered ({result.get('decision')}) by {result.get('by')} "
+                         f"at {result.get('at')}")
+    return back
+
+
 async def diff_page(request: Request) -> Response:
     row = await _job_row(request)
     if row is None:
@@ -413,6 +437,8 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/live/tree", live_tree),
         Route("/live/inbox", live_inbox),
         Route("/inbox/{entry}/answer", action(do_answer, "inbox"), methods=["POST"]),
+        Route("/inbox/{entry}/decide", action(do_decide, "inbox"), methods=["POST"]),
+        Route("/job/{job}/decide", action(do_decide), methods=["POST"]),
         Route("/live/job/{job}", live_job),
         Route("/run", action(do_run, "tree"), methods=["POST"]),
         Route("/job/{job}/reply", action(do_reply), methods=["POST"]),

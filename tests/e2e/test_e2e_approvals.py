@@ -10,6 +10,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from kit.matchers import after_tool, fresh, new_user_has, task
 from kit.wait import wait_until
 
@@ -169,3 +170,47 @@ def test_a_spawned_child_keeps_its_parents_rules(make_lab, tmp_path: Path) -> No
     entry = pending(lab, kid["id"])[0]  # the roost_spawn call itself was not asked
     assert entry["input"] == {"command": "echo child"}
     assert lab.wait(parent, T) == "done"
+
+
+def test_the_view_inbox_pane_approves_and_denies(make_lab, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`roost view`'s inbox pane (textual's pilot): a approves, x denies, by `view`."""
+    import asyncio
+
+    from kit.pilot import until
+
+    from roost.cli.inboxpane import InboxScreen
+    from roost.cli.live import ViewApp
+
+    lab = make_lab()
+    marker = tmp_path / "ran.txt"
+    lab.llm.add(fresh("MK-VIEWAP"), tool_call("bash", {"command": f"echo view >> {marker}"}))
+    lab.llm.add(after_tool("MK-VIEWAP", "bash"), tool_call("bash", {"command": "echo nope"}),
+                times=1)
+    lab.llm.add(after_tool("MK-VIEWAP", "bash"), text("view done"))
+    job = lab.run_job("--approvals", "ask", "MK-VIEWAP go", cwd=tmp_path)
+    first = pending(lab, job)[0]
+    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME"):
+        monkeypatch.setenv(key, lab.env[key])
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+
+    async def scenario() -> None:
+        app = ViewApp()
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.press("i")
+            pane = await until(pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen,
+                               "the inbox pane")
+            assert [e["id"] for e in pane.entries] == [first["id"]]
+            await pilot.press("a")
+            await until(pilot, lambda: pane.outcomes == ["approved"], "the approval")
+            await until(pilot, lambda: (pane.action_reload() or True) and pane.entries
+                        and pane.entries[0]["id"] != first["id"], "the second call", timeout=60)
+            await pilot.press("x")
+            await until(pilot, lambda: len(pane.outcomes) == 2, "the denial")
+            assert pane.outcomes[1] == "denied"
+
+    asyncio.run(scenario())
+    assert lab.wait(job, T) == "done"
+    assert marker.read_text() == "view\n"
+    again = lab.roost("approve", first["id"])
+    assert again.returncode == 1 and "approved by view" in again.stderr
