@@ -5,8 +5,6 @@ terminal and between [ and ] in a pipe, every foreign part through the output la
 
 from __future__ import annotations
 
-import re
-
 from roost.cli.common import daemon, print_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
@@ -14,7 +12,15 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI st
 if TYPE_CHECKING:
     from typing import Any
 
-_SPACE = re.compile(r"\s+")
+
+
+def _flat(piece: str) -> str:
+    """Whitespace runs as one space (without `re`: ~4 ms of a quick command's start)."""
+    words = piece.split()
+    if not words:
+        return " " if piece else ""
+    return (" " if piece[0].isspace() else "") + " ".join(words) + (
+        " " if piece[-1].isspace() else "")
 
 
 def segments(row: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -25,7 +31,7 @@ def segments(row: dict[str, Any]) -> list[tuple[str, bool]]:
         pieces += [(text[at:start], False), (text[start:end], True)]
         at = end
     pieces.append((text[at:], False))
-    return [(_SPACE.sub(" ", piece), marked) for piece, marked in pieces if piece]
+    return [(_flat(piece), marked) for piece, marked in pieces if piece]
 
 
 def line_of(row: dict[str, Any], bold: bool) -> str:
