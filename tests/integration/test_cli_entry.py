@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from kit.jobs import run_job, settle
 
-from roost.cli import entry, jobcalls
+from roost.cli import entry, jobcalls, searchcalls
 from roost.cli.main import cli
 from roost.testkit.lab import Lab
 
@@ -28,11 +28,12 @@ class Recorder:
 
     def request(self, op: str, **args: Any) -> dict[str, Any]:
         self.requests.append((op, args))
-        return {"jobs": [], "status": "delivered", "id": "0000abcd"}
+        return {"jobs": [], "status": "delivered", "id": "0000abcd", "results": []}
 
 
 @pytest.mark.parametrize("argv", [["ls"], ["ls", "--json"], ["reply", "0000abcd", "two", "words"],
-                                  ["run", "a", "task", "é"]])
+                                  ["run", "a", "task", "é"], ["search", "payment retr*"],
+                                  ["search", "x", "--json"], ["search", "--json", "x"]])
 def test_a_plain_form_sends_what_its_click_command_sends(
         argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     sent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -44,6 +45,7 @@ def test_a_plain_form_sends_what_its_click_command_sends(
             yield _r
 
         monkeypatch.setattr(jobcalls, "daemon", daemon)
+        monkeypatch.setattr(searchcalls, "daemon", daemon)
         if way == "click":
             result = CliRunner().invoke(cli, argv)
             assert result.exit_code == 0, result.output
@@ -59,7 +61,9 @@ def test_a_plain_form_sends_what_its_click_command_sends(
                                   ["reply", "job"], ["reply", "job", "--", "-x"],
                                   ["run"], ["run", "-"], ["run", "--name", "n", "t"],
                                   ["run", "t", "--help"], ["show", "job"],
-                                  ["run", "bad\udcff"]])
+                                  ["run", "bad\udcff"], ["search"], ["search", "a", "b"],
+                                  ["search", "--kind", "user", "x"], ["search", "-x"],
+                                  ["search", "x", "--json", "--json"]])
 def test_any_other_command_line_goes_to_click(argv: list[str]) -> None:
     assert entry.quick(argv) is None
 
