@@ -3,7 +3,8 @@
 `--enable` writes a hook for NOTIFY_TYPES into the user-level roost.json (other keys
 kept) whose command is `env PATH=… DISPLAY=… roost notify --send` (the desktop variables of
 the enabling command: DESKTOP_VARIABLES); that reads the event JSON on stdin and
-calls notify-send with a title naming the job and a body with the question or error.
+calls notify-send with a title naming the job and a body with the question or error (a
+call held for approval: its one line and the entry's id, from `approval.requested`).
 An event identical to one notified within RATE_WINDOW seconds (same type, job and body)
 is skipped, so a crash loop does not flood the desktop; the times live in
 `$ROOST_HOME/notify-state.json` (under an flock: hooks run concurrently).
@@ -28,7 +29,7 @@ from roost.config import user_config_path
 
 # Not worker.gave_up: job.failed always follows it (with the same reason), and one failure
 # is one notification.
-NOTIFY_TYPES = ("job.needs_input", "job.failed")
+NOTIFY_TYPES = ("job.needs_input", "job.failed", "approval.requested")
 RATE_WINDOW = 5.0
 BODY_MAX = 300
 
@@ -121,6 +122,10 @@ def message(event: dict[str, Any]) -> tuple[str, str, str]:
         return "normal", f"roost: {name} needs input", body
     if kind == "job.failed":
         return "critical", f"roost: {name} failed", str(event.get("error") or "")
+    if kind == "approval.requested":  # each call held for approval (docs: Approvals)
+        return "normal", f"roost: {name} asks for approval", (
+            f"{event.get('summary')} (roost approve {event.get('entry')} | roost deny "
+            f"{event.get('entry')})")
     if kind == "worker.gave_up":
         return "critical", f"roost: gave up on {name}", str(event.get("reason") or "")
     return "normal", f"roost: {name}: {kind}", ""
@@ -166,6 +171,9 @@ def send(raw: str) -> int:
             raise ValueError("not an object")
     except ValueError as exc:
         raise NotifyError(f"expected one event as JSON on stdin: {exc}") from None
+    if (event.get("type") == "job.needs_input" and not event.get("question")
+            and not event.get("dialog")):
+        return 0  # a call held for approval: its approval.requested says which
     urgency, title, body = message(event)
     # The title is plain text to notification servers; the body may hold markup.
     from roost.cli.output import field

@@ -214,3 +214,26 @@ def test_the_view_inbox_pane_approves_and_denies(make_lab, tmp_path: Path,
     assert marker.read_text() == "view\n"
     again = lab.roost("approve", first["id"])
     assert again.returncode == 1 and "approved by view" in again.stderr
+
+
+def test_the_notify_hook_fires_on_a_request(make_lab, tmp_path: Path) -> None:
+    lab = make_lab()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "notify-send"
+    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {tmp_path}/notified\n")
+    tool.chmod(0o755)
+    lab.env["PATH"] = f"{bin_dir}:{lab.env['PATH']}"
+    assert "on for" in lab.roost_ok("notify", "--enable")
+    lab.roost("daemon", "stop")  # a running roostd: the hooks are read at its start
+    lab.llm.add(fresh("MK-NOTIFYAP"), tool_call("bash", {"command": "echo notify me"}))
+    lab.llm.add(after_tool("MK-NOTIFYAP", "bash"), text("ok"))
+    job = lab.run_job("--approvals", "ask", "--name", "notifier", "MK-NOTIFYAP go", cwd=tmp_path)
+    entry = pending(lab, job)[0]
+    notified = tmp_path / "notified"
+    said = wait_until(lambda: notified.exists() and notified.read_text(), T, "a notification")
+    assert "roost: notifier asks for approval" in said
+    assert f"approve bash: echo notify me (roost approve {entry['id']}" in said
+    assert "needs input" not in said  # one notification for one call
+    lab.roost_ok("deny", entry["id"])
+    assert lab.wait(job, T) == "done"

@@ -320,7 +320,8 @@ def test_notify_enable_send_rate_limit_and_disable(notify_env: Lab) -> None:
     assert "on for" in env.roost_ok("notify", "--enable")
     config = json.loads((env.agent_dir / "roost.json").read_text())
     assert config["agentMaxDepth"] == 2  # other keys kept
-    assert set(config["hooks"]) == {"job.needs_input", "job.failed"}  # not gave_up: failed follows it
+    # not gave_up: failed follows it; approval.requested: each call held for approval
+    assert set(config["hooks"]) == {"job.needs_input", "job.failed", "approval.requested"}
     job = run_job(env, "[[ask]] plan", "--name", "planner")
     notified = env.root / "notified"
     text = wait_until(lambda: notified.exists() and notified.read_text(), WAIT, "a notification")
