@@ -98,6 +98,8 @@ class Session:
         self.asked: set[str] = set()
         """The inbox entries (approvals) this session asked its client about."""
         self.turn = False
+        self.moved = asyncio.Event()
+        """Set when the job's row changes (an open dialog or approval may have closed)."""
 
 
 class RoostAgent:
@@ -198,6 +200,8 @@ class RoostAgent:
         """roostd pushed the job's partial (`streamed`) or its row (`value`)."""
         for session in {id(s): s for s in self.sessions.values() if s.job == job}.values():
             self._spawn(self._refresh(session, value if streamed else None))
+            if not streamed:
+                session.moved.set()
             if (not streamed and session.turn and value is not None
                     and value.get("state") == "needs_input" and not value.get("dialog")):
                 self._spawn(self._approvals(session))  # a tool call waits for a person
@@ -293,8 +297,9 @@ class RoostAgent:
                    for n, text in enumerate(options, 1)]
         call = ToolCallUpdate(tool_call_id=f"dialog-{entry['id']}", title=safe(str(entry["text"])),
                               kind="other", status="pending")
-        answer = await self.client.request_permission(session_id=session.sid, tool_call=call,
-                                                      options=choices)
+        answer = await self._permission(session, entry["id"], call, choices)
+        if answer is None:
+            return True  # answered elsewhere first: wait again
         outcome = answer.outcome
         if getattr(outcome, "outcome", None) != "selected":
             return False
@@ -304,6 +309,27 @@ class RoostAgent:
         except RoostRefused:
             pass  # answered elsewhere first, or closed: the wait says what happens next
         return True
+
+    async def _permission(self, session: Session, entry: str, call: ToolCallUpdate,
+                          options: list[PermissionOption]) -> Any:
+        """The client's answer to a permission request about inbox entry `entry`, or None
+        once the entry closed first (another surface answered it, the run ended): the
+        request is dropped then, and the turn goes on."""
+        asking = asyncio.ensure_future(self.client.request_permission(
+            session_id=session.sid, tool_call=call, options=options))
+        try:
+            while True:
+                session.moved.clear()  # before the look: a change after it wakes the wait
+                entries = (await links.request("inbox"))["entries"]
+                if asking.done():
+                    return asking.result()
+                if not any(e.get("id") == entry for e in entries):
+                    return None
+                moved = asyncio.ensure_future(session.moved.wait())
+                await asyncio.wait({asking, moved}, return_when=asyncio.FIRST_COMPLETED)
+                moved.cancel()
+        finally:
+            asking.cancel()
 
     async def _approvals(self, session: Session) -> None:
         """The job's tool calls waiting for a person (inbox entries of kind approval) as
@@ -321,12 +347,11 @@ class RoostAgent:
                                   title=safe(f"{tool}: {entry.get('text') or ''}")[:300],
                                   kind=KINDS.get(tool, "other"), status="pending",
                                   raw_input=entry.get("input"))
-            answer = await self.client.request_permission(session_id=session.sid, tool_call=call,
-                                                          options=APPROVAL_OPTIONS)
-            outcome = answer.outcome
+            answer = await self._permission(session, entry["id"], call, APPROVAL_OPTIONS)
+            outcome = None if answer is None else answer.outcome
             if getattr(outcome, "outcome", None) != "selected":
                 continue
-            chosen = str(outcome.option_id)
+            chosen = str(getattr(outcome, "option_id", ""))
             try:
                 await links.request("approval_answer", entry=entry["id"], by="acp",
                                     decision="deny" if chosen == "reject" else "approve",

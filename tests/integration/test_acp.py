@@ -114,6 +114,26 @@ def test_dialog_is_a_permission_request_answered_once(fake_pi_env: Lab) -> None:
     asyncio.run(scenario())
 
 
+def test_a_dialog_answered_elsewhere_first_ends_the_editors_wait(fake_pi_env: Lab) -> None:
+    lab = fake_pi_env
+
+    async def scenario() -> None:
+        editor = Editor(choose=lambda options: "wait")
+        async with roost_acp(lab, editor) as conn:
+            sid = (await conn.new_session(cwd=str(lab.work))).session_id
+            turn = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[text_block("[[dialog select a,b]]")]))
+            await editor.until(lambda: editor.permissions)
+            entries = (await asyncio.to_thread(lab.request, "inbox"))["entries"]
+            [entry] = [e for e in entries if e["kind"] == "dialog"]
+            await asyncio.to_thread(lab.roost_ok, "answer", entry["id"], "--choice", "2")
+            done = await asyncio.wait_for(turn, 60)  # the editor's prompt was dropped
+            assert done.stop_reason == "end_turn"
+            assert editor.text(sid).endswith("chose: b")
+
+    asyncio.run(scenario())
+
+
 def test_job_from_the_cli_opened_in_the_editor(fake_pi_env: Lab) -> None:
     lab = fake_pi_env
     job = lab.run("from the cli", name="clijob")

@@ -18,7 +18,7 @@ from roost.testkit.lab import Lab
 
 class Editor:
     """The client side: what the agent sent, and how it answers a permission request
-    (`choose(options)`: an option id, or None to cancel it)."""
+    (`choose(options)`: an option id, None to cancel it, "wait" never to answer)."""
 
     def __init__(self, choose: Callable[[list[Any]], str | None] | None = None) -> None:
         self.updates: list[tuple[str, Any]] = []
@@ -36,6 +36,8 @@ class Editor:
                                  **kwargs: Any) -> RequestPermissionResponse:
         self.permissions.append((tool_call, options))
         chosen = self.choose(options)
+        if chosen == "wait":  # a person who never answers here
+            await asyncio.Event().wait()
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected",
