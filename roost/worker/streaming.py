@@ -59,8 +59,53 @@ def compact(message: dict[str, Any]) -> dict[str, Any]:
         elif kind == "toolCall":
             blocks.append({"type": "toolCall", "id": str(part.get("id") or ""),
                            "name": str(part.get("name") or ""),
-                           "summary": args_line(part.get("arguments") or {})})
+                           "summary": str(part["summary"]) if part.get("arguments") is None
+                           and "summary" in part else args_line(part.get("arguments") or {})})
     return {"timestamp": message.get("timestamp"), "content": blocks}
+
+
+class Blocks:
+    """An assistant message rebuilt from pi 1.x's delta-only `message_update` events (its
+    RPC sends neither the message so far nor the `partial` snapshot: docs json.md)."""
+
+    def __init__(self, timestamp: Any = None) -> None:
+        self.timestamp = timestamp
+        self.parts: dict[int, dict[str, Any]] = {}
+
+    def apply(self, update: dict[str, Any]) -> None:
+        kind = str(update.get("type") or "")
+        index = update.get("contentIndex")
+        if not isinstance(index, int):
+            return
+        family, _, step = kind.rpartition("_")
+        if family in ("text", "thinking"):
+            part = self.parts.setdefault(index, {"type": family, family: ""})
+            if step == "delta":
+                part[family] += str(update.get("delta") or "")
+            elif step == "end" and isinstance(update.get("content"), str):
+                part[family] = update["content"]
+        elif family == "toolcall":
+            part = self.parts.setdefault(index, {"type": "toolCall", "id": "", "name": "",
+                                                 "args": ""})
+            if step == "start":
+                part.update(id=str(update.get("id") or ""), name=str(update.get("toolName") or ""))
+            elif step == "delta":
+                part["args"] += str(update.get("delta") or "")
+            elif step == "end" and isinstance(update.get("toolCall"), dict):
+                call = update["toolCall"]
+                part.update(id=str(call.get("id") or part["id"]),
+                            name=str(call.get("name") or part["name"]),
+                            arguments=call.get("arguments") or {})
+
+    def message(self) -> dict[str, Any]:
+        content = []
+        for _, part in sorted(self.parts.items()):
+            if part["type"] == "toolCall" and "arguments" not in part:
+                content.append({**part, "arguments": None, "summary": _clip(
+                    " ".join(part["args"].split()), ARGS_MAX)})
+            else:
+                content.append(part)
+        return compact({"timestamp": self.timestamp, "content": content})
 
 
 class Streamer:
@@ -68,7 +113,7 @@ class Streamer:
                  interval: float = INTERVAL) -> None:
         self._send = send
         self.interval = interval
-        self.message: dict[str, Any] | None = None
+        self._source: dict[str, Any] | Blocks | None = None  # what `message` is made from
         self.tools: dict[str, dict[str, Any]] = {}
         self._ending = False  # message_end seen: cleared at pi's next event
         self._dirty = False
@@ -76,23 +121,41 @@ class Streamer:
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
-    def current(self) -> dict[str, Any] | None:
-        if self.message is None and not self.tools:
+    @property
+    def message(self) -> dict[str, Any] | None:
+        """The message so far, as a partial carries it (built when one is sent)."""
+        source = self._source
+        if source is None:
             return None
-        return {"message": self.message, "tools": list(self.tools.values())}
+        message = source.message() if isinstance(source, Blocks) else compact(source)
+        return message if message["content"] else None
+
+    def current(self) -> dict[str, Any] | None:
+        message = self.message
+        if message is None and not self.tools:
+            return None
+        return {"message": message, "tools": list(self.tools.values())}
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         urgent = False
         if self._ending and kind != "message_end":
-            self._ending, self.message, self._dirty, urgent = False, None, True, True
-        if kind == "message_update":
+            self._ending, self._source, self._dirty, urgent = False, None, True, True
+        if kind == "message_start":
             message = event.get("message") or {}
             if message.get("role") == "assistant":
-                self.message = compact(message)
-                self._dirty = True
+                self._source = Blocks(message.get("timestamp"))
+        elif kind == "message_update":
+            message = event.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                self._source = message  # pi 0.x: the whole message so far
+            else:
+                if not isinstance(self._source, Blocks):
+                    self._source = Blocks()
+                self._source.apply(event.get("assistantMessageEvent") or {})
+            self._dirty = True
         elif kind == "message_end":
-            self._ending = self.message is not None
+            self._ending = self._source is not None
         elif kind == "tool_execution_start":
             call = str(event.get("toolCallId") or "")
             self.tools[call] = {"id": call, "name": str(event.get("toolName") or "tool"),
@@ -102,7 +165,7 @@ class Streamer:
         elif kind == "tool_execution_end":
             self._dirty = urgent = self.tools.pop(str(event.get("toolCallId") or ""), None) is not None
         elif kind in ("agent_end", "agent_settled"):
-            self._ending, self.message = False, None
+            self._ending, self._source = False, None
             self._dirty = urgent = bool(self.tools) or self._dirty or self._shown
             self.tools.clear()
         if self._dirty:

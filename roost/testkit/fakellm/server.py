@@ -87,6 +87,8 @@ class FakeLLM:
         self._wake_r = self._wake_w = -1
         self._rule_seq = itertools.count(1)
         self._completion_seq = itertools.count(1)
+        self.sent: list[tuple[float, bytes]] | None = None
+        """Set to a list to note each streamed chunk written, with its time (benchmarks)."""
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -426,5 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._stopping.wait(reply.chunk_delay)
             first = False
             self._write_chunk(event)
+            if fake.sent is not None:
+                fake.sent.append((time.time(), event))
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
