@@ -1,7 +1,7 @@
 """roost acp's link to roostd: requests, and what roostd pushes.
 
-A request opens its own connection in a worker thread (roost.client is blocking), so a
-long `wait` never blocks the loop that answers the editor. `Feed` follows two connections
+A request opens its own connection in a thread of its own (roost.client is blocking), so
+a long `wait` never blocks the loop that answers the editor. `Feed` follows two connections
 in threads of their own, as roost web does: `subscribe` (a job's row changed) and
 `follow_partials` (what a job's pi streams now), and hands each push to the loop, where
 the open sessions of that job read on. Nothing polls.
@@ -23,13 +23,31 @@ RETRY_SECONDS = (0.05, 1.0)
 
 async def request(op: str, within: float = 60.0, **args: Any) -> dict[str, Any]:
     """One roostd request (started when it does not answer), answered `within` seconds;
-    RequestError as the CLI gets it."""
+    RequestError as the CLI gets it. Its thread is a daemon: an editor that closes the
+    pipe in the middle of a turn's `wait` ends `roost acp` at once (asyncio.to_thread's
+    executor would be joined at exit, for as long as the wait lasts)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
-    def call() -> dict[str, Any]:
-        with connect() as client:
-            return client.call(op, args, within)
+    def settle(result: dict[str, Any] | None, error: BaseException | None) -> None:
+        if answer.done():
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result or {})
 
-    return await asyncio.to_thread(call)
+    def call() -> None:
+        try:
+            with connect() as client:
+                result, error = client.call(op, args, within), None
+        except Exception as exc:  # handed to the awaiting coroutine
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=call, name=f"roost-acp-{op}", daemon=True).start()
+    return await answer
 
 
 class Feed:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
 from roost.testkit.lab import Lab
+from roost.testkit.procs import wait_until
 
 pytest.importorskip("acp")
 
@@ -183,3 +186,47 @@ def test_a_childs_report_shows_as_it_arrives(fake_pi_env: Lab) -> None:
             await editor.until(lambda: editor.text(sid).count("echo:") >= 1)
 
     asyncio.run(scenario())
+
+
+def test_closing_the_editor_mid_turn_leaves_the_job_running(fake_pi_env: Lab) -> None:
+    """The editor closes the pipe while a turn waits: `roost acp` exits at once (not when
+    roostd's wait would have answered), and the job goes on in the background."""
+    lab = fake_pi_env
+    proc = subprocess.Popen([sys.executable, "-m", "roost.cli", "acp"], env=lab.env,
+                            cwd=lab.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(id_: int, method: str, params: dict) -> dict:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
+                                     "params": params}).encode() + b"\n")
+        proc.stdin.flush()
+        while True:
+            frame = json.loads(proc.stdout.readline())
+            if frame.get("id") == id_:
+                return frame["result"]
+
+    try:
+        send(1, "initialize", {"protocolVersion": 1})
+        sid = send(2, "session/new", {"cwd": str(lab.work), "mcpServers": []})["sessionId"]
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                                     "params": {"sessionId": sid, "prompt": [
+                                         {"type": "text", "text": "[[hold open-later]]"}]}})
+                         .encode() + b"\n")
+        proc.stdin.flush()
+        def running() -> bool:
+            try:
+                return lab.show(sid)["state"] == "running"
+            except Exception:  # roostd still starting, the job not made yet
+                return False
+
+        wait_until(running, 60, "the editor's job running")
+        proc.stdin.close()
+        assert proc.wait(timeout=15) is not None  # its turn's wait asks for 25 s at a time
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert lab.show(sid)["state"] == "running"
+    (lab.work / "open-later").write_text("")
+    assert lab.wait(lab.show(sid)["id"]) == "done"
