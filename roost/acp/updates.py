@@ -31,6 +31,9 @@ from roost.transcript import content_text
 
 RESULT_MAX = 20_000
 """The most characters of a tool's result sent as its content."""
+CLIPPED = 100_000
+"""A partial's block longer than this was cut to it with a `…` (roost.worker.streaming's
+BLOCK_MAX): the `…` is not the model's, and the rest comes with the saved message."""
 KINDS: dict[str, Any] = {"read": "read", "edit": "edit", "write": "edit", "bash": "execute", "grep": "search",
          "find": "search", "ls": "search"}
 """pi's tools as ACP's tool kinds (the client's icon); any other tool is `other`."""
@@ -154,8 +157,8 @@ class Shown:
         return out
 
     # -- a message, streamed or saved ------------------------------------------------------
-    def blocks(self, stamp: Any, content: Any) -> list[Any]:
-        """Updates for what of a message's blocks was not sent yet."""
+    def blocks(self, stamp: Any, content: Any, partial: bool = False) -> list[Any]:
+        """Updates for what of a message's blocks (a `partial`'s, or saved) was not sent."""
         out: list[Any] = []
         parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
         for index, part in enumerate(parts):
@@ -164,6 +167,8 @@ class Shown:
             kind = part.get("type")
             if kind in ("text", "thinking"):
                 text = str(part.get(kind) or "")
+                if partial and len(text) >= CLIPPED and text.endswith("…"):
+                    text = text[:-1]
                 done = self.sent.get((stamp, index), 0)
                 if len(text) > done:
                     self.sent[(stamp, index)] = len(text)
@@ -196,7 +201,8 @@ class Shown:
         if not value:
             return []
         message = value.get("message") or {}
-        out = self.blocks(message.get("timestamp"), message.get("content")) if message else []
+        out = (self.blocks(message.get("timestamp"), message.get("content"), partial=True)
+               if message else [])
         for tool in value.get("tools") or []:
             call = str(tool.get("id") or "")
             if not call or call in self.ended or call in self.running:

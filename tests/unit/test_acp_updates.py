@@ -70,3 +70,13 @@ def test_thinking_is_a_thought_chunk() -> None:
     sent = shown.partial({"message": message, "tools": []})
     assert [(u.session_update, u.content.text) for u in sent] == [
         ("agent_thought_chunk", "let me see"), ("agent_message_chunk", "yes")]
+
+
+def test_a_clipped_partial_loses_no_character() -> None:
+    shown = Shown()
+    whole = "x" * 100_005
+    sent = shown.partial(_partial(whole[:99_999] + "…"))  # streaming's BLOCK_MAX cut
+    saved = {"type": "message", "message": {"role": "assistant", "timestamp": 1,
+                                            "content": [{"type": "text", "text": whole}]}}
+    sent += shown.entry(saved)
+    assert _texts(sent) == whole
