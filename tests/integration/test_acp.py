@@ -164,6 +164,13 @@ def test_job_from_the_cli_opened_in_the_editor(fake_pi_env: Lab) -> None:
         async with roost_acp(lab, later) as conn:
             done = await conn.prompt(session_id=job, prompt=[text_block("back again")])
             assert done.stop_reason == "end_turn" and later.text(job) == "echo: back again"
+        # session/resume: the job followed from now on, its transcript not replayed.
+        resumed = Editor()
+        async with roost_acp(lab, resumed) as conn:
+            await conn.resume_session(session_id="clijob", cwd=str(lab.work))
+            assert resumed.updates == []
+            done = await conn.prompt(session_id=job, prompt=[text_block("resumed")])
+            assert done.stop_reason == "end_turn" and resumed.text(job) == "echo: resumed"
 
     asyncio.run(scenario())
 
