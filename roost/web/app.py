@@ -148,7 +148,8 @@ async def live_inbox(request: Request) -> Response:
         yield b": live\n\n"
         while True:  # the first round: what changed between the page and this stream
             entries = (await bridge.request("inbox"))["entries"]
-            yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms)})
+            yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms),
+                                "navcount": fragment("_navcount.html", waiting=len(entries))})
             seen = await hub.changed(seen)
 
     return stream(body())

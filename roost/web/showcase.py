@@ -206,6 +206,9 @@ class Showcase:
 
         class Hub(bridge.Hub):
             def start(self) -> None:
+                import asyncio
+
+                self._loop = asyncio.get_running_loop()  # `touch` posts to it
                 self.rows, self.connected = table, True
 
             def stop(self) -> None:
@@ -219,7 +222,7 @@ class Showcase:
         self.url = f"http://127.0.0.1:{self.port}"
         self.store = Store()
         settings = Settings(hosts=frozenset({f"127.0.0.1:{self.port}"}), store=self.store)
-        hub = Hub()
+        hub = self.hub = Hub()
         hub.rows, hub.connected = table, True
         config = uvicorn.Config(create_app(settings, hub), host="127.0.0.1", port=self.port,
                                 log_level="warning", lifespan="on")
@@ -244,6 +247,10 @@ class Showcase:
                  "text": "merging the branch into main conflicts in parser.py",
                  "job": {"id": "1a2b3c01", "name": "review-parser"}}]
         return out
+
+    def touch(self) -> None:
+        """The rows changed (edit `rows` first): every live page is told, as by roostd."""
+        self.hub._post(list(self.rows.values()), True)
 
     def pair_url(self) -> str:
         return f"{self.url}/pair?code={self.store.new_code()}"

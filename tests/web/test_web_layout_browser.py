@@ -148,3 +148,17 @@ def test_rendered_markdown_loads_nothing_and_runs_nothing(show: Showcase) -> Non
         font = driver.execute_script(
             "return getComputedStyle(document.querySelector('.md .hl pre')).fontFamily")
         assert "mono" in font.lower()
+
+
+def test_the_inbox_count_in_the_nav_is_live(show: Showcase) -> None:
+    from roost.testkit.browser import wait_text
+
+    with chromium(1280, 900) as driver:
+        load(driver, show.pair_url())
+        load(driver, show.url + "/inbox")
+        wait_text(driver, "#navcount", str(len(show.inbox())))
+        driver.execute_script("document.getElementById('navcount').textContent = 'x'")
+        show.rows["1a2b3c02"]["state"] = "needs_input"  # one more question waits
+        show.rows["1a2b3c02"]["question"] = "and this?"
+        show.touch()
+        wait_text(driver, "#navcount", str(len(show.inbox())))
