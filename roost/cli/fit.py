@@ -27,10 +27,12 @@ STEPS: tuple[tuple[str, int], ...] = (
 
 
 def fit(natural: Mapping[str, int], width: int | None, sep: int = 2,
-        keep: Collection[str] = ()) -> dict[str, int]:
+        keep: Collection[str] = (), min_flex: int = MIN_FLEX) -> dict[str, int]:
     """Each column's width, in `natural`'s order (0: hidden), so that the table, with `sep`
     cells between columns, fits in `width` cells. None: the natural widths. The columns in
-    `keep` (asked for by name, like `ls --tree`'s TREE) stay whole."""
+    `keep` (asked for by name, like `ls --tree`'s TREE) stay whole. `min_flex`: the room
+    FLEX is given before the other columns stop giving way (roost view: its group
+    headings' length)."""
     widths = dict(natural)
     if width is None or FLEX not in widths:
         return widths
@@ -42,7 +44,7 @@ def fit(natural: Mapping[str, int], width: int | None, sep: int = 2,
             widths[column] = min(widths[column], limit)
         others = [w for name, w in widths.items() if w and name != FLEX]
         room = width - sum(others) - sep * len(others)
-        if room >= min(natural[FLEX], MIN_FLEX):
+        if room >= min(natural[FLEX], min_flex):
             break
     widths[FLEX] = max(min(natural[FLEX], room), min(natural[FLEX], len(FLEX)))
     return widths

@@ -62,7 +62,9 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
     for header in OPTIONAL:  # an empty STATUS (or TREE, META, COST) takes no room
         if header not in filled:
             natural[header] = 0
-    widths = fit.fit(natural, width)
+    headings = [cells[HEADING].cell_len for key, cells in entries if key.startswith(GROUP_PREFIX)]
+    # The other columns give way until a group's heading is whole (or as far as they can).
+    widths = fit.fit(natural, width, min_flex=max([fit.MIN_FLEX, *headings]))
     shown = [i for i, header in enumerate(HEADERS) if widths[header]]
     columns = [(COLUMNS[i], HEADERS[i], widths[HEADERS[i]]) for i in shown]
     out = []

@@ -132,3 +132,16 @@ def test_the_keys_act_on_the_selected_job_and_say_so_in_the_header(view_env: Lab
             await pilot.press("q")
 
     asyncio.run(scenario())
+
+
+def test_the_other_columns_give_way_for_a_whole_heading_at_120_columns() -> None:
+    wt = {"path": "/rh/worktrees/0000000a", "branch": "roost/wt-one-db3236cd-and-a-much-longer-tail",
+          "base": "0" * 40}
+    rows = [row("00000001", "site-1", cwd="/tmp/vdemo/projects/website", worktree=wt,
+                summary="Noted: a long summary of what the job did, longer than the screen " * 3),
+            row("00000002", "infra-1", cwd="/tmp/vdemo/work/infra-terraform-modules", state="needs_input",
+                question="Shall I pretend I checked?")]
+    columns, out = fitted_rows(table_rows(rows), 118)
+    headings = [cells[[k for k, _, _ in columns].index("summary")].plain  # type: ignore[attr-defined]
+                for key, cells, _ in out if key.startswith(GROUP_PREFIX)]
+    assert headings == ["/tmp/vdemo/projects/website (1)", "/tmp/vdemo/work/infra-terraform-modules (1)"]
