@@ -62,8 +62,10 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
     for header in OPTIONAL:  # an empty STATUS (or TREE, META, COST) takes no room
         if header not in filled:
             natural[header] = 0
-    headings = [cells[HEADING].cell_len for key, cells in entries if key.startswith(GROUP_PREFIX)]
-    # The other columns give way until a group's heading is whole (or as far as they can).
+    # The other columns give way until a group's heading is whole on a wide screen (120
+    # columns), or shows its folder's last two parts on a narrower one.
+    headings = [_heading_room(cells[HEADING].plain, width) for key, cells in entries
+                if key.startswith(GROUP_PREFIX)]
     widths = fit.fit(natural, width, min_flex=max([fit.MIN_FLEX, *headings]))
     shown = [i for i, header in enumerate(HEADERS) if widths[header]]
     columns = [(COLUMNS[i], HEADERS[i], widths[HEADERS[i]]) for i in shown]
@@ -81,6 +83,20 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
             fitted.append(cell)
         out.append((key, tuple(fitted), height))
     return columns, out
+
+
+WHOLE_HEADINGS = 110
+"""From this table width on, a group's heading is whole (roost view at 120 columns)."""
+
+
+def _heading_room(text: str, width: int) -> int:
+    """The cells a heading `FOLDER (N)` asks for: all of them on a wide table, else its
+    folder's last two parts and the count."""
+    if width >= WHOLE_HEADINGS:
+        return len(text)
+    folder, _, count = text.rpartition(" (")
+    parts = [p for p in folder.split("/") if p]
+    return min(len(text), len("…/" + "/".join(parts[-2:])) + len(count) + 2)
 
 
 def _heading(cell: Text, width: int) -> Text:
