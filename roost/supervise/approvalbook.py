@@ -100,8 +100,11 @@ def answer(core: Core, entry_id: str, decision: str, by: str, reason: str | None
         entry["rule"] = rule
         core.job_changed(record)
     proc = core.procs.get(record.id)
-    connected = proc is not None and proc.conn is not None
-    entry["pushed"] = connected  # handed to the waiting worker: no later run takes it over
+    # Handed to the worker that waits for it: no later run takes it over. An answer given
+    # while that worker is gone (a restarted one is not waiting for this call yet) is kept
+    # for the same call asked again.
+    entry["pushed"] = (proc is not None and proc.conn is not None
+                       and entry.get("worker") == record.process.worker_pid)
     save(entries)
     core.events.emit("approval.answered", record, entry=entry_id, decision=entry["decision"],
                      by=by, reason=entry.get("reason"), rule=entry.get("rule"))

