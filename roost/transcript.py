@@ -123,6 +123,28 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+EXIT_LINE = "Command exited with code "
+"""How pi's bash tool ends the text of a command that failed (both pi lines)."""
+
+
+def tool_outcome(message: dict[str, Any]) -> str:
+    """A tool result's outcome in a few words: for bash its exit code (pi writes it at the
+    end of a failed command's text; a result that is no error exited 0), and how long the
+    tool ran when pi recorded it (`durationMs`, pi 1.x): `exit 2 · 1.4 s`."""
+    parts = []
+    if message.get("toolName") == "bash":
+        text = content_text(message.get("content")).rstrip()
+        tail = text.rpartition(EXIT_LINE)[2] if EXIT_LINE in text else ""
+        if tail.isdigit():
+            parts.append(f"exit {tail}")
+        elif not message.get("isError"):
+            parts.append("exit 0")
+    duration = message.get("durationMs")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration >= 0:
+        parts.append(f"{duration:.0f} ms" if duration < 1000 else f"{duration / 1000:.1f} s")
+    return " · ".join(parts)
+
+
 def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str]:
     """Readable transcript lines. Agent messages and reports are framed as their own entries."""
     for entry in entries:
@@ -151,6 +173,8 @@ def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str
             elif role == "toolResult":
                 text = content_text(content)
                 flag = " (error)" if message.get("isError") else ""
+                outcome = tool_outcome(message)
+                flag += f" ({outcome})" if outcome else ""
                 yield f"{stamp}   ⎿ {message.get('toolName', 'tool')}{flag}: " + _clip(
                     text.replace("\n", " ⏎ "), 10_000 if verbose else 200
                 )

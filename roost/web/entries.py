@@ -15,7 +15,7 @@ from typing import Any
 
 from roost.agents.envelope import sanitize_name, title
 from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
-from roost.transcript import content_text
+from roost.transcript import content_text, tool_outcome
 
 SUMMARY_MAX = 160
 """The characters of a tool call's arguments or result shown before it is expanded."""
@@ -32,6 +32,7 @@ class Item:
     text: str
     title: str = ""
     summary: str = ""
+    outcome: str = ""  # a tool result's: `exit 2 · 1.4 s` (transcript.tool_outcome)
     error: bool = False
     anchor: str = ""  # the session entry's id, on its first item: a search result's link
 
@@ -86,7 +87,8 @@ def entry_items(entry: dict[str, Any]) -> list[Item]:
     if role == "toolResult":
         text = content_text(content)
         return [Item("result", stamp, _clip(text, BODY_MAX), title=str(message.get("toolName") or "tool"),
-                     summary=_one_line(text), error=bool(message.get("isError")))]
+                     summary=_one_line(text), outcome=tool_outcome(message),
+                     error=bool(message.get("isError")))]
     if role == "assistant":
         return _assistant(stamp, content, message)
     return []
