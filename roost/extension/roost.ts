@@ -23,7 +23,7 @@ import { Type } from "typebox";
 import { Text } from "@mariozechner/pi-tui";
 import { SessionLock } from "./session_lock.ts";
 import { ownSocket } from "./own_home.ts";
-import { approvalGate, installToolGate } from "./toolgate.ts";
+import { approvalGate, installToolGate, lost } from "./toolgate.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
 const NOTE_TYPE = "pi-roost-note";
@@ -104,8 +104,8 @@ class Channel {
 		this.sock = net.createConnection(socketPath);
 		this.sock.setEncoding("utf8");
 		this.sock.on("data", (chunk: string) => this.receive(chunk));
-		this.sock.on("error", (err) => this.close(err));
-		this.sock.on("close", () => this.close(new Error("connection closed")));
+		this.sock.on("error", (err) => this.close(lost(err)));
+		this.sock.on("close", () => this.close(lost(new Error("connection closed"))));
 	}
 
 	ready(): Promise<void> {
@@ -142,7 +142,7 @@ class Channel {
 	}
 
 	request(op: string, args: Record<string, unknown> = {}): Promise<any> {
-		if (this.closed) return Promise.reject(new Error("not connected to roost"));
+		if (this.closed) return Promise.reject(lost(new Error("not connected to roost")));
 		const id = this.nextId++;
 		return new Promise((resolve, reject) => {
 			this.waiting.set(id, { resolve, reject });

@@ -7,7 +7,12 @@
  *   (if the worker dies, this pi dies with it).
  * - Approvals (docs/guides/approvals.md): a job with a policy (ext_hello said `gate`) asks
  *   its worker (`gate`, roost/worker/gate.py decides) before every call; the call waits for
- *   the answer. Fails closed: a call roost could not ask about does not run.
+ *   the answer. Fails closed: a call roost could not ask about does not run. A worker that
+ *   went away while a call waited (killed: its pi gets SIGTERM, its parent-death signal)
+ *   decides nothing: the call waits on, asked again if a worker answers, until pi's
+ *   shutdown aborts the run. A `block` there would be the call's result, and pi would ask
+ *   the model again before it shut down: a run ended by that answer is no run cut short,
+ *   and the restarted worker would not continue it (docs/known-limits.md).
  */
 import * as fs from "node:fs";
 
@@ -17,6 +22,31 @@ delete process.env.ROOST_CHECKOUT_PENDING;
 
 /** Set from the worker's ext_hello answer: this job's calls go through its approvals. */
 export const approvalGate = { on: false };
+
+/** How long a call whose worker went away waits before it asks again. */
+const ASK_AGAIN_MS = 500;
+
+/** Marks `err` as the loss of roost's end of the connection (closed, refused, missing),
+ * not an answer from it. */
+export function lost(err: Error): Error {
+	(err as any).lost = true;
+	return err;
+}
+
+/** True once `signal` is aborted; false after `ms` without. */
+function abortedWithin(signal: AbortSignal | undefined, ms: number): Promise<boolean> {
+	if (signal?.aborted) return Promise.resolve(true);
+	return new Promise((resolve) => {
+		const done = (aborted: boolean) => {
+			clearTimeout(timer);
+			signal?.removeEventListener("abort", onAbort);
+			resolve(aborted);
+		};
+		const onAbort = () => done(true);
+		const timer = setTimeout(() => done(false), ms);
+		signal?.addEventListener("abort", onAbort, { once: true });
+	});
+}
 
 export function installToolGate(pi: any, jobMode: boolean, connection: (ctx: any) => Promise<any>): void {
 	if (CHECKOUT_PENDING) {
@@ -31,12 +61,24 @@ export function installToolGate(pi: any, jobMode: boolean, connection: (ctx: any
 	if (!jobMode) return;
 	pi.on("tool_call", async (event: any, ctx: any) => {
 		if (!approvalGate.on) return undefined;
-		try {
-			const ch = await connection(ctx);
-			const answer = await ch.request("gate", { call: event.toolCallId, tool: event.toolName, input: event.input ?? {} });
-			return answer.block ? { block: true, reason: String(answer.reason ?? "denied") } : undefined;
-		} catch (err: any) {
-			return { block: true, reason: `roost could not ask for this call's approval: ${err?.message ?? err}` };
+		const signal: AbortSignal | undefined = ctx?.signal; // now: a disposed ctx throws
+		const ask = { call: event.toolCallId, tool: event.toolName, input: event.input ?? {} };
+		for (;;) {
+			try {
+				const ch = await connection(ctx);
+				const answer = await ch.request("gate", ask);
+				return answer.block ? { block: true, reason: String(answer.reason ?? "denied") } : undefined;
+			} catch (err: any) {
+				if (!err?.lost) {
+					return { block: true, reason: `roost could not ask for this call's approval: ${err?.message ?? err}` };
+				}
+			}
+			// The worker went away: the same call is asked again (one entry per call id)
+			// until a worker answers or the run is aborted (pi then records the call as
+			// aborted, whatever this returns).
+			if (await abortedWithin(signal, ASK_AGAIN_MS)) {
+				return { block: true, reason: "aborted: roost's worker went away before it answered" };
+			}
 		}
 	});
 }
