@@ -30,7 +30,7 @@ JOBROW_KEYS = {
     "id", "name", "kind", "state", "status", "summary", "question", "dialog", "options", "cwd",
     "session", "parent",
     "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage", "worktree",
-    "queue", "after", "schedule", "result",
+    "queue", "after", "schedule", "result", "sandbox",
 }
 
 
@@ -89,6 +89,7 @@ def test_ls_json_rows_have_exactly_the_jobrow_keys(fake_pi_env: Lab) -> None:
     for row in rows:
         assert set(row) == JOBROW_KEYS, set(row) ^ JOBROW_KEYS
         assert set(row["pending"]) == {"replies", "agent"}
+        assert row["sandbox"] is None  # documented null for a job made without --sandbox
         assert row["parent"] is None and row["parentSession"] is None and row["rootSession"] is None
     kinds = {r["id"]: r["kind"] for r in rows}
     assert kinds == {pi_job: "pi", shell_job: "shell"}

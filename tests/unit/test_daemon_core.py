@@ -482,6 +482,9 @@ def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(
         assert shown.pop("after") is None  # it waited on no job
         assert shown.pop("schedule") is None  # no schedule made it
         assert shown.pop("result") is None and shown.pop("outputSchema") is None
+        assert shown.pop("sandbox") is None  # made without --sandbox
+        assert shown.pop("approvals") is None  # no approval policy
+        assert shown["worktree"].pop("origin") == record.worktree["origin"]  # where it started
         assert list(shown) == list(expected)
         for key in ("dir", "mailbox"):  # under this test's ROOST_HOME
             assert Path(shown.pop(key)).parts[-2:] == Path(expected.pop(key)).parts[-2:]

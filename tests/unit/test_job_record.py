@@ -86,8 +86,9 @@ def test_job_json_is_written_grouped() -> None:
              "treeBudget", "undeliveredReport", "lastReport", "attached"}
     assert set(saved) == (set(old("child")) - moved) | {
         "links", "process", "limits", "reports", "attach", "queue", "after", "result",
-        "outputSchema", "sandbox"}  # added since
+        "outputSchema", "sandbox", "approvals"}  # added since
     assert saved["queue"] is None and saved["after"] is None
+    assert saved["sandbox"] is None and saved["approvals"] is None  # an old job: none
 
 
 def test_a_grouped_field_of_the_wrong_type_is_a_bad_record() -> None:
