@@ -467,7 +467,8 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
               ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
                                 "(`treeExhausted`: why) or runs low (`treeWarning`)"),
         PushedEvent("abort", ROOSTD, WORKER, (), doc="end the run in progress (pi `abort`)"),
-        PushedEvent("approval", ROOSTD, WORKER, ("entry", "call", "decision", "reason", "by", "rule")),
+        PushedEvent("approval", ROOSTD, WORKER, ("entry", "call", "decision", "reason", "by", "rule"),
+                    doc="a person's answer to the `call` held for approval (`entry`: its inbox entry)"),
         PushedEvent("turn", ROOSTD, WORKER, (),
                     doc="a slot is free: the queued job's worker may start its next run"),
         PushedEvent("release", ROOSTD, WORKER, ("reason",),
@@ -484,9 +485,8 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
               doc="an agent message or report for a foreground peer, shown and steered in"),
         PushedEvent("inject", WORKER, EXTENSION, ("content", "details"),
               doc="a mailbox item for the job's pi, steered in (details.seq: its item)"),
-        PushedEvent("note", WORKER, EXTENSION, ("content",),
-              doc="roost's own note (a run continued after a restart or a raised budget): "
-                  "shown, and starts a run"),
+        PushedEvent("note", WORKER, EXTENSION, ("content",), doc="roost's own note (a run continued "
+              "after a restart or a raised budget): shown, and starts a run"),
         PushedEvent("budget_note", WORKER, EXTENSION, ("content", "steer"),
               doc="a budget warning: steered into a running turn (`steer`), else only stored"),
         PushedEvent("kick", WORKER, EXTENSION, (),
