@@ -1,6 +1,7 @@
 """`roost mcp` with an independent client, the MCP Inspector's CLI mode (npm
 `@modelcontextprotocol/inspector`, installed by scripts/setup into .runtime/inspector and
-run with the node that runs pi: it needs node >= 22.19), against the real pi and roost's
+run with a node >= 22.19: the one setup put in the pi prefix when there is one, not
+ROOST_NODE, which on the old pi line is the system node that runs pi 0.73.1), against the real pi and roost's
 scripted model: it lists the tools, then run_job -> wait_for_jobs -> show_job, each call a
 process of its own (a new MCP session every time: the cursor carries the wait across)."""
 
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from kit.matchers import fresh
 
-from roost.pi.locate import node_binary, parse_version
+from roost.pi.locate import node_binary, parse_version, prefix_node
 from roost.testkit.lab import REPO_DIR, Lab
 
 pytestmark = pytest.mark.usefixtures("real_pi")
@@ -39,13 +40,24 @@ def inspector() -> list[str]:
     if not INSPECTOR.is_file():
         pytest.fail(f"these tests need the MCP Inspector in {INSPECTOR.parents[4]}: run "
                     "scripts/setup", pytrace=False)
-    node = node_binary()
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    have = parse_version(version)
-    if have is None or have < (22, 19, 0):
-        pytest.fail(f"the MCP Inspector needs node >= 22.19, {node} is {version.strip()}",
-                    pytrace=False)
-    return [node, str(INSPECTOR), "--cli"]
+    # The prefix's node first: ROOST_NODE is the node that runs pi, and the old pi line's
+    # pass sets it to the system node (older than the Inspector needs).
+    local = prefix_node()
+    candidates = [str(local)] if local is not None else []
+    candidates.append(node_binary())
+    seen: list[str] = []
+    for node in dict.fromkeys(candidates):
+        try:
+            version = subprocess.run([node, "--version"], capture_output=True,
+                                     text=True).stdout
+        except OSError:
+            version = ""
+        have = parse_version(version)
+        if have is not None and have >= (22, 19, 0):
+            return [node, str(INSPECTOR), "--cli"]
+        seen.append(f"{node} is {version.strip() or 'not runnable'}")
+    pytest.fail(f"the MCP Inspector needs node >= 22.19: {'; '.join(seen)} (scripts/setup "
+                "installs one into the pi prefix)", pytrace=False)
 
 
 def call(lab: Lab, inspector: list[str], *args: str) -> Any:
