@@ -65,6 +65,10 @@ PRINTS_NO_FOREIGN_TEXT = {
     "schedule run-now": "the outcome and job id, roost's own words (through the output layer)",
     "web devices": "ids and times, and a device's name (its browser's, written through the "
                    "output layer's stream like every line of the CLI)",
+    "mcp": "a protocol server: JSON-RPC on stdio for an MCP client, not text for a terminal "
+           "(the text it serves is escaped: test_mcp); --http prints roost's own URL",
+    "acp": "a protocol server: JSON-RPC on stdio for an editor, not text for a terminal "
+           "(the text it serves is escaped: test_acp_updates)",
 }
 
 
@@ -171,6 +175,12 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
                               "type": "job.failed", "job": {"id": shell, "name": "shelly"},
                               "error": PAYLOAD}, ensure_ascii=False) + "\n")
     env.roost_ok("schedule", "add", "evil", "--every", "1h", PAYLOAD)
+    # A bash call of the stopped job held for approval (as its worker would have asked):
+    # `approve --always` names the rule made of the agent's command.
+    (env.roost_home / "approvals.json").write_text(json.dumps({"entries": {"0a0b0c0d": {
+        "id": "0a0b0c0d", "job": pi_job, "call": "call-1", "tool": "bash",
+        "input": {"command": PAYLOAD}, "summary": f"approve bash: {PAYLOAD}", "cwd": str(env.work),
+        "requested": 1.0, "since": "2026-12-06T00:00:00Z", "deadline": None}}}))
     wait_until(lambda: env.cli_json("search", "--json", "evil"), 10, what="search's index")
     full, cut = True, False  # whether the payload is shown whole (a fitted table cuts it)
     return {
@@ -195,6 +205,9 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
                           (["schedule", "show", "evil", "--json"], full)],
         "result": [(["result", structured], full), (["result", structured, "--json"], full)],
         "search": [(["search", "evil"], cut), (["search", "evil", "--kind", "user"], cut)],
+        # The rule's glob characters are escaped ([ -> [[]): the payload is not shown whole.
+        "approve": [(["approve", "0a0b0c0d", "--always"], cut)],
+        "deny": [(["deny", "0a0b0c0d", "--reason", PAYLOAD], cut)],  # already answered: by whom
     }
 
 
