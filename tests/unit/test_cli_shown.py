@@ -69,14 +69,18 @@ def test_reaped_is_shown_idle_in_the_view() -> None:
         rows = table_rows([dict(ROW)], group)
         texts = [cell.plain for _, cells in rows for cell in cells]
         assert "idle" in texts and "reaped" not in " ".join(texts), texts
-    heading = table_rows([dict(ROW)], "state")[0]
-    assert heading[1][1].plain == "idle (1)"
+    from roost.cli.viewtable import HEADING
+
+    key, cells = table_rows([dict(ROW)], "state")[0]  # the group's heading, in SUMMARY
+    assert key.startswith("@group:") and cells[HEADING].plain == "idle (1)"
 
 
 def test_reaped_is_shown_idle_on_the_web_page() -> None:
     from roost.web.app import ENV
+    from roost.web.pageparts import job_list
 
-    html = ENV.get_template("_tree.html").render(connected=True, rows=[(0, dict(ROW))])
+    groups = job_list({ROW["id"]: dict(ROW)})  # as the list page and its live part make it
+    html = ENV.get_template("_tree.html").render(connected=True, groups=groups, filtered=False)
     assert '<span class="state">idle</span>' in html and "state-reaped" in html, html
     head = ENV.get_template("_head.html").render(row=dict(ROW), read_only=True, csrf="")
     assert ">idle</span>" in head and ">reaped<" not in head, head
