@@ -50,6 +50,8 @@ After a tool result with no steer the answer is `echo: <text that asked for the 
 Environment: FAKEPI_KILL_ON_NOTE=1: a note from roost (a continued run) is handled like
 [[kill-worker-before-ack]]. FAKEPI_TERM_LINGER=S: when told to exit (SIGTERM, stdin closed) it exits only
 once S seconds pass without another SIGTERM (a slow pi that keeps its session lock).
+FAKEPI_QUEUED=FILE: each prompt queued as a steer or follow-up appends its text and a
+newline to FILE (a test waits for it before it lets the run's tool end).
 A steer or injected message that arrives while the model "answers" starts another turn.
 """
 
@@ -233,6 +235,10 @@ class FakePi:
                     self.respond(request, error="Agent is already processing. Specify streamingBehavior")
                     return
                 self.steers.append(message)
+                queued = os.environ.get("FAKEPI_QUEUED")
+                if queued:
+                    with open(queued, "a", encoding="utf-8") as handle:
+                        handle.write(f"{request.get('message')}\n")
                 self.respond(request)
             else:
                 self.respond(request)

@@ -98,7 +98,8 @@ def test_ls_json_rows_have_exactly_the_jobrow_keys(fake_pi_env: Lab) -> None:
 
 def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env: Lab) -> None:
     env = fake_pi_env
-    job = run_job(env, "first")
+    queued = env.root / "queued.txt"  # the fake pi notes each steer it queued
+    job = env.run_job("first", env={"FAKEPI_QUEUED": str(queued)})
     settle(env, job)
 
     proc = reply(env, job, "second")
@@ -111,6 +112,10 @@ def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env:
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
     proc = reply(env, job, "mid-run note")
     assert (proc.returncode, proc.stdout.strip()) == (0, "delivered"), proc.stderr
+    # "delivered": in the job's mailbox, which the worker hands to pi on its own time; the
+    # tool ends once pi queued it (under load the worker took longer than the tool's end).
+    wait_until(lambda: queued.is_file() and "mid-run note" in queued.read_text(), 30,
+               what="pi to queue the steer")
     open_gate(env, "gate")
     assert settle(env, job) == "done"
     assert env.show(job)["summary"] == "echo: mid-run note"
