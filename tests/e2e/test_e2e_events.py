@@ -83,6 +83,7 @@ def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: Lab) ->
         "job.result": 0,  # no output schema here (tests/e2e/test_e2e_structured_results.py)
         "job.waiting": 0, "job.unblocked": 0,  # no --after here (test_e2e_dependencies.py)
         "schedule.fired": 0,  # no schedule here (test_e2e_schedules.py)
+        "approval.requested": 0, "approval.answered": 0,  # no approvals (test_e2e_approvals.py)
     }, counts
 
     def first(kind: str) -> dict[str, Any]:
