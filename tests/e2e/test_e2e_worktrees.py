@@ -98,7 +98,9 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
 
     row = show(lab, kid)
     base = sh_git(repo, "rev-parse", "main").strip()
-    assert row["worktree"] == {"path": str(wt), "branch": branch, "base": base}
+    # origin: the folder it was started in, its parent's (the list groups it there).
+    assert row["worktree"] == {"path": str(wt), "branch": branch, "base": base,
+                               "origin": os.path.realpath(show(lab, parent)["cwd"])}
     assert row["cwd"] == str(wt)
     listed = [r for r in lab.ls() if r["id"] == kid][0]
     assert listed["worktree"] == row["worktree"]
