@@ -45,6 +45,10 @@ class DaemonLink:
         self._outbox: list[tuple[str, dict[str, Any], Callable[[], None] | None]] = []
         self._flushing = False
         self._partial: dict[str, Any] | None = None  # what pi streams now (worker.streaming)
+        # The states this worker went through before its first hello was answered, each
+        # snapshot that changed it: roostd hears them in order (a run that started and
+        # opened a dialog by then is `starting -> running -> needs_input`, not a jump).
+        self._trail: list[dict[str, Any]] | None = []
 
     @property
     def connected(self) -> bool:
@@ -79,6 +83,9 @@ class DaemonLink:
                                  token=self.record.token, pid=os.getpid())
                 self._bound.set()
                 self._last_sent = None
+                trail, self._trail = self._trail or [], None
+                for earlier in trail:
+                    self.update(earlier)
                 self.update(self._snapshot())
                 if self._partial is not None:  # a new roostd knows nothing of it
                     self.partial(self._partial)
@@ -190,8 +197,14 @@ class DaemonLink:
         self._tasks.spawn(run(), "sending to roostd")
 
     def update(self, snapshot: dict[str, Any]) -> None:
-        """Send the snapshot if it changed; a disconnected link sends it on reconnect."""
-        if snapshot == self._last_sent or self._conn is None or not self._bound.is_set():
+        """Send the snapshot if it changed; a disconnected link sends it on reconnect (the
+        latest only, but before the first hello each state it went through)."""
+        if self._conn is None or not self._bound.is_set():
+            trail = self._trail
+            if trail is not None and (not trail or trail[-1].get("state") != snapshot.get("state")):
+                trail.append(dict(snapshot))
+            return
+        if snapshot == self._last_sent:
             return
         self._last_sent = dict(snapshot)
         conn = self._conn

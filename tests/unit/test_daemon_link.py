@@ -106,3 +106,33 @@ def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(
 
     asyncio.run(scenario())
     assert [c["message"] for c in unseen if "never retrieved" in c["message"]] == []
+
+
+def test_the_states_before_the_first_hello_reach_roostd_in_order(home: Path) -> None:
+    """A fast pi can start its run and open a dialog before roostd answered the worker's
+    hello: roostd hears `running` then `needs_input` (it showed starting -> needs_input,
+    a run it never saw start)."""
+    async def scenario() -> None:
+        state = {"state": "starting"}
+        record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/")
+        link = DaemonLink(record, on_event=lambda frame: None, snapshot=lambda: dict(state))
+        for now in ("starting", "running", "running", "needs_input"):
+            state["state"] = now
+            link.update(dict(state))
+        seen: list[dict[str, Any]] = []
+        server = await _roostd(home, answer_hello=True, seen=seen)
+        task = asyncio.create_task(link.run())
+
+        def updates() -> list[str]:
+            return [f["state"] for f in seen if f.get("op") == "worker_update"]
+        try:
+            for _ in range(300):
+                if updates()[-1:] == ["needs_input"]:
+                    break
+                await asyncio.sleep(0.01)
+            assert updates() == ["starting", "running", "needs_input"], seen
+        finally:
+            task.cancel()
+            server.close()
+
+    asyncio.run(scenario())
