@@ -171,7 +171,9 @@ def _try_connect(path: str) -> Client | None:
     except ForeignDaemon:
         sock.close()
         raise
-    except (FileNotFoundError, ConnectionRefusedError, DaemonUnavailable):
+    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, DaemonUnavailable):
+        # Reset before the greeting: a roostd killed a moment ago whose last thread still
+        # held the listening socket took the connection and closed it: none answers.
         sock.close()
         return None
 

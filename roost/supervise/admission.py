@@ -15,9 +15,13 @@ import logging
 import resource
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable, Collection
+from typing import IO
 
-from roost import protocol
+import portalocker
+
+from roost import procid, protocol
 from roost.jsonlines import READ_CHUNK, Bounds, Connection, InputPool
 
 log = logging.getLogger("roostd")
@@ -173,3 +177,25 @@ class Admission:
         self.refused += 1
         log.warning("refusing a connection: %s (%d refused so far)", why, self.refused)
         return False
+
+
+DYING_WAIT = 5.0
+"""How long a new roostd waits for the daemon lock of one killed a moment ago."""
+
+
+def take_daemon_lock(handle: IO[str], holder: Callable[[], int | None]) -> bool:
+    """Lock roostd.lock's `handle`; False when a live roostd holds it. A roostd killed a
+    moment ago can hold it a little longer: its main thread gone (a zombie, not alive) while
+    another of its threads (the search index's writer in a write) still holds its files,
+    the lock and the listening socket among them. For such a holder (`holder()`: the pid
+    file's pid) it waits up to DYING_WAIT seconds; a live one is refused at once."""
+    deadline = time.monotonic() + DYING_WAIT
+    while True:
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+            return True
+        except portalocker.LockException:
+            pid = holder()
+            if (pid is not None and procid.alive(pid)) or time.monotonic() >= deadline:
+                return False
+        time.sleep(0.05)  # start-up only: the dying process's last thread exits in ms

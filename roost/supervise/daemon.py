@@ -18,8 +18,6 @@ import signal
 from pathlib import Path
 from typing import Any, Unpack
 
-import portalocker
-
 from roost import __version__, paths, protocol
 from roost import trustedfiles as trust
 from roost.config import Settings, load_settings
@@ -30,7 +28,7 @@ from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
 from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
-from roost.supervise import budgets, jobstore, logsetup, searchkeeper
+from roost.supervise import admission, budgets, jobstore, logsetup, searchkeeper
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
@@ -124,12 +122,10 @@ class Daemon:
         # Held for the daemon's whole life; never opened through a planted symlink.
         handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
                                    | os.O_CLOEXEC, 0o600), "a+")
-        try:
-            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
-        except portalocker.LockException:
+        if not admission.take_daemon_lock(handle, read_pid_file):  # waits out a dying roostd's hold
             handle.close()
             pid = read_pid_file()
-            raise AlreadyRunning(f"roostd is already running for {self.home} (pid {pid})") from None
+            raise AlreadyRunning(f"roostd is already running for {self.home} (pid {pid})")
         self._lock_file = handle
         atomic_write_text(paths.pid_file(), f"{os.getpid()}\n")
 
