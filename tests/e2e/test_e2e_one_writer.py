@@ -232,26 +232,21 @@ def test_quitting_roost_attach_names_roost_attach_not_pi(
     assert f"{job} is back in the background" in screen, screen
 
 
-STARTING = "Startup is still in progress"
-"""What pi 1.x's TUI says to an Enter before its start-up is over (its managed tools
-looked for, then the editor's submit handler set): the text goes back into the editor."""
+def submit_once_started(tmux: Tmux, text: str) -> None:
+    """Enter on the editor's `text`, again while it stays in the editor: pi 1.x answers an
+    Enter before its start-up is over with "Startup is still in progress" and puts the
+    text back (on a loaded machine the footer shows seconds before pi takes a submit)."""
+    def editor() -> str | None:  # between the editor's two rules; None: none drawn
+        lines = tmux.capture().splitlines()
+        rules = [i for i, line in enumerate(lines) if line.strip() and not line.strip("\u2500 ")]
+        return "\n".join(lines[rules[-2] + 1:rules[-1]]) if len(rules) >= 2 else None
 
-
-def submit_once_started(tmux: Tmux) -> None:
-    """Enter on the editor's text, again while pi says its start-up was not over (on a
-    loaded machine the footer shows seconds before pi takes a submit), until the prompt
-    is taken: the status gone, or the text out of the editor (pi shows it as a message)."""
+    wait_until(lambda: text in (editor() or text), T, f"the TUI's editor to show {text}")
     tmux.send_keys("Enter")
     pressed = [time.monotonic()]
 
     def taken() -> bool:
-        screen = tmux.capture()
-        if STARTING not in screen:
-            return True
-        lines = screen.splitlines()
-        rules = [i for i, line in enumerate(lines) if line.strip() and not line.strip("\u2500 ")]
-        editor = "\n".join(lines[rules[-2] + 1:rules[-1]]) if len(rules) >= 2 else ""
-        if "MK-OW4" not in editor:
+        if text not in (editor() or ""):
             return True  # submitted: the editor is empty again
         if time.monotonic() - pressed[0] > 1.0:
             tmux.send_keys("Enter")
@@ -277,7 +272,7 @@ def test_roost_bg_in_the_tui_names_roost_attach_not_pi(
     tmux.start(str(wrapper))
     wait_until(lambda: "fake-model" in tmux.capture(), T, "the TUI's footer to come up")
     tmux.type_text("MK-OW4 say hello")
-    submit_once_started(tmux)
+    submit_once_started(tmux, "MK-OW4 say hello")
     wait_until(lambda: "FG-ANSWER-OW4" in tmux.capture(), T,
                lambda: f"the answer in the TUI; screen:\n{tmux.capture()}")
     tmux.type_text("/roost-bg")
