@@ -206,12 +206,26 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
-def generate() -> dict[Path, str]:
-    """Every generated page's path and text (nothing written)."""
-    # Help texts must not depend on the machine or the caller's terminal.
-    os.environ.pop("COLUMNS", None)
+def _pages_here() -> dict[str, str]:
     sys.path.insert(0, str(REPO))
-    return {REFERENCE / name: make() for name, make in PAGES.items()}
+    return {name: make() for name, make in PAGES.items()}
+
+
+def generate() -> dict[Path, str]:
+    """Every generated page's path and text (nothing written), made in a child process
+    with a bare environment: the pages must not depend on the caller (its terminal, its
+    ROOST_HOME and roost.json, or what an earlier test in the same process loaded or set)."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="roost-docs-") as home:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+               "ROOST_HOME": os.path.join(home, "rh"), "LANG": "C.UTF-8",
+               "PI_CODING_AGENT_DIR": os.path.join(home, "agent"), "ROOST_NO_AUTOSTART": "1"}
+        made = subprocess.run([sys.executable, __file__, "--print"], env=env, cwd=home,
+                              capture_output=True, text=True, check=True).stdout
+    return {REFERENCE / name: text for name, text in json.loads(made).items()}
 
 
 def stale() -> list[Path]:
@@ -220,6 +234,11 @@ def stale() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--print"]:  # the child of generate()
+        import json
+
+        print(json.dumps(_pages_here()))
+        return 0
     if argv[:1] == ["--check"]:
         old = stale()
         for path in old:
