@@ -27,7 +27,9 @@ T = 90.0
 def test_approve_on_the_job_page_and_deny_from_the_inbox(make_lab: Callable[..., Lab], browser: Any,
                                                          shots: Callable[[Any, str], None],
                                                          tmp_path: Path) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     lab = make_lab()
     marker = tmp_path / "ran.txt"
@@ -47,14 +49,27 @@ def test_approve_on_the_job_page_and_deny_from_the_inbox(make_lab: Callable[...,
         lab.wait_state(job, "needs_input")
         browser.get(f"{web.url}/inbox")
         wait_text(browser, ".kind-approval", "rm -rf build", timeout=T)
-        entry = browser.find_element(By.CSS_SELECTOR, ".kind-approval")
-        shown = entry.find_element(By.CSS_SELECTOR, "pre.approval-input").text
-        assert "<b>x</b>" in shown and "\\u001b[2J" in shown  # text, escaped
-        assert not entry.find_elements(By.CSS_SELECTOR, "b")
-        entry_id = entry.get_attribute("id").removeprefix("entry-")
-        entry.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("not from the phone")
-        shots(browser, "approval-inbox")
-        click(browser, By.CSS_SELECTOR, ".kind-approval button[value=deny]")
+        seen: dict[str, str] = {}
+
+        def deny_with_a_reason(driver: Any) -> bool:
+            # The inbox's live part may swap the entry at any moment (its first round comes
+            # after the page): read, type and press on one copy of it, else start again.
+            entry = driver.find_element(By.CSS_SELECTOR, ".kind-approval")
+            seen["shown"] = entry.find_element(By.CSS_SELECTOR, "pre.approval-input").text
+            seen["bold"] = str(len(entry.find_elements(By.CSS_SELECTOR, "b")))
+            seen["id"] = entry.get_attribute("id").removeprefix("entry-")
+            entry.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("not from the phone")
+            if not seen.get("shot"):
+                shots(driver, "approval-inbox")
+                seen["shot"] = "yes"
+            entry.find_element(By.CSS_SELECTOR, "button[value=deny]").click()
+            return True
+
+        WebDriverWait(browser, T, ignored_exceptions=(StaleElementReferenceException,)).until(
+            deny_with_a_reason, "the approval denied from the inbox")
+        assert "<b>x</b>" in seen["shown"] and "\\u001b[2J" in seen["shown"]  # text, escaped
+        assert seen["bold"] == "0"
+        entry_id = seen["id"]
         assert lab.wait(job, T) == "done"
     assert marker.read_text() == "web\n"
     results = json.dumps(lab.tool_results_of("MK-WEBAP", "bash"))
