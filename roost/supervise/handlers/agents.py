@@ -154,17 +154,22 @@ class AgentOps:
         rows = [peer.row(rel) for peer, rel in reachable(me, self.router.all_peers(), external)]
         return {"peers": rows, "self": me.id, "text": tooltext.peers_text(rows)}
 
-    async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        me = self.caller(conn)
-        settings = self.core.settings()
-        if not self.send_rate.hit(self.identity(conn, me), settings.agentMessagesPerMinute):
+    def _checked_message(self, sender: str, message: Any, settings: Any) -> str:
+        """`message` as the sender `sender` may send it: counted against the rate limit,
+        not empty, not over the size limit (both `send` and an external `message`)."""
+        if not self.send_rate.hit(sender, settings.agentMessagesPerMinute):
             raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
-        message = request["message"]
         if not isinstance(message, str) or not message.strip():
             raise RequestError(BAD_REQUEST, "the message is empty")
         if len(message) > settings.agentMessageMaxChars:
             raise refuse(f"message too long: {len(message)} characters "
                          f"(max {settings.agentMessageMaxChars})")
+        return message
+
+    async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+        me = self.caller(conn)
+        settings = self.core.settings()
+        message = self._checked_message(self.identity(conn, me), request["message"], settings)
         try:
             target, rel = resolve(me, str(request["to"]), self.router.all_peers(),
                                   settings.agentExternalMessages)
@@ -184,14 +189,7 @@ class AgentOps:
             raise refuse("messages from agents outside roost's session trees are off "
                          "(agentExternalMessages in ~/.pi/agent/roost.json)")
         name = self._external_name(request.get("from"))
-        if not self.send_rate.hit(f"external:{name}", settings.agentMessagesPerMinute):
-            raise refuse(f"rate limit: at most {settings.agentMessagesPerMinute} messages a minute")
-        message = request["message"]
-        if not isinstance(message, str) or not message.strip():
-            raise RequestError(BAD_REQUEST, "the message is empty")
-        if len(message) > settings.agentMessageMaxChars:
-            raise refuse(f"message too long: {len(message)} characters "
-                         f"(max {settings.agentMessageMaxChars})")
+        message = self._checked_message(f"external:{name}", request["message"], settings)
         ref = str(request["job"])
         record = self.core.jobs.get(ref)
         if record is None:
