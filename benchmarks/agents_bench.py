@@ -114,8 +114,9 @@ class Bench:
         if not self.lock.acquire():
             raise RuntimeError(f"could not lock {self.fg_session}")
         self.fg: Client = lab.client()
-        reg = self.fg.request("peer_register", session=str(self.fg_session), pid=os.getpid(),
-                              name="bench", cwd=str(lab.work))
+        reg = self.fg.request(
+            "peer_register", session=str(self.fg_session), pid=os.getpid(), name="bench", cwd=str(lab.work)
+        )
         self.peer = reg["id"]
         self.c: Client = lab.client()  # job ops (wait, reply, rm)
 
@@ -174,14 +175,14 @@ class Floors:
         t0 = time.monotonic()
         box = Mailbox(self.path, max_replies=10**6, max_agent=10**6) if fresh_open else self.box
         t_open = time.monotonic()
-        item = box.post(kind="message", text="floor", sender={"id": "f0000000", "name": "b",
-                                                              "relation": "external"})
+        item = box.post(
+            kind="message", text="floor", sender={"id": "f0000000", "name": "b", "relation": "external"}
+        )
         t_posted = time.monotonic()
         if not self.woke.wait(10):
             raise TimeoutError("the floor watcher never woke")
         self.box.ack(item.seq)
-        return {"open_ms": ms(t_open - t0), "post_ms": ms(t_posted - t0),
-                "wake_ms": ms(self.t_wake - t0)}
+        return {"open_ms": ms(t_open - t0), "post_ms": ms(t_posted - t0), "wake_ms": ms(self.t_wake - t0)}
 
     def close(self) -> None:
         self.watcher.close()
@@ -214,8 +215,9 @@ def send_trial(b: Bench, receiver: str, i: int) -> dict[str, Any]:
 def report_trial(b: Bench, parent: str, child: str, k: int) -> dict[str, Any]:
     ask, answer = f"ASK-{k:03d}", f"ANSWER-{k:03d}"
     hold = threading.Event()
-    b.llm.add(last_message_user_contains(ask), text(f"{answer}: the child's result", hold=hold),
-              times=1, first=True)
+    b.llm.add(
+        last_message_user_contains(ask), text(f"{answer}: the child's result", hold=hold), times=1, first=True
+    )
     since = len(b.llm.requests)
     r = b.c.request("reply", job=child, text=f"{ask} please")
     b.llm.wait_for_request(last_user_contains(ask), TIMEOUT, since=since)
@@ -224,14 +226,17 @@ def report_trial(b: Bench, parent: str, child: str, k: int) -> dict[str, Any]:
     t_release = time.monotonic()
     hold.set()
     req = b.llm.wait_for_request(
-        predicate(lambda q: answer in last_user_text(q) and "agent-message" in last_user_text(q),
-                  f"report {answer}"), TIMEOUT, since=since)
+        predicate(
+            lambda q: answer in last_user_text(q) and "agent-message" in last_user_text(q), f"report {answer}"
+        ),
+        TIMEOUT,
+        since=since,
+    )
     b.settled(child, parent)  # then every mark of this hand-back is in the logs
     cm, pm = worker_phases(b.lab, child), worker_phases(b.lab, parent)
     t_end = first_after(cm, "pi_agent_end", t_release)
     t_hand = first_after(cm, "handback", t_release)
-    out: dict[str, Any] = {"reply_status": r.get("status"),
-                           "release_to_request": ms(req.t - t_release)}
+    out: dict[str, Any] = {"reply_status": r.get("status"), "release_to_request": ms(req.t - t_release)}
     if t_end is not None:
         out["child_agent_end_to_request"] = ms(req.t - t_end)
         out["child_agent_end_to_handback"] = ms(t_hand - t_end) if t_hand else None
@@ -265,8 +270,18 @@ def fg_spawn_trial(b: Bench, i: int) -> dict[str, Any]:
     req = b.llm.wait_for_request(first_user_contains(token), TIMEOUT, since=since)
     marks = worker_phases(b.lab, job)
     out: dict[str, Any] = {"start_ms": ms(req.t - t0), "spawn_response": ms(t_resp - t0)}
-    for name in ("pi_spawn", "pi_spawned", "launched", "imported", "ext_serving",
-                 "get_state_sent", "ext_connect", "ext_hello", "get_state_ok", "prompt_sent"):
+    for name in (
+        "pi_spawn",
+        "pi_spawned",
+        "launched",
+        "imported",
+        "ext_serving",
+        "get_state_sent",
+        "ext_connect",
+        "ext_hello",
+        "get_state_ok",
+        "prompt_sent",
+    ):
         t = first_after(marks, name, t0)
         if t is not None:
             out[name] = ms(t - t0)
@@ -286,8 +301,10 @@ def tool_spawn_trial(b: Bench, parent: str, i: int, keep: bool) -> tuple[dict[st
     asked = b.llm.wait_for_request(last_user_contains(f"DO-SPAWN:{token}"), TIMEOUT, since=since)
     t_fwd = first_after(worker_phases(b.lab, parent), "ext_spawn", asked.t)
     job = b.job_by_name(token.lower())
-    out = {"start_ms": ms(req.t - t_fwd) if t_fwd is not None else None,
-           "model_tool_call_to_child_request": ms(req.t - asked.t)}
+    out = {
+        "start_ms": ms(req.t - t_fwd) if t_fwd is not None else None,
+        "model_tool_call_to_child_request": ms(req.t - asked.t),
+    }
     b.settled(job, parent)
     if not keep:
         b.c.request("rm", job=job)
@@ -336,12 +353,11 @@ def main(argv: list[str] | None = None) -> int:
                 floors_fresh.append(floor.trial(fresh_open=True))
 
             # 3. spawn -> first model request, interleaved with a bare pi start
-            spawn_rows: dict[str, list[dict[str, Any]]] = {"bare": [], "fg_spawn": [],
-                                                             "tool_spawn": []}
+            spawn_rows: dict[str, list[dict[str, Any]]] = {"bare": [], "fg_spawn": [], "tool_spawn": []}
             child = None
             for i in range(args.spawns):
                 order = ["bare", "fg_spawn", "tool_spawn"]
-                order = order[i % 3:] + order[: i % 3]
+                order = order[i % 3 :] + order[: i % 3]
                 for name in order:
                     if name == "bare":
                         spawn_rows["bare"].append(bare_trial(lab, f"SPB-{i}", False, 0))
@@ -363,64 +379,100 @@ def main(argv: list[str] | None = None) -> int:
     def col(rows: list[dict[str, Any]], key: str) -> list[float]:
         return [r[key] for r in rows if r.get(key) is not None]
 
-    send_keys = ("d_send", "d_post_begin", "d_post_end", "inotify", "inject", "send_response",
-                 "pi_custom_end", "model_request")
-    out.update({
-        "elapsed_s": round(time.monotonic() - started, 1),
-        "loadavg_before": load_before,
-        "loadavg_after": load_average(),
-        "send_ms": {k: summary99(col(sends, k)) for k in send_keys},
-        "send_status": sorted({s["status"] for s in sends}),
-        "mailbox_floor_ms": {
-            "raw publish -> inotify in another process (mailbox_bench floor)":
-                summary99(floors_raw),
-            "post_to_wake (open mailbox)": summary99(col(floors, "wake_ms")),
-            "post_duration (open mailbox)": summary99(col(floors, "post_ms")),
-            "open_post_to_wake (fresh Mailbox() per post, as roostd does)":
-                summary99(col(floors_fresh, "wake_ms")),
-            "open_duration (fresh Mailbox())": summary99(col(floors_fresh, "open_ms")),
-        },
-        "report_ms": {k: summary(col(reports, k)) for k in (
-            "child_agent_end_to_request", "handback_to_request", "release_to_request",
-            "child_agent_end_to_handback", "handback_to_daemon_handback",
-            "daemon_handback_to_post_begin", "daemon_post_duration",
-            "handback_to_parent_inotify", "handback_to_parent_inject",
-            "handback_to_parent_pi_custom_end")},
-        "spawn_ms": {
-            "bare pi start -> first model request": summary(col(spawn_rows["bare"], "start_ms")),
-            "fg spawn request -> child's first model request":
-                summary(col(spawn_rows["fg_spawn"], "start_ms")),
-            "roost_spawn tool (worker forwards) -> child's first model request":
-                summary(col(spawn_rows["tool_spawn"], "start_ms")),
-            "parent's tool-call model request -> child's first model request":
-                summary(col(spawn_rows["tool_spawn"], "model_tool_call_to_child_request")),
-            "fg spawn: request -> child's pi spawned": summary(col(spawn_rows["fg_spawn"], "pi_spawned")),
-            "fg spawn: added by roost, serial (before pi spawn + ready -> prompt)":
-                summary(col(spawn_rows["fg_spawn"], "added_ms")),
-            "fg spawn: worker set-up while pi boots (pi spawned -> get_state sent)":
-                summary(col(spawn_rows["fg_spawn"], "overlap_setup")),
-            "fg spawn: worker waits for pi (get_state sent -> answered)":
-                summary(col(spawn_rows["fg_spawn"], "overlap_pi_wait")),
-            "fg spawn: ext server up -> extension connected":
-                summary(col(spawn_rows["fg_spawn"], "overlap_ext_wait")),
-        },
-    })
+    send_keys = (
+        "d_send",
+        "d_post_begin",
+        "d_post_end",
+        "inotify",
+        "inject",
+        "send_response",
+        "pi_custom_end",
+        "model_request",
+    )
+    out.update(
+        {
+            "elapsed_s": round(time.monotonic() - started, 1),
+            "loadavg_before": load_before,
+            "loadavg_after": load_average(),
+            "send_ms": {k: summary99(col(sends, k)) for k in send_keys},
+            "send_status": sorted({s["status"] for s in sends}),
+            "mailbox_floor_ms": {
+                "raw publish -> inotify in another process (mailbox_bench floor)": summary99(floors_raw),
+                "post_to_wake (open mailbox)": summary99(col(floors, "wake_ms")),
+                "post_duration (open mailbox)": summary99(col(floors, "post_ms")),
+                "open_post_to_wake (fresh Mailbox() per post, as roostd does)": summary99(
+                    col(floors_fresh, "wake_ms")
+                ),
+                "open_duration (fresh Mailbox())": summary99(col(floors_fresh, "open_ms")),
+            },
+            "report_ms": {
+                k: summary(col(reports, k))
+                for k in (
+                    "child_agent_end_to_request",
+                    "handback_to_request",
+                    "release_to_request",
+                    "child_agent_end_to_handback",
+                    "handback_to_daemon_handback",
+                    "daemon_handback_to_post_begin",
+                    "daemon_post_duration",
+                    "handback_to_parent_inotify",
+                    "handback_to_parent_inject",
+                    "handback_to_parent_pi_custom_end",
+                )
+            },
+            "spawn_ms": {
+                "bare pi start -> first model request": summary(col(spawn_rows["bare"], "start_ms")),
+                "fg spawn request -> child's first model request": summary(
+                    col(spawn_rows["fg_spawn"], "start_ms")
+                ),
+                "roost_spawn tool (worker forwards) -> child's first model request": summary(
+                    col(spawn_rows["tool_spawn"], "start_ms")
+                ),
+                "parent's tool-call model request -> child's first model request": summary(
+                    col(spawn_rows["tool_spawn"], "model_tool_call_to_child_request")
+                ),
+                "fg spawn: request -> child's pi spawned": summary(col(spawn_rows["fg_spawn"], "pi_spawned")),
+                "fg spawn: added by roost, serial (before pi spawn + ready -> prompt)": summary(
+                    col(spawn_rows["fg_spawn"], "added_ms")
+                ),
+                "fg spawn: worker set-up while pi boots (pi spawned -> get_state sent)": summary(
+                    col(spawn_rows["fg_spawn"], "overlap_setup")
+                ),
+                "fg spawn: worker waits for pi (get_state sent -> answered)": summary(
+                    col(spawn_rows["fg_spawn"], "overlap_pi_wait")
+                ),
+                "fg spawn: ext server up -> extension connected": summary(
+                    col(spawn_rows["fg_spawn"], "overlap_ext_wait")
+                ),
+            },
+        }
+    )
     fl = out["mailbox_floor_ms"]["post_to_wake (open mailbox)"].get("median")
-    raw = out["mailbox_floor_ms"][
-        "raw publish -> inotify in another process (mailbox_bench floor)"].get("median")
+    raw = out["mailbox_floor_ms"]["raw publish -> inotify in another process (mailbox_bench floor)"].get(
+        "median"
+    )
     inotify = out["send_ms"]["inotify"].get("median")
     bare = out["spawn_ms"]["bare pi start -> first model request"].get("median")
     fg = out["spawn_ms"]["fg spawn request -> child's first model request"].get("median")
     out["overhead_ms"] = {
-        "send -> receiver woken, minus Mailbox post->wake (medians)":
-            round(inotify - fl, 2) if inotify is not None and fl is not None else None,
-        "send -> receiver woken, minus the raw floor (medians)":
-            round(inotify - raw, 2) if inotify is not None and raw is not None else None,
+        "send -> receiver woken, minus Mailbox post->wake (medians)": round(inotify - fl, 2)
+        if inotify is not None and fl is not None
+        else None,
+        "send -> receiver woken, minus the raw floor (medians)": round(inotify - raw, 2)
+        if inotify is not None and raw is not None
+        else None,
         "fg spawn - bare start (medians)": round(fg - bare, 2) if fg and bare else None,
-        "fg spawn - bare start (median of paired trials)": round(statistics.median(
-            [s["start_ms"] - a["start_ms"] for s, a in zip(spawn_rows["fg_spawn"],
-                                                            spawn_rows["bare"], strict=False)]),
-            2) if spawn_rows["bare"] else None,
+        "fg spawn - bare start (median of paired trials)": round(
+            statistics.median(
+                [
+                    s["start_ms"] - a["start_ms"]
+                    for s, a in zip(spawn_rows["fg_spawn"], spawn_rows["bare"], strict=False)
+                ]
+            ),
+            2,
+        )
+        if spawn_rows["bare"]
+        else None,
     }
     out["raw"] = {"sends": sends, "reports": reports, "spawn": spawn_rows}
     print(json.dumps(out, indent=2))

@@ -50,10 +50,24 @@ from roost.testkit.lab import Lab  # noqa: E402
 SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
 TARGETS_MS = {"ls": 80.0, "ls_json": 60.0, "reply": 60.0, "run": 60.0}
 """Each command's target as a whole process with a warm roostd (the console script)."""
-LABELS = {"ls": "roost ls (the table)", "ls_json": "roost ls --json",
-          "reply": "roost reply JOB TEXT", "run": "roost run TASK"}
-HEAVY = ("click", "rich", "textual", "watchdog", "portalocker", "psutil", "asyncio", "roost.mailbox",
-         "roost.supervise", "roost.transcript")
+LABELS = {
+    "ls": "roost ls (the table)",
+    "ls_json": "roost ls --json",
+    "reply": "roost reply JOB TEXT",
+    "run": "roost run TASK",
+}
+HEAVY = (
+    "click",
+    "rich",
+    "textual",
+    "watchdog",
+    "portalocker",
+    "psutil",
+    "asyncio",
+    "roost.mailbox",
+    "roost.supervise",
+    "roost.transcript",
+)
 """Modules the fast path must not load (a package counts with its submodules)."""
 TIMEOUT = 60.0
 
@@ -65,8 +79,13 @@ def summary(values: Iterable[float]) -> dict[str, Any]:
     if not xs:
         return {"n": 0}
     p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
-    return {"median": round(statistics.median(xs), 2), "p90": round(p90, 2),
-            "min": round(xs[0], 2), "max": round(xs[-1], 2), "n": len(xs)}
+    return {
+        "median": round(statistics.median(xs), 2),
+        "p90": round(p90, 2),
+        "min": round(xs[0], 2),
+        "max": round(xs[-1], 2),
+        "n": len(xs),
+    }
 
 
 def load_average() -> list[float]:
@@ -94,8 +113,7 @@ ENTRIES = {
 def timed(lab: Lab, argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     """Wall time (ms) of one process from spawn to exit, and its outcome (exit 0 or raise)."""
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=lab.env, cwd=lab.work, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    proc = subprocess.run(argv, env=lab.env, cwd=lab.work, capture_output=True, text=True, timeout=TIMEOUT)
     elapsed = (time.perf_counter() - t0) * 1000.0
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.strip()}")
@@ -133,9 +151,15 @@ def timed_request(lab: Lab, name: str, job: str, trial: int) -> tuple[float, str
         elif name == "reply":
             result = client.request("reply", job=job, text=f"bench reply {trial}")
         else:
-            result = client.request("run", name=None, cwd=str(lab.work),
-                                    task=f"bench task {trial}", model=None, thinking=None,
-                                    env=caller_env(lab.env))  # as `roost run` sends it
+            result = client.request(
+                "run",
+                name=None,
+                cwd=str(lab.work),
+                task=f"bench task {trial}",
+                model=None,
+                thinking=None,
+                env=caller_env(lab.env),
+            )  # as `roost run` sends it
     return (time.perf_counter() - t0) * 1000.0, str(result.get("id", ""))
 
 
@@ -143,9 +167,15 @@ def import_ms(lab: Lab, module: str, after: str | None = None) -> float:
     """Cumulative -X importtime of `module` (its own line) in a fresh process, in ms;
     with `after`, what it adds once that module is imported."""
     code = f"import {after}; import {module}" if after else f"import {module}"
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
-                          env=lab.env, cwd=lab.work, capture_output=True, text=True,
-                          timeout=TIMEOUT, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        env=lab.env,
+        cwd=lab.work,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
     for line in proc.stderr.splitlines():
         fields = [part.strip() for part in line.split("|")]
         if len(fields) == 3 and fields[2] == module:
@@ -155,9 +185,14 @@ def import_ms(lab: Lab, module: str, after: str | None = None) -> float:
 
 def heavy_imports(lab: Lab, args: list[str]) -> list[str]:
     """The heavy modules (HEAVY) that `roost ARGS` loads, from one -X importtime run."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "roost.cli", *args],
-                          env=lab.env, cwd=lab.work, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "roost.cli", *args],
+        env=lab.env,
+        cwd=lab.work,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     loaded = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:"):
@@ -172,9 +207,12 @@ def heavy_imports(lab: Lab, args: list[str]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=15, help="processes per command and entry point")
-    ap.add_argument("--no-bytecode-cache", action="store_true",
-                    help="keep PYTHONDONTWRITEBYTECODE from the environment (roost compiled "
-                         "from source by every process, as in this sandbox)")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE from the environment (roost compiled "
+        "from source by every process, as in this sandbox)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args()
     names = ("help", "version", "ls", "ls_json", "reply", "run")
@@ -192,9 +230,11 @@ def main() -> int:
         timed(lab, [sys.executable, "-c", "pass"])
 
         requests = ("ls", "ls_json", "reply", "run")
-        variants = ([("baseline", "python_pass")]
-                    + [(entry, name) for entry in ENTRIES for name in names]
-                    + [("request", name) for name in requests])
+        variants = (
+            [("baseline", "python_pass")]
+            + [(entry, name) for entry in ENTRIES for name in names]
+            + [("request", name) for name in requests]
+        )
         samples: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
         for trial in range(args.runs):
             shift = trial % len(variants)
@@ -213,43 +253,55 @@ def main() -> int:
             "roost.cli.main": summary(import_ms(lab, "roost.cli.main") for _ in range(args.runs)),
             "click": summary(import_ms(lab, "click") for _ in range(args.runs)),
             "roost.client after roost.cli.main": summary(
-                import_ms(lab, "roost.client", after="roost.cli.main") for _ in range(args.runs)),
+                import_ms(lab, "roost.client", after="roost.cli.main") for _ in range(args.runs)
+            ),
         }
         heavy = {name: heavy_imports(lab, command_args(name, job, 99)) for name in names}
 
     baseline = summary(samples[("baseline", "python_pass")])
-    commands = {entry: {name: summary(samples[(entry, name)]) for name in names}
-                for entry in ENTRIES}
+    commands = {entry: {name: summary(samples[(entry, name)]) for name in names} for entry in ENTRIES}
     request_ms = {name: summary(samples[("request", name)]) for name in requests}
-    over = {entry: {name: round(commands[entry][name]["median"] - baseline["median"], 2)
-                    for name in names} for entry in ENTRIES}
+    over = {
+        entry: {name: round(commands[entry][name]["median"] - baseline["median"], 2) for name in names}
+        for entry in ENTRIES
+    }
     # What the CLI itself adds: the process minus bare Python minus roostd's answer.
-    cli_own = {entry: {name: round(over[entry][name] - request_ms[name]["median"], 2)
-                       for name in requests} for entry in ENTRIES}
-    targets = [{
-        "what": LABELS[name],
-        "figure_ms": commands["script"][name]["median"],
-        "target_ms": TARGETS_MS[name],
-        "met": commands["script"][name]["median"] <= TARGETS_MS[name],
-        "same run: through click (python -m roost.cli.main) ms": commands["click"][name]["median"],
-        "same run: baseline python -c pass ms": baseline["median"],
-    } for name in TARGETS_MS]
-    print(json.dumps({
-        "targets": targets,
-        "baseline_ms": baseline,
-        "commands_ms": commands,
-        "over_baseline_ms": over,
-        "request_ms": request_ms,
-        "cli_own_ms": cli_own,
-        "import_ms": imports,
-        "heavy_imports": heavy,
-        "runs": args.runs,
-        "bytecode_cache": not args.no_bytecode_cache,
-        "cpus": os.cpu_count(),
-        "loadavg_before": load_before,
-        "loadavg_after": load_average(),
-        "elapsed_s": round(time.monotonic() - started, 1),
-    }, indent=2))
+    cli_own = {
+        entry: {name: round(over[entry][name] - request_ms[name]["median"], 2) for name in requests}
+        for entry in ENTRIES
+    }
+    targets = [
+        {
+            "what": LABELS[name],
+            "figure_ms": commands["script"][name]["median"],
+            "target_ms": TARGETS_MS[name],
+            "met": commands["script"][name]["median"] <= TARGETS_MS[name],
+            "same run: through click (python -m roost.cli.main) ms": commands["click"][name]["median"],
+            "same run: baseline python -c pass ms": baseline["median"],
+        }
+        for name in TARGETS_MS
+    ]
+    print(
+        json.dumps(
+            {
+                "targets": targets,
+                "baseline_ms": baseline,
+                "commands_ms": commands,
+                "over_baseline_ms": over,
+                "request_ms": request_ms,
+                "cli_own_ms": cli_own,
+                "import_ms": imports,
+                "heavy_imports": heavy,
+                "runs": args.runs,
+                "bytecode_cache": not args.no_bytecode_cache,
+                "cpus": os.cpu_count(),
+                "loadavg_before": load_before,
+                "loadavg_after": load_average(),
+                "elapsed_s": round(time.monotonic() - started, 1),
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -58,14 +58,19 @@ def ms(seconds: float) -> float:
 
 def done_at(lab: Lab, job: str) -> float:
     """The monotonic time roostd marked `job` done (its job.state event)."""
+
     def find() -> float | None:
         for line in (lab.roost_home / "events.jsonl").read_text().splitlines():
             event = json.loads(line)
-            if event["type"] == "job.state" and event["to"] == "done" and \
-                    (event.get("job") or {}).get("id") == job:
+            if (
+                event["type"] == "job.state"
+                and event["to"] == "done"
+                and (event.get("job") or {}).get("id") == job
+            ):
                 wall = datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
                 return wall - OFFSET
         return None
+
     return float(wait_until(find, TIMEOUT, what=f"job {job} to be done"))
 
 
@@ -81,8 +86,7 @@ def run_trial(lab: Lab, token: str) -> float:
 def after_trial(lab: Lab, token: str) -> float:
     with lab.client() as client:
         dep = held_dependency(lab, client, token)
-        client.request("run", task=f"{token} start", cwd=str(lab.work), name=token,
-                       after=[dep])
+        client.request("run", task=f"{token} start", cwd=str(lab.work), name=token, after=[dep])
     since = len(lab.llm.requests)
     HOLDS.pop(dep).set()
     req = lab.llm.wait_for_request(first_user_contains(f"{token} start"), TIMEOUT, since=since)
@@ -92,10 +96,8 @@ def after_trial(lab: Lab, token: str) -> float:
 def held_dependency(lab: Lab, client: Any, token: str) -> str:
     """A job whose model answer is held; its id once its first request arrived."""
     hold = threading.Event()
-    lab.llm.add(first_user_contains(f"{token}-dep"), text("dependency answer", hold=hold),
-                times=1)
-    dep = client.request("run", task=f"{token}-dep work", cwd=str(lab.work),
-                         name=f"{token}-dep")["id"]
+    lab.llm.add(first_user_contains(f"{token}-dep"), text("dependency answer", hold=hold), times=1)
+    dep = client.request("run", task=f"{token}-dep work", cwd=str(lab.work), name=f"{token}-dep")["id"]
     lab.llm.wait_for_request(first_user_contains(f"{token}-dep"), TIMEOUT)
     HOLDS[dep] = hold
     return str(dep)
@@ -138,7 +140,7 @@ def main() -> int:
         out: dict[str, list[float]] = {name: [] for name in trials}
         for i in range(args.trials):
             names = list(trials)
-            for variant in names[i % 3:] + names[:i % 3]:  # a rotating order
+            for variant in names[i % 3 :] + names[: i % 3]:  # a rotating order
                 out[variant].append(trials[variant](lab, f"T{i}{variant}"))
     finally:
         lab.shutdown()
@@ -146,11 +148,21 @@ def main() -> int:
     rows = {name: summary(samples) for name, samples in out.items()}
     delta = round(rows["after"]["median_ms"] - rows["run"]["median_ms"], 1)
     at_done = round(rows["after"]["median_ms"] - rows["run_at_done"]["median_ms"], 1)
-    print(json.dumps({
-        "bench": "deps", "trials": args.trials, "loadavg": [round(x, 2) for x in os.getloadavg()],
-        **rows, "after_minus_run_ms": delta, "after_minus_run_at_done_ms": at_done,
-        "target": f"after <= run + {TARGET_MS:g} ms", "within_target": delta <= TARGET_MS,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "bench": "deps",
+                "trials": args.trials,
+                "loadavg": [round(x, 2) for x in os.getloadavg()],
+                **rows,
+                "after_minus_run_ms": delta,
+                "after_minus_run_at_done_ms": at_done,
+                "target": f"after <= run + {TARGET_MS:g} ms",
+                "within_target": delta <= TARGET_MS,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -56,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sends", type=int, default=30, help="trials per variant")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    out: dict[str, Any] = {"bench": "events", "pi": pi_label(), "cpus": os.cpu_count(),
-                           "loadavg_before": load_average()}
+    out: dict[str, Any] = {
+        "bench": "events",
+        "pi": pi_label(),
+        "cpus": os.cpu_count(),
+        "loadavg_before": load_average(),
+    }
     rows: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with bench_lab(roost_settings=SETTINGS) as lab:
         b = Bench(lab)
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(3):  # warm-up, not counted
                 send_trial(b, receiver, 900 + i)
             for i in range(args.sends):
-                order = VARIANTS[i % 3:] + VARIANTS[: i % 3]
+                order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
                 for variant in order:
                     configure(lab, variant)
                     rows[variant].append(send_trial(b, receiver, i * 3 + VARIANTS.index(variant)))
@@ -79,24 +83,26 @@ def main(argv: list[str] | None = None) -> int:
     def col(variant: str, key: str) -> list[float]:
         return [r[key] for r in rows[variant] if r.get(key) is not None]
 
-    out.update({
-        "elapsed_s": round(time.monotonic() - started, 1),
-        "loadavg_after": load_average(),
-        "sends_per_variant": args.sends,
-        "events_logged": log_lines,
-        "hook_log_lines": hooks_logged,
-        "send_ms": {v: {k: summary99(col(v, k)) for k in ("inotify", "model_request")}
-                    for v in VARIANTS},
-    })
-    med = {v: {k: out["send_ms"][v][k].get("median") for k in ("inotify", "model_request")}
-           for v in VARIANTS}
+    out.update(
+        {
+            "elapsed_s": round(time.monotonic() - started, 1),
+            "loadavg_after": load_average(),
+            "sends_per_variant": args.sends,
+            "events_logged": log_lines,
+            "hook_log_lines": hooks_logged,
+            "send_ms": {v: {k: summary99(col(v, k)) for k in ("inotify", "model_request")} for v in VARIANTS},
+        }
+    )
+    med = {v: {k: out["send_ms"][v][k].get("median") for k in ("inotify", "model_request")} for v in VARIANTS}
     out["differences_ms (medians)"] = {
         "send -> woken: log - off": round(med["log"]["inotify"] - med["off"]["inotify"], 2),
-        "send -> model request: log - off":
-            round(med["log"]["model_request"] - med["off"]["model_request"], 2),
+        "send -> model request: log - off": round(
+            med["log"]["model_request"] - med["off"]["model_request"], 2
+        ),
         "send -> woken: hooks - log": round(med["hooks"]["inotify"] - med["log"]["inotify"], 2),
-        "send -> model request: hooks - log":
-            round(med["hooks"]["model_request"] - med["log"]["model_request"], 2),
+        "send -> model request: hooks - log": round(
+            med["hooks"]["model_request"] - med["log"]["model_request"], 2
+        ),
     }
     print(json.dumps(out, indent=2))
     return 0

@@ -44,8 +44,14 @@ SETTINGS = {"reapAfterSeconds": 3600}
 
 
 def roost(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roost.cli.main", *args], env=lab.env,
-                          cwd=lab.work, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "roost.cli.main", *args],
+        env=lab.env,
+        cwd=lab.work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def no_key_trial(lab: Lab, i: int) -> dict[str, Any]:
@@ -78,22 +84,31 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     require_pi()
     started = time.monotonic()
-    out: dict[str, Any] = {"bench": "failure", "pi": pi_label(), "cpus": os.cpu_count(),
-                           "loadavg_before": load_average()}
+    out: dict[str, Any] = {
+        "bench": "failure",
+        "pi": pi_label(),
+        "cpus": os.cpu_count(),
+        "loadavg_before": load_average(),
+    }
     rows: dict[str, list[dict[str, Any]]] = {"no_key": [], "configured": []}
-    with Lab(settings=SETTINGS, prefix="roost-bench-") as bare, \
-            Lab(llm=True, settings=SETTINGS, prefix="roost-bench-") as modelled:
+    with (
+        Lab(settings=SETTINGS, prefix="roost-bench-") as bare,
+        Lab(llm=True, settings=SETTINGS, prefix="roost-bench-") as modelled,
+    ):
         for lab in (bare, modelled):
             lab.env.pop("PYTHONUNBUFFERED", None)
             lab.use_bytecode_cache()
         try:
-            first = {"no_key_cold": no_key_trial(bare, 999),  # starts roostd too
-                     "configured_cold": configured_trial(modelled, 999)}
+            first = {
+                "no_key_cold": no_key_trial(bare, 999),  # starts roostd too
+                "configured_cold": configured_trial(modelled, 999),
+            }
             for i in range(args.trials):
                 order = ("no_key", "configured") if i % 2 == 0 else ("configured", "no_key")
                 for name in order:
-                    rows[name].append(no_key_trial(bare, i) if name == "no_key"
-                                      else configured_trial(modelled, i))
+                    rows[name].append(
+                        no_key_trial(bare, i) if name == "no_key" else configured_trial(modelled, i)
+                    )
         finally:
             for lab in (bare, modelled):
                 lab.shutdown()
@@ -101,20 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     def col(name: str, key: str) -> list[float]:
         return [r[key] for r in rows[name]]
 
-    out.update({
-        "elapsed_s": round(time.monotonic() - started, 1),
-        "loadavg_after": load_average(),
-        "trials": args.trials,
-        "cold_first_trial_ms (roostd started by it)": {
-            "no_key run -> failure visible": round(first["no_key_cold"]["failure_visible_ms"], 1),
-            "configured run -> first model request":
-                round(first["configured_cold"]["first_request_ms"], 1)},
-        "no_key: run -> failure visible (roost wait returns failed)":
-            summary(col("no_key", "failure_visible_ms")),
-        "no_key: the roost run command": summary(col("no_key", "run_ms")),
-        "configured: run -> first model request": summary(col("configured", "first_request_ms")),
-        "configured: the roost run command": summary(col("configured", "run_ms")),
-    })
+    out.update(
+        {
+            "elapsed_s": round(time.monotonic() - started, 1),
+            "loadavg_after": load_average(),
+            "trials": args.trials,
+            "cold_first_trial_ms (roostd started by it)": {
+                "no_key run -> failure visible": round(first["no_key_cold"]["failure_visible_ms"], 1),
+                "configured run -> first model request": round(
+                    first["configured_cold"]["first_request_ms"], 1
+                ),
+            },
+            "no_key: run -> failure visible (roost wait returns failed)": summary(
+                col("no_key", "failure_visible_ms")
+            ),
+            "no_key: the roost run command": summary(col("no_key", "run_ms")),
+            "configured: run -> first model request": summary(col("configured", "first_request_ms")),
+            "configured: the roost run command": summary(col("configured", "run_ms")),
+        }
+    )
     print(json.dumps(out, indent=2))
     return 0
 

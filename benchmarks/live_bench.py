@@ -85,8 +85,9 @@ class Sightings:
             self.first.setdefault(int(match.group(1)), now)
 
 
-def follow_page(web: WebServer, http: httpx2.Client, job: str, seen: Sightings,
-                ready: threading.Event) -> None:
+def follow_page(
+    web: WebServer, http: httpx2.Client, job: str, seen: Sightings, ready: threading.Event
+) -> None:
     with contextlib.suppress(httpx2.HTTPError):
         for _name, data in web.live(http, f"/live/job/{job}"):
             ready.set()
@@ -96,8 +97,14 @@ def follow_page(web: WebServer, http: httpx2.Client, job: str, seen: Sightings,
 
 def follow_logs(lab: Lab, job: str, seen: Sightings, stop: threading.Event) -> subprocess.Popen[bytes]:
     primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "roost.cli", "logs", "-f", job], env=dict(lab.env),
-                            cwd=lab.work, stdin=secondary, stdout=secondary, stderr=secondary)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli", "logs", "-f", job],
+        env=dict(lab.env),
+        cwd=lab.work,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+    )
     os.close(secondary)
 
     def read() -> None:
@@ -128,8 +135,9 @@ def sent_times(sent: list[tuple[float, bytes]], since: float) -> dict[int, float
     return out
 
 
-def delta_to_page(lab: Lab, web: WebServer, http: httpx2.Client, tokens: int,
-                  driver: Any = None) -> dict[str, Any]:
+def delta_to_page(
+    lab: Lab, web: WebServer, http: httpx2.Client, tokens: int, driver: Any = None
+) -> dict[str, Any]:
     llm = lab.llm
     answer = " ".join(f"t{i:02d}" for i in range(tokens))
     llm.add(always(), text(answer, chunk_size=4, chunk_delay=0.25, delay=6.0), times=1)
@@ -151,13 +159,15 @@ def delta_to_page(lab: Lab, web: WebServer, http: httpx2.Client, tokens: int,
     follower.wait(10)
     sent = sent_times(llm.sent, start)
     if driver is not None:
-        browser.first = {int(k): v / 1000 for k, v in driver.execute_script(
-            "return window.__tokens").items()}
+        browser.first = {int(k): v / 1000 for k, v in driver.execute_script("return window.__tokens").items()}
     out: dict[str, Any] = {"tokens": len(sent)}
     for name, seen in (("browser", browser), ("page_stream", page), ("logs_f", logs)):
         lat = [seen.first[k] - at for k, at in sent.items() if k in seen.first]
-        out[name] = {"seen": len(lat), "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99),
-                     "max_ms": pct(lat, 1.0)} if lat else {"seen": 0}
+        out[name] = (
+            {"seen": len(lat), "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99), "max_ms": pct(lat, 1.0)}
+            if lat
+            else {"seen": 0}
+        )
     return out
 
 
@@ -171,8 +181,9 @@ def many_streaming(lab: Lab, web: WebServer, http: httpx2.Client, jobs: int) -> 
     ids = [lab.run_job("--name", f"many-{n}", f"stream {n}") for n in range(jobs)]
     clients = [httpx2.Client(cookies=http.cookies) for _ in ids]
     for job, client in zip(ids, clients, strict=True):
-        threading.Thread(target=follow_page, args=(web, client, job, Sightings(), threading.Event()),
-                         daemon=True).start()
+        threading.Thread(
+            target=follow_page, args=(web, client, job, Sightings(), threading.Event()), daemon=True
+        ).start()
     daemon_pid, web_pid = lab.daemon_pid(), web.proc.pid
     assert daemon_pid is not None
     deadline = time.monotonic() + 180
@@ -197,12 +208,18 @@ def many_streaming(lab: Lab, web: WebServer, http: httpx2.Client, jobs: int) -> 
         most = max(most, level)
     for client in clients:
         client.close()
-    return {"jobs": jobs, "done": sums.count("done"), "streams_completed": streams,
-            "most_streaming_at_once": most, "seconds": round(wall, 2),
-            "streams_start_spread_s": round(max(min(v) for v in spans.values())
-                                            - min(min(v) for v in spans.values()), 2),
-            "roostd_pct_of_a_core": round(100 * (after[0] - before[0]) / wall, 2),
-            "web_pct_of_a_core": round(100 * (after[1] - before[1]) / wall, 2)}
+    return {
+        "jobs": jobs,
+        "done": sums.count("done"),
+        "streams_completed": streams,
+        "most_streaming_at_once": most,
+        "seconds": round(wall, 2),
+        "streams_start_spread_s": round(
+            max(min(v) for v in spans.values()) - min(min(v) for v in spans.values()), 2
+        ),
+        "roostd_pct_of_a_core": round(100 * (after[0] - before[0]) / wall, 2),
+        "web_pct_of_a_core": round(100 * (after[1] - before[1]) / wall, 2),
+    }
 
 
 def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, idle: float) -> dict[str, Any]:
@@ -213,8 +230,7 @@ def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, idle: 
     for client in clients:
         ready = threading.Event()
         readies.append(ready)
-        threading.Thread(target=follow_page, args=(web, client, job, Sightings(), ready),
-                         daemon=True).start()
+        threading.Thread(target=follow_page, args=(web, client, job, Sightings(), ready), daemon=True).start()
     for ready in readies:
         ready.wait(30)
     time.sleep(1.0)
@@ -225,8 +241,12 @@ def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, idle: 
     after = cpu(daemon_pid), cpu(web_pid)
     for client in clients:
         client.close()
-    return {"pages": pages, "seconds": idle, "roostd_cpu_s": round(after[0] - before[0], 3),
-            "web_cpu_s": round(after[1] - before[1], 3)}
+    return {
+        "pages": pages,
+        "seconds": idle,
+        "roostd_cpu_s": round(after[0] - before[0], 3),
+        "web_cpu_s": round(after[1] - before[1], 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,13 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--idle", type=float, default=20.0)
-    parser.add_argument("--no-browser", action="store_true",
-                        help="without chromium: the page's stream and logs -f only")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="without chromium: the page's stream and logs -f only"
+    )
     args = parser.parse_args(argv)
     out: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
-        lab = stack.enter_context(Lab(llm=True, settings={"reapAfterSeconds": 3600,
-                                                        "maxRunning": 2 * args.jobs}))
+        lab = stack.enter_context(
+            Lab(llm=True, settings={"reapAfterSeconds": 3600, "maxRunning": 2 * args.jobs})
+        )
         web = stack.enter_context(WebServer(lab))
         driver = None if args.no_browser else stack.enter_context(chromium())
         if driver is not None:

@@ -112,8 +112,9 @@ class CpuWindow:
 
     def start(self) -> None:
         self.t0 = time.monotonic()
-        self.before = {g: {(p.pid, p.create_time()): (p, _cpu_s(p)) for p in ps}
-                       for g, ps in self.procs.groups().items()}
+        self.before = {
+            g: {(p.pid, p.create_time()): (p, _cpu_s(p)) for p in ps} for g, ps in self.procs.groups().items()
+        }
 
     def stop(self) -> dict[str, Any]:
         wall = time.monotonic() - self.t0
@@ -134,8 +135,11 @@ class CpuWindow:
                     per.append(100.0 * (c1 - c0) / wall)
                     rss += p.memory_info().rss
                     counted += 1
-            out[g] = {"processes": counted, "cpu_pct_of_core": round(100.0 * used / wall, 2),
-                      "rss_mib": round(rss / 2**20, 1)}
+            out[g] = {
+                "processes": counted,
+                "cpu_pct_of_core": round(100.0 * used / wall, 2),
+                "rss_mib": round(rss / 2**20, 1),
+            }
             if g != "roostd" and per:
                 out[g]["cpu_pct_per_process_max"] = round(max(per), 2)
                 out[g]["rss_mib_per_process_mean"] = round(rss / 2**20 / counted, 1)
@@ -156,8 +160,7 @@ class Sender:
     def __init__(self, b: Bench, rng: random.Random, counter: list[int]) -> None:
         self.b, self.rng, self.counter = b, rng, counter
 
-    def run(self, targets: list[str], busy: set[str], rate: float, duration: float
-            ) -> list[dict[str, Any]]:
+    def run(self, targets: list[str], busy: set[str], rate: float, duration: float) -> list[dict[str, Any]]:
         interval = 60.0 / rate
         sent: list[dict[str, Any]] = []
         t_end = time.monotonic() + duration
@@ -178,8 +181,9 @@ class Sender:
             except Exception as exc:  # a refusal is a result, not a crash
                 status = f"error: {exc}"
             t1 = time.monotonic()
-            sent.append({"tag": tag, "to": to, "busy": to in busy, "t0": t0,
-                         "send_ms": ms(t1 - t0), "status": status})
+            sent.append(
+                {"tag": tag, "to": to, "busy": to in busy, "t0": t0, "send_ms": ms(t1 - t0), "status": status}
+            )
             # A fixed schedule; a late send does not cause a burst to catch up.
             t_next = max(t_next + interval, time.monotonic() - interval)
         return sent
@@ -200,8 +204,7 @@ def first_seen(requests: list[Any]) -> dict[str, float]:
     return out
 
 
-def latencies(b: Bench, sent: list[dict[str, Any]], since: int, wait_s: float
-              ) -> dict[str, Any]:
+def latencies(b: Bench, sent: list[dict[str, Any]], since: int, wait_s: float) -> dict[str, Any]:
     """Match sends to model requests; waits up to `wait_s` for the last deliveries."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -267,23 +270,37 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM/SIGHUP unwind like ^C, so the finally blocks below clean up.
     def _stop(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
+
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _stop)
 
     started = time.monotonic()
     out: dict[str, Any] = {
-        "bench": "load", "pi": pi_label(), "cpus": os.cpu_count(),
+        "bench": "load",
+        "pi": pi_label(),
+        "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "config": {"jobs": args.jobs, "busy_jobs": busy_n, "rate_per_min": args.rate,
-                   "duration_s": args.duration, "baseline_s": args.baseline,
-                   "idle_s": args.idle, "busy_tool": f"bash `{SLEEP}` in a loop",
-                   "sender": "this process as a foreground peer, `send` op"},
+        "config": {
+            "jobs": args.jobs,
+            "busy_jobs": busy_n,
+            "rate_per_min": args.rate,
+            "duration_s": args.duration,
+            "baseline_s": args.baseline,
+            "idle_s": args.idle,
+            "busy_tool": f"bash `{SLEEP}` in a loop",
+            "sender": "this process as a foreground peer, `send` op",
+        },
         "loadavg_before": load_average(),
     }
     # Every job may run at once (the queue's maxRunning included): this measures messaging
     # under load, not the queue (benchmarks/queue_bench.py does).
-    settings = dict(SETTINGS, agentMaxChildren=args.jobs + 8, maxRunning=args.jobs + 8,
-                    agentMaxTreeSessions=args.jobs + 8, agentMaxSpawned=args.jobs + 8)
+    settings = dict(
+        SETTINGS,
+        agentMaxChildren=args.jobs + 8,
+        maxRunning=args.jobs + 8,
+        agentMaxTreeSessions=args.jobs + 8,
+        agentMaxSpawned=args.jobs + 8,
+    )
     rng = random.Random(args.seed)
     counter = [0]
     busy_on = threading.Event()
@@ -293,16 +310,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         llm = lab.llm
         # A busy job's model answers every request with another slow tool while busy_on.
-        llm.add(predicate(lambda r: busy_on.is_set() and BUSY_MARK in first_user_text(r),
-                          "a busy job while busy"), tool_call("bash", {"command": SLEEP}))
+        llm.add(
+            predicate(
+                lambda r: busy_on.is_set() and BUSY_MARK in first_user_text(r), "a busy job while busy"
+            ),
+            tool_call("bash", {"command": SLEEP}),
+        )
         llm.set_default(text("ok"))
         b = Bench(lab)
         procs = Procs(lab.daemon.pid)
         cpu = CpuWindow(procs)
         sender = Sender(b, rng, counter)
 
-        def phase(name: str, targets: list[str], busy: set[str], seconds: float
-                  ) -> dict[str, Any]:
+        def phase(name: str, targets: list[str], busy: set[str], seconds: float) -> dict[str, Any]:
             log(f"{name}: {len(targets)} jobs, {args.rate}/min for {seconds:.0f} s")
             since = len(llm.requests)
             la0, (s0, tot0) = load_average(), system_cpu()
@@ -315,8 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             res["achieved_rate_per_min"] = achieved_rate(sent)
             res.update(latencies(b, sent, since, wait_s=30.0))
             lat = res["to_idle_receivers_ms"]
-            log(f"{name}: p50 {lat.get('p50')} ms, p99 {lat.get('p99')} ms, "
-                f"roostd {res['cpu']['roostd']['cpu_pct_of_core']} %")
+            log(
+                f"{name}: p50 {lat.get('p50')} ms, p99 {lat.get('p99')} ms, "
+                f"roostd {res['cpu']['roostd']['cpu_pct_of_core']} %"
+            )
             return res
 
         # 1. baseline: one job
@@ -353,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         spawned.extend(p for p in procs.all() if p not in spawned)
         out["load_n_jobs"] = phase("load", jobs, busy, args.duration)
         out["load_n_jobs"]["busy_tool_requests"] = sum(
-            1 for r in llm.requests if r.rule and "busy job" in r.rule)
+            1 for r in llm.requests if r.rule and "busy job" in r.rule
+        )
 
         # 4. idle: let the busy jobs go, settle everything, then measure nothing happening
         busy_on.clear()
@@ -364,8 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         n_req = len(llm.requests)
         cpu.start()
         time.sleep(args.idle)
-        out["idle"] = {"cpu": cpu.stop(), "model_requests": len(llm.requests) - n_req,
-                       "loadavg_end": load_average()}
+        out["idle"] = {
+            "cpu": cpu.stop(),
+            "model_requests": len(llm.requests) - n_req,
+            "loadavg_end": load_average(),
+        }
         out["unmatched_errors"] = llm.errors[:3]
     finally:
         log("cleaning up")
@@ -390,19 +416,23 @@ def main(argv: list[str] | None = None) -> int:
     ratio = round(load / base, 2) if base and load else None
     idle_cpu = out["idle"]["cpu"]
     out["summary"] = {
-        "p50_ms 1 job / N jobs": [out["baseline_1_job"]["to_idle_receivers_ms"].get("p50"),
-                                  out["load_n_jobs"]["to_idle_receivers_ms"].get("p50")],
+        "p50_ms 1 job / N jobs": [
+            out["baseline_1_job"]["to_idle_receivers_ms"].get("p50"),
+            out["load_n_jobs"]["to_idle_receivers_ms"].get("p50"),
+        ],
         "p99_ms 1 job / N jobs": [base, load],
         "p99 ratio N/1": ratio,
         "target p99 ratio <= 3": bool(ratio is not None and ratio <= 3.0),
         "roostd cpu % of a core under load": roostd_load,
         "target roostd < 5 %": roostd_load < 5.0,
         "idle cpu % of a core (roostd, workers total, pis total)": [
-            idle_cpu["roostd"]["cpu_pct_of_core"], idle_cpu["workers"]["cpu_pct_of_core"],
-            idle_cpu["pi"]["cpu_pct_of_core"]],
+            idle_cpu["roostd"]["cpu_pct_of_core"],
+            idle_cpu["workers"]["cpu_pct_of_core"],
+            idle_cpu["pi"]["cpu_pct_of_core"],
+        ],
         "idle: roostd and workers below 0.1 % of a core (no polling)": (
-            idle_cpu["roostd"]["cpu_pct_of_core"] < 0.1
-            and idle_cpu["workers"]["cpu_pct_of_core"] < 0.1),
+            idle_cpu["roostd"]["cpu_pct_of_core"] < 0.1 and idle_cpu["workers"]["cpu_pct_of_core"] < 0.1
+        ),
     }
     out["elapsed_s"] = round(time.monotonic() - started, 1)
     out["loadavg_after"] = load_average()

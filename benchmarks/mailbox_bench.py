@@ -54,8 +54,7 @@ def _box(path: Path, **caps: int):  # noqa: ANN202 - roost is imported lazily fo
 
 def _item_bytes(seq: int) -> bytes:
     line = json.dumps(
-        {"seq": seq, "kind": "message", "from": SENDER, "text": TEXT,
-         "created": "2026-11-30T11:20:00.123Z"},
+        {"seq": seq, "kind": "message", "from": SENDER, "text": TEXT, "created": "2026-11-30T11:20:00.123Z"},
         separators=(",", ":"),
     )
     return (line + "\n").encode()
@@ -100,7 +99,7 @@ def _inotify_names(directory: str):  # noqa: ANN202 - a generator of (names, tim
         names, offset = [], 0
         while offset < len(data):
             _wd, _mask, _cookie, length = struct.unpack_from("iIII", data, offset)
-            names.append(data[offset + 16: offset + 16 + length].rstrip(b"\0").decode())
+            names.append(data[offset + 16 : offset + 16 + length].rstrip(b"\0").decode())
             offset += 16 + length
         yield names, received
 

@@ -328,8 +328,7 @@ def _daemon_probe() -> int:
     def command(self):
         if self.record.kind != "pi":
             return orig(self)
-        return [sys.executable, "-c", boot, "--worker-probe", self.record.id,
-                f"{time.monotonic():.6f}"]
+        return [sys.executable, "-c", boot, "--worker-probe", self.record.id, f"{time.monotonic():.6f}"]
 
     workers.WorkerProcess.command = command  # type: ignore[method-assign]
     from roost.supervise import spare
@@ -417,8 +416,13 @@ def summary(values: Iterable[float]) -> dict[str, Any]:
     if not xs:
         return {"n": 0}
     p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
-    return {"median": round(statistics.median(xs), 2), "p90": round(p90, 2),
-            "min": round(xs[0], 2), "max": round(xs[-1], 2), "n": len(xs)}
+    return {
+        "median": round(statistics.median(xs), 2),
+        "p90": round(p90, 2),
+        "min": round(xs[0], 2),
+        "max": round(xs[-1], 2),
+        "n": len(xs),
+    }
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -433,8 +437,13 @@ def load_average() -> list[float]:
 
 
 # ---- an isolated roost + pi installation ------------------------------------------------------
-def bench_lab(*, probe: bool = True, roost_settings: dict[str, Any] | None = None,
-              keep: bool = False, bytecode_cache: bool = True) -> Lab:
+def bench_lab(
+    *,
+    probe: bool = True,
+    roost_settings: dict[str, Any] | None = None,
+    keep: bool = False,
+    bytecode_cache: bool = True,
+) -> Lab:
     """A Lab (the real pi, the lab's own FakeLLM) with roostd (the probe, or the stock daemon)
     running in it, which this process's roost.client reaches too."""
     require_pi()
@@ -544,12 +553,35 @@ def wait_settled(c: Client, job: str) -> dict[str, Any]:
 
 
 # ---- the variants ------------------------------------------------------------------------------
-START_PHASES = ("spawn", "job_received", "interp", "launch_imported", "ext_listening", "lock_checked",
-                "pi_spawn", "pi_spawned", "launched", "imported", "init_done", "ext_serving",
-                "daemon_connect", "daemon_connected", "daemon_bound", "pi_attach",
-                "pi_attached", "watch_begin", "watch_started", "get_state_sent",
-                "ext_connect", "ext_hello", "get_state_ok", "drop_resends",
-                "resends_dropped", "pump", "prompt_sent")
+START_PHASES = (
+    "spawn",
+    "job_received",
+    "interp",
+    "launch_imported",
+    "ext_listening",
+    "lock_checked",
+    "pi_spawn",
+    "pi_spawned",
+    "launched",
+    "imported",
+    "init_done",
+    "ext_serving",
+    "daemon_connect",
+    "daemon_connected",
+    "daemon_bound",
+    "pi_attach",
+    "pi_attached",
+    "watch_begin",
+    "watch_started",
+    "get_state_sent",
+    "ext_connect",
+    "ext_hello",
+    "get_state_ok",
+    "drop_resends",
+    "resends_dropped",
+    "pump",
+    "prompt_sent",
+)
 
 
 def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
@@ -557,8 +589,7 @@ def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
     session = lab.root / "bare" / f"{token}.jsonl"
     session.parent.mkdir(exist_ok=True)
     since = len(lab.llm.requests)
-    pi = PiRpc(cwd=lab.work, env=lab.env, session=session,
-               extensions=[paths.extension_path()] if ext else [])
+    pi = PiRpc(cwd=lab.work, env=lab.env, session=session, extensions=[paths.extension_path()] if ext else [])
     try:
         t0 = pi.spawned_at
         resp = pi.send({"type": "get_state"}, timeout=TIMEOUT)
@@ -570,8 +601,11 @@ def bare_trial(lab: Lab, token: str, ext: bool, replies: int) -> dict[str, Any]:
         pi.wait_event("agent_end", timeout=TIMEOUT)
         out: dict[str, Any] = {
             "start_ms": ms(req.t - t0),
-            "phases": {"get_state_ok": ms(t_state - t0), "prompt_sent": ms(t_prompt - t0),
-                       "model_request": ms(req.t - t0)},
+            "phases": {
+                "get_state_ok": ms(t_state - t0),
+                "prompt_sent": ms(t_prompt - t0),
+                "model_request": ms(req.t - t0),
+            },
             "reply_ms": [],
             "boot_ms": ms(t_state - t0),  # spawn -> get_state answered
             "cpu": {"pi_ready": cpu_ready},
@@ -602,8 +636,10 @@ def spare_ready(lab: Lab) -> None:
     deadline = time.monotonic() + 30
 
     def waiting() -> bool:
-        named = {lab.record(p.parent.name)["process"].get("workerPid")
-                 for p in (lab.roost_home / "jobs").glob("*/job.json")}
+        named = {
+            lab.record(p.parent.name)["process"].get("workerPid")
+            for p in (lab.roost_home / "jobs").glob("*/job.json")
+        }
         for proc in psutil.Process(lab.daemon_pid() or 0).children():
             try:
                 if "--standby" not in " ".join(proc.cmdline()[-1:]) or proc.pid in named:
@@ -670,8 +706,7 @@ def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
         t_resp = time.monotonic()
         job = res["id"]
         req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
-        out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
-                               "run_response_ms": ms(t_resp - t0)}
+        out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0), "run_response_ms": ms(t_resp - t0)}
         marks = worker_phases(lab, job)
         phases = {"run_response": ms(t_resp - t0)}
         for name in START_PHASES:
@@ -727,8 +762,9 @@ ROOST_SCRIPT = Path(sys.executable).parent / "roost"
 
 def cli(lab: Lab, *args: str) -> str:
     entry = [str(ROOST_SCRIPT)] if ROOST_SCRIPT.exists() else [sys.executable, "-m", "roost.cli.main"]
-    proc = subprocess.run([*entry, *args], env=lab.env,
-                          cwd=lab.work, capture_output=True, text=True, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [*entry, *args], env=lab.env, cwd=lab.work, capture_output=True, text=True, timeout=TIMEOUT
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"roost {' '.join(args)}: {proc.returncode} {proc.stderr}")
     return proc.stdout.strip()
@@ -743,9 +779,13 @@ def cli_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
     job = cli(lab, "run", f"{token} start")
     t_exit = time.monotonic()
     req = lab.llm.wait_for_request(last_user_contains(token), TIMEOUT, since=since)
-    out: dict[str, Any] = {"job": job, "start_ms": ms(req.t - t0),
-                           "cli_exit_ms": ms(t_exit - t0), "reply_ms": [],
-                           "spare": took_spare(lab, job)}
+    out: dict[str, Any] = {
+        "job": job,
+        "start_ms": ms(req.t - t0),
+        "cli_exit_ms": ms(t_exit - t0),
+        "reply_ms": [],
+        "spare": took_spare(lab, job),
+    }
     with lab.client() as c:
         wait_settled(c, job)
         for j in range(replies):
@@ -787,34 +827,38 @@ def segments(p: dict[str, float], bare_ext: dict[str, float]) -> dict[str, float
         "run response back at the client": p.get("run_response"),
         "python interpreter start (Popen -> first line)": d("spawn", "interp"),
         "launch: import roost.worker.launch": d("interp", "launch_imported"),
-        "launch: job.json + ext socket + lock-file check (-> pi spawn)":
-            d("launch_imported", "pi_spawn"),
+        "launch: job.json + ext socket + lock-file check (-> pi spawn)": d("launch_imported", "pi_spawn"),
         "pi spawn call (subprocess.Popen)": d("pi_spawn", "pi_spawned"),
         "total: run request -> pi spawned": p.get("pi_spawned"),
         # overlapping pi's boot
         "worker imports (roost.worker.lifecycle), while pi boots": d("launched", "imported"),
         "Worker() + asyncio + ext server (imported -> ext_serving)": d("imported", "ext_serving"),
-        "attach pi + mailbox watcher (ext_serving -> get_state sent)":
-            d("ext_serving", "get_state_sent"),
-        "worker set-up after pi spawn (pi spawned -> get_state sent)":
-            d("pi_spawned", "get_state_sent"),
+        "attach pi + mailbox watcher (ext_serving -> get_state sent)": d("ext_serving", "get_state_sent"),
+        "worker set-up after pi spawn (pi spawned -> get_state sent)": d("pi_spawned", "get_state_sent"),
         "pi start-up to get_state answer (with extension)": d("pi_spawned", "get_state_ok"),
         "pi start-up to ext_hello": d("pi_spawned", "ext_hello"),
         "worker waits for pi (get_state sent -> answered)": d("get_state_sent", "get_state_ok"),
         # serial again: pi ready -> the first model request
-        "ready (get_state + ext_hello) -> prompt written":
-            round(p["prompt_sent"] - ready, 2) if "prompt_sent" in p else None,
+        "ready (get_state + ext_hello) -> prompt written": round(p["prompt_sent"] - ready, 2)
+        if "prompt_sent" in p
+        else None,
         "prompt written -> model request": d("prompt_sent", "model_request"),
     }
     if "get_state_ok" in bare_ext and "pi_spawned" in p and "get_state_ok" in p:
         out["pi start-up vs bare_ext (same work; contention, the job-mode hello)"] = round(
-            (p["get_state_ok"] - p["pi_spawned"]) - bare_ext["get_state_ok"], 2)
+            (p["get_state_ok"] - p["pi_spawned"]) - bare_ext["get_state_ok"], 2
+        )
     return out
 
 
-def start_summary(start: dict[str, Any], names: list[str], paired: Callable[..., Any],
-                  results: dict[str, list[dict[str, Any]]], load_before: list[float],
-                  load_after: list[float]) -> dict[str, Any]:
+def start_summary(
+    start: dict[str, Any],
+    names: list[str],
+    paired: Callable[..., Any],
+    results: dict[str, list[dict[str, Any]]],
+    load_before: list[float],
+    load_after: list[float],
+) -> dict[str, Any]:
     """The three starts side by side, from this run: `roost run` (the command typed; the
     client's `run` request with --no-cli), a bare pi, a bare pi with roost's extension;
     their differences (medians, and medians of per-trial differences) against the targets;
@@ -826,27 +870,33 @@ def start_summary(start: dict[str, Any], names: list[str], paired: Callable[...,
 
     def over(base: str) -> dict[str, Any]:
         a, b = median(ours), median(base)
-        return {"medians": round(a - b, 2) if a is not None and b is not None else None,
-                "paired": paired(base, ours, "start_ms")}
+        return {
+            "medians": round(a - b, 2) if a is not None and b is not None else None,
+            "paired": paired(base, ours, "start_ms"),
+        }
 
     spare = {n: [r.get("spare") for r in results[n]] for n in ("roost", "cli") if n in names}
     return {
         "pi": pi_label(),
         "loadavg_before_after": [load_before, load_after],
-        "roost run -> first model request, median ms" if ours == "cli"
+        "roost run -> first model request, median ms"
+        if ours == "cli"
         else "roost (run request) -> first model request, median ms": median(ours),
         "bare pi --mode rpc, median ms": median("bare"),
         "bare pi -e roost.ts, median ms": median("bare_ext"),
         f"{ours} - bare ms (target <= 100)": over("bare"),
         f"{ours} - bare_ext ms (target <= 40)": over("bare_ext"),
         "bare_ext - bare ms (the extension's load)": {
-            "medians": (round(median("bare_ext") - median("bare"), 2)
-                        if median("bare_ext") is not None and median("bare") is not None
-                        else None),
-            "paired": paired("bare", "bare_ext", "start_ms")},
+            "medians": (
+                round(median("bare_ext") - median("bare"), 2)
+                if median("bare_ext") is not None and median("bare") is not None
+                else None
+            ),
+            "paired": paired("bare", "bare_ext", "start_ms"),
+        },
         "trials that found the spare worker waiting": {
-            n: (f"{v.count(True)} of {len(v)}" if None not in v else None)
-            for n, v in spare.items()},
+            n: (f"{v.count(True)} of {len(v)}" if None not in v else None) for n, v in spare.items()
+        },
     }
 
 
@@ -863,21 +913,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--replies", type=int, default=3, help="replies per started pi")
-    ap.add_argument("--cli", action="store_true",
-                    help="(the default) time `roost run` / `roost reply` as processes too")
-    ap.add_argument("--no-cli", action="store_true",
-                    help="skip `roost run` / `roost reply` as processes")
-    ap.add_argument("--back-to-back", action="store_true",
-                    help="start each trial as soon as the last ended (no wait for the spare "
-                         "worker or a quiet machine), as commands typed one after another")
-    ap.add_argument("--no-bytecode-cache", action="store_true",
-                    help="keep PYTHONDONTWRITEBYTECODE from the environment for roost's processes")
-    ap.add_argument("--stock", action="store_true",
-                    help="run the unmodified roostd/worker (no phase marks)")
+    ap.add_argument(
+        "--cli", action="store_true", help="(the default) time `roost run` / `roost reply` as processes too"
+    )
+    ap.add_argument("--no-cli", action="store_true", help="skip `roost run` / `roost reply` as processes")
+    ap.add_argument(
+        "--back-to-back",
+        action="store_true",
+        help="start each trial as soon as the last ended (no wait for the spare "
+        "worker or a quiet machine), as commands typed one after another",
+    )
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE from the environment for roost's processes",
+    )
+    ap.add_argument("--stock", action="store_true", help="run the unmodified roostd/worker (no phase marks)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
-    ap.add_argument("--no-spare", action="store_true",
-                    help="spareWorker off: every worker starts when its job does (the "
-                         "start-up before the spare worker, for a comparison)")
+    ap.add_argument(
+        "--no-spare",
+        action="store_true",
+        help="spareWorker off: every worker starts when its job does (the "
+        "start-up before the spare worker, for a comparison)",
+    )
     args = ap.parse_args(argv)
     global SPARE, BACK_TO_BACK
     SPARE = not args.no_spare
@@ -896,13 +954,16 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     started = time.monotonic()
     load_before = load_average()
-    with bench_lab(probe=not args.stock, keep=args.keep,
-                   bytecode_cache=not args.no_bytecode_cache,
-                   roost_settings={"spareWorker": not args.no_spare}) as lab:
+    with bench_lab(
+        probe=not args.stock,
+        keep=args.keep,
+        bytecode_cache=not args.no_bytecode_cache,
+        roost_settings={"spareWorker": not args.no_spare},
+    ) as lab:
         # Warm-up (untimed): disk caches, pi's modules + the extension, roost's bytecode.
         variants["roost"](lab, "WARM-roost")
         for i in range(args.trials):
-            order = names[i % len(names):] + names[: i % len(names)]
+            order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
                 spare_ready(lab)  # its boot in no trial, a bare one included
                 machine_quiet()
@@ -916,8 +977,11 @@ def main(argv: list[str] | None = None) -> int:
         if key == "start_ms":
             diffs = [rb[key] - ra[key] for ra, rb in zip(results[a], results[b], strict=True)]
         else:
-            diffs = [y - x for ra, rb in zip(results[a], results[b], strict=True)
-                     for x, y in zip(ra[key], rb[key], strict=False)]
+            diffs = [
+                y - x
+                for ra, rb in zip(results[a], results[b], strict=True)
+                for x, y in zip(ra[key], rb[key], strict=False)
+            ]
         return round(statistics.median(diffs), 2) if diffs else None
 
     def diff(table: dict[str, Any], a: str, b: str) -> float | None:
@@ -948,19 +1012,20 @@ def main(argv: list[str] | None = None) -> int:
             "reply roost - bare (median of paired)": paired("bare", "roost", "reply_ms"),
         },
         "bytecode_cache": not args.no_bytecode_cache,
-        "targets_ms": {"start: roost run - bare": 100, "start: roost run - bare_ext": 40,
-                       "reply": 10},
+        "targets_ms": {"start: roost run - bare": 100, "start: roost run - bare_ext": 40, "reply": 10},
     }
-    out["start_summary"] = start_summary(start, names, paired, results, out["loadavg_before"],
-                                         out["loadavg_after"])
+    out["start_summary"] = start_summary(
+        start, names, paired, results, out["loadavg_before"], out["loadavg_after"]
+    )
     if not args.stock:
         # The load-robust view of start-up (see roost_added, worker_overlap): roost's own
         # serial path, whether the worker's set-up stayed hidden behind pi's boot, and pi's
         # boot (spawn -> get_state answered) in each variant, run in the same trials.
         rr = results["roost"]
         boot = {n: summary(r["boot_ms"] for r in results[n]) for n in ("bare", "bare_ext")}
-        boot["roost"] = summary(r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"]
-                                for r in rr if "pi_spawned" in r["phases"])
+        boot["roost"] = summary(
+            r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"] for r in rr if "pi_spawned" in r["phases"]
+        )
 
         def ov(key: str) -> list[float]:
             return [r["overlap"][key] for r in rr if key in r["overlap"]]
@@ -970,42 +1035,47 @@ def main(argv: list[str] | None = None) -> int:
             rtt = o.get("idle_get_state_rtt") or 1.0
             return (o.get("pi_wait", 1e9) <= max(5.0, 3 * rtt)) or o.get("ext_wait", 1e9) < 0.5
 
-        boot_diff = [r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"] - b["boot_ms"]
-                     for r, b in zip(rr, results["bare_ext"], strict=True)
-                     if "pi_spawned" in r["phases"] and "get_state_ok" in r["phases"]]
+        boot_diff = [
+            r["phases"]["get_state_ok"] - r["phases"]["pi_spawned"] - b["boot_ms"]
+            for r, b in zip(rr, results["bare_ext"], strict=True)
+            if "pi_spawned" in r["phases"] and "get_state_ok" in r["phases"]
+        ]
         out["start_critical_path_ms"] = {
-            "roost: added by roost, serial (t0 -> pi spawned + pi ready -> prompt written)":
-                summary(r["added_ms"] for r in rr if r.get("added_ms") is not None),
+            "roost: added by roost, serial (t0 -> pi spawned + pi ready -> prompt written)": summary(
+                r["added_ms"] for r in rr if r.get("added_ms") is not None
+            ),
             "roost: t0 -> pi spawned": summary(
-                r["phases"]["pi_spawned"] for r in rr if "pi_spawned" in r["phases"]),
+                r["phases"]["pi_spawned"] for r in rr if "pi_spawned" in r["phases"]
+            ),
             "roost: pi ready -> prompt written": summary(
-                r["phases"]["prompt_sent"] - max(r["phases"]["get_state_ok"],
-                                                 r["phases"]["ext_hello"])
-                for r in rr if all(k in r["phases"] for k in
-                                   ("prompt_sent", "get_state_ok", "ext_hello"))),
-            "roost: worker set-up while pi boots (pi spawned -> get_state sent)":
-                summary(ov("setup")),
+                r["phases"]["prompt_sent"] - max(r["phases"]["get_state_ok"], r["phases"]["ext_hello"])
+                for r in rr
+                if all(k in r["phases"] for k in ("prompt_sent", "get_state_ok", "ext_hello"))
+            ),
+            "roost: worker set-up while pi boots (pi spawned -> get_state sent)": summary(ov("setup")),
             "roost: of which import roost.worker.lifecycle": summary(ov("imports")),
             "roost: worker waits for pi (get_state sent -> answered)": summary(ov("pi_wait")),
-            "roost: idle get_state round trip (a pi that is up)":
-                summary(ov("idle_get_state_rtt")),
-            "roost: ext server up -> extension connected (~0: it waited for the worker)":
-                summary(ov("ext_wait")),
+            "roost: idle get_state round trip (a pi that is up)": summary(ov("idle_get_state_rtt")),
+            "roost: ext server up -> extension connected (~0: it waited for the worker)": summary(
+                ov("ext_wait")
+            ),
             "roost: trials with the worker's set-up on the critical path": sum(
-                1 for r in rr if r["overlap"] and on_path(r)),
+                1 for r in rr if r["overlap"] and on_path(r)
+            ),
             "pi boot (spawn -> get_state answered)": boot,
             "pi boot, roost - bare_ext (median of paired trials; CPU contention with the "
-            "worker, the job-mode hello)":
-                round(statistics.median(boot_diff), 2) if boot_diff else None,
+            "worker, the job-mode hello)": round(statistics.median(boot_diff), 2) if boot_diff else None,
             "prompt written -> model request": {
-                n: summary(r["prompt_to_request_ms"] for r in results[n]
-                           if r.get("prompt_to_request_ms") is not None) for n in names
-                if n != "cli"},
+                n: summary(
+                    r["prompt_to_request_ms"] for r in results[n] if r.get("prompt_to_request_ms") is not None
+                )
+                for n in names
+                if n != "cli"
+            },
         }
     if "cli" in names:
         out["overhead_ms"]["start cli - bare"] = diff(start, "bare", "cli")
-        out["overhead_ms"]["start cli - bare (median of paired trials)"] = paired(
-            "bare", "cli", "start_ms")
+        out["overhead_ms"]["start cli - bare (median of paired trials)"] = paired("bare", "cli", "start_ms")
         out["overhead_ms"]["reply cli - bare (informational)"] = diff(reply, "bare", "cli")
         out["cli_exit_ms"] = summary(r["cli_exit_ms"] for r in results["cli"])
         # The start-up target: `roost run` from the shell -> the first model request, within a
@@ -1015,13 +1085,14 @@ def main(argv: list[str] | None = None) -> int:
         out["target_start_cli"] = {
             "roost run (whole command) -> first model request, median ms": start["cli"].get("median"),
             "baseline: bare pi --mode rpc prompt, median ms": start["bare"].get("median"),
-            "over the baseline ms": over, "target: over <= ms": 100,
+            "over the baseline ms": over,
+            "target: over <= ms": 100,
             "met": over is not None and over <= 100,
-            "baseline with the extension: bare pi -e roost.ts, median ms":
-                start["bare_ext"].get("median"),
+            "baseline with the extension: bare pi -e roost.ts, median ms": start["bare_ext"].get("median"),
             "over the baseline with the extension ms": over_ext,
             "target: over the baseline with the extension <= ms": 40,
-            "met with the extension": over_ext is not None and over_ext <= 40}
+            "met with the extension": over_ext is not None and over_ext <= 40,
+        }
     if not args.stock:
         roost_p = phase_medians(results["roost"])
         bare_ext_p = phase_medians(results["bare_ext"])
@@ -1030,24 +1101,34 @@ def main(argv: list[str] | None = None) -> int:
             "bare_ext": bare_ext_p,
             "roost": roost_p,
             "roost_reply": phase_medians(
-                [{"p": p} for r in results["roost"] for p in r["reply_phases"]], "p"),
+                [{"p": p} for r in results["roost"] for p in r["reply_phases"]], "p"
+            ),
         }
         out["roost_start_segments_ms"] = segments(roost_p, bare_ext_p)
     out["cpu_ms"] = {  # CPU time, unlike wall time, hardly moves with the machine's load
         "pi from exec to its first answer (get_state)": {
-            n: summary(r["cpu"]["pi_ready"] for r in results[n]
-                       if (r.get("cpu") or {}).get("pi_ready") is not None)
-            for n in names if n != "cli"},
+            n: summary(
+                r["cpu"]["pi_ready"] for r in results[n] if (r.get("cpu") or {}).get("pi_ready") is not None
+            )
+            for n in names
+            if n != "cli"
+        },
         "roost worker from exec to spawning pi": summary(
-            r["cpu"]["worker_pre_spawn"] for r in results["roost"]
-            if (r.get("cpu") or {}).get("worker_pre_spawn") is not None),
-        "roost worker from exec to its first get_state (set-up done; competes with pi's boot)":
-            summary(r["cpu"]["worker_ready"] for r in results["roost"]
-                    if (r.get("cpu") or {}).get("worker_ready") is not None),
+            r["cpu"]["worker_pre_spawn"]
+            for r in results["roost"]
+            if (r.get("cpu") or {}).get("worker_pre_spawn") is not None
+        ),
+        "roost worker from exec to its first get_state (set-up done; competes with pi's boot)": summary(
+            r["cpu"]["worker_ready"]
+            for r in results["roost"]
+            if (r.get("cpu") or {}).get("worker_ready") is not None
+        ),
     }
     out["reply_status"] = sorted({st for r in results["roost"] for st in r["reply_status"]})
-    out["raw"] = {n: [{k: v for k, v in r.items() if k not in ("phases", "reply_phases", "cpu")}
-                      for r in results[n]] for n in names}
+    out["raw"] = {
+        n: [{k: v for k, v in r.items() if k not in ("phases", "reply_phases", "cpu")} for r in results[n]]
+        for n in names
+    }
     print(json.dumps(out, indent=2))
     return 0
 

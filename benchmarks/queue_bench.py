@@ -47,9 +47,13 @@ def submit(jobs: int, baseline: int) -> dict[str, float]:
             lab.run_job(f"single {n}")
         single = (time.monotonic() - started) / baseline
         lab.shutdown()
-    return {"jobs": jobs, "eachSeconds": round(each, 3), "queuedRightAfter": queued,
-            "singleRunSeconds": round(single, 3),
-            "singleRunsForAllSeconds": round(single * jobs, 1)}
+    return {
+        "jobs": jobs,
+        "eachSeconds": round(each, 3),
+        "queuedRightAfter": queued,
+        "singleRunSeconds": round(single, 3),
+        "singleRunsForAllSeconds": round(single * jobs, 1),
+    }
 
 
 def rss() -> dict[str, float]:
@@ -61,9 +65,10 @@ def rss() -> dict[str, float]:
         worker = psutil.Process(wait_until(lambda: lab.show(job)["worker"]["pid"]))
         pi = worker.children()[0]
         time.sleep(1.0)  # let pi finish loading its extensions' lazy parts
-        figures = {"workerMB": worker.memory_info().rss / 2**20,
-                   "piMB": sum(p.memory_info().rss for p in [pi, *pi.children(recursive=True)])
-                   / 2**20}
+        figures = {
+            "workerMB": worker.memory_info().rss / 2**20,
+            "piMB": sum(p.memory_info().rss for p in [pi, *pi.children(recursive=True)]) / 2**20,
+        }
         hold.set()
         lab.wait(job)
         lab.shutdown()
@@ -76,8 +81,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--baseline", type=int, default=20)
     args = parser.parse_args()
-    out = {"machineLimit": machine_limit(), "submit": submit(args.jobs, args.baseline),
-           "rss": rss()}
+    out = {"machineLimit": machine_limit(), "submit": submit(args.jobs, args.baseline), "rss": rss()}
     print(json.dumps(out, indent=2))
 
 

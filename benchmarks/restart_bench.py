@@ -62,8 +62,9 @@ def grow_session(session: Path, entries: int) -> int:
     until the file holds `entries` entries (header aside); how many it holds."""
     lines = session.read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    answer = next(r for r in reversed(records) if r.get("type") == "message"
-                  and r["message"].get("role") == "assistant")
+    answer = next(
+        r for r in reversed(records) if r.get("type") == "message" and r["message"].get("role") == "assistant"
+    )
     parent = records[-1]["id"]
     count = len(records) - 1
     out = []
@@ -73,13 +74,21 @@ def grow_session(session: Path, entries: int) -> int:
         turn += 1
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now))
         user_id, answer_id = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
-        out.append({"type": "message", "id": user_id, "parentId": parent, "timestamp": stamp,
-                    "message": {"role": "user", "content": f"short turn {turn}",
-                                "timestamp": int(now * 1000)}})
-        message = dict(answer["message"], content=[{"type": "text", "text": f"ok {turn}"}],
-                       timestamp=int(now * 1000))
-        out.append({"type": "message", "id": answer_id, "parentId": user_id,
-                    "timestamp": stamp, "message": message})
+        out.append(
+            {
+                "type": "message",
+                "id": user_id,
+                "parentId": parent,
+                "timestamp": stamp,
+                "message": {"role": "user", "content": f"short turn {turn}", "timestamp": int(now * 1000)},
+            }
+        )
+        message = dict(
+            answer["message"], content=[{"type": "text", "text": f"ok {turn}"}], timestamp=int(now * 1000)
+        )
+        out.append(
+            {"type": "message", "id": answer_id, "parentId": user_id, "timestamp": stamp, "message": message}
+        )
         parent = answer_id
         count += 2
     with session.open("a") as handle:
@@ -107,8 +116,9 @@ def timed_reply(lab: Lab, client: Any, job: str, text: str) -> float:
 
 
 def wait_state(client: Any, job: str, state: str) -> dict[str, Any]:
-    row: dict[str, Any] = wait_until(lambda: (r := show(client, job))["state"] == state and r,
-                                     TIMEOUT, what=f"job {job} {state}")
+    row: dict[str, Any] = wait_until(
+        lambda: (r := show(client, job))["state"] == state and r, TIMEOUT, what=f"job {job} {state}"
+    )
     return row
 
 
@@ -120,10 +130,19 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    lab = Lab(llm=True, settings={"warmSeconds": args.warm, "maxLivePi": 100},
-              keep=args.keep, prefix="roost-bench-", hold_timeout=300.0)
-    out: dict[str, Any] = {"bench": "restart", "trials": args.trials, "warmSeconds": args.warm,
-                           "load_before": [round(x, 2) for x in os.getloadavg()]}
+    lab = Lab(
+        llm=True,
+        settings={"warmSeconds": args.warm, "maxLivePi": 100},
+        keep=args.keep,
+        prefix="roost-bench-",
+        hold_timeout=300.0,
+    )
+    out: dict[str, Any] = {
+        "bench": "restart",
+        "trials": args.trials,
+        "warmSeconds": args.warm,
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+    }
     try:
         lab.env.pop("PYTHONUNBUFFERED", None)
         lab.use_bytecode_cache()
@@ -144,7 +163,7 @@ def main() -> int:
             timed_reply(lab, client, jobs[n], f"RB{n} load")
         results: dict[int, dict[str, list[float]]] = {n: {"warm": [], "cold": []} for n in sizes}
         for trial in range(args.trials):
-            order = sizes[trial % len(sizes):] + sizes[:trial % len(sizes)]
+            order = sizes[trial % len(sizes) :] + sizes[: trial % len(sizes)]
             for n in order:
                 wait_state(client, jobs[n], "reaped")
                 results[n]["cold"].append(timed_reply(lab, client, jobs[n], f"RB{n} c{trial}"))
@@ -157,13 +176,13 @@ def main() -> int:
             warm, cold = results[n]["warm"], results[n]["cold"]
             out["sizes"][str(n)] = {
                 "entries": entries[n],
-                "entries_after": len(Path(show(client, jobs[n])["session"]).read_text()
-                                     .splitlines()) - 1,
+                "entries_after": len(Path(show(client, jobs[n])["session"]).read_text().splitlines()) - 1,
                 "session_kb": round(Path(show(client, jobs[n])["session"]).stat().st_size / 1024),
                 "warm_ms_median": ms(statistics.median(warm)),
                 "cold_ms_median": ms(statistics.median(cold)),
                 "cold_minus_warm_ms": ms(statistics.median(cold) - statistics.median(warm)),
-                "warm_ms": [ms(x) for x in warm], "cold_ms": [ms(x) for x in cold],
+                "warm_ms": [ms(x) for x in warm],
+                "cold_ms": [ms(x) for x in cold],
                 "live_idle_rss_mb_median": statistics.median(rss[n]),
             }
         out["load_after"] = [round(x, 2) for x in os.getloadavg()]

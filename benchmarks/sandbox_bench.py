@@ -49,13 +49,15 @@ def calls_since_prompt(request: Mapping[str, Any]) -> int:
 
 def script(lab: Lab, token: str, calls: int) -> None:
     """`token`'s round: one bash call per request until `calls` were made, then text."""
+
     def mine(r: Mapping[str, Any]) -> bool:
         return token in rq.last_user_text(r)
 
-    lab.llm.add(predicate(lambda r: mine(r) and calls_since_prompt(r) < calls, token),
-                tool_call("bash", {"command": "true"}))
-    lab.llm.add(predicate(lambda r: mine(r) and calls_since_prompt(r) >= calls, token),
-                text("done"))
+    lab.llm.add(
+        predicate(lambda r: mine(r) and calls_since_prompt(r) < calls, token),
+        tool_call("bash", {"command": "true"}),
+    )
+    lab.llm.add(predicate(lambda r: mine(r) and calls_since_prompt(r) >= calls, token), text("done"))
 
 
 def round_trips(pi: PiRpc, since: int) -> list[float]:
@@ -74,9 +76,11 @@ def round_trips(pi: PiRpc, since: int) -> list[float]:
 
 def summary(samples: list[float]) -> dict[str, Any]:
     ordered = sorted(samples)
-    return {"p50_ms": round(statistics.median(ordered), 2),
-            "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1], 2),
-            "samples_ms": [round(s, 2) for s in samples]}
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1], 2),
+        "samples_ms": [round(s, 2) for s in samples],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,14 +92,25 @@ def main(argv: list[str] | None = None) -> int:
     per_round = max(1, args.calls // args.rounds)
     samples: dict[str, list[float]] = {"plain": [], "sandboxed": []}
     with Lab(llm=True, prefix="roost-sbxb-") as lab:
-        plan = sandbox.plan(bwrap, str(lab.work), [], "none", home=str(lab.home),
-                            roost_home=str(lab.roost_home), agent_dir=str(lab.agent_dir))
-        envs = {"plain": dict(lab.env),
-                "sandboxed": {**lab.env, sandbox.ENV_VAR: plan.to_json()}}
+        plan = sandbox.plan(
+            bwrap,
+            str(lab.work),
+            [],
+            "none",
+            home=str(lab.home),
+            roost_home=str(lab.roost_home),
+            agent_dir=str(lab.agent_dir),
+        )
+        envs = {"plain": dict(lab.env), "sandboxed": {**lab.env, sandbox.ENV_VAR: plan.to_json()}}
         boxed = paths.extension_path().parent / "sandbox.ts"  # as the worker loads it
-        pis = {name: PiRpc(cwd=lab.work, env=env, extensions=[
-            *([boxed] if name == "sandboxed" else []), paths.extension_path()])
-            for name, env in envs.items()}
+        pis = {
+            name: PiRpc(
+                cwd=lab.work,
+                env=env,
+                extensions=[*([boxed] if name == "sandboxed" else []), paths.extension_path()],
+            )
+            for name, env in envs.items()
+        }
         try:
             for pi in pis.values():
                 pi.send({"type": "get_state"}, timeout=TIMEOUT)
@@ -112,9 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                 pi.close()
     result: dict[str, Any] = {name: summary(values) for name, values in samples.items()}
     added = result["sandboxed"]["p50_ms"] - result["plain"]["p50_ms"]
-    result.update(added_ms=round(added, 2), target_ms=TARGET_MS, ok=added <= TARGET_MS,
-                  calls=len(samples["sandboxed"]), bwrap=bwrap,
-                  load=[round(x, 2) for x in os.getloadavg()])
+    result.update(
+        added_ms=round(added, 2),
+        target_ms=TARGET_MS,
+        ok=added <= TARGET_MS,
+        calls=len(samples["sandboxed"]),
+        bwrap=bwrap,
+        load=[round(x, 2) for x in os.getloadavg()],
+    )
     print(json.dumps(result, indent=2))
     return 0 if result["ok"] else 1
 

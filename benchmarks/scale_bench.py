@@ -137,15 +137,23 @@ def spare_rss(lab: Lab) -> int:
     pid = lab.daemon_pid()
     if pid is None:
         return 0
-    named = {json.loads(p.read_text())["process"].get("workerPid")
-             for p in (lab.roost_home / "jobs").glob("*/job.json")}
-    return rss_of([p for p in psutil.Process(pid).children()
-                   if p.cmdline()[-1:] == ["--standby"] and p.pid not in named])
+    named = {
+        json.loads(p.read_text())["process"].get("workerPid")
+        for p in (lab.roost_home / "jobs").glob("*/job.json")
+    }
+    return rss_of(
+        [
+            p
+            for p in psutil.Process(pid).children()
+            if p.cmdline()[-1:] == ["--standby"] and p.pid not in named
+        ]
+    )
 
 
 def wait_spare_idle(lab: Lab) -> None:
     """Until roostd's spare worker is up and idle (it starts 2 s after roostd, then imports
     for ~0.5 s of CPU): a command timed meanwhile would share the cores with it."""
+
     def standby() -> psutil.Process | None:
         for proc in psutil.Process(lab.daemon_pid() or 0).children():
             with contextlib.suppress(psutil.Error):
@@ -215,23 +223,34 @@ def burst(lab: Lab, jobs: int) -> dict[str, Any]:
         total = time.monotonic() - started
         cpu = machine_cpu_seconds() - cpu
     oom_after = oom_kills()
-    crashed = sum(1 for line in (lab.roost_home / "events.jsonl").read_text().splitlines()
-                  if '"worker.crashed"' in line or '"worker.gave_up"' in line)
+    crashed = sum(
+        1
+        for line in (lab.roost_home / "events.jsonl").read_text().splitlines()
+        if '"worker.crashed"' in line or '"worker.gave_up"' in line
+    )
     lim = limits()
     bound = (lim["maxRunning"] + lim["maxLivePi"]) * alone["jobMB"] * 2**20 + roostd + spare
     ideal = jobs / lim["maxRunning"] * alone["seconds"]
     return {
-        "jobs": jobs, "limits": lim, "oneJob": alone, "roostdMB": mb(roostd),
-        "spareMB": mb(spare), "submitSeconds": round(submitted, 3),
+        "jobs": jobs,
+        "limits": lim,
+        "oneJob": alone,
+        "roostdMB": mb(roostd),
+        "spareMB": mb(spare),
+        "submitSeconds": round(submitted, 3),
         "done": sum(1 for s in states.values() if s == "done"),
         "notDone": {j: s for j, s in states.items() if s != "done"},
         "workerCrashes": crashed,
         "oomKills": (oom_after - oom_before) if None not in (oom_before, oom_after) else None,
-        "peakMB": mb(peak.peak), "peakProcesses": peak.peak_procs, "boundMB": mb(bound),
-        "totalSeconds": round(total, 1), "idealSeconds": round(ideal, 1),
+        "peakMB": mb(peak.peak),
+        "peakProcesses": peak.peak_procs,
+        "boundMB": mb(bound),
+        "totalSeconds": round(total, 1),
+        "idealSeconds": round(ideal, 1),
         # Where the CPU bounds the burst: the machine's busy share while it ran, and the
         # least time any order could take if each job cost the CPU one job alone did.
-        "cpuSeconds": round(cpu, 1), "cpuBusyShare": round(cpu / (total * CORES), 3),
+        "cpuSeconds": round(cpu, 1),
+        "cpuBusyShare": round(cpu / (total * CORES), 3),
         "cpuBoundSeconds": round(jobs * alone["cpuSeconds"] / CORES, 1),
     }
 
@@ -248,12 +267,18 @@ def write_records(lab: Lab, count: int) -> None:
     for n in range(count):
         job_id = new_job_id(taken)
         taken.add(job_id)
-        state = (JobState.FAILED if n % 20 == 1 else JobState.STOPPED if n % 20 == 2
-                 else JobState.DONE)
-        record = JobRecord(id=job_id, name=f"job-{n}", kind=JobKind.PI, cwd=str(lab.work),
-                           state=state, task=f"task {n}", summary=f"summary of job {n}",
-                           session=str(lab.roost_home / "jobs" / job_id / "session.jsonl"),
-                           error="it failed" if state == JobState.FAILED else None)
+        state = JobState.FAILED if n % 20 == 1 else JobState.STOPPED if n % 20 == 2 else JobState.DONE
+        record = JobRecord(
+            id=job_id,
+            name=f"job-{n}",
+            kind=JobKind.PI,
+            cwd=str(lab.work),
+            state=state,
+            task=f"task {n}",
+            summary=f"summary of job {n}",
+            session=str(lab.roost_home / "jobs" / job_id / "session.jsonl"),
+            error="it failed" if state == JobState.FAILED else None,
+        )
         record.dir.mkdir(parents=True, exist_ok=True)
         record.save()
 
@@ -263,9 +288,15 @@ def restart_seconds(lab: Lab) -> float:
     lab.roost_ok("daemon", "stop")
     started = time.monotonic()
     with open(lab.roost_home / "roostd.log", "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "roost.supervise"], env=lab.env,
-                         cwd=lab.roost_home, stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "roost.supervise"],
+            env=lab.env,
+            cwd=lab.roost_home,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     while True:
         try:  # ready: roostd answers (its greeting read), not merely a bound socket
             lab.request("status", timeout=5.0)
@@ -295,8 +326,15 @@ asyncio.run(main())
 def view_seconds(lab: Lab, rows: int) -> float:
     """A fresh `roost view` process (textual's pilot): spawn -> every row in its table."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", VIEW_PROBE, str(rows)], env=lab.env,
-                          cwd=lab.work, capture_output=True, text=True, timeout=120, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", VIEW_PROBE, str(rows)],
+        env=lab.env,
+        cwd=lab.work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return float(proc.stdout.split()[-1]) - started
 
 
@@ -305,8 +343,9 @@ def ls_json_ms(lab: Lab) -> float:
     started = time.perf_counter()
     # Read through a pipe, as `roost ls --json | jq` is: with no pipe to wait on,
     # subprocess's timeout polls for the exit in sleeps of up to 50 ms, which it adds.
-    subprocess.run([*entry, "ls", "--json"], env=lab.env, cwd=lab.work, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [*entry, "ls", "--json"], env=lab.env, cwd=lab.work, check=True, capture_output=True, timeout=60
+    )
     return (time.perf_counter() - started) * 1000.0
 
 
@@ -347,11 +386,16 @@ def records(count: int, idle_seconds: float) -> dict[str, Any]:
         time.sleep(2.0)  # the spare worker's imports, the view's disconnect: settled first
         idle = idle_cpu_ms(lab, idle_seconds)
         lab.shutdown()
-    return {"records": count, "rows": rows,
-            "restartSeconds": round(statistics.median(restarts), 3),
-            "lsJsonMs": round(statistics.median(ls_runs), 1), "roostdMB": mb(roostd),
-            "viewSeconds": round(statistics.median(views), 3),
-            "idleSeconds": idle_seconds, "idleCpuMs": idle}
+    return {
+        "records": count,
+        "rows": rows,
+        "restartSeconds": round(statistics.median(restarts), 3),
+        "lsJsonMs": round(statistics.median(ls_runs), 1),
+        "roostdMB": mb(roostd),
+        "viewSeconds": round(statistics.median(views), 3),
+        "idleSeconds": idle_seconds,
+        "idleCpuMs": idle,
+    }
 
 
 def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
@@ -362,27 +406,38 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
 
     b = out.get("burst")
     if b:
-        row(f"{b['jobs']} pi jobs at once: all complete", f"{b['done']} done",
-            f"{b['jobs']} done", b["done"] == b["jobs"] and not b["workerCrashes"])
+        row(
+            f"{b['jobs']} pi jobs at once: all complete",
+            f"{b['done']} done",
+            f"{b['jobs']} done",
+            b["done"] == b["jobs"] and not b["workerCrashes"],
+        )
         row("no OOM (kernel oom_kill count)", b["oomKills"], "0", not b["oomKills"])
-        row("peak RSS of roost's processes (MB)", b["peakMB"],
+        row(
+            "peak RSS of roost's processes (MB)",
+            b["peakMB"],
             f"<= (maxRunning + maxLivePi) x one job + roostd + spare = {b['boundMB']}",
-            b["peakMB"] <= b["boundMB"])
-        row("total time (s)", b["totalSeconds"],
+            b["peakMB"] <= b["boundMB"],
+        )
+        row(
+            "total time (s)",
+            b["totalSeconds"],
             f"<= 1.25 x jobs / maxRunning x one job = {round(1.25 * b['idealSeconds'], 1)}",
-            b["totalSeconds"] <= 1.25 * b["idealSeconds"])
-        row(f"roost run --each with {b['jobs']} tasks (s)", b["submitSeconds"], "<= 2",
-            b["submitSeconds"] <= 2.0)
+            b["totalSeconds"] <= 1.25 * b["idealSeconds"],
+        )
+        row(
+            f"roost run --each with {b['jobs']} tasks (s)",
+            b["submitSeconds"],
+            "<= 2",
+            b["submitSeconds"] <= 2.0,
+        )
     r = out.get("records")
     if r:
-        row(f"{r['records']} records: roost ls --json (ms)", r["lsJsonMs"], "<= 100",
-            r["lsJsonMs"] <= 100)
+        row(f"{r['records']} records: roost ls --json (ms)", r["lsJsonMs"], "<= 100", r["lsJsonMs"] <= 100)
         row("roostd RSS (MB)", r["roostdMB"], "<= 100", r["roostdMB"] <= 100)
-        row("roostd restart to a ready socket (s)", r["restartSeconds"], "<= 1",
-            r["restartSeconds"] <= 1)
+        row("roostd restart to a ready socket (s)", r["restartSeconds"], "<= 1", r["restartSeconds"] <= 1)
         row("roost view first screen (s)", r["viewSeconds"], "<= 1", r["viewSeconds"] <= 1)
-        row(f"CPU when idle for {r['idleSeconds']:g} s (ms)", r["idleCpuMs"], "0",
-            r["idleCpuMs"] == 0)
+        row(f"CPU when idle for {r['idleSeconds']:g} s (ms)", r["idleCpuMs"], "0", r["idleCpuMs"] == 0)
     return rows
 
 
@@ -390,13 +445,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=200, help="pi jobs in the burst")
     ap.add_argument("--records", type=int, default=1000, help="job records for part 2")
-    ap.add_argument("--idle-seconds", type=float, default=60.0,
-                    help="how long part 2 watches an idle roostd's CPU")
+    ap.add_argument(
+        "--idle-seconds", type=float, default=60.0, help="how long part 2 watches an idle roostd's CPU"
+    )
     ap.add_argument("--only", choices=("burst", "records"), help="run one part")
     args = ap.parse_args()
-    out: dict[str, Any] = {"bench": "scale", "loadavgBefore": [round(x, 2) for x in os.getloadavg()],
-                           "cpus": os.cpu_count(),
-                           "memoryMB": mb(psutil.virtual_memory().total)}
+    out: dict[str, Any] = {
+        "bench": "scale",
+        "loadavgBefore": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "memoryMB": mb(psutil.virtual_memory().total),
+    }
     started = time.monotonic()
     if args.only in (None, "burst"):
         with Lab(llm=True, prefix="roost-scale-") as lab:

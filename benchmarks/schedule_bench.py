@@ -44,15 +44,24 @@ def events(lab: Lab, kind: str) -> list[dict[str, Any]]:
 
 
 def figures(values: list[float]) -> dict[str, float]:
-    return {"median_ms": round(statistics.median(values) * 1000, 1),
-            "max_ms": round(max(values) * 1000, 1), "n": len(values)}
+    return {
+        "median_ms": round(statistics.median(values) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1),
+        "n": len(values),
+    }
 
 
 def on_time(lab: Lab, firings: int) -> dict[str, float]:
     lab.roost_ok("schedule", "add", "tick", "--every", "1s", "tick")
-    fired = wait_until(lambda: (f := [e for e in events(lab, "schedule.fired")
-                                      if e["outcome"] == "started"]) and len(f) >= firings
-                       and f, 60, what=f"{firings} firings")[:firings]
+    fired = wait_until(
+        lambda: (
+            (f := [e for e in events(lab, "schedule.fired") if e["outcome"] == "started"])
+            and len(f) >= firings
+            and f
+        ),
+        60,
+        what=f"{firings} firings",
+    )[:firings]
     lab.roost_ok("schedule", "rm", "tick")
     created = {e["job"]["id"]: stamp(e["time"]) for e in events(lab, "job.created")}
     return figures([created[e["job"]["id"]] - stamp(e["due"]) for e in fired])
@@ -61,16 +70,19 @@ def on_time(lab: Lab, firings: int) -> dict[str, float]:
 def file_change(lab: Lab, changes: int, debounce: float = 0.5) -> dict[str, float]:
     watched = lab.work / "watched"
     watched.mkdir()
-    lab.roost_ok("schedule", "add", "docs", "--on-change", str(watched), "--debounce",
-                 f"{debounce}s", "docs")
+    lab.roost_ok("schedule", "add", "docs", "--on-change", str(watched), "--debounce", f"{debounce}s", "docs")
     late = []
     for n in range(changes):
         before = len([e for e in events(lab, "schedule.fired") if e["cause"] == "change"])
         written = time.time()
         (watched / f"f{n}").write_text("x")
-        event = wait_until(lambda b=before: (f := [e for e in events(lab, "schedule.fired")
-                                                   if e["cause"] == "change"])[b:] and f[b],
-                           30, what="the firing")
+        event = wait_until(
+            lambda b=before: (
+                (f := [e for e in events(lab, "schedule.fired") if e["cause"] == "change"])[b:] and f[b]
+            ),
+            30,
+            what="the firing",
+        )
         late.append(stamp(event["time"]) - written - debounce)
         if event["job"]:
             lab.wait_settled(event["job"]["id"])
@@ -90,10 +102,13 @@ def idle_cpu(lab: Lab, seconds: float) -> dict[str, float]:
 
     baseline = used()
     for n in range(100):
-        lab.request("schedule_add", name=f"s{n}", run={"task": "t", "cwd": str(lab.work)},
-                    **({"every": "1h"} if n % 2 else {"cron": "0 3 * * *"}))
-    return {"cpu_seconds_100_schedules": used(), "cpu_seconds_baseline": baseline,
-            "seconds": seconds}
+        lab.request(
+            "schedule_add",
+            name=f"s{n}",
+            run={"task": "t", "cwd": str(lab.work)},
+            **({"every": "1h"} if n % 2 else {"cron": "0 3 * * *"}),
+        )
+    return {"cpu_seconds_100_schedules": used(), "cpu_seconds_baseline": baseline, "seconds": seconds}
 
 
 def main() -> int:
@@ -104,9 +119,11 @@ def main() -> int:
     args = parser.parse_args()
     with Lab(pi="fake") as lab:
         lab.roost_ok("ls")  # a warm roostd
-        result = {"on_time": on_time(lab, args.firings),
-                  "file_change_over_debounce": file_change(lab, args.changes),
-                  "idle": idle_cpu(lab, args.idle)}
+        result = {
+            "on_time": on_time(lab, args.firings),
+            "file_change_over_debounce": file_change(lab, args.changes),
+            "idle": idle_cpu(lab, args.idle),
+        }
     print(json.dumps(result, indent=1))
     return 0
 

@@ -53,15 +53,15 @@ def entry_argv() -> list[str]:
 
 def command_ms(lab: Lab, *args: str) -> float:
     started = time.perf_counter()
-    subprocess.run([*entry_argv(), *args], env=lab.env, cwd=lab.work, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [*entry_argv(), *args], env=lab.env, cwd=lab.work, check=True, capture_output=True, timeout=60
+    )
     return (time.perf_counter() - started) * 1000.0
 
 
 def indexed(lab: Lab) -> int:
     try:
-        with sqlite3.connect(f"file:{lab.roost_home / 'search.db'}?mode=ro", uri=True,
-                             timeout=10) as db:
+        with sqlite3.connect(f"file:{lab.roost_home / 'search.db'}?mode=ro", uri=True, timeout=10) as db:
             return int(db.execute("SELECT count(*) FROM entries").fetchone()[0])
     except sqlite3.Error:
         return 0
@@ -126,8 +126,9 @@ def main() -> int:
         reindex: dict[str, Any] = {}
         for _ in range(ROUNDS):  # alternated: the machine's load drifts between rounds
             idle_runs.append(stream_ms(lab, streams))
-            worker = threading.Thread(target=lambda: reindex.update(
-                lab.cli_json("search", "--reindex", "--json", timeout=600)))
+            worker = threading.Thread(
+                target=lambda: reindex.update(lab.cli_json("search", "--reindex", "--json", timeout=600))
+            )
             worker.start()
             wait_until(lambda: indexed(lab) < total, 30, interval=0.02, what="the reindex begun")
             busy_runs.append(stream_ms(lab, streams))
@@ -139,20 +140,33 @@ def main() -> int:
     growth = (peak.peak - rss_idle) / 2**20
     out["targets"] = {
         "index_from_scratch_s": {"value": round(index_s, 1), "target": 60, "met": index_s <= 60},
-        "search_p50_ms": {"value": round(p50, 1), "target": 120, "met": p50 <= 120,
-                          "ls_json_p50_ms": round(statistics.median(ls_json), 1)},
+        "search_p50_ms": {
+            "value": round(p50, 1),
+            "target": 120,
+            "met": p50 <= 120,
+            "ls_json_p50_ms": round(statistics.median(ls_json), 1),
+        },
         "rss_growth_mb": {"value": round(growth, 1), "target": 50, "met": growth <= 50},
-        "stream_latency_ratio": {"value": round(busy_stream / idle_stream, 3), "target": 1.10,
-                                 "met": busy_stream <= 1.10 * idle_stream,
-                                 "idle_ms": round(idle_stream, 1),
-                                 "indexing_ms": round(busy_stream, 1),
-                                 "rounds": {"idle": [round(v) for v in idle_runs],
-                                            "indexing": [round(v) for v in busy_runs]}},
+        "stream_latency_ratio": {
+            "value": round(busy_stream / idle_stream, 3),
+            "target": 1.10,
+            "met": busy_stream <= 1.10 * idle_stream,
+            "idle_ms": round(idle_stream, 1),
+            "indexing_ms": round(busy_stream, 1),
+            "rounds": {"idle": [round(v) for v in idle_runs], "indexing": [round(v) for v in busy_runs]},
+        },
     }
-    out.update({"jobs": opts.jobs, "entries": total, "session_mb": round(size / 1e6, 1),
-                "reindex": reindex, "rss_idle_mb": round(rss_idle / 2**20, 1),
-                "search_ms": sorted(round(v, 1) for v in search),
-                "loadavg": os.getloadavg()})
+    out.update(
+        {
+            "jobs": opts.jobs,
+            "entries": total,
+            "session_mb": round(size / 1e6, 1),
+            "reindex": reindex,
+            "rss_idle_mb": round(rss_idle / 2**20, 1),
+            "search_ms": sorted(round(v, 1) for v in search),
+            "loadavg": os.getloadavg(),
+        }
+    )
     print(json.dumps(out, indent=2))
     return 0
 

@@ -124,11 +124,15 @@ def sender_model(request: Mapping[str, Any]) -> Reply:
 
 def parent_model(request: Mapping[str, Any]) -> Reply:
     done = called_args(request)
-    tags = [t for line in new_user_texts(request) if not line.startswith("<agent-message")
-            for t in SPAWN.findall(line) if t not in done]
+    tags = [
+        t
+        for line in new_user_texts(request)
+        if not line.startswith("<agent-message")
+        for t in SPAWN.findall(line)
+        if t not in done
+    ]
     if tags:
-        return tool_calls(*[("roost_spawn", {"task": f"TCHD {t}: answer with the tag"})
-                             for t in tags])
+        return tool_calls(*[("roost_spawn", {"task": f"TCHD {t}: answer with the tag"}) for t in tags])
     return text("ok")
 
 
@@ -148,8 +152,7 @@ def asked(request: Mapping[str, Any]) -> list[Any]:
     for m in messages(request):
         if message_text(m).startswith(NOTE):
             continue
-        if m.get("role") == "assistant" and not message_text(m).strip() \
-                and not m.get("tool_calls"):
+        if m.get("role") == "assistant" and not message_text(m).strip() and not m.get("tool_calls"):
             continue
         out.append(m)
     return out
@@ -161,8 +164,7 @@ def marker_of(request: Mapping[str, Any]) -> str | None:
     return found.group(1) if found else None
 
 
-def tool_outcomes(requests: list[Any], entries: list[dict[str, Any]], tool: str
-                  ) -> dict[str, str]:
+def tool_outcomes(requests: list[Any], entries: list[dict[str, Any]], tool: str) -> dict[str, str]:
     """tag -> the first line of the `tool` result for the call that carried it, from the
     model requests (OpenAI form) and the session file (pi's form)."""
     out: dict[str, str] = {}
@@ -183,8 +185,7 @@ def tool_outcomes(requests: list[Any], entries: list[dict[str, Any]], tool: str
             continue
         if message.get("role") == "assistant" and isinstance(message.get("content"), list):
             for part in message["content"]:
-                if isinstance(part, dict) and part.get("type") == "toolCall" \
-                        and part.get("name") == tool:
+                if isinstance(part, dict) and part.get("type") == "toolCall" and part.get("name") == tool:
                     calls[part.get("id")] = json.dumps(part.get("arguments"))
         if message.get("role") == "toolResult" and message.get("toolCallId") in calls:
             for tag in TAG.findall(calls[message["toolCallId"]]):
@@ -194,9 +195,18 @@ def tool_outcomes(requests: list[Any], entries: list[dict[str, Any]], tool: str
 
 # -- the run ------------------------------------------------------------------------------
 class Torture:
-    def __init__(self, duration: float, rate: float, kill_every: float, seed: int,
-                 children: int = 3, fault_share: float = 0.3, settle: float = 240.0,
-                 log: Any = None, replay_share: float = 0.3) -> None:
+    def __init__(
+        self,
+        duration: float,
+        rate: float,
+        kill_every: float,
+        seed: int,
+        children: int = 3,
+        fault_share: float = 0.3,
+        settle: float = 240.0,
+        log: Any = None,
+        replay_share: float = 0.3,
+    ) -> None:
         self.duration, self.rate, self.kill_every = duration, rate, kill_every
         self.children, self.fault_share, self.settle_limit = children, fault_share, settle
         self.replay_share = replay_share
@@ -230,10 +240,12 @@ class Torture:
         llm.add(first_user_contains("TPAR"), parent_model)
         llm.add(first_user_contains("TCHD"), child_model)
         self.start_daemon()
-        self.receivers = [lab.run(f"TRCV{i} receiver: answer every item", name=f"recv{i}")
-                          for i in range(RECEIVERS)]
-        self.senders = [lab.run(f"TSND{i} sender: send what you are told", name=f"send{i}")
-                        for i in range(SENDERS)]
+        self.receivers = [
+            lab.run(f"TRCV{i} receiver: answer every item", name=f"recv{i}") for i in range(RECEIVERS)
+        ]
+        self.senders = [
+            lab.run(f"TSND{i} sender: send what you are told", name=f"send{i}") for i in range(SENDERS)
+        ]
         self.parent = lab.run("TPAR parent: spawn what you are told", name="parent")
         for job in [*self.receivers, *self.senders, self.parent]:
             lab.wait(job, timeout=120)
@@ -252,8 +264,7 @@ class Torture:
         return proc.stdout.strip()
 
     def outstanding_spawns(self) -> int:
-        seen = "\n".join(message_text(m) for r in self.lab.requests_of("TPAR")[-3:]
-                         for m in messages(r))
+        seen = "\n".join(message_text(m) for r in self.lab.requests_of("TPAR")[-3:] for m in messages(r))
         return sum(1 for t in self.spawns if f"RESULT:{t}" not in seen)
 
     def issue(self, kind: str) -> None:
@@ -368,9 +379,14 @@ class Torture:
         # as a service manager would: this start is the only one (the CLI's autostart is off)
         env = {k: v for k, v in self.lab.env.items() if k != "ROOST_NO_AUTOSTART"}
         for _ in range(20):
-            proc = subprocess.run([sys.executable, "-m", "roost.cli.main", "daemon", "start"],
-                                  env=env, cwd=self.lab.work, capture_output=True, text=True,
-                                  timeout=60)
+            proc = subprocess.run(
+                [sys.executable, "-m", "roost.cli.main", "daemon", "start"],
+                env=env,
+                cwd=self.lab.work,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if proc.returncode == 0:
                 self.daemon_down.clear()
                 return
@@ -417,16 +433,21 @@ class Torture:
             left.append(f"{job}/{seq}")
         loose = []
         for box in (self.lab.roost_home / "jobs").glob("*/mailbox"):
-            files = [box / "seq"] + [p for sub in ("new", "cur", "bad") if (box / sub).is_dir()
-                                     for p in (box / sub).iterdir()]
+            files = [box / "seq"] + [
+                p for sub in ("new", "cur", "bad") if (box / sub).is_dir() for p in (box / sub).iterdir()
+            ]
             for path in files:
                 with contextlib.suppress(OSError):
-                    if stat.S_ISREG(path.lstat().st_mode) and \
-                            stat.S_IMODE(path.lstat().st_mode) != 0o600:
-                        loose.append(f"{path.relative_to(self.lab.roost_home)} "
-                                     f"{stat.S_IMODE(path.lstat().st_mode):o}")
-        return {"replayed": len(self.replays), "replays_quarantined": quarantined,
-                "replays_not_quarantined": left, "mailbox_files_not_0600": loose}
+                    if stat.S_ISREG(path.lstat().st_mode) and stat.S_IMODE(path.lstat().st_mode) != 0o600:
+                        loose.append(
+                            f"{path.relative_to(self.lab.roost_home)} {stat.S_IMODE(path.lstat().st_mode):o}"
+                        )
+        return {
+            "replayed": len(self.replays),
+            "replays_quarantined": quarantined,
+            "replays_not_quarantined": left,
+            "mailbox_files_not_0600": loose,
+        }
 
     fault_armed: tuple[str, float] | None = None
 
@@ -448,8 +469,7 @@ class Torture:
     def arm_fault(self) -> None:
         point, target = self.rng.choice(POINTS), self.rng.choice(TARGETS)
         job = self.rng.choice([*self.receivers, *self.receivers, self.parent, *self.senders])
-        self.fault.write_text(json.dumps({"point": point, "target": target, "text": "TQ",
-                                          "job": job}))
+        self.fault.write_text(json.dumps({"point": point, "target": target, "text": "TQ", "job": job}))
         self.fault_armed = (f"{point}_{target}", time.monotonic())
 
     def killer(self) -> None:
@@ -490,8 +510,9 @@ class Torture:
                 continue
             if time.monotonic() - quiet_since < 6.0:
                 continue
-            waiting = [r["id"] for r in self.jobs() if r.get("state") == "needs_input"
-                       and r["id"] not in flushed]
+            waiting = [
+                r["id"] for r in self.jobs() if r.get("state") == "needs_input" and r["id"] not in flushed
+            ]
             if not waiting:
                 return flushed
             for job in waiting:
@@ -508,9 +529,11 @@ class Torture:
             mailbox = self.lab.mailbox_files(record["id"], "new")
             if record.get("state") in SETTLED_STATES and not mailbox:
                 continue
-            self.log(f"torture: unsettled {record['id']}: state={record.get('state')} "
-                     f"status={record.get('status')} queue={record.get('queue')} "
-                     f"process={record.get('process')} mailbox.new={len(mailbox)}")
+            self.log(
+                f"torture: unsettled {record['id']}: state={record.get('state')} "
+                f"status={record.get('status')} queue={record.get('queue')} "
+                f"process={record.get('process')} mailbox.new={len(mailbox)}"
+            )
             worker_log = self.lab.roost_home / "jobs" / record["id"] / "worker.log"
             with contextlib.suppress(OSError):
                 for line in worker_log.read_text(errors="replace").splitlines()[-15:]:
@@ -538,8 +561,7 @@ class Torture:
             if word in ACCEPTED:
                 accepted.append(("reply", tag, job))
         for sender in self.senders:
-            outcomes = tool_outcomes(by_job.get(marks[sender], []), lab.session(sender),
-                                     "roost_send")
+            outcomes = tool_outcomes(by_job.get(marks[sender], []), lab.session(sender), "roost_send")
             for tag, result in outcomes.items():
                 if tag in self.orders and result.split()[:1] and result.split()[0] in ACCEPTED:
                     accepted.append(("message", tag, self.orders[tag][1]))
@@ -550,31 +572,53 @@ class Torture:
 
         lost, duplicated = [], []
         sessions = {job: lab.session(job) for job in {a[2] for a in accepted}}
-        texts = {job: [[message_text(m) for m in messages(r)] for r in by_job.get(marks[job], [])]
-                 for job in sessions}
+        texts = {
+            job: [[message_text(m) for m in messages(r)] for r in by_job.get(marks[job], [])]
+            for job in sessions
+        }
         for kind, tag, job in accepted:
             needle = f"RESULT:{tag}" if kind == "report" else tag
             seen = [sum(needle in t for t in msgs) for msgs in texts[job]]
-            in_session = sum(needle in json.dumps(e) for e in sessions[job]
-                             if e.get("type") in ("message", "custom_message"))
+            in_session = sum(
+                needle in json.dumps(e)
+                for e in sessions[job]
+                if e.get("type") in ("message", "custom_message")
+            )
             if not any(seen):
                 lost.append({"kind": kind, "tag": tag, "job": job, "in_session": in_session})
             elif max(seen) > 1 or in_session > 1:
-                duplicated.append({"kind": kind, "tag": tag, "job": job,
-                                   "max_in_request": max(seen), "in_session": in_session})
+                duplicated.append(
+                    {
+                        "kind": kind,
+                        "tag": tag,
+                        "job": job,
+                        "max_in_request": max(seen),
+                        "in_session": in_session,
+                    }
+                )
         repeated = continued = 0
         for reqs in by_job.values():
             keys = Counter(json.dumps(asked(r), sort_keys=True) for r in reqs)
             repeated += sum(n - 1 for n in keys.values())
-            notes = {(i, message_text(m)) for r in reqs for i, m in enumerate(messages(r))
-                     if message_text(m).startswith(NOTE)}
+            notes = {
+                (i, message_text(m))
+                for r in reqs
+                for i, m in enumerate(messages(r))
+                if message_text(m).startswith(NOTE)
+            }
             continued += len(notes)
         self.accepted_by_kind = Counter(a[0] for a in accepted)
-        return {"accepted": len(accepted), "lost": len(lost), "duplicated": len(duplicated),
-                "lost_items": lost, "duplicated_items": duplicated,
-                "accepted_by_kind": dict(self.accepted_by_kind),
-                "model_calls": len(requests), "model_calls_repeated": repeated,
-                "runs_continued": continued}
+        return {
+            "accepted": len(accepted),
+            "lost": len(lost),
+            "duplicated": len(duplicated),
+            "lost_items": lost,
+            "duplicated_items": duplicated,
+            "accepted_by_kind": dict(self.accepted_by_kind),
+            "model_calls": len(requests),
+            "model_calls_repeated": repeated,
+            "runs_continued": continued,
+        }
 
     def run(self) -> dict[str, Any]:
         from roost.pi.compat import features_of
@@ -622,12 +666,17 @@ class Torture:
 
 def failed(result: dict[str, Any]) -> bool:
     """Something was lost or doubled, a replay got past, or a mailbox file is not 0600."""
-    return bool(result["lost"] or result["duplicated"] or result["replays_not_quarantined"]
-                or result["mailbox_files_not_0600"])
+    return bool(
+        result["lost"]
+        or result["duplicated"]
+        or result["replays_not_quarantined"]
+        or result["mailbox_files_not_0600"]
+    )
 
 
-def torture(duration: float, rate: float, kill_every: float, seed: int = 1,
-            keep: bool = False, **options: Any) -> dict[str, Any]:
+def torture(
+    duration: float, rate: float, kill_every: float, seed: int = 1, keep: bool = False, **options: Any
+) -> dict[str, Any]:
     """Run one torture and return its figures (the printed JSON)."""
     run = Torture(duration, rate, kill_every, seed, **options)
     try:
@@ -650,19 +699,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-every", type=float, default=3.0, help="mean seconds between kills")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--children", type=int, default=3, help="outstanding spawns at most")
-    parser.add_argument("--fault-share", type=float, default=0.3,
-                        help="share of kill ticks that arm a delivery-path fault instead")
-    parser.add_argument("--replay-share", type=float, default=0.3,
-                        help="share of kill ticks that also replay a delivered item")
+    parser.add_argument(
+        "--fault-share",
+        type=float,
+        default=0.3,
+        help="share of kill ticks that arm a delivery-path fault instead",
+    )
+    parser.add_argument(
+        "--replay-share",
+        type=float,
+        default=0.3,
+        help="share of kill ticks that also replay a delivered item",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the lab's files")
-    parser.add_argument("--ci", action="store_true",
-                        help=f"the short preset {CI} (~2 min in all)")
+    parser.add_argument("--ci", action="store_true", help=f"the short preset {CI} (~2 min in all)")
     args = parser.parse_args(argv)
     if args.ci:
         args.duration, args.rate, args.kill_every = CI["duration"], CI["rate"], CI["kill_every"]
-    result = torture(args.duration, args.rate, args.kill_every, args.seed, keep=args.keep,
-                     children=args.children, fault_share=args.fault_share,
-                     replay_share=args.replay_share)
+    result = torture(
+        args.duration,
+        args.rate,
+        args.kill_every,
+        args.seed,
+        keep=args.keep,
+        children=args.children,
+        fault_share=args.fault_share,
+        replay_share=args.replay_share,
+    )
     print(json.dumps(result, indent=1))
     return 1 if failed(result) else 0
 

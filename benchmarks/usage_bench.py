@@ -100,8 +100,7 @@ class UsageBench:
 
     def __init__(self, steps: int) -> None:
         require_pi()
-        self.lab = Lab(llm=True, settings={"reapAfterSeconds": 3600}, prices=PRICES,
-                       prefix="roost-ubench-")
+        self.lab = Lab(llm=True, settings={"reapAfterSeconds": 3600}, prices=PRICES, prefix="roost-ubench-")
         self.llm, self.work, self.steps = self.lab.llm, self.lab.work, steps
         self.lab.env["ROOST_LOG_LEVEL"] = "WARNING"
         self.lab.use_bytecode_cache()  # installed-like bytecode
@@ -124,8 +123,9 @@ class UsageBench:
             since = len(self.llm.requests)
             t0 = time.monotonic()
             name = f"{'aa' if self.aa else variant}-{variant}-{index}"
-            job = client.request("run", task=f"{marker} work", name=name,
-                                 cwd=str(self.work), budget=1000.0)["id"]
+            job = client.request("run", task=f"{marker} work", name=name, cwd=str(self.work), budget=1000.0)[
+                "id"
+            ]
             first = self.llm.wait_for_request(first_user_contains(marker), timeout=60, since=since)
             spawn_ms = (first.t - t0) * 1000
             client.call("wait", {"job": job, "timeout": 60}, 90)
@@ -161,11 +161,25 @@ def micro() -> dict[str, float]:
     from roost.usage.meter import Meter
 
     def assistant(i: int) -> dict[str, Any]:
-        return {"type": "message", "timestamp": "2026-12-01T00:00:00Z", "message": {
-            "role": "assistant", "provider": "fake", "model": "fake-model",
-            "stopReason": "toolUse", "content": [{"type": "text", "text": "x" * 200}],
-            "usage": {"input": 2000 + i, "output": 100, "cacheRead": 500, "cacheWrite": 0,
-                      "totalTokens": 2600, "cost": {"total": 0.0075}}}}
+        return {
+            "type": "message",
+            "timestamp": "2026-12-01T00:00:00Z",
+            "message": {
+                "role": "assistant",
+                "provider": "fake",
+                "model": "fake-model",
+                "stopReason": "toolUse",
+                "content": [{"type": "text", "text": "x" * 200}],
+                "usage": {
+                    "input": 2000 + i,
+                    "output": 100,
+                    "cacheRead": 500,
+                    "cacheWrite": 0,
+                    "totalTokens": 2600,
+                    "cost": {"total": 0.0075},
+                },
+            },
+        }
 
     session = [assistant(i) for i in range(500)]  # a long session read at a worker start
     message = assistant(0)["message"]
@@ -195,8 +209,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--aa", action="store_true",
-                        help="A/A check: both variants run the stock worker (diff = noise)")
+    parser.add_argument(
+        "--aa", action="store_true", help="A/A check: both variants run the stock worker (diff = noise)"
+    )
     args = parser.parse_args()
     lab = UsageBench(args.steps)
     lab.aa = args.aa
@@ -205,18 +220,21 @@ def main() -> int:
         lab.trial("on", -1)  # warm-up (bytecode cache, pi's first start)
         lab.trial("off", -1)
         for i in range(args.trials):
-            for variant in (("on", "off") if i % 2 == 0 else ("off", "on")):
+            for variant in ("on", "off") if i % 2 == 0 else ("off", "on"):
                 results[variant].append(lab.trial(variant, i))
     finally:
         lab.close()
-    out: dict[str, Any] = {"trials": args.trials, "steps": args.steps, "aa": args.aa,
-                           "spawn_raw": {v: [round(r["spawn_ms"]) for r in rows]
-                                         for v, rows in results.items()}}
+    out: dict[str, Any] = {
+        "trials": args.trials,
+        "steps": args.steps,
+        "aa": args.aa,
+        "spawn_raw": {v: [round(r["spawn_ms"]) for r in rows] for v, rows in results.items()},
+    }
     for variant, rows in results.items():
-        out[variant] = {key: median([r[key] for r in rows])
-                        for key in ("spawn_ms", "step_ms", "reply_ms")}
-    out["diff_ms"] = {key: round(out["on"][key] - out["off"][key], 2)
-                      for key in ("spawn_ms", "step_ms", "reply_ms")}
+        out[variant] = {key: median([r[key] for r in rows]) for key in ("spawn_ms", "step_ms", "reply_ms")}
+    out["diff_ms"] = {
+        key: round(out["on"][key] - out["off"][key], 2) for key in ("spawn_ms", "step_ms", "reply_ms")
+    }
     out["micro"] = micro()
     print(json.dumps(out, indent=2))
     return 0

@@ -129,9 +129,24 @@ def follow_path(web: WebServer, http: httpx2.Client, path: str, watch: Watch) ->
 
 
 def follow_cli(lab: Lab, job: str, watch: Watch) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "roost.cli.main", "events", "--follow", "--json",
-                             "--type", "job.state", "--job", job],
-                            env=dict(lab.env), cwd=lab.work, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "roost.cli.main",
+            "events",
+            "--follow",
+            "--json",
+            "--type",
+            "job.state",
+            "--job",
+            job,
+        ],
+        env=dict(lab.env),
+        cwd=lab.work,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
     def read() -> None:
         assert proc.stdout is not None
@@ -147,13 +162,32 @@ def follow_cli(lab: Lab, job: str, watch: Watch) -> subprocess.Popen[str]:
 def long_session(path: Path, entries: int) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         for i in range(entries // 2):
-            handle.write(json.dumps({"type": "message", "timestamp": "2026-12-01T10:00:00Z",
-                                     "message": {"role": "user", "content": f"question {i} " * 8}}) + "\n")
-            handle.write(json.dumps({"type": "message", "timestamp": "2026-12-01T10:00:01Z",
-                                     "message": {"role": "assistant", "content": [
-                                         {"type": "text", "text": f"answer {i} " * 20},
-                                         {"type": "toolCall", "name": "bash",
-                                          "arguments": {"command": f"ls {i}"}}]}}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "timestamp": "2026-12-01T10:00:00Z",
+                        "message": {"role": "user", "content": f"question {i} " * 8},
+                    }
+                )
+                + "\n"
+            )
+            handle.write(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "timestamp": "2026-12-01T10:00:01Z",
+                        "message": {
+                            "role": "assistant",
+                            "content": [
+                                {"type": "text", "text": f"answer {i} " * 20},
+                                {"type": "toolCall", "name": "bash", "arguments": {"command": f"ls {i}"}},
+                            ],
+                        },
+                    }
+                )
+                + "\n"
+            )
 
 
 def cpu(pid: int) -> float:
@@ -173,8 +207,9 @@ def load_cpu(lab: Lab, jobs: list[str], daemon_pid: int, seconds: float) -> floa
     return round(100 * used / (time.monotonic() - start), 2)
 
 
-def event_trials(lab: Lab, web: WebServer, http: httpx2.Client, job: str, trials: int,
-                 driver: Any) -> dict[str, Any]:
+def event_trials(
+    lab: Lab, web: WebServer, http: httpx2.Client, job: str, trials: int, driver: Any
+) -> dict[str, Any]:
     """The job replied to `trials` times; when each observer saw it done (see the doc)."""
     stream, cli = Watch(), Watch()
     threading.Thread(target=follow_page, args=(web, http, job, stream), daemon=True).start()
@@ -184,8 +219,10 @@ def event_trials(lab: Lab, web: WebServer, http: httpx2.Client, job: str, trials
         driver.execute_script(OBSERVE)
         driver.set_script_timeout(30)
     time.sleep(1.0)  # every follower connected (start-up only)
-    ms: dict[str, list[float]] = {k: [] for k in ("browser_dom", "browser_frame", "stream", "cli",
-                                                  "event_to_browser_dom", "event_to_cli")}
+    ms: dict[str, list[float]] = {
+        k: []
+        for k in ("browser_dom", "browser_frame", "stream", "cli", "event_to_browser_dom", "event_to_cli")
+    }
     for i in range(trials):
         needle = f"echo: trial {i}<"
         t0 = time.time()
@@ -220,8 +257,9 @@ def transcript_page(web: WebServer, http: httpx2.Client, lab: Lab, job: str) -> 
     return {"p50": pct(loads, 0.5), "max": round(max(loads) * 1000, 1), "bytes": len(answer.content)}
 
 
-def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, counts: list[int],
-               idle: float) -> dict[str, Any]:
+def idle_pages(
+    lab: Lab, web: WebServer, http: httpx2.Client, counts: list[int], idle: float
+) -> dict[str, Any]:
     """The idle cost of `counts` open pages, each count in turn: job pages (done, waiting,
     failed, reaped), the list and the inbox, round robin, every stream read by a client of its
     own and nothing happening for `idle` s; then, with the most pages open, how soon a page
@@ -233,18 +271,21 @@ def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, counts: list[int],
     assert lab.wait(done) == "done"
     lab.wait_state(waiting, "needs_input")
     lab.wait_state(failed, "failed")
-    kinds = [f"/live/job/{done}", f"/live/job/{waiting}", f"/live/job/{failed}", "/live/tree",
-             "/live/inbox"]
+    kinds = [f"/live/job/{done}", f"/live/job/{waiting}", f"/live/job/{failed}", "/live/tree", "/live/inbox"]
     daemon_pid, web_pid = lab.daemon_pid(), web.proc.pid
     assert daemon_pid is not None
-    out: dict[str, Any] = {"kinds": ["job done", "job waiting", "job failed", "list", "inbox"],
-                           "seconds": idle, "by_pages": {}}
+    out: dict[str, Any] = {
+        "kinds": ["job done", "job waiting", "job failed", "list", "inbox"],
+        "seconds": idle,
+        "by_pages": {},
+    }
     for count in counts:
         pages = [Watch() for _ in range(count)]
         clients = [httpx2.Client(cookies=http.cookies) for _ in range(count)]
         for i, (watch, client) in enumerate(zip(pages, clients, strict=True)):
-            threading.Thread(target=follow_path, args=(web, client, kinds[i % len(kinds)], watch),
-                             daemon=True).start()
+            threading.Thread(
+                target=follow_path, args=(web, client, kinds[i % len(kinds)], watch), daemon=True
+            ).start()
         for watch in pages:
             watch.after(0.0)  # its first part came
         time.sleep(1.0)  # the first reads done
@@ -252,8 +293,10 @@ def idle_pages(lab: Lab, web: WebServer, http: httpx2.Client, counts: list[int],
         time.sleep(idle)  # the measured idle period itself
         after = cpu(daemon_pid), cpu(web_pid)
         out["by_pages"][str(count)] = {
-            "roostd_cpu_s": round(after[0] - before[0], 3), "web_cpu_s": round(after[1] - before[1], 3),
-            "cpu_pct_of_a_core": round(100 * (after[0] - before[0] + after[1] - before[1]) / idle, 2)}
+            "roostd_cpu_s": round(after[0] - before[0], 3),
+            "web_cpu_s": round(after[1] - before[1], 3),
+            "cpu_pct_of_a_core": round(100 * (after[0] - before[0] + after[1] - before[1]) / idle, 2),
+        }
         if count == max(counts):
             out["wake_ms"] = wake_trials(lab, pages[0], done)
         for client in clients:
@@ -269,16 +312,26 @@ def wake_trials(lab: Lab, page: Watch, job: str, trials: int = 10) -> dict[str, 
     for i in range(trials):
         t0 = time.time()
         with open(session, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"type": "message", "timestamp": "2026-12-06T10:00:00Z",
-                                     "message": {"role": "user", "content": f"grew {i}"}}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "timestamp": "2026-12-06T10:00:00Z",
+                        "message": {"role": "user", "content": f"grew {i}"},
+                    }
+                )
+                + "\n"
+            )
         grew.append(page.after(t0, f"grew {i}")[0] - t0)
     for i in range(trials):
         t0 = time.time()
         lab.request("reply", job=job, text=f"wake {i}")
         row.append(page.after(t0, "parts ")[0] - t0)
         lab.wait_settled(job)
-    return {"session_grew": {"p50": pct(grew, 0.5), "max": round(max(grew) * 1000, 1)},
-            "row_changed": {"p50": pct(row, 0.5), "max": round(max(row) * 1000, 1)}}
+    return {
+        "session_grew": {"p50": pct(grew, 0.5), "max": round(max(grew) * 1000, 1)},
+        "row_changed": {"p50": pct(row, 0.5), "max": round(max(row) * 1000, 1)},
+    }
 
 
 def load(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, seconds: float) -> dict[str, Any]:
@@ -300,8 +353,12 @@ def load(lab: Lab, web: WebServer, http: httpx2.Client, pages: int, seconds: flo
         c.close()
     web.stop()
     without_web = load_cpu(lab, workers, daemon_pid, seconds)
-    return {"seconds": seconds, "roostd_cpu_pct_with_web": with_web,
-            "roostd_cpu_pct_without_web": without_web, "added_pct": round(with_web - without_web, 2)}
+    return {
+        "seconds": seconds,
+        "roostd_cpu_pct_with_web": with_web,
+        "roostd_cpu_pct_without_web": without_web,
+        "added_pct": round(with_web - without_web, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--idle", type=float, default=30.0, help="the idle window, seconds")
     parser.add_argument("--load", type=float, default=30.0)
-    parser.add_argument("--no-browser", action="store_true",
-                        help="without chromium: the page's stream and the CLI only")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="without chromium: the page's stream and the CLI only"
+    )
     args = parser.parse_args(argv)
     out: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -326,8 +384,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = sorted({1, min(10, args.pages), args.pages})
         out["idle_pages"] = idle_pages(lab, web, http, counts, args.idle)
         out["load_200_per_min"] = load(lab, web, http, args.pages, args.load)
-    out["note"] = ("ms from the reply sent to the job's `done` seen by each observer; event_to_*: "
-                   "from the job.state event's own time (ms resolution)")
+    out["note"] = (
+        "ms from the reply sent to the job's `done` seen by each observer; event_to_*: "
+        "from the job.state event's own time (ms resolution)"
+    )
     print(json.dumps(out, indent=2))
     return 0
 

@@ -46,8 +46,7 @@ TIMEOUT = 120.0
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
 def make_repo(path: Path, files: int) -> None:
@@ -107,25 +106,32 @@ def main() -> int:
         for i in range(opts.trials):
             order = ["plain", "worktree"] if i % 2 == 0 else ["worktree", "plain"]
             for variant in order:
-                samples[variant].append(
-                    trial(lab, repo, f"tok{i}-{variant}", variant == "worktree"))
+                samples[variant].append(trial(lab, repo, f"tok{i}-{variant}", variant == "worktree"))
             bare.append(bare_worktree_add(repo, scratch, i))
-    result: dict[str, Any] = {"files": opts.files, "trials": opts.trials,
-                              "load_average_before": load_before,
-                              "load_average_after": load_average()}
+    result: dict[str, Any] = {
+        "files": opts.files,
+        "trials": opts.trials,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
     for variant, rows in samples.items():
         result[variant] = {
-            key: {"median": round(statistics.median(r[key] for r in rows), 1),
-                  "samples": [r[key] for r in rows]}
+            key: {
+                "median": round(statistics.median(r[key] for r in rows), 1),
+                "samples": [r[key] for r in rows],
+            }
             for key in ("start_ms", "run_response_ms")
         }
-    result["bare_git_worktree_add_ms"] = {"median": round(statistics.median(bare), 1),
-                                          "samples": bare}
-    result["added_ms"] = round(result["worktree"]["start_ms"]["median"]
-                               - result["plain"]["start_ms"]["median"], 1)
-    result["paired_added_ms_median"] = round(statistics.median(
-        w["start_ms"] - p["start_ms"] for w, p in zip(samples["worktree"], samples["plain"],
-                                                      strict=True)), 1)
+    result["bare_git_worktree_add_ms"] = {"median": round(statistics.median(bare), 1), "samples": bare}
+    result["added_ms"] = round(
+        result["worktree"]["start_ms"]["median"] - result["plain"]["start_ms"]["median"], 1
+    )
+    result["paired_added_ms_median"] = round(
+        statistics.median(
+            w["start_ms"] - p["start_ms"] for w, p in zip(samples["worktree"], samples["plain"], strict=True)
+        ),
+        1,
+    )
     print(json.dumps(result, indent=2))
     return 0
 

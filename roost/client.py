@@ -57,8 +57,10 @@ def check_peer(sock: _socket.socket, path: str) -> None:
     raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", raw)
     if uid != os.getuid():
-        raise ForeignDaemon(f"the process answering on {path} (pid {pid}) runs as uid {uid}, "
-                            "not as you: refusing to talk to it")
+        raise ForeignDaemon(
+            f"the process answering on {path} (pid {pid}) runs as uid {uid}, "
+            "not as you: refusing to talk to it"
+        )
 
 
 class Client:
@@ -97,9 +99,7 @@ class Client:
         sent. Use `call` to send arguments named like it (the `wait` op's `timeout`)."""
         return self.call(op, args, timeout)
 
-    def call(
-        self, op: str, args: dict[str, Any], timeout: float | None = None
-    ) -> dict[str, Any]:
+    def call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """`request` with the arguments as a dict (any names, `timeout` included)."""
         request_id = next(self._ids)
         self._sock.sendall(protocol.encode({"id": request_id, "op": op, **args}))
@@ -134,8 +134,11 @@ class Client:
             frame = self._read()
             if frame.get("type") == "event" and frame.get("event") == "log":
                 yield frame["entry"]
-            elif (frame.get("type") == "response" and frame.get("id") in (request_id, None)
-                  and not frame.get("ok")):
+            elif (
+                frame.get("type") == "response"
+                and frame.get("id") in (request_id, None)
+                and not frame.get("ok")
+            ):
                 error = frame.get("error") or {}
                 raise RequestError(str(error.get("code")), str(error.get("message")))
 
@@ -186,8 +189,9 @@ def start_daemon_background() -> None:
 
     check_home()
     home = paths.ensure_dir(paths.roost_home())
-    fd = os.open(home / "roostd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                 | os.O_CLOEXEC, 0o600)
+    fd = os.open(
+        home / "roostd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
     with os.fdopen(fd, "ab") as log_file:
         subprocess.Popen(
             [sys.executable, "-m", "roost.supervise"],
@@ -235,4 +239,3 @@ def daemon_running() -> bool:
         return False
     client.close()
     return True
-

@@ -30,8 +30,15 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 CONTENT_CHANGES: list[type[FileSystemEvent]] = [
-    FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent, FileClosedEvent,
-    DirCreatedEvent, DirModifiedEvent, DirMovedEvent, DirDeletedEvent,
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileDeletedEvent,
+    FileClosedEvent,
+    DirCreatedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    DirDeletedEvent,
 ]
 """What changes content: a write (modified, and closed after a write), a file made, moved
 or deleted. Never an open or a read."""
@@ -54,8 +61,7 @@ def wait_for_change(path: Path, timeout: float) -> bool:
     changed = threading.Event()
     path.parent.mkdir(parents=True, exist_ok=True)
     observer = Observer()
-    observer.schedule(FileChanged(str(path), changed.set), str(path.parent),
-                      event_filter=CONTENT_CHANGES)
+    observer.schedule(FileChanged(str(path), changed.set), str(path.parent), event_filter=CONTENT_CHANGES)
     observer.start()
     try:
         return changed.wait(timeout)

@@ -22,8 +22,7 @@ def roost_home() -> str:
     explicit = os.environ.get("ROOST_HOME")
     if explicit:
         return absolute(explicit)
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
-                                                             ".local", "state")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(absolute(state), "roost")
 
 

@@ -34,11 +34,14 @@ OWN_PREFIXES = ("ROOST_",)
 """roost's own variables: a job gets roostd's (ROOST_HOME, ROOST_PI, ...) and the ones its
 worker sets (ROOST_JOB_ID, ROOST_EXT_SOCK, ...), never a caller's (a `roost run` typed
 inside a job's or an attached pi's shell would otherwise hand over that job's)."""
-OWN_NAMES = frozenset({
-    "PI_JOB_TOKEN",  # a job secret of older roosts: never passed on
-    "PI_CODING_AGENT_DIR",  # pi's agent dir is roostd's (its roost.json sets the limits)
-    "PWD", "OLDPWD",  # the caller's directory, not the job's (--cwd)
-})
+OWN_NAMES = frozenset(
+    {
+        "PI_JOB_TOKEN",  # a job secret of older roosts: never passed on
+        "PI_CODING_AGENT_DIR",  # pi's agent dir is roostd's (its roost.json sets the limits)
+        "PWD",
+        "OLDPWD",  # the caller's directory, not the job's (--cwd)
+    }
+)
 
 
 class BadEnvironment(ValueError):
@@ -99,8 +102,7 @@ def save(job_dir: Path, env: Mapping[str, str], source: str) -> None:
     from roost.fsutil import atomic_write_json, utc_now
 
     paths.check_real_dir(job_dir)  # UnsafePath: never written through a planted symlink
-    atomic_write_json(path_of(job_dir), {"source": source, "saved": utc_now(),
-                                         "env": dict(env)}, mode=0o600)
+    atomic_write_json(path_of(job_dir), {"source": source, "saved": utc_now(), "env": dict(env)}, mode=0o600)
 
 
 def read(job_dir: Path) -> dict[str, Any] | None:
@@ -115,7 +117,8 @@ def read(job_dir: Path) -> dict[str, Any] | None:
         return None
     env = data.get("env") if isinstance(data, dict) else None
     if not isinstance(env, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         return None
     return data
 
@@ -131,8 +134,12 @@ def summary(job_dir: Path) -> dict[str, Any] | None:
     data = read(job_dir)
     if data is None:
         return None
-    return {"path": str(path_of(job_dir)), "source": data.get("source"),
-            "saved": data.get("saved"), "names": sorted(data["env"])}
+    return {
+        "path": str(path_of(job_dir)),
+        "source": data.get("source"),
+        "saved": data.get("saved"),
+        "names": sorted(data["env"]),
+    }
 
 
 def compose(stored: Mapping[str, str] | None, own: Mapping[str, str]) -> dict[str, str]:

@@ -38,23 +38,58 @@ _STR, _OPT_STR, _INT, _OPT_INT = (str,), (str, type(None)), (int,), (int, type(N
 _OPT_NUM = (int, float, type(None))
 _OPT_DICT = (dict, type(None))
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "id": _STR, "name": _STR, "kind": _STR, "cwd": _STR, "state": _STR, "status": _STR,
-    "summary": _STR, "question": _OPT_STR, "dialog": (bool,), "busy": (bool,),
-    "session": _OPT_STR, "task": _OPT_STR, "command": (list, type(None)), "model": _OPT_STR,
-    "thinking": _OPT_STR, "token": _STR, "created": _STR, "updated": _STR, "error": _OPT_STR,
-    "attach": _STR, "schema": _INT, "options": (list, type(None)), "agent": _OPT_STR,
-    "agent_def": _OPT_DICT, "agent_catalog": _OPT_STR, "usage": _OPT_DICT,
-    "worktree": _OPT_DICT, "queue": _OPT_DICT, "after": _OPT_DICT, "result": (),
-    "output_schema": _OPT_DICT, "approvals": _OPT_DICT, "sandbox": _OPT_DICT,
+    "id": _STR,
+    "name": _STR,
+    "kind": _STR,
+    "cwd": _STR,
+    "state": _STR,
+    "status": _STR,
+    "summary": _STR,
+    "question": _OPT_STR,
+    "dialog": (bool,),
+    "busy": (bool,),
+    "session": _OPT_STR,
+    "task": _OPT_STR,
+    "command": (list, type(None)),
+    "model": _OPT_STR,
+    "thinking": _OPT_STR,
+    "token": _STR,
+    "created": _STR,
+    "updated": _STR,
+    "error": _OPT_STR,
+    "attach": _STR,
+    "schema": _INT,
+    "options": (list, type(None)),
+    "agent": _OPT_STR,
+    "agent_def": _OPT_DICT,
+    "agent_catalog": _OPT_STR,
+    "usage": _OPT_DICT,
+    "worktree": _OPT_DICT,
+    "queue": _OPT_DICT,
+    "after": _OPT_DICT,
+    "result": (),
+    "output_schema": _OPT_DICT,
+    "approvals": _OPT_DICT,
+    "sandbox": _OPT_DICT,
     # links
-    "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR,
-    "depth": _INT, "spawned": (bool,),
+    "parent_session": _OPT_STR,
+    "parent_peer": _OPT_STR,
+    "root_session": _OPT_STR,
+    "depth": _INT,
+    "spawned": (bool,),
     # process
-    "worker_pid": _OPT_INT, "worker_start": _OPT_NUM, "exit_code": _OPT_INT, "crashes": (list,),
+    "worker_pid": _OPT_INT,
+    "worker_start": _OPT_NUM,
+    "exit_code": _OPT_INT,
+    "crashes": (list,),
     # limits
-    "budget": _OPT_NUM, "budget_tokens": _OPT_INT, "max_turns": _OPT_INT, "tree_budget": _OPT_NUM,
+    "budget": _OPT_NUM,
+    "budget_tokens": _OPT_INT,
+    "max_turns": _OPT_INT,
+    "tree_budget": _OPT_NUM,
     # reports
-    "undelivered": _OPT_DICT, "last": _OPT_STR,
+    "undelivered": _OPT_DICT,
+    "last": _OPT_STR,
 }
 
 
@@ -119,13 +154,17 @@ class Reports:
     last: str | None = None
 
 
-_GROUPS: dict[str, type] = {"links": Links, "process": Process, "limits": JobLimits,
-                            "reports": Reports}
+_GROUPS: dict[str, type] = {"links": Links, "process": Process, "limits": JobLimits, "reports": Reports}
 # Schema 1 kept the groups' fields at the top level: its key -> (group, key in the group).
 _FLAT_NAMES = {
-    **{_camel(f.name): (group, _camel(f.name))
-       for group, cls in _GROUPS.items() if cls is not Reports for f in dataclasses.fields(cls)},
-    "undeliveredReport": ("reports", "undelivered"), "lastReport": ("reports", "last"),
+    **{
+        _camel(f.name): (group, _camel(f.name))
+        for group, cls in _GROUPS.items()
+        if cls is not Reports
+        for f in dataclasses.fields(cls)
+    },
+    "undeliveredReport": ("reports", "undelivered"),
+    "lastReport": ("reports", "last"),
 }
 
 
@@ -157,8 +196,10 @@ def _migrate(data: dict[str, Any]) -> dict[str, Any]:
         attached = data.pop("attached")
         if attached is True:
             status = data.get("status")
-            data["attach"] = next((a.value for a in (Attach.ATTACHING, Attach.HANDING_OFF)
-                                   if a.value == status), Attach.ATTACHED.value)
+            data["attach"] = next(
+                (a.value for a in (Attach.ATTACHING, Attach.HANDING_OFF) if a.value == status),
+                Attach.ATTACHED.value,
+            )
         elif attached is not False:
             raise BadRecord(f"attached has the wrong type ({type(attached).__name__})")
     data["schema"] = SCHEMA_VERSION
@@ -169,8 +210,11 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     """The keyword arguments for `cls` from its JSON object, every value type-checked."""
     if not isinstance(data, dict):
         raise BadRecord(f"{where} must be an object, got {type(data).__name__}")
-    known = {_camel(f.name): f.name for f in dataclasses.fields(cls)
-             if not f.metadata.get("transient") and f.name not in _GROUPS}
+    known = {
+        _camel(f.name): f.name
+        for f in dataclasses.fields(cls)
+        if not f.metadata.get("transient") and f.name not in _GROUPS
+    }
     kwargs = {known[key]: value for key, value in data.items() if key in known}
     for key, value in kwargs.items():
         if not _has_type(value, _FIELD_TYPES[key]):
@@ -188,8 +232,10 @@ def _json_plan(cls: type) -> tuple[tuple[str, str, bool], ...]:
     plan = _JSON_PLANS.get(cls)
     if plan is None:
         plan = _JSON_PLANS[cls] = tuple(
-            (f.name, _camel(f.name), f.name in _GROUPS) for f in dataclasses.fields(cls)
-            if not f.metadata.get("transient"))
+            (f.name, _camel(f.name), f.name in _GROUPS)
+            for f in dataclasses.fields(cls)
+            if not f.metadata.get("transient")
+        )
     return plan
 
 

@@ -58,4 +58,4 @@ def short_folder(folder: str, width: int) -> str:
     tail = "…/" + "/".join(parts[-2:])
     if len(tail) <= width:
         return tail
-    return "…" + tail[-(width - 1):] if width > 1 else tail[:width]
+    return "…" + tail[-(width - 1) :] if width > 1 else tail[:width]

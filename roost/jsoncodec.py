@@ -41,8 +41,9 @@ def _encoder() -> Any:
     for its circular-reference check, and keeps them after an error too)."""
     import _json
 
-    return _json.make_encoder({}, _not_serializable, _json.encode_basestring, None,
-                              ":", ",", False, False, True)
+    return _json.make_encoder(
+        {}, _not_serializable, _json.encode_basestring, None, ":", ",", False, False, True
+    )
 
 
 def _accelerated() -> Any:

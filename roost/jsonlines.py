@@ -64,8 +64,11 @@ def _unencodable(frame: dict[str, Any], exc: Exception) -> bytes | None:
     log.error("cannot send a %s frame: %s", what.strip(), str(exc)[:200])
     if frame.get("type") != "response":
         return None
-    message = (str(exc) if isinstance(exc, FrameTooLarge)
-               else f"the answer could not be encoded ({type(exc).__name__})")
+    message = (
+        str(exc)
+        if isinstance(exc, FrameTooLarge)
+        else f"the answer could not be encoded ({type(exc).__name__})"
+    )
     for request_id in (frame.get("id"), None):
         try:
             return protocol.encode(protocol.fail(request_id, protocol.INTERNAL, message))
@@ -126,8 +129,9 @@ class InputFull(ProtocolError):
 class Connection:
     """One peer of a JSON-lines socket. `bound` says who it proved to be (worker, peer)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 bounds: Bounds | None = None) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bounds: Bounds | None = None
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.bounds = bounds or Bounds()
@@ -175,17 +179,16 @@ class Connection:
         socket if it does not read that either."""
         if self.closed.is_set():
             return
-        log.warning("dropping a connection (pid %s): %s",
-                    self.peer.pid if self.peer else "?", why)
+        log.warning("dropping a connection (pid %s): %s", self.peer.pid if self.peer else "?", why)
         try:
-            self.writer.write(protocol.encode(protocol.event(
-                "dropped", reason=f"roostd dropped this connection: {why}")))
+            self.writer.write(
+                protocol.encode(protocol.event("dropped", reason=f"roostd dropped this connection: {why}"))
+            )
         except (ConnectionError, RuntimeError, OSError):
             pass
         self.close()
         transport = self.writer.transport
         asyncio.get_running_loop().call_later(DROP_GRACE, transport.abort)
-
 
     async def send(self, frame: dict[str, Any], push: bool = False) -> bool:
         """Write one frame; False when the peer is gone, or when this frame could not be
@@ -256,8 +259,8 @@ class Connection:
         while True:
             newline = self._buf.find(b"\n", self._scanned)
             if newline >= 0:
-                line = bytes(self._buf[:newline + 1])
-                del self._buf[:newline + 1]
+                line = bytes(self._buf[: newline + 1])
+                del self._buf[: newline + 1]
                 self._scanned = 0
                 self._release(len(self._buf))
                 self._frame_started = time.monotonic()
@@ -325,14 +328,10 @@ async def serve_connection(
             try:
                 frame = await conn.read_frame()
             except (FrameTimeout, InputFull) as exc:
-                log.warning("closing a connection (pid %s): %s",
-                            conn.peer.pid if conn.peer else "?", exc)
+                log.warning("closing a connection (pid %s): %s", conn.peer.pid if conn.peer else "?", exc)
                 break
             except ProtocolError as exc:
-                code = (
-                    protocol.FRAME_TOO_LARGE if isinstance(exc, FrameTooLarge)
-                    else protocol.BAD_FRAME
-                )
+                code = protocol.FRAME_TOO_LARGE if isinstance(exc, FrameTooLarge) else protocol.BAD_FRAME
                 await conn.send(protocol.fail(None, code, str(exc)))
                 continue
             except (ConnectionError, OSError):
@@ -369,8 +368,9 @@ async def _answer(
     if where is not None:  # refused before any handler keeps it (README: the socket)
         if protocol.invalid_text(request_id) is not None:
             request_id = None
-        await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST,
-                                      f"{where}: not valid Unicode (a lone surrogate)"))
+        await conn.send(
+            protocol.fail(request_id, protocol.BAD_REQUEST, f"{where}: not valid Unicode (a lone surrogate)")
+        )
         return
     if not isinstance(name, str):
         await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST, "missing field 'op'"))
@@ -378,9 +378,7 @@ async def _answer(
     op = ops.get(name)
     handler = handlers.get(name)
     if op is None or handler is None:
-        await conn.send(
-            protocol.fail(request_id, protocol.UNKNOWN_OP, f"unknown op {name!r}")
-        )
+        await conn.send(protocol.fail(request_id, protocol.UNKNOWN_OP, f"unknown op {name!r}"))
         return
     denied = authorize(conn, op)
     if denied:
@@ -389,9 +387,7 @@ async def _answer(
     missing = protocol.missing_arguments(op, frame)
     if missing:
         await conn.send(
-            protocol.fail(
-                request_id, protocol.BAD_REQUEST, f"{name}: missing {', '.join(missing)}"
-            )
+            protocol.fail(request_id, protocol.BAD_REQUEST, f"{name}: missing {', '.join(missing)}")
         )
         return
     try:

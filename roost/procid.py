@@ -111,7 +111,6 @@ def same_process(pid: int | None, start: float | None) -> bool:
     return actual is not None and abs(actual - start) < START_TOLERANCE
 
 
-
 def pin(pid: int | None, start: float | None) -> int | None:
     """A pidfd for `pid` if it is still the live process that started at `start`, else None.
     Signals sent through it can never reach a later process that reuses the pid."""

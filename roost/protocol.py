@@ -200,8 +200,9 @@ def scrub_text(value: Any) -> Any:
     """`value` with every lone surrogate replaced by U+FFFD, at any depth: for frames that
     must be kept even so (pi's own events, where a model's text was cut mid-pair)."""
     if isinstance(value, str):
-        return value if _valid(value) else (
-            value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+        return (
+            value if _valid(value) else (value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+        )
     if isinstance(value, dict):
         return {scrub_text(k): scrub_text(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -275,8 +276,14 @@ class Op:
 
     __slots__ = ("name", "caller", "required", "doc", "optional")
 
-    def __init__(self, name: str, caller: str, required: tuple[str, ...] = (), doc: str = "",
-                 optional: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        caller: str,
+        required: tuple[str, ...] = (),
+        doc: str = "",
+        optional: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         self.caller = caller  # "any", "worker" (bound worker connection), "peer" (worker or fg)
         self.required = required
@@ -288,10 +295,33 @@ class Op:
 
 
 # What a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest.
-_JOB_ARGS = ("cwd", "name", "model", "thinking", "agent", "defaultModel", "defaultThinking",
-             "env", "budget", "budgetTokens", "maxTurns", "worktree", "branch", "base",
-             "after", "afterMode", "withResults", "output_schema", "sandbox",
-             "sandboxNetwork", "approvals", "allow", "ask", "deny", "approvalTimeout")
+_JOB_ARGS = (
+    "cwd",
+    "name",
+    "model",
+    "thinking",
+    "agent",
+    "defaultModel",
+    "defaultThinking",
+    "env",
+    "budget",
+    "budgetTokens",
+    "maxTurns",
+    "worktree",
+    "branch",
+    "base",
+    "after",
+    "afterMode",
+    "withResults",
+    "output_schema",
+    "sandbox",
+    "sandboxNetwork",
+    "approvals",
+    "allow",
+    "ask",
+    "deny",
+    "approvalTimeout",
+)
 
 # The daemon's operations (a client, a worker or an extension -> roostd). roostd checks when
 # it builds its dispatch table that each name has exactly one handler.
@@ -299,118 +329,224 @@ DAEMON_OPS: dict[str, Op] = {
     op.name: op
     for op in (
         Op("status", "any", (), "daemon health: pid, version, job count"),
-        Op("shutdown", "any", (), "stop the daemon (workers keep running; `jobs`: stop them "
-                                  "too)", ("jobs",)),
-        Op("run", "any", (), "start a pi job (`task`), or a shell job (`shell`, `command`); "
-                             "`env`: the caller's environment, which the job runs with",
-           ("task", "shell", "command", "treeBudget", "group", "priority", *_JOB_ARGS)),
-        Op("run_each", "any", ("tasks",), "start many pi jobs in one request: `tasks`, a list "
-                                          "of task strings or objects (`task`, `name`, `group`, "
-                                          "`priority`); the other arguments apply to each",
-           ("group", "priority", "treeBudget", *_JOB_ARGS)),
+        Op("shutdown", "any", (), "stop the daemon (workers keep running; `jobs`: stop them too)", ("jobs",)),
+        Op(
+            "run",
+            "any",
+            (),
+            "start a pi job (`task`), or a shell job (`shell`, `command`); "
+            "`env`: the caller's environment, which the job runs with",
+            ("task", "shell", "command", "treeBudget", "group", "priority", *_JOB_ARGS),
+        ),
+        Op(
+            "run_each",
+            "any",
+            ("tasks",),
+            "start many pi jobs in one request: `tasks`, a list "
+            "of task strings or objects (`task`, `name`, `group`, "
+            "`priority`); the other arguments apply to each",
+            ("group", "priority", "treeBudget", *_JOB_ARGS),
+        ),
         Op("queue", "any", (), "the queued jobs in order, the limits and the groups"),
-        Op("queue_move", "any", ("job",), "a queued job's new `priority`, or `first`",
-           ("priority", "first")),
+        Op("queue_move", "any", ("job",), "a queued job's new `priority`, or `first`", ("priority", "first")),
         Op("group_add", "any", ("name", "parallel"), "add or change a named group's limit"),
         Op("group_ls", "any", (), "the named groups: limit, running, queued"),
         Op("group_rm", "any", ("name",), "remove a named group (its jobs: maxRunning only)"),
-        Op("list", "any", (), "all job rows (`jobs`); `tree`: parents first, each with its "
-                              "`depth` (roost.jobtree); `text`: the rows as one string, as "
-                              "`roost ls --json` prints them", ("tree", "text")),
+        Op(
+            "list",
+            "any",
+            (),
+            "all job rows (`jobs`); `tree`: parents first, each with its "
+            "`depth` (roost.jobtree); `text`: the rows as one string, as "
+            "`roost ls --json` prints them",
+            ("tree", "text"),
+        ),
         Op("show", "any", ("job",), "one job row with details"),
-        Op("reply", "any", ("job",), "a user reply (`text`) into the job's mailbox (`cause`: "
-                                     "reply or cli); a person's (`by`: who) while the job "
-                                     "waits on a question or dialog answers it (`choice` N "
-                                     "of a dialog), written down in the inbox; `question`: "
-                                     "the text of the question answered (already answered: "
-                                     "nothing is sent); `plain`: answers nothing, refused while "
-                                     "the job waits on a dialog (roost mcp)",
-           ("text", "cause", "by", "question", "choice", "plain")),
-        Op("wait", "any", ("job",), "resolve when the job's current run has settled",
-           ("timeout",)),
+        Op(
+            "reply",
+            "any",
+            ("job",),
+            "a user reply (`text`) into the job's mailbox (`cause`: "
+            "reply or cli); a person's (`by`: who) while the job "
+            "waits on a question or dialog answers it (`choice` N "
+            "of a dialog), written down in the inbox; `question`: "
+            "the text of the question answered (already answered: "
+            "nothing is sent); `plain`: answers nothing, refused while "
+            "the job waits on a dialog (roost mcp)",
+            ("text", "cause", "by", "question", "choice", "plain"),
+        ),
+        Op("wait", "any", ("job",), "resolve when the job's current run has settled", ("timeout",)),
         Op("stop", "any", ("job",), "stop a job; never woken by messages"),
         Op("abort", "any", ("job",), "end the job's run, keep the job (pi `abort`; roost acp)"),
-        Op("start", "any", ("job",), "start a stopped/ended job again (`env`: replaces the "
-                                     "job's environment)", ("env",)),
-        Op("rm", "any", ("job",), "stop and remove a job (and its worktree: `force`, "
-                                  "`deleteBranch`)", ("force", "deleteBranch")),
-        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)",
-           ("into", "squash")),
-        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records",
-           ("force",)),
-        Op("inbox", "any", (), "what waits for a person: open questions and dialogs, budget "
-                               "stops, given-up workers, failures; each with a stable id"),
-        Op("answer", "any", ("entry",), "answer an inbox entry (`text`, or `choice` N for a "
-                                     "dialog; `dismiss`); `by`: who answers",
-           ("text", "choice", "dismiss", "by")),
-        Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one "
-                                   "changes"),
-        Op("events", "any", (), "push the event log's entries after `since` (filtered by "
-                                "`types`, `job`) as `log` events, then each new one",
-           ("since", "types", "job")),
-        Op("wait_jobs", "any", ("jobs", "until"),
-           "resolve when any (or all: `mode`) of `jobs` reach `until`: "
-           "needs_input|settled|done|failed", ("mode", "timeout")),
+        Op(
+            "start",
+            "any",
+            ("job",),
+            "start a stopped/ended job again (`env`: replaces the job's environment)",
+            ("env",),
+        ),
+        Op(
+            "rm",
+            "any",
+            ("job",),
+            "stop and remove a job (and its worktree: `force`, `deleteBranch`)",
+            ("force", "deleteBranch"),
+        ),
+        Op("merge", "any", ("job",), "merge a job's worktree branch (`into`, `squash`)", ("into", "squash")),
+        Op("gc", "any", (), "remove the worktrees of removed jobs; prune git's records", ("force",)),
+        Op(
+            "inbox",
+            "any",
+            (),
+            "what waits for a person: open questions and dialogs, budget "
+            "stops, given-up workers, failures; each with a stable id",
+        ),
+        Op(
+            "answer",
+            "any",
+            ("entry",),
+            "answer an inbox entry (`text`, or `choice` N for a dialog; `dismiss`); `by`: who answers",
+            ("text", "choice", "dismiss", "by"),
+        ),
+        Op("subscribe", "any", (), "the rows (`jobs`), then a `job` event whenever one changes"),
+        Op(
+            "events",
+            "any",
+            (),
+            "push the event log's entries after `since` (filtered by "
+            "`types`, `job`) as `log` events, then each new one",
+            ("since", "types", "job"),
+        ),
+        Op(
+            "wait_jobs",
+            "any",
+            ("jobs", "until"),
+            "resolve when any (or all: `mode`) of `jobs` reach `until`: needs_input|settled|done|failed",
+            ("mode", "timeout"),
+        ),
         Op("attach", "any", ("job",), "the worker lets go of the session (at a safe point)"),
         Op("detach", "any", ("job",), "the attached foreground pi quit: back to the background"),
         Op("worker_hello", "any", ("job", "token", "pid"), "bind this connection to a worker"),
-        Op("worker_update", "worker", (), "the worker's view of its job: state, status, ...",
-           ("state", "status", "summary", "question", "dialog", "options", "busy", "usage",
-            "error")),
-        Op("turn", "worker", (), "an idle worker with new work asks for a slot (`go`: run "
-                                 "now; else the job is queued and a `turn` push follows)"),
-        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose",
-           ("fatal",)),
-        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent",
-           ("text",)),
-        Op("budget", "any", ("job",), "set a job's budget (or a root's tree budget: `tree`)",
-           ("budget", "budgetTokens", "maxTurns", "tree")),
+        Op(
+            "worker_update",
+            "worker",
+            (),
+            "the worker's view of its job: state, status, ...",
+            ("state", "status", "summary", "question", "dialog", "options", "busy", "usage", "error"),
+        ),
+        Op(
+            "turn",
+            "worker",
+            (),
+            "an idle worker with new work asks for a slot (`go`: run "
+            "now; else the job is queued and a `turn` push follows)",
+        ),
+        Op("worker_exiting", "worker", ("reason",), "the worker is about to exit on purpose", ("fatal",)),
+        Op("usage_note", "worker", ("kind",), "a budget warning or stop for the job's parent", ("text",)),
+        Op(
+            "budget",
+            "any",
+            ("job",),
+            "set a job's budget (or a root's tree budget: `tree`)",
+            ("budget", "budgetTokens", "maxTurns", "tree"),
+        ),
         # `session` may be null (a --no-session pi): the handler checks it, so not required.
-        Op("peer_register", "any", ("pid",), "bind this connection to a fg peer",
-           ("session", "peer", "name", "cwd")),
+        Op(
+            "peer_register",
+            "any",
+            ("pid",),
+            "bind this connection to a fg peer",
+            ("session", "peer", "name", "cwd"),
+        ),
         Op("peers", "peer", (), "peers the caller may reach"),
         Op("send", "peer", ("to", "message"), "an agent message to a peer"),
-        Op("message", "any", ("job", "message", "from"),
-           "a message from an agent outside roost (`from` names it: roost mcp's client) to a "
-           "job by its exact id, framed as an external agent's (agentExternalMessages)"),
-        Op("spawn", "peer", ("task",), "a background child session (with its parent job's "
-                                       "environment; a foreground pi sends its own as `env`; "
-                                       "`queue`: past the tree caps, queued, not refused)",
-           (*_JOB_ARGS, "queue")),
-        Op("handback", "worker", ("state",), "a report for the job's parent (`structured`: "
-                                             "`result` is the job's checked JSON result)",
-           ("report", "result", "question", "error", "structured")),
-        Op("result", "worker", (), "the job's answer is valid against its output schema: "
-                                   "`value`, kept as its result (job.result)", ("value",)),
-        Op("schedule_add", "any", ("name", "run"),
-           "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
-           "request each firing sends (docs: Schedules)",
-           ("cron", "every", "at", "onChange", "debounce", "tz", "session", "catchUp",
-            "overlap", "env")),
+        Op(
+            "message",
+            "any",
+            ("job", "message", "from"),
+            "a message from an agent outside roost (`from` names it: roost mcp's client) to a "
+            "job by its exact id, framed as an external agent's (agentExternalMessages)",
+        ),
+        Op(
+            "spawn",
+            "peer",
+            ("task",),
+            "a background child session (with its parent job's "
+            "environment; a foreground pi sends its own as `env`; "
+            "`queue`: past the tree caps, queued, not refused)",
+            (*_JOB_ARGS, "queue"),
+        ),
+        Op(
+            "handback",
+            "worker",
+            ("state",),
+            "a report for the job's parent (`structured`: `result` is the job's checked JSON result)",
+            ("report", "result", "question", "error", "structured"),
+        ),
+        Op(
+            "result",
+            "worker",
+            (),
+            "the job's answer is valid against its output schema: `value`, kept as its result (job.result)",
+            ("value",),
+        ),
+        Op(
+            "schedule_add",
+            "any",
+            ("name", "run"),
+            "add a schedule: one of `cron`, `every`, `at`, `onChange` (paths); `run`: the run "
+            "request each firing sends (docs: Schedules)",
+            ("cron", "every", "at", "onChange", "debounce", "tz", "session", "catchUp", "overlap", "env"),
+        ),
         Op("schedule_ls", "any", (), "every schedule's row: next firing, last result"),
         Op("schedule_show", "any", ("name",), "one schedule's row with its run"),
         Op("schedule_rm", "any", ("name",), "remove a schedule (its jobs stay)"),
         Op("schedule_pause", "any", ("name",), "pause a schedule"),
         Op("schedule_resume", "any", ("name",), "resume a paused schedule (from now on)"),
         Op("schedule_run_now", "any", ("name",), "fire a schedule now (cause run-now)"),
-        Op("partial", "worker", (), "the assistant message pi is streaming now and the tools "
-                                    "running (`partial`; null: none), coalesced; kept in "
-                                    "memory only and pushed to `follow_partials` clients",
-           ("partial",)),
-        Op("follow_partials", "any", (), "the jobs' streamed partials now (`partials`, by job "
-                                         "id), then a `partial` event at each change (`job`: "
-                                         "that job's only)", ("job",)),
-        Op("search", "any", ("query",), "full-text search of every job's conversation "
-                                       "(`query`: FTS5 words, \"phrases\", `retr*`, AND, OR, "
-                                       "NOT): `results`, best first (docs: Search)",
-           ("job", "tree", "kinds", "since", "cwd", "all", "limit")),
-        Op("search_reindex", "any", (), "rebuild the search index from the session files "
-                                        "(removed jobs' entries are kept)"),
+        Op(
+            "partial",
+            "worker",
+            (),
+            "the assistant message pi is streaming now and the tools "
+            "running (`partial`; null: none), coalesced; kept in "
+            "memory only and pushed to `follow_partials` clients",
+            ("partial",),
+        ),
+        Op(
+            "follow_partials",
+            "any",
+            (),
+            "the jobs' streamed partials now (`partials`, by job "
+            "id), then a `partial` event at each change (`job`: "
+            "that job's only)",
+            ("job",),
+        ),
+        Op(
+            "search",
+            "any",
+            ("query",),
+            "full-text search of every job's conversation "
+            '(`query`: FTS5 words, "phrases", `retr*`, AND, OR, '
+            "NOT): `results`, best first (docs: Search)",
+            ("job", "tree", "kinds", "since", "cwd", "all", "limit"),
+        ),
+        Op(
+            "search_reindex",
+            "any",
+            (),
+            "rebuild the search index from the session files (removed jobs' entries are kept)",
+        ),
         Op("approval_request", "worker", ("call", "tool"), "a call needs a person", ("input", "worker")),
         Op("approval_answer", "any", ("entry", "decision"), "a person's answer", ("always", "reason", "by")),
-        Op("handoff", "peer", (), "a foreground pi moves its session into a background job "
-                                  "(`env`: the pi's environment, the job's from now on)",
-           ("task", "env", "cwd", "name", "model", "thinking")),
+        Op(
+            "handoff",
+            "peer",
+            (),
+            "a foreground pi moves its session into a background job "
+            "(`env`: the pi's environment, the job's from now on)",
+            ("task", "env", "cwd", "name", "model", "thinking"),
+        ),
     )
 }
 
@@ -442,8 +578,15 @@ class PushedEvent:
 
     __slots__ = ("name", "sender", "receiver", "fields", "optional", "doc")
 
-    def __init__(self, name: str, sender: str, receiver: str, fields: tuple[str, ...] = (),
-                 optional: tuple[str, ...] = (), doc: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        sender: str,
+        receiver: str,
+        fields: tuple[str, ...] = (),
+        optional: tuple[str, ...] = (),
+        doc: str = "",
+    ) -> None:
         self.name = name
         self.sender = sender
         self.receiver = receiver
@@ -463,34 +606,87 @@ PUSHED_EVENTS: dict[str, PushedEvent] = {
     e.name: e
     for e in (
         PushedEvent("stop", ROOSTD, WORKER, ("reason",), doc="stop pi and exit (`reason`: why)"),
-        PushedEvent("budget", ROOSTD, WORKER, ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
-              ("treeWarning",), "the job's limits changed, or its tree's budget ran out "
-                                "(`treeExhausted`: why) or runs low (`treeWarning`)"),
+        PushedEvent(
+            "budget",
+            ROOSTD,
+            WORKER,
+            ("budget", "budgetTokens", "maxTurns", "treeExhausted"),
+            ("treeWarning",),
+            "the job's limits changed, or its tree's budget ran out "
+            "(`treeExhausted`: why) or runs low (`treeWarning`)",
+        ),
         PushedEvent("abort", ROOSTD, WORKER, (), doc="end the run in progress (pi `abort`)"),
-        PushedEvent("approval", ROOSTD, WORKER, ("entry", "call", "decision", "reason", "by", "rule"),
-                    doc="a person's answer to the `call` held for approval (`entry`: its inbox entry)"),
-        PushedEvent("turn", ROOSTD, WORKER, (),
-                    doc="a slot is free: the queued job's worker may start its next run"),
-        PushedEvent("release", ROOSTD, WORKER, ("reason",),
-              doc="`roost attach`: let go of the session at the next safe point"),
+        PushedEvent(
+            "approval",
+            ROOSTD,
+            WORKER,
+            ("entry", "call", "decision", "reason", "by", "rule"),
+            doc="a person's answer to the `call` held for approval (`entry`: its inbox entry)",
+        ),
+        PushedEvent(
+            "turn", ROOSTD, WORKER, (), doc="a slot is free: the queued job's worker may start its next run"
+        ),
+        PushedEvent(
+            "release",
+            ROOSTD,
+            WORKER,
+            ("reason",),
+            doc="`roost attach`: let go of the session at the next safe point",
+        ),
         PushedEvent("job", ROOSTD, CLIENT, ("row",), doc="a job's row changed (after `subscribe`)"),
         PushedEvent("log", ROOSTD, CLIENT, ("entry",), doc="an event-log entry (after `events`)"),
-        PushedEvent("partial", ROOSTD, CLIENT, ("job", "partial"),
-              doc="what a job's pi is streaming changed (after `follow_partials`): `partial` "
-                  "is the message so far and the running tools, or null once it ended"),
-        PushedEvent("dropped", ROOSTD, CLIENT, ("reason",),
-              doc="the last frame before roostd closes a connection that did not read what "
-                  "it was sent (a `subscribe` or `events` client resumes on a new one)"),
-        PushedEvent("deliver", ROOSTD, EXTENSION, ("content", "details"),
-              doc="an agent message or report for a foreground peer, shown and steered in"),
-        PushedEvent("inject", WORKER, EXTENSION, ("content", "details"),
-              doc="a mailbox item for the job's pi, steered in (details.seq: its item)"),
-        PushedEvent("note", WORKER, EXTENSION, ("content",), doc="roost's own note (a run continued "
-              "after a restart or a raised budget): shown, and starts a run"),
-        PushedEvent("budget_note", WORKER, EXTENSION, ("content", "steer"),
-              doc="a budget warning: steered into a running turn (`steer`), else only stored"),
-        PushedEvent("kick", WORKER, EXTENSION, (),
-              doc="a steer was stranded when a run ended: start the run it waits for"),
+        PushedEvent(
+            "partial",
+            ROOSTD,
+            CLIENT,
+            ("job", "partial"),
+            doc="what a job's pi is streaming changed (after `follow_partials`): `partial` "
+            "is the message so far and the running tools, or null once it ended",
+        ),
+        PushedEvent(
+            "dropped",
+            ROOSTD,
+            CLIENT,
+            ("reason",),
+            doc="the last frame before roostd closes a connection that did not read what "
+            "it was sent (a `subscribe` or `events` client resumes on a new one)",
+        ),
+        PushedEvent(
+            "deliver",
+            ROOSTD,
+            EXTENSION,
+            ("content", "details"),
+            doc="an agent message or report for a foreground peer, shown and steered in",
+        ),
+        PushedEvent(
+            "inject",
+            WORKER,
+            EXTENSION,
+            ("content", "details"),
+            doc="a mailbox item for the job's pi, steered in (details.seq: its item)",
+        ),
+        PushedEvent(
+            "note",
+            WORKER,
+            EXTENSION,
+            ("content",),
+            doc="roost's own note (a run continued "
+            "after a restart or a raised budget): shown, and starts a run",
+        ),
+        PushedEvent(
+            "budget_note",
+            WORKER,
+            EXTENSION,
+            ("content", "steer"),
+            doc="a budget warning: steered into a running turn (`steer`), else only stored",
+        ),
+        PushedEvent(
+            "kick",
+            WORKER,
+            EXTENSION,
+            (),
+            doc="a steer was stranded when a run ended: start the run it waits for",
+        ),
     )
 }
 

@@ -50,20 +50,28 @@ def check_schema(schema: Any) -> dict[str, Any]:
     from jsonschema import validators
 
     dialect = schema.get("$schema")
-    cls = validators.validator_for(schema, default=None) if dialect is not None else \
-        validators.validator_for(schema)
+    cls = (
+        validators.validator_for(schema, default=None)
+        if dialect is not None
+        else validators.validator_for(schema)
+    )
     if cls is None:
-        raise BadSchema(f"the output schema's $schema {dialect!r} is not a JSON Schema "
-                        "dialect roost knows (drafts 3, 4, 6, 7, 2019-09, 2020-12)")
+        raise BadSchema(
+            f"the output schema's $schema {dialect!r} is not a JSON Schema "
+            "dialect roost knows (drafts 3, 4, 6, 7, 2019-09, 2020-12)"
+        )
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise BadSchema(f"the output schema is not a valid JSON Schema: at {exc.json_path}: "
-                        f"{_short(exc.message)}") from None
+        raise BadSchema(
+            f"the output schema is not a valid JSON Schema: at {exc.json_path}: {_short(exc.message)}"
+        ) from None
     outside = next((ref for ref in _refs(schema) if not ref.startswith("#")), None)
     if outside is not None:
-        raise BadSchema(f"the output schema's $ref {outside!r} points outside it: roost "
-                        "resolves only references within the schema (#/...)")
+        raise BadSchema(
+            f"the output schema's $ref {outside!r} points outside it: roost "
+            "resolves only references within the schema (#/...)"
+        )
     return schema
 
 
@@ -94,11 +102,11 @@ def extract(text: str) -> tuple[Any, str | None]:
         pass
     blocks = _FENCE.findall(whole)
     if len(blocks) > 1:
-        return None, (f"the answer holds {len(blocks)} ```json blocks: give the value alone, "
-                      "or in exactly one block")
+        return None, (
+            f"the answer holds {len(blocks)} ```json blocks: give the value alone, or in exactly one block"
+        )
     if not blocks:
-        return None, ("the answer is not JSON: give the JSON value alone, or in one ```json "
-                      "block")
+        return None, ("the answer is not JSON: give the JSON value alone, or in one ```json block")
     try:
         return json.loads(blocks[0]), None
     except ValueError as exc:
@@ -112,8 +120,10 @@ def errors_of(schema: dict[str, Any], value: Any) -> list[str]:
 
     cls = validators.validator_for(schema)
     # An empty registry: a reference is resolved within the schema, never fetched.
-    found = sorted(cls(schema, registry=Registry()).iter_errors(value),
-                   key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    found = sorted(
+        cls(schema, registry=Registry()).iter_errors(value),
+        key=lambda e: ([str(p) for p in e.absolute_path], e.message),
+    )
     return [f"at {e.json_path}: {_short(e.message)}" for e in found]
 
 
@@ -136,21 +146,25 @@ def listing(errors: list[str]) -> str:
 
 def task_note(schema: dict[str, Any]) -> str:
     """What roost adds to a task whose job has an output schema (README quotes it)."""
-    return ("\n\n[roost] This job's final answer must be a JSON value valid against the JSON "
-            "Schema below: answer with the JSON value alone (or in a single ```json block), "
-            "with no other text. roost checks it when the run ends. This note comes from "
-            "roost, the supervisor.\n"
-            f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```")
+    return (
+        "\n\n[roost] This job's final answer must be a JSON value valid against the JSON "
+        "Schema below: answer with the JSON value alone (or in a single ```json block), "
+        "with no other text. roost checks it when the run ends. This note comes from "
+        "roost, the supervisor.\n"
+        f"```json\n{json.dumps(schema, ensure_ascii=False)}\n```"
+    )
 
 
 def repair_note(errors: list[str], left: int) -> str:
     """The framed note an invalid answer gets (`left`: further notes after this one)."""
-    more = ("" if left <= 0 else f" ({left} more chance{'s' if left != 1 else ''} after this)")
-    return ("[roost] Your final answer is not valid against this job's output schema:\n"
-            f"{listing(errors)}\n"
-            "This note comes from roost, the supervisor, not from the user. Answer again with "
-            "only the corrected JSON value (or a single ```json block); if this answer is "
-            f"invalid too, the job fails{more}.")
+    more = "" if left <= 0 else f" ({left} more chance{'s' if left != 1 else ''} after this)"
+    return (
+        "[roost] Your final answer is not valid against this job's output schema:\n"
+        f"{listing(errors)}\n"
+        "This note comes from roost, the supervisor, not from the user. Answer again with "
+        "only the corrected JSON value (or a single ```json block); if this answer is "
+        f"invalid too, the job fails{more}."
+    )
 
 
 def failure(errors: list[str]) -> str:
@@ -168,9 +182,16 @@ def event_fields(value: Any) -> dict[str, Any]:
 
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
 def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null", int: "a number", float: "a number"}.get(type(value), "?")
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), "?")

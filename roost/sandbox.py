@@ -45,8 +45,20 @@ GEMINI_API_KEY, GROQ_API_KEY, OPENROUTER_API_KEY, GH_TOKEN, COPILOT_GITHUB_TOKEN
 AWS_*, AZURE_* ...), and the agent sockets (ssh, gpg)."""
 _SECRET_RE = re.compile(rf"(?:{SECRET_NAMES})", re.IGNORECASE)
 
-HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh",
-                ".docker", ".kube", ".netrc", ".git-credentials", ".npmrc", ".pypirc")
+HOME_SECRETS = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".docker",
+    ".kube",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+)
 """Files and folders under $HOME a sandboxed command cannot read (made empty)."""
 AGENT_SECRETS = ("auth.json", "sessions", "roost")
 """Under pi's agent dir: its credentials, every session, roost's files there."""
@@ -67,9 +79,15 @@ class Plan:
     network: str
 
     def to_json(self) -> str:
-        return json.dumps({"argv": list(self.argv), "roots": list(self.roots),
-                           "hidden": list(self.hidden), "drop": SECRET_NAMES,
-                           "network": self.network})
+        return json.dumps(
+            {
+                "argv": list(self.argv),
+                "roots": list(self.roots),
+                "hidden": list(self.hidden),
+                "drop": SECRET_NAMES,
+                "network": self.network,
+            }
+        )
 
 
 def is_secret_name(name: str) -> bool:
@@ -94,8 +112,7 @@ def locate(environ: Mapping[str, str] | None = None) -> str:
     if explicit:
         if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
             return os.path.abspath(explicit)
-        raise SandboxError(f"{BWRAP_VAR}={explicit} is not an executable file: "
-                           f"{install_hint()}")
+        raise SandboxError(f"{BWRAP_VAR}={explicit} is not an executable file: {install_hint()}")
     found = shutil.which("bwrap", path=environ.get("PATH", os.defpath))
     if found is None:
         raise SandboxError(f"bwrap is not installed: {install_hint()}")
@@ -103,8 +120,10 @@ def locate(environ: Mapping[str, str] | None = None) -> str:
 
 
 def install_hint() -> str:
-    return (f"--sandbox needs bubblewrap: install the {PACKAGE} package "
-            f"(apt-get install {PACKAGE}), or set {BWRAP_VAR}")
+    return (
+        f"--sandbox needs bubblewrap: install the {PACKAGE} package "
+        f"(apt-get install {PACKAGE}), or set {BWRAP_VAR}"
+    )
 
 
 _probed: dict[tuple[str, str], str | None] = {}
@@ -116,23 +135,45 @@ def probe(bwrap: str, network: str = "none", *, cache: bool = True) -> None:
     key = (bwrap, network)
     if cache and key in _probed and _probed[key] is None:
         return
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-pid", "--die-with-parent"]
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--die-with-parent",
+    ]
     if network == "none":
         argv.append("--unshare-net")
     argv += ["--", "true"]
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, timeout=20, check=False)
-        error = None if done.returncode == 0 else (
-            done.stderr.decode("utf-8", "replace").strip().splitlines() or
-            [f"exit {done.returncode}"])[-1]
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=20,
+            check=False,
+        )
+        error = (
+            None
+            if done.returncode == 0
+            else (done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit {done.returncode}"])[
+                -1
+            ]
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         error = str(exc)
     _probed[key] = error
     if error is not None:
-        raise SandboxError(f"bwrap ({bwrap}) cannot make a sandbox here: {error} "
-                           "(user namespaces may be disabled; see docs: Sandbox)")
+        raise SandboxError(
+            f"bwrap ({bwrap}) cannot make a sandbox here: {error} "
+            "(user namespaces may be disabled; see docs: Sandbox)"
+        )
 
 
 def check(environ: Mapping[str, str] | None = None, network: str = "none") -> str:
@@ -142,40 +183,59 @@ def check(environ: Mapping[str, str] | None = None, network: str = "none") -> st
     return bwrap
 
 
-def compose(on: bool | None, network: str | None, definition_on: bool, settings_on: bool,
-            settings_network: str, writable: Iterable[str],
-            parent: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def compose(
+    on: bool | None,
+    network: str | None,
+    definition_on: bool,
+    settings_on: bool,
+    settings_network: str,
+    writable: Iterable[str],
+    parent: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
     """A job's sandbox, or None: {network, writable}. `on`: the request's (`roost run
     --sandbox`; None: not said); a definition's `sandbox = true` or roost.json's `sandbox`
     turn it on too. A sandboxed parent's child is sandboxed whatever it asks, never with
     more network or more writable folders than its parent."""
     if parent is not None:
-        return {"network": parent.get("network", "none") if network in (None, "host")
-                else network, "writable": list(parent.get("writable") or [])}
+        return {
+            "network": parent.get("network", "none") if network in (None, "host") else network,
+            "writable": list(parent.get("writable") or []),
+        }
     if not (on or definition_on or (on is None and settings_on)):
         return None
     if network is None:
         network = settings_network if settings_network in NETWORKS else "none"
     if network not in NETWORKS:
-        raise SandboxError(f"the sandbox network is one of {', '.join(NETWORKS)}, "
-                           f"not {network!r}")
+        raise SandboxError(f"the sandbox network is one of {', '.join(NETWORKS)}, not {network!r}")
     return {"network": network, "writable": [os.path.expanduser(w) for w in writable]}
 
 
-def child_cwd_allowed(cwd: str, parent_cwd: str, parent: Mapping[str, Any],
-                      realpath: Callable[[str], str] = os.path.realpath) -> bool:
+def child_cwd_allowed(
+    cwd: str, parent_cwd: str, parent: Mapping[str, Any], realpath: Callable[[str], str] = os.path.realpath
+) -> bool:
     """A sandboxed parent's child works inside the parent's writable roots (else a spawn
     would give a model a writable folder its sandbox denies it)."""
     target = realpath(cwd)
-    return any(inside(target, realpath(os.path.expanduser(root)))
-               for root in (parent_cwd, *(parent.get("writable") or [])))
+    return any(
+        inside(target, realpath(os.path.expanduser(root)))
+        for root in (parent_cwd, *(parent.get("writable") or []))
+    )
 
 
-def plan(bwrap: str, cwd: str, writable: Iterable[str], network: str, *, home: str,
-         roost_home: str, agent_dir: str, shell: str = "/bin/bash",
-         exists: Callable[[str], bool] = os.path.lexists,
-         isdir: Callable[[str], bool] = os.path.isdir,
-         realpath: Callable[[str], str] = os.path.realpath) -> Plan:
+def plan(
+    bwrap: str,
+    cwd: str,
+    writable: Iterable[str],
+    network: str,
+    *,
+    home: str,
+    roost_home: str,
+    agent_dir: str,
+    shell: str = "/bin/bash",
+    exists: Callable[[str], bool] = os.path.lexists,
+    isdir: Callable[[str], bool] = os.path.isdir,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> Plan:
     """bwrap's argument list for one job. Everything is read-only but the roots (the job's
     directory and sandbox.writable) and a private /tmp; secrets and ROOST_HOME are made
     empty (a folder: a tmpfs; a file: /dev/null), the roots bound over them where they lie
@@ -194,8 +254,21 @@ def plan(bwrap: str, cwd: str, writable: Iterable[str], network: str, *, home: s
         resolved = realpath(path)
         if exists(resolved) and resolved not in hidden and resolved != "/":
             hidden.append(resolved)
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session"]
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if network == "none":
         argv.append("--unshare-net")
 
@@ -222,13 +295,27 @@ def plan(bwrap: str, cwd: str, writable: Iterable[str], network: str, *, home: s
     return Plan(tuple(argv), tuple(roots), tuple(hidden), network)
 
 
-def job_plan(job: Mapping[str, Any], *, home: str, roost_home: str,
-             agent_dir: str, environ: Mapping[str, str] | None = None) -> Plan:
+def job_plan(
+    job: Mapping[str, Any],
+    *,
+    home: str,
+    roost_home: str,
+    agent_dir: str,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
     """The worker's plan for a job whose record says `sandbox` (SandboxError without a
     working bwrap: the job is never run unsandboxed)."""
     sandbox = job.get("sandbox") or {}
     network = sandbox.get("network", "none")
     bwrap = check(environ, network)
     shell = shutil.which("bash") or "/bin/sh"
-    return plan(bwrap, str(job["cwd"]), sandbox.get("writable") or [], network, home=home,
-                roost_home=roost_home, agent_dir=agent_dir, shell=shell)
+    return plan(
+        bwrap,
+        str(job["cwd"]),
+        sandbox.get("writable") or [],
+        network,
+        home=home,
+        roost_home=roost_home,
+        agent_dir=agent_dir,
+        shell=shell,
+    )

@@ -42,15 +42,15 @@ class Machine(Generic[S]):
     def check(self, current: S, target: S, what: str) -> None:
         """Raise IllegalTransition unless `current -> target` is allowed (staying put is)."""
         if not self.allows(current, target):
-            raise IllegalTransition(
-                f"{what}: {self.name} {current.value} -> {target.value} is not allowed")
+            raise IllegalTransition(f"{what}: {self.name} {current.value} -> {target.value} is not allowed")
 
     def move(self, current: S, target: S, what: str, why: str = "") -> S:
         """Check a move and log it; returns `target` for the caller to store."""
         self.check(current, target, what)
         if current != target:
-            log.info("%s: %s %s -> %s%s", what, self.name, current.value, target.value,
-                     f" ({why})" if why else "")
+            log.info(
+                "%s: %s %s -> %s%s", what, self.name, current.value, target.value, f" ({why})" if why else ""
+            )
         return target
 
 
@@ -109,8 +109,10 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
     (_J.REAPED, _J.FAILED): "it could not be woken: its session is held by another writer",
     # The queue (supervise/jobqueue.py): a job born past the limits starts `queued`; one
     # that would start a turn with no slot free waits in it, its items in its mailbox.
-    **{(source, _J.QUEUED): "no slot free to start it (maxRunning or its group's limit)"
-       for source in (_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.REAPED)},
+    **{
+        (source, _J.QUEUED): "no slot free to start it (maxRunning or its group's limit)"
+        for source in (_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.REAPED)
+    },
     (_J.QUEUED, _J.STARTING): "a slot freed: its worker starts and delivers its mailbox",
     (_J.QUEUED, _J.RUNNING): "a slot freed: its idle worker starts the next run",
     (_J.QUEUED, _J.STOPPED): "the user stopped it",
@@ -122,7 +124,8 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
     (_J.WAITING, _J.STOPPED): "the user stopped it: it never runs",
 }
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    state: frozenset(to for (source, to) in JOB_MOVES if source == state) for state in JobState}
+    state: frozenset(to for (source, to) in JOB_MOVES if source == state) for state in JobState
+}
 JOBS: Machine[JobState] = Machine("job", JOB_TRANSITIONS)
 
 WORKER_STATES = frozenset({JobState.RUNNING, JobState.DONE, JobState.NEEDS_INPUT, JobState.FAILED})
@@ -287,8 +290,15 @@ class PeerKind(str, Enum):
 
 
 def item_outcome(
-    *, kind: ItemKind, job: JobState, attached: bool, worker: ProcState | None,
-    worker_alive: bool, dialog: bool, busy: bool, over_budget: bool = False,
+    *,
+    kind: ItemKind,
+    job: JobState,
+    attached: bool,
+    worker: ProcState | None,
+    worker_alive: bool,
+    dialog: bool,
+    busy: bool,
+    over_budget: bool = False,
 ) -> ItemDecision:
     """The one place an item's outcome is decided: delivered, queued, started, or refused.
 

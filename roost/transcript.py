@@ -155,8 +155,10 @@ def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str
         elif kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
             details = entry.get("details") or {}
             heading = details.get("title") or title(  # sessions older than the title
-                str(details.get("kind") or "message"), details.get("from"),
-                str(details.get("relation") or "?"))
+                str(details.get("kind") or "message"),
+                details.get("from"),
+                str(details.get("relation") or "?"),
+            )
             yield f"{stamp} {heading} [seq {details.get('seq')}]"
             for line in content_text(entry.get("content")).splitlines():
                 yield f"    │ {line}"
@@ -184,9 +186,7 @@ def render(entries: list[dict[str, Any]], verbose: bool = False) -> Iterator[str
             yield f"{stamp} ── model {entry.get('provider', '')}/{entry.get('modelId', '')}"
 
 
-def _render_assistant(
-    stamp: str, content: Any, message: dict[str, Any], verbose: bool
-) -> Iterator[str]:
+def _render_assistant(stamp: str, content: Any, message: dict[str, Any], verbose: bool) -> Iterator[str]:
     parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
     for part in parts:
         if not isinstance(part, dict):

@@ -70,8 +70,7 @@ def trusted_dir(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, *,
-               follow: bool = True) -> bytes:
+def read_bytes(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, *, follow: bool = True) -> bytes:
     """The bytes of a trusted file; UntrustedFile (one line) when it is not one or holds
     more than `limit` bytes, FileNotFoundError when it is missing. `follow=False` refuses
     a symlink (a repository's file must be the file itself)."""
@@ -101,8 +100,7 @@ def read_bytes(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, *,
         os.close(fd)
 
 
-def read_text(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, *,
-              follow: bool = True) -> str:
+def read_text(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, *, follow: bool = True) -> str:
     """`read_bytes` decoded as UTF-8 (UnicodeDecodeError when it is not)."""
     return read_bytes(path, limit, follow=follow).decode("utf-8")
 
@@ -140,8 +138,10 @@ def home_problem(home: str | os.PathLike[str]) -> str | None:
     except OSError as exc:
         return f"ROOST_HOME {home}: {exc.strerror or exc}"
     if st.st_uid != os.getuid():
-        return (f"ROOST_HOME {home} (resolved: {os.path.realpath(home)}) is owned by "
-                f"{_who(st.st_uid)}, not by you: refusing to use it")
+        return (
+            f"ROOST_HOME {home} (resolved: {os.path.realpath(home)}) is owned by "
+            f"{_who(st.st_uid)}, not by you: refusing to use it"
+        )
     problem = dir_chain_problem(home)
     if problem:
         return f"ROOST_HOME {home} is not yours alone: {problem}"

@@ -26,16 +26,27 @@ CONFUSABLES = Path(__file__).parent / "data" / "confusables.txt"
 # (U+034F COMBINING GRAPHEME JOINER, the Hangul fillers U+115F/1160/3164/FFA0, variation
 # selectors, Mongolian free variation selectors, ...).
 _IGNORABLE = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
-    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
-    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
-    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
     (0xE0000, 0xE0FFF),
 )
 # Bidi controls: they reorder what is shown after them (an RTL override turns `exe.txt`
 # into `txt.exe`). All are also ignorable; named apart for a clearer refusal.
-_BIDI = frozenset(
-    [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C])
+_BIDI = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C])
 
 
 def invisible(char: str) -> bool:
@@ -57,8 +68,10 @@ def _table() -> dict[str, str]:
     """confusables.txt as {source character: prototype}. Lines are
     `SOURCE ; TARGET... ; TYPE # comment`, code points in hex."""
     text = CONFUSABLES.read_text(encoding="utf-8-sig")
-    return {chr(int(source, 16)): "".join(chr(int(h, 16)) for h in target.split())
-            for source, target in _LINE.findall(text)}
+    return {
+        chr(int(source, 16)): "".join(chr(int(h, 16)) for h in target.split())
+        for source, target in _LINE.findall(text)
+    }
 
 
 def _mapped(text: str) -> str:
@@ -85,8 +98,7 @@ def _fold_step(text: str) -> str:
     text = _mapped(unicodedata.normalize("NFKD", text))  # decomposed first, as UTS #39 maps
     text = "".join(_small_capital(c) for c in text.casefold())
     text = unicodedata.normalize("NFD", _mapped(text))
-    return "".join(c for c in text
-                   if not invisible(c) and unicodedata.category(c) not in ("Mn", "Me"))
+    return "".join(c for c in text if not invisible(c) and unicodedata.category(c) not in ("Mn", "Me"))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -143,14 +155,14 @@ def clean_name(value: str, what: str = "name") -> str:
         if code < 0x20 or 0x7F <= code < 0xA0 or unicodedata.category(char) in ("Zl", "Zp"):
             raise ValueError(f"{what} must not contain control characters")
         if code in _BIDI:
-            raise ValueError(f"{what} must not contain bidi controls (U+{code:04X} "
-                             "reorders the text shown after it)")
+            raise ValueError(
+                f"{what} must not contain bidi controls (U+{code:04X} reorders the text shown after it)"
+            )
         if invisible(char):
             raise ValueError(f"{what} must not contain invisible characters (U+{code:04X})")
     scripts = {s for s in map(_script, name) if s is not None}
     if len(scripts - {"CJK"}) > 1:
-        raise ValueError(f"{what} mixes letters of {' and '.join(sorted(scripts - {'CJK'}))}: "
-                         "use one script")
+        raise ValueError(f"{what} mixes letters of {' and '.join(sorted(scripts - {'CJK'}))}: use one script")
     return name
 
 
@@ -158,8 +170,7 @@ def shown_name(value: str) -> str:
     """A name made from free text (a task's first line): NFKC, with control and invisible
     characters dropped rather than refused."""
     text = unicodedata.normalize("NFKC", value)
-    return "".join(" " if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c
-                   for c in text if not invisible(c))
+    return "".join(" " if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text if not invisible(c))
 
 
 def imitates(name: str, others: dict[str, str]) -> str | None:

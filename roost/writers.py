@@ -57,8 +57,9 @@ class Writer:
 
     __slots__ = ("how", "job", "name", "pid", "started")
 
-    def __init__(self, pid: int, name: str, how: str, job: str | None = None,
-                 started: float | None = None) -> None:
+    def __init__(
+        self, pid: int, name: str, how: str, job: str | None = None, started: float | None = None
+    ) -> None:
         self.pid = pid
         self.name = name  # "pi", or the program's name
         self.how = how  # why it counts: "its --session names it", ...
@@ -172,16 +173,18 @@ def names_session(argv: list[str], pid: str, target: _Target) -> str | None:
         return "its --session-id names it"
     if "pick" in opts:
         folder = opts.get("--session-dir")
-        folder = (_resolve(folder, pid) if folder
-                  else (_environ(pid, "PI_CODING_AGENT_SESSION_DIR") or {}).get(
-                      "PI_CODING_AGENT_SESSION_DIR"))
+        folder = (
+            _resolve(folder, pid)
+            if folder
+            else (_environ(pid, "PI_CODING_AGENT_SESSION_DIR") or {}).get("PI_CODING_AGENT_SESSION_DIR")
+        )
         if target.is_dir(folder):
             return f"it runs {opts['pick']} in the session's directory"
     return None
 
 
 def program_name(argv: list[str], pid: str) -> str:
-    """"pi" for a pi (its node process too), else the program's short name."""
+    """ "pi" for a pi (its node process too), else the program's short name."""
     for arg in argv[:2]:
         base = os.path.basename(arg)
         if base == "pi" or "pi-coding-agent" in arg:
@@ -193,8 +196,7 @@ def program_name(argv: list[str], pid: str) -> str:
         return os.path.basename(argv[0]) if argv else "?"
 
 
-def find_writers(session: str, job_dir: str | None = None,
-                 exclude: tuple[int, ...] = ()) -> list[Writer]:
+def find_writers(session: str, job_dir: str | None = None, exclude: tuple[int, ...] = ()) -> list[Writer]:
     """Processes of this user, other than `exclude` and this one, that write `session`
     (`job_dir`: the job's directory, where roost's note of the session is kept)."""
     target = _Target(session)
@@ -243,8 +245,7 @@ def remember(session: str, job_dir: str) -> None:
     tmp = os.path.join(job_dir, SEEN + ".tmp")
     try:
         with open(tmp, "w", encoding="ascii") as handle:
-            handle.write(f"{size} {mtime_ns} {time.clock_gettime(time.CLOCK_BOOTTIME)!r} "
-                         f"{_boot_id()}\n")
+            handle.write(f"{size} {mtime_ns} {time.clock_gettime(time.CLOCK_BOOTTIME)!r} {_boot_id()}\n")
         os.replace(tmp, os.path.join(job_dir, SEEN))
     except OSError:
         pass  # the job was removed: nothing to note
@@ -341,7 +342,8 @@ def pis_outside_roost(pids: list[str], uid: int, since: float) -> list[Writer]:
             holders = _lock_holders()
         if int(pid) in holders:
             continue  # has roost's extension: it holds its own session's lock
-        found.append(Writer(int(pid), "pi", "the session changed outside roost while it ran",
-                            started=started))
+        found.append(
+            Writer(int(pid), "pi", "the session changed outside roost while it ran", started=started)
+        )
     # The earliest first: a pi started from the hint comes right after roost let go.
     return sorted(found, key=lambda w: w.started or 0.0)

@@ -63,8 +63,7 @@ class Feed:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         for op in ("subscribe", "follow_partials"):
-            threading.Thread(target=self._follow, args=(op,), name=f"roost-acp-{op}",
-                             daemon=True).start()
+            threading.Thread(target=self._follow, args=(op,), name=f"roost-acp-{op}", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()

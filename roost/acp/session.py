@@ -113,19 +113,20 @@ class RoostAgent:
     def on_connect(self, conn: Any) -> None:
         self.client = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
-        sessions = SessionCapabilities(list=SessionListCapabilities(),
-                                       resume=SessionResumeCapabilities())
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> InitializeResponse:
+        sessions = SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities())
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(load_session=True,
-                                                 session_capabilities=sessions),
-            agent_info=Implementation(name="roost", title="roost", version=__version__))
+            agent_capabilities=AgentCapabilities(load_session=True, session_capabilities=sessions),
+            agent_info=Implementation(name="roost", title="roost", version=__version__),
+        )
 
     # -- sessions ----------------------------------------------------------------------------
-    async def new_session(self, cwd: str, additional_directories: Any = None,
-                          mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
         meta: dict[str, Any] = kwargs["roost"] if isinstance(kwargs.get("roost"), dict) else {}
         if meta.get("job"):
             session = await self._open(str(meta["job"]), cwd, replay=False)
@@ -137,29 +138,51 @@ class RoostAgent:
         self.sessions[sid] = Session(sid, cwd, options)
         return NewSessionResponse(session_id=sid)
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           additional_directories: Any = None,
-                           **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
         await self._open(session_id, cwd, replay=True)
         return LoadSessionResponse()
 
-    async def resume_session(self, session_id: str, cwd: str, additional_directories: Any = None,
-                             mcp_servers: Any = None, **kwargs: Any) -> ResumeSessionResponse:
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: Any = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
         await self._open(session_id, cwd, replay=False)
         return ResumeSessionResponse()
 
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
-                            **kwargs: Any) -> ListSessionsResponse:
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
         rows = (await links.request("list"))["jobs"]
-        found = [r for r in rows if r.get("kind") == "pi"
-                 and (not cwd or os.path.abspath(str(r.get("cwd"))) == os.path.abspath(cwd))]
+        found = [
+            r
+            for r in rows
+            if r.get("kind") == "pi"
+            and (not cwd or os.path.abspath(str(r.get("cwd"))) == os.path.abspath(cwd))
+        ]
         found.sort(key=lambda r: str(r.get("updated") or r.get("created")), reverse=True)
-        return ListSessionsResponse(sessions=[
-            SessionInfo(session_id=session_id(r), cwd=str(r.get("cwd")),
-                        title=safe(str(r.get("name") or r.get("summary") or r["id"]))[:120],
-                        updated_at=str(r.get("updated") or "") or None,
-                        field_meta={"roost": {"job": r["id"], "state": r.get("state")}})
-            for r in found])
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=session_id(r),
+                    cwd=str(r.get("cwd")),
+                    title=safe(str(r.get("name") or r.get("summary") or r["id"]))[:120],
+                    updated_at=str(r.get("updated") or "") or None,
+                    field_meta={"roost": {"job": r["id"], "state": r.get("state")}},
+                )
+                for r in found
+            ]
+        )
 
     async def _row(self, ref: str) -> dict[str, Any]:
         try:
@@ -202,8 +225,13 @@ class RoostAgent:
             self._spawn(self._refresh(session, value if streamed else None))
             if not streamed:
                 session.moved.set()
-            if (not streamed and session.turn and value is not None
-                    and value.get("state") == "needs_input" and not value.get("dialog")):
+            if (
+                not streamed
+                and session.turn
+                and value is not None
+                and value.get("state") == "needs_input"
+                and not value.get("dialog")
+            ):
                 self._spawn(self._approvals(session))  # a tool call waits for a person
 
     def _spawn(self, work: Any) -> None:
@@ -254,8 +282,9 @@ class RoostAgent:
         if session.job is None:
             from roost.jobenv import caller_env
 
-            answer = await links.request("run", task=text, cwd=session.cwd, name=session.sid,
-                                         env=caller_env(), **session.options)
+            answer = await links.request(
+                "run", task=text, cwd=session.cwd, name=session.sid, env=caller_env(), **session.options
+            )
             async with session.lock:
                 self._attach(session, await self._row(answer["id"]))
             self.sessions.setdefault(str(answer["id"]), session)
@@ -268,8 +297,7 @@ class RoostAgent:
     async def _settle(self, session: Session) -> StopReason:
         assert session.job is not None
         while True:
-            answer = await links.request("wait", WAIT_SECONDS + 30, job=session.job,
-                                         timeout=WAIT_SECONDS)
+            answer = await links.request("wait", WAIT_SECONDS + 30, job=session.job, timeout=WAIT_SECONDS)
             if not answer["settled"]:
                 continue
             await self._refresh(session, None)
@@ -286,17 +314,32 @@ class RoostAgent:
         """The run's open dialog as a permission request, answered into its inbox entry;
         False when the client cancelled it (the dialog stays open for other surfaces)."""
         entries = (await links.request("inbox"))["entries"]
-        entry = next((e for e in entries if e.get("kind") == "dialog"
-                      and (e.get("job") or {}).get("id") == session.job), None)
+        entry = next(
+            (
+                e
+                for e in entries
+                if e.get("kind") == "dialog" and (e.get("job") or {}).get("id") == session.job
+            ),
+            None,
+        )
         if entry is None:
             return True  # answered meanwhile: wait again
         options = [str(o) for o in entry.get("options") or []]
         yes_no = options == ["yes", "no"]
-        choices = [PermissionOption(option_id=f"choice-{n}", name=safe(text)[:200],
-                                    kind="reject_once" if yes_no and n == 2 else "allow_once")
-                   for n, text in enumerate(options, 1)]
-        call = ToolCallUpdate(tool_call_id=f"dialog-{entry['id']}", title=safe(str(entry["text"])),
-                              kind="other", status="pending")
+        choices = [
+            PermissionOption(
+                option_id=f"choice-{n}",
+                name=safe(text)[:200],
+                kind="reject_once" if yes_no and n == 2 else "allow_once",
+            )
+            for n, text in enumerate(options, 1)
+        ]
+        call = ToolCallUpdate(
+            tool_call_id=f"dialog-{entry['id']}",
+            title=safe(str(entry["text"])),
+            kind="other",
+            status="pending",
+        )
         answer = await self._permission(session, entry["id"], call, choices)
         if answer is None:
             return True  # answered elsewhere first: wait again
@@ -310,13 +353,15 @@ class RoostAgent:
             pass  # answered elsewhere first, or closed: the wait says what happens next
         return True
 
-    async def _permission(self, session: Session, entry: str, call: ToolCallUpdate,
-                          options: list[PermissionOption]) -> Any:
+    async def _permission(
+        self, session: Session, entry: str, call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> Any:
         """The client's answer to a permission request about inbox entry `entry`, or None
         once the entry closed first (another surface answered it, the run ended): the
         request is dropped then, and the turn goes on."""
-        asking = asyncio.ensure_future(self.client.request_permission(
-            session_id=session.sid, tool_call=call, options=options))
+        asking = asyncio.ensure_future(
+            self.client.request_permission(session_id=session.sid, tool_call=call, options=options)
+        )
         try:
             while True:
                 session.moved.clear()  # before the look: a change after it wakes the wait
@@ -338,24 +383,34 @@ class RoostAgent:
         entry to the other surfaces."""
         entries = (await links.request("inbox"))["entries"]
         for entry in entries:
-            if (entry.get("kind") != "approval" or entry["id"] in session.asked
-                    or (entry.get("job") or {}).get("id") != session.job):
+            if (
+                entry.get("kind") != "approval"
+                or entry["id"] in session.asked
+                or (entry.get("job") or {}).get("id") != session.job
+            ):
                 continue
             session.asked.add(entry["id"])
             tool = str(entry.get("tool") or "tool")
-            call = ToolCallUpdate(tool_call_id=f"approval-{entry['id']}",
-                                  title=safe(f"{tool}: {entry.get('text') or ''}")[:300],
-                                  kind=KINDS.get(tool, "other"), status="pending",
-                                  raw_input=entry.get("input"))
+            call = ToolCallUpdate(
+                tool_call_id=f"approval-{entry['id']}",
+                title=safe(f"{tool}: {entry.get('text') or ''}")[:300],
+                kind=KINDS.get(tool, "other"),
+                status="pending",
+                raw_input=entry.get("input"),
+            )
             answer = await self._permission(session, entry["id"], call, APPROVAL_OPTIONS)
             outcome = None if answer is None else answer.outcome
             if getattr(outcome, "outcome", None) != "selected":
                 continue
             chosen = str(getattr(outcome, "option_id", ""))
             try:
-                await links.request("approval_answer", entry=entry["id"], by="acp",
-                                    decision="deny" if chosen == "reject" else "approve",
-                                    always=chosen == "allow-always")
+                await links.request(
+                    "approval_answer",
+                    entry=entry["id"],
+                    by="acp",
+                    decision="deny" if chosen == "reject" else "approve",
+                    always=chosen == "allow-always",
+                )
             except RoostRefused:
                 pass  # answered elsewhere first: the run goes on either way
 

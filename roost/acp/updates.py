@@ -34,8 +34,15 @@ RESULT_MAX = 20_000
 CLIPPED = 100_000
 """A partial's block longer than this was cut to it with a `…` (roost.worker.streaming's
 BLOCK_MAX): the `…` is not the model's, and the rest comes with the saved message."""
-KINDS: dict[str, Any] = {"read": "read", "edit": "edit", "write": "edit", "bash": "execute", "grep": "search",
-         "find": "search", "ls": "search"}
+KINDS: dict[str, Any] = {
+    "read": "read",
+    "edit": "edit",
+    "write": "edit",
+    "bash": "execute",
+    "grep": "search",
+    "find": "search",
+    "ls": "search",
+}
 """pi's tools as ACP's tool kinds (the client's icon); any other tool is `other`."""
 
 
@@ -123,8 +130,10 @@ class Shown:
         if entry.get("customType") == CUSTOM_TYPE:
             details = entry.get("details") or {}
             heading = details.get("title") or title(
-                str(details.get("kind") or "message"), details.get("from"),
-                str(details.get("relation") or "?"))
+                str(details.get("kind") or "message"),
+                details.get("from"),
+                str(details.get("relation") or "?"),
+            )
             return [update_user_message_text(safe(f"**{heading}**\n\n{text}"))]
         if entry.get("customType") == NOTE_TYPE:
             return [update_agent_thought_text(safe(f"roost: {text}"))]
@@ -144,16 +153,18 @@ class Shown:
         out: list[Any] = []
         if call not in self.started:
             self.started.add(call)
-            out.append(start_tool_call(call, safe(str(message.get("toolName") or "tool")),
-                                       kind="other", status="in_progress"))
+            out.append(
+                start_tool_call(
+                    call, safe(str(message.get("toolName") or "tool")), kind="other", status="in_progress"
+                )
+            )
         self.ended.add(call)
         self.running.discard(call)
         text = content_text(message.get("content"))
         if len(text) > RESULT_MAX:
             text = text[:RESULT_MAX] + "…"
         status: Any = "failed" if message.get("isError") else "completed"
-        out.append(update_tool_call(call, status=status,
-                                    content=[tool_content(text_block(safe(text)))]))
+        out.append(update_tool_call(call, status=status, content=[tool_content(text_block(safe(text)))]))
         return out
 
     # -- a message, streamed or saved ------------------------------------------------------
@@ -173,11 +184,18 @@ class Shown:
                 if len(text) > done:
                     self.sent[(stamp, index)] = len(text)
                     chunk = safe(text[done:])
-                    out.append(update_agent_message_text(chunk) if kind == "text"
-                               else update_agent_thought_text(chunk))
+                    out.append(
+                        update_agent_message_text(chunk)
+                        if kind == "text"
+                        else update_agent_thought_text(chunk)
+                    )
             elif kind == "toolCall" and part.get("id"):
-                out += self._call(str(part["id"]), str(part.get("name") or "tool"),
-                                  part.get("arguments"), part.get("summary"))
+                out += self._call(
+                    str(part["id"]),
+                    str(part.get("name") or "tool"),
+                    part.get("arguments"),
+                    part.get("summary"),
+                )
         return out
 
     def _call(self, call: str, name: str, args: Any, summary: Any) -> list[Any]:
@@ -188,8 +206,9 @@ class Shown:
         if call not in self.started:
             self.started.add(call)
             self.titles[call] = title
-            return [start_tool_call(call, title, kind=KINDS.get(name, "other"), status="pending",
-                                    raw_input=raw)]
+            return [
+                start_tool_call(call, title, kind=KINDS.get(name, "other"), status="pending", raw_input=raw)
+            ]
         if len(title) > len(self.titles.get(call, "")) and call not in self.ended:
             self.titles[call] = title
             return [update_tool_call(call, title=title, raw_input=raw)]
@@ -201,8 +220,7 @@ class Shown:
         if not value:
             return []
         message = value.get("message") or {}
-        out = (self.blocks(message.get("timestamp"), message.get("content"), partial=True)
-               if message else [])
+        out = self.blocks(message.get("timestamp"), message.get("content"), partial=True) if message else []
         for tool in value.get("tools") or []:
             call = str(tool.get("id") or "")
             if not call or call in self.ended or call in self.running:

@@ -61,8 +61,7 @@ def checked_refs(value: Any) -> list[str]:
         raise DependencyError("after must be a list of job ids or names")
     refs = list(dict.fromkeys(ref.strip() for ref in value))
     if not refs or "" in refs:
-        raise DependencyError("after names an empty job: give job ids or names, "
-                              "separated by commas")
+        raise DependencyError("after names an empty job: give job ids or names, separated by commas")
     if len(refs) > AFTER_MAX:
         raise DependencyError(f"after names {len(refs)} jobs: at most {AFTER_MAX}")
     return refs
@@ -91,10 +90,10 @@ class Verdict:
     error: str | None = None
 
 
-def decide(mode: str, jobs: list[str], ended: Mapping[str, str],
-           names: Mapping[str, str]) -> Verdict:
+def decide(mode: str, jobs: list[str], ended: Mapping[str, str], names: Mapping[str, str]) -> Verdict:
     """The waiting job's verdict, from its dependencies' outcomes so far (`ended`: id ->
     outcome, for those that ended)."""
+
     def shown(job: str) -> str:
         return names.get(job) or job
 

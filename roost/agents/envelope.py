@@ -73,11 +73,15 @@ def _openers() -> frozenset[str]:
 @functools.cache
 def _delimiter() -> re.Pattern[str]:
     """The tag in the folded view."""
+
     def lit(word: str) -> str:
         return re.escape(unitext.fold_text(word))
+
     seps = "".join(sorted({unitext.fold(c) for c in _SEPARATORS if len(unitext.fold(c)) == 1}))
-    return re.compile(f"[{re.escape(''.join(sorted(_openers())))}]\\s*{lit('/')}?\\s*"
-                      f"{lit('agent')}[\\s{re.escape(seps)}]*{lit('message')}")
+    return re.compile(
+        f"[{re.escape(''.join(sorted(_openers())))}]\\s*{lit('/')}?\\s*"
+        f"{lit('agent')}[\\s{re.escape(seps)}]*{lit('message')}"
+    )
 
 
 @functools.cache
@@ -95,6 +99,7 @@ def _ascii_delimiter() -> re.Pattern[str]:
 
     def word(text: str) -> str:
         return "".join(alternatives(unitext.fold(c)) for c in text)
+
     seps = "".join(sorted({c for c in _SEPARATORS if c.isascii()}))
     return re.compile(f"<\\s*/?\\s*{word('agent')}[\\s{re.escape(seps)}]*{word('message')}")
 
@@ -198,8 +203,12 @@ def agent_frame(item: dict[str, Any], seq: int | None) -> dict[str, Any]:
     return {
         "content": envelope(kind, sender, relation, text),
         "details": {
-            "seq": seq, "from": sender or None, "relation": relation, "kind": kind,
-            "title": title(kind, sender, relation), "body": neutralize_body(text),
+            "seq": seq,
+            "from": sender or None,
+            "relation": relation,
+            "kind": kind,
+            "title": title(kind, sender, relation),
+            "body": neutralize_body(text),
         },
     }
 

@@ -25,8 +25,7 @@ class RateLimiter:
         """Count one event for `key`; False when that exceeds the limit (still counted)."""
         now = self.clock()
         if len(self._events) > 1000:  # keys (senders) come and go: forget the quiet ones
-            self._events = {k: v for k, v in self._events.items()
-                            if v and now - v[-1] < self.window}
+            self._events = {k: v for k, v in self._events.items() if v and now - v[-1] < self.window}
         events = self._events.setdefault(key, deque())
         while events and now - events[0] >= self.window:
             events.popleft()
@@ -56,11 +55,15 @@ def spawn_refusal(counts: SpawnCounts, settings: Settings, tree_rate_ok: bool) -
     max_spawned = settings.agentMaxSpawned
     per_minute = settings.agentSpawnsPerMinute
     if counts.parent_depth + 1 > max_depth:
-        return (f"depth limit: a child here would be at depth {counts.parent_depth + 1}, "
-                f"agentMaxDepth is {max_depth}")
+        return (
+            f"depth limit: a child here would be at depth {counts.parent_depth + 1}, "
+            f"agentMaxDepth is {max_depth}"
+        )
     if counts.live_children >= max_children:
-        return (f"children limit: this session already has {counts.live_children} live children "
-                f"(max {max_children})")
+        return (
+            f"children limit: this session already has {counts.live_children} live children "
+            f"(max {max_children})"
+        )
     if counts.live_in_tree >= max_tree:
         return f"tree limit: this tree already has {counts.live_in_tree} live sessions (max {max_tree})"
     if counts.live_spawned >= max_spawned:
@@ -68,4 +71,3 @@ def spawn_refusal(counts: SpawnCounts, settings: Settings, tree_rate_ok: bool) -
     if not tree_rate_ok:
         return f"rate limit: at most {per_minute} spawns per tree per minute"
     return None
-

@@ -47,9 +47,15 @@ class Peer:
 
     def row(self, relation: str) -> dict[str, object]:
         return {
-            "id": self.id, "name": self.name, "relation": relation, "state": self.state,
-            "status": self.status, "summary": self.summary, "question": self.question,
-            "cwd": self.cwd, "cost": self.extra.get("cost"),
+            "id": self.id,
+            "name": self.name,
+            "relation": relation,
+            "state": self.state,
+            "status": self.status,
+            "summary": self.summary,
+            "question": self.question,
+            "cwd": self.cwd,
+            "cost": self.extra.get("cost"),
         }
 
 
@@ -69,12 +75,16 @@ def collapse(peers: Iterable[Peer]) -> list[Peer]:
 
 def relation(viewer: Peer, other: Peer) -> str:
     """What `other` is to `viewer`: parent, child, sibling, tree or external."""
-    if other.parent_session and other.parent_session == viewer.session or (
-        other.parent_peer and other.parent_peer == viewer.id
+    if (
+        other.parent_session
+        and other.parent_session == viewer.session
+        or (other.parent_peer and other.parent_peer == viewer.id)
     ):
         return "child"
-    if viewer.parent_session and viewer.parent_session == other.session or (
-        viewer.parent_peer and viewer.parent_peer == other.id
+    if (
+        viewer.parent_session
+        and viewer.parent_session == other.session
+        or (viewer.parent_peer and viewer.parent_peer == other.id)
     ):
         return "parent"
     if (viewer.parent_session and viewer.parent_session == other.parent_session) or (
@@ -128,7 +138,8 @@ def resolve(viewer: Peer, target: str, peers: list[Peer], external_allowed: bool
             )
         return peer, rel
     named = [
-        (p, relation(viewer, p)) for p in collapsed
+        (p, relation(viewer, p))
+        for p in collapsed
         if p.name == target and p.id != viewer.id and not (viewer.session and p.session == viewer.session)
     ]
     in_tree = [(p, rel) for p, rel in named if rel != "external"]
@@ -139,7 +150,6 @@ def resolve(viewer: Peer, target: str, peers: list[Peer], external_allowed: bool
         raise ResolveError(f"the name {target!r} is ambiguous ({ids}): use an id")
     if named:
         raise ResolveError(
-            f"no agent named {target!r} in your session tree; agents outside it are reached "
-            "by exact id only"
+            f"no agent named {target!r} in your session tree; agents outside it are reached by exact id only"
         )
     raise ResolveError(f"no agent with id or name {target!r} (see roost_agents)")

@@ -14,13 +14,13 @@ def peer_line(peer: Mapping[str, Any]) -> str:
     """One peer: `ID "NAME" RELATION STATE (status) $COST — summary ? question`."""
     line = f'{peer["id"]} "{peer["name"]}" {peer["relation"]} {peer["state"]}'
     if peer.get("status"):
-        line += f' ({peer["status"]})'
+        line += f" ({peer['status']})"
     if isinstance(peer.get("cost"), int | float):
         line += f" {format_cost(peer['cost'])}"
     if peer.get("summary"):
-        line += f' — {peer["summary"]}'
+        line += f" — {peer['summary']}"
     if peer.get("question"):
-        line += f' ? {peer["question"]}'
+        line += f" ? {peer['question']}"
     return line
 
 
@@ -35,17 +35,27 @@ def send_text(outcome: Outcome, relation: str, peer_id: str, name: str) -> str:
     return f'{outcome.value} ({relation}) → {peer_id} "{name}"'
 
 
-def spawn_text(job_id: str, name: str, worktree: Mapping[str, Any] | None = None,
-               position: int | None = None, waiting: str | None = None) -> str:
-    where = (f" in worktree {worktree['path']} on branch {worktree['branch']}" if worktree
-             else "")
+def spawn_text(
+    job_id: str,
+    name: str,
+    worktree: Mapping[str, Any] | None = None,
+    position: int | None = None,
+    waiting: str | None = None,
+) -> str:
+    where = f" in worktree {worktree['path']} on branch {worktree['branch']}" if worktree else ""
     if waiting is not None:  # `after`: it starts once its dependencies are done
-        return (f'{waiting}: spawned {job_id} "{name}"{where}; it starts when they are done, '
-                "with their answers. Its report will arrive by itself when it ends a turn; "
-                "do not poll.")
+        return (
+            f'{waiting}: spawned {job_id} "{name}"{where}; it starts when they are done, '
+            "with their answers. Its report will arrive by itself when it ends a turn; "
+            "do not poll."
+        )
     if position is not None:  # past a limit: it starts when a slot (or its tree) has room
-        return (f'queued (position {position}): spawned {job_id} "{name}"{where}; it starts '
-                "when there is room. Its report will arrive by itself when it ends a turn; "
-                "do not poll.")
-    return (f'spawned {job_id} "{name}"{where}. Its report will arrive by itself when it ends '
-            "a turn; do not poll.")
+        return (
+            f'queued (position {position}): spawned {job_id} "{name}"{where}; it starts '
+            "when there is room. Its report will arrive by itself when it ends a turn; "
+            "do not poll."
+        )
+    return (
+        f'spawned {job_id} "{name}"{where}. Its report will arrive by itself when it ends '
+        "a turn; do not poll."
+    )

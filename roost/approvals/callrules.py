@@ -58,8 +58,10 @@ def parse_rule(rule: str) -> tuple[str, str | None]:
     if not pattern:
         raise BadRule(f"rule {rule!r}: the pattern after ':' is empty")
     if tool != "bash" and tool not in PATH_TOOLS:
-        raise BadRule(f"rule {rule!r}: only bash (a command) and {', '.join(sorted(PATH_TOOLS))} "
-                      "(a path) take a pattern; name the tool alone")
+        raise BadRule(
+            f"rule {rule!r}: only bash (a command) and {', '.join(sorted(PATH_TOOLS))} "
+            "(a path) take a pattern; name the tool alone"
+        )
     if pattern == OUTSIDE and tool not in ("write", "edit"):
         raise BadRule(f"rule {rule!r}: 'outside' is for write and edit")
     return tool, pattern
@@ -104,8 +106,9 @@ def combine(parent: dict[str, Any] | None, child: dict[str, Any] | None) -> dict
     out: dict[str, Any] = {"mode": "ask" if "ask" in (parent.get("mode"), child.get("mode")) else "auto"}
     for kind in KINDS:
         out[kind] = list(dict.fromkeys([*(parent.get(kind) or []), *(child.get(kind) or [])]))
-    out["timeout"] = min(float(parent.get("timeout", DEFAULT_TIMEOUT)),
-                         float(child.get("timeout", DEFAULT_TIMEOUT)))
+    out["timeout"] = min(
+        float(parent.get("timeout", DEFAULT_TIMEOUT)), float(child.get("timeout", DEFAULT_TIMEOUT))
+    )
     return out
 
 
@@ -179,7 +182,7 @@ def summary(tool: str, tool_input: Any) -> str:
     else:
         what = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
     line = f"approve {_one_line(tool)}: {_one_line(what)}"
-    return line if len(line) <= SUMMARY_MAX else line[:SUMMARY_MAX - 1] + "…"
+    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
 
 
 def always_rule(tool: str, tool_input: Any) -> str:
@@ -204,9 +207,15 @@ def definition_policy(value: Any) -> dict[str, Any]:
     return check_policy(value)
 
 
-def compose(request: dict[str, Any], definition: dict[str, Any] | str | None, project: bool,
-            settings_mode: str, settings_rules: dict[str, Any], settings_timeout: float,
-            parent: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def compose(
+    request: dict[str, Any],
+    definition: dict[str, Any] | str | None,
+    project: bool,
+    settings_mode: str,
+    settings_rules: dict[str, Any],
+    settings_timeout: float,
+    parent: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """A new job's policy: the request's mode (`approvals`), else its definition's, else
     roost.json's; the rules of all three; the request's timeout (`approvalTimeout`), else
     the definition's, else roost.json's. A project's definition only adds strictness (its
@@ -215,12 +224,18 @@ def compose(request: dict[str, Any], definition: dict[str, Any] | str | None, pr
     own = definition_policy(definition) if definition is not None else None
     if own is not None and project:
         own = {**own, "allow": [], "mode": "ask" if own["mode"] == "ask" else settings_mode}
-    mode = request.get("approvals") or (own["mode"] if own is not None and definition not in (None, {})
-                                        and _names_mode(definition) else settings_mode)
+    mode = request.get("approvals") or (
+        own["mode"]
+        if own is not None and definition not in (None, {}) and _names_mode(definition)
+        else settings_mode
+    )
     data: dict[str, Any] = {"mode": mode}
     for kind in KINDS:
-        data[kind] = [*(settings_rules.get(kind) or []), *((own or {}).get(kind) or []),
-                      *(request.get(kind) or [])]
+        data[kind] = [
+            *(settings_rules.get(kind) or []),
+            *((own or {}).get(kind) or []),
+            *(request.get(kind) or []),
+        ]
     timeout = request.get("approvalTimeout")
     if timeout is None:
         timeout = own["timeout"] if own is not None and _names_timeout(definition) else settings_timeout

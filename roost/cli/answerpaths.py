@@ -60,8 +60,10 @@ def session_file(job_id: Any, path: Any) -> Path:
         return Path(path)
     problem = handed_off_problem(job_dir(job_id), path)
     if problem:
-        fail(f"roostd named a session file outside {home} ({path!r}) that is not the job's "
-             f"handed-off session: {problem}: refusing to use it")
+        fail(
+            f"roostd named a session file outside {home} ({path!r}) that is not the job's "
+            f"handed-off session: {problem}: refusing to use it"
+        )
     return Path(path)
 
 

@@ -13,21 +13,46 @@ RULE_HELP = "TOOL or TOOL:PATTERN (bash:git push*, write:outside); repeatable"
 
 
 def approval_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed((
-        click.option("--approvals", type=click.Choice(["auto", "ask"]), default=None,
-                     help="auto: every tool call runs; ask: a call that can change something "
-                          "waits for roost approve (default: the agent's, roost.json's).",),
-        click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
-                     help=f"Run matching calls unasked: {RULE_HELP}."),
-        click.option("--ask", "ask_rules", multiple=True, metavar="RULE",
-                     help=f"Ask before matching calls: {RULE_HELP}."),
-        click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
-                     help=f"Refuse matching calls (wins over --ask and --allow): {RULE_HELP}."),
-        click.option("--approval-timeout", type=click.FloatRange(min=0, min_open=True),
-                     metavar="MINUTES", default=None,
-                     help="Deny a call nobody answered after this long (default 30; "
-                          "roost.json approvalTimeout, in seconds)."),
-    )):
+    for option in reversed(
+        (
+            click.option(
+                "--approvals",
+                type=click.Choice(["auto", "ask"]),
+                default=None,
+                help="auto: every tool call runs; ask: a call that can change something "
+                "waits for roost approve (default: the agent's, roost.json's).",
+            ),
+            click.option(
+                "--allow",
+                "allow_rules",
+                multiple=True,
+                metavar="RULE",
+                help=f"Run matching calls unasked: {RULE_HELP}.",
+            ),
+            click.option(
+                "--ask",
+                "ask_rules",
+                multiple=True,
+                metavar="RULE",
+                help=f"Ask before matching calls: {RULE_HELP}.",
+            ),
+            click.option(
+                "--deny",
+                "deny_rules",
+                multiple=True,
+                metavar="RULE",
+                help=f"Refuse matching calls (wins over --ask and --allow): {RULE_HELP}.",
+            ),
+            click.option(
+                "--approval-timeout",
+                type=click.FloatRange(min=0, min_open=True),
+                metavar="MINUTES",
+                default=None,
+                help="Deny a call nobody answered after this long (default 30; "
+                "roost.json approvalTimeout, in seconds).",
+            ),
+        )
+    ):
         fn = option(fn)
     return fn
 

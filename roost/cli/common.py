@@ -72,8 +72,9 @@ class daemon:  # a function to its callers: `with daemon() as client:`
             fail(str(exc))
         return self.client
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         from roost.client import DaemonUnavailable
         from roost.protocol import RequestError
 

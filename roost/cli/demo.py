@@ -37,8 +37,7 @@ from roost.testkit.lab import Lab
 
 T = TypeVar("T")
 
-DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600,
-                 "agentChildWorktrees": "ask"}
+DEMO_SETTINGS = {"agentExternalMessages": True, "reapAfterSeconds": 600, "agentChildWorktrees": "ask"}
 # The scripted model's prices (per million tokens, as a models.json `cost`), so the demo
 # shows costs; every request reports usage (estimated from the sizes unless a rule says).
 DEMO_PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
@@ -72,8 +71,11 @@ def reporters(requests: Iterable[Any], marker: str) -> set[str]:
             continue
         for message in messages(request):
             if message.get("role") == "user":
-                found.update(env.get("from", "?") for env in envelopes(message_text(message))
-                             if env.get("kind") == "report")
+                found.update(
+                    env.get("from", "?")
+                    for env in envelopes(message_text(message))
+                    if env.get("kind") == "report"
+                )
     return found
 
 
@@ -115,8 +117,14 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
     if len(tmp) > SOCKET_ROOM:
         say(f"roost demo: TMPDIR {tmp} is too long for the sandbox's sockets; using /tmp")
         tmp = "/tmp"
-    lab = Lab(llm=True, settings=DEMO_SETTINGS, prices=DEMO_PRICES, prefix="roost-demo-",
-              hold_timeout=300.0, tmp=tmp)
+    lab = Lab(
+        llm=True,
+        settings=DEMO_SETTINGS,
+        prices=DEMO_PRICES,
+        prefix="roost-demo-",
+        hold_timeout=300.0,
+        tmp=tmp,
+    )
     work = lab.work
     (work / "src").mkdir(parents=True)
     (work / "README").write_text("A demo project.\n")
@@ -124,11 +132,15 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
     lab.llm.set_default(play_answer)
     lab.env.pop("NO_COLOR", None)  # the demo's own tables keep their colours
     lab.activate()  # roostd, started by connect() below, and its jobs run in the lab
-    say(f"roost demo: state in {lab.root} (ROOST_HOME, pi agent dir); model: scripted, "
-        f"local ({lab.llm.base_url})")
+    say(
+        f"roost demo: state in {lab.root} (ROOST_HOME, pi agent dir); model: scripted, "
+        f"local ({lab.llm.base_url})"
+    )
     if scenes:
-        say("this demo's roost.json allows external reach (agentExternalMessages: true) so "
-            "two unrelated jobs can talk")
+        say(
+            "this demo's roost.json allows external reach (agentExternalMessages: true) so "
+            "two unrelated jobs can talk"
+        )
     client = connect()
     kept = False
     try:
@@ -156,8 +168,13 @@ def _keep(lab: Lab) -> bool:
     with log:
         model = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.demomodel", str(lab.root), str(port)],
-            env=lab.env, cwd=lab.root, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            env=lab.env,
+            cwd=lab.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     from roost import procid
 
     start = procid.live_start_time(model.pid)
@@ -168,18 +185,29 @@ def _keep(lab: Lab) -> bool:
         with contextlib.suppress(ProcessLookupError):
             model.kill()
         return False
-    (lab.root / SANDBOX_FILE).write_text(json.dumps({
-        "roostHome": str(lab.roost_home), "agentDir": str(lab.agent_dir),
-        "model": {"pid": model.pid, "start": start, "port": port}}) + "\n")
+    (lab.root / SANDBOX_FILE).write_text(
+        json.dumps(
+            {
+                "roostHome": str(lab.roost_home),
+                "agentDir": str(lab.agent_dir),
+                "model": {"pid": model.pid, "start": start, "port": port},
+            }
+        )
+        + "\n"
+    )
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sandbox_env(lab).items())
     say()
-    say("━━ the sandbox keeps running: its roostd, its jobs and the scripted model (pid "
-        f"{model.pid}, {url}). To use it, in a shell:")
+    say(
+        "━━ the sandbox keeps running: its roostd, its jobs and the scripted model (pid "
+        f"{model.pid}, {url}). To use it, in a shell:"
+    )
     say(f"  export {exports}")
     say("  roost view")
-    say("new jobs and replies there (roost run '…', roost reply JOB '…') get the scripted "
+    say(
+        "new jobs and replies there (roost run '…', roost reply JOB '…') get the scripted "
         "model's answers; no API key, nothing leaves 127.0.0.1. End it (its jobs, roostd, the "
-        "model, and the directory) with:")
+        "model, and the directory) with:"
+    )
     say(f"  roost demo --end          (or: roost demo --end {shlex.quote(str(lab.root))})")
     return True
 
@@ -187,8 +215,12 @@ def _keep(lab: Lab) -> bool:
 def sandbox_env(lab: Lab) -> dict[str, str]:
     """What a shell needs to use a kept sandbox: its ROOST_HOME, its pi agent dir (the
     scripted model's models.json, the demo's roost.json), pi offline."""
-    return {"ROOST_HOME": str(lab.roost_home), "PI_CODING_AGENT_DIR": str(lab.agent_dir),
-            "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
+    return {
+        "ROOST_HOME": str(lab.roost_home),
+        "PI_CODING_AGENT_DIR": str(lab.agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+    }
 
 
 def _connectable(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -217,14 +249,18 @@ def end_sandbox(directory: str | None) -> int:
 
     given = directory or os.environ.get("ROOST_HOME")
     if not given:
-        say("roost demo --end: no sandbox named: give its DIR, or set ROOST_HOME to its "
-            "ROOST_HOME (the export line `roost demo --keep` printed)")
+        say(
+            "roost demo --end: no sandbox named: give its DIR, or set ROOST_HOME to its "
+            "ROOST_HOME (the export line `roost demo --keep` printed)"
+        )
         return 2
     path = Path(given).expanduser().absolute()
     root = next((p for p in (path, path.parent) if (p / SANDBOX_FILE).is_file()), None)
     if root is None:
-        say(f"roost demo --end: {path} is not a sandbox of `roost demo --keep` (no "
-            f"{SANDBOX_FILE}); nothing done")
+        say(
+            f"roost demo --end: {path} is not a sandbox of `roost demo --keep` (no "
+            f"{SANDBOX_FILE}); nothing done"
+        )
         return 1
     try:
         info = json.loads((root / SANDBOX_FILE).read_text())
@@ -237,8 +273,7 @@ def end_sandbox(directory: str | None) -> int:
         say(f"roost demo --end: {root / SANDBOX_FILE} names a ROOST_HOME outside it; nothing done")
         return 1
     os.environ["ROOST_HOME"] = str(home)
-    os.environ["PI_CODING_AGENT_DIR"] = str(info.get("agentDir") or os.environ.get(
-        "PI_CODING_AGENT_DIR", ""))
+    os.environ["PI_CODING_AGENT_DIR"] = str(info.get("agentDir") or os.environ.get("PI_CODING_AGENT_DIR", ""))
     try:
         client = connect(autostart=False)
     except DaemonUnavailable:
@@ -279,10 +314,13 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     builder = client.request("run", task="[builder] Build the project.", name="builder", cwd=cwd)
     BUILDER["id"] = builder["id"]
     _wait(client, reviewer["id"], "reviewer")
-    until("the builder's build to start", lambda: "running bash" in _row(
-        client, builder["id"])["status"], 90)  # the story goes on either way
-    say(f"builder {builder['id']} is {_row(client, builder['id'])['status']!r}; "
-        "the reviewer is asked to message it now")
+    until(
+        "the builder's build to start", lambda: "running bash" in _row(client, builder["id"])["status"], 90
+    )  # the story goes on either way
+    say(
+        f"builder {builder['id']} is {_row(client, builder['id'])['status']!r}; "
+        "the reviewer is asked to message it now"
+    )
     outcome = client.request("reply", job=reviewer["id"], text="Review it: send it now.")["status"]
     say(f"$ roost reply reviewer 'Review it: send it now.'   → {outcome}")
     _wait(client, reviewer["id"], "reviewer")
@@ -291,8 +329,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
     _transcript(client, builder["id"])
 
     step("4. a parent spawns two children; one asks it a question; both report back")
-    lead = client.request("run", task="[lead] Audit the project with two helpers.", name="lead",
-                          cwd=cwd)
+    lead = client.request("run", task="[lead] Audit the project with two helpers.", name="lead", cwd=cwd)
     shown = [""]
 
     def all_reported() -> bool:
@@ -304,38 +341,52 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
             from roost.cli import views
 
             views.print_table(rows, tree=True)
-        settled = all(r["state"] in ("done", "needs_input") and not r["status"]
-                      and not (r["pending"]["replies"] or r["pending"]["agent"]) for r in rows)
+        settled = all(
+            r["state"] in ("done", "needs_input")
+            and not r["status"]
+            and not (r["pending"]["replies"] or r["pending"]["agent"])
+            for r in rows
+        )
         children = [r for r in rows if r.get("parentSession")]
-        return (settled and len(children) == 2
-                and {"kid-a", "kid-b"} <= reporters(llm.requests, "[lead]"))
+        return settled and len(children) == 2 and {"kid-a", "kid-b"} <= reporters(llm.requests, "[lead]")
 
     until("the lead's two children to report back and every job to settle", all_reported, 120)
     _transcript(client, lead["id"])
 
     step("5. costs, and a budget that stops a runaway child")
-    saver = client.request("run", task="[saver] Refactor with a helper, within budget.",
-                           name="saver", cwd=cwd)
+    saver = client.request(
+        "run", task="[saver] Refactor with a helper, within budget.", name="saver", cwd=cwd
+    )
     say(f"$ roost run --name saver '…'   → {saver['id']}  (it spawns 'spender' with budget $0.25)")
-    until("the spender to spend its budget", lambda: any(
-        r["name"] == "spender" and r["state"] == "failed"
-        for r in client.request("list")["jobs"]), 120)
-    until("the saver to hear that the spender ended", lambda: any(
-        first_user_contains("[saver]")(r) and "ended:" in last_user(r)
-        for r in llm.requests), 60)
+    until(
+        "the spender to spend its budget",
+        lambda: any(
+            r["name"] == "spender" and r["state"] == "failed" for r in client.request("list")["jobs"]
+        ),
+        120,
+    )
+    until(
+        "the saver to hear that the spender ended",
+        lambda: any(first_user_contains("[saver]")(r) and "ended:" in last_user(r) for r in llm.requests),
+        60,
+    )
     _wait(client, saver["id"], "saver")
     say("$ roost ls --tree   (COST: the job's own; TREE: the root and all its descendants)")
     table(client, tree=True)
     spender = next((r for r in client.request("list")["jobs"] if r["name"] == "spender"), None)
     if spender is not None:
-        say(f"spender: {spender['state']} — {spender['status']}; raise it with: "
-            f"roost budget {spender['id']} 1.00")
+        say(
+            f"spender: {spender['state']} — {spender['status']}; raise it with: "
+            f"roost budget {spender['id']} 1.00"
+        )
     _transcript(client, saver["id"])
     _worktrees(client, llm, work.parent / "repo")
     _fan_in(client, cwd)
     step("done")
-    say("every job above was a real pi process supervised by roostd; try `roost view`, "
-        "`roost ls --tree` and `roost logs JOB` on your own jobs.")
+    say(
+        "every job above was a real pi process supervised by roostd; try `roost view`, "
+        "`roost ls --tree` and `roost logs JOB` on your own jobs."
+    )
     return 0
 
 
@@ -344,13 +395,11 @@ def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
 
     from roost.protocol import RequestError
 
-    step("6. two children in their own git worktrees change the same line; one merges, "
-         "the other conflicts")
+    step("6. two children in their own git worktrees change the same line; one merges, the other conflicts")
     repo.mkdir()
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
     git("init", "-q", "-b", "main")
     git("config", "user.name", "roost demo")
@@ -358,17 +407,21 @@ def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
     (repo / "settings.ini").write_text("[client]\nretries = 3\n")
     git("add", "-A")
     git("commit", "-q", "-m", "settings")
-    say(f"a git repository {repo} on main; the demo's roost.json says "
-        "agentChildWorktrees: \"ask\" (the model chooses per spawn)")
-    lead = client.request("run", task="[wt-lead] Tune the retries, two ways.", name="wt-lead",
-                          cwd=str(repo))
+    say(
+        f"a git repository {repo} on main; the demo's roost.json says "
+        'agentChildWorktrees: "ask" (the model chooses per spawn)'
+    )
+    lead = client.request("run", task="[wt-lead] Tune the retries, two ways.", name="wt-lead", cwd=str(repo))
     kids: list[dict[str, Any]] = []
 
     def both_reported() -> bool:
         kids[:] = [r for r in client.request("list")["jobs"] if r["name"] in ("wt-fast", "wt-safe")]
-        return (len(kids) == 2 and all(r["state"] == "done" and not r["status"] for r in kids)
-                and {"wt-fast", "wt-safe"} <= reporters(llm.requests, "[wt-lead]")
-                and _row(client, lead["id"])["state"] == "done")
+        return (
+            len(kids) == 2
+            and all(r["state"] == "done" and not r["status"] for r in kids)
+            and {"wt-fast", "wt-safe"} <= reporters(llm.requests, "[wt-lead]")
+            and _row(client, lead["id"])["state"] == "done"
+        )
 
     until("both children to commit and report back", both_reported, 120)
     table(client, tree=True)
@@ -379,35 +432,54 @@ def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
     for name in ("wt-fast", "wt-safe"):
         try:
             result = client.request("merge", job=name)
-            say(f"$ roost merge {name}   → {result['branch']} merged into {result['into']} "
-                f"({result['commit'][:12]})")
+            say(
+                f"$ roost merge {name}   → {result['branch']} merged into {result['into']} "
+                f"({result['commit'][:12]})"
+            )
         except RequestError as exc:
             say(f"$ roost merge {name}   → refused: {exc.message}")
-    say(f"main now has: {(repo / 'settings.ini').read_text().splitlines()[-1]!r}; "
-        f"`git status` in {repo}: {git('status', '--porcelain').strip() or 'clean'}")
-    say("the conflicting branch is kept as it was: merge it by hand, or `roost rm --force "
-        "--delete-branch` it")
+    say(
+        f"main now has: {(repo / 'settings.ini').read_text().splitlines()[-1]!r}; "
+        f"`git status` in {repo}: {git('status', '--porcelain').strip() or 'clean'}"
+    )
+    say(
+        "the conflicting branch is kept as it was: merge it by hand, or `roost rm --force --delete-branch` it"
+    )
 
 
-VERDICT = {"type": "object", "required": ["verdict", "issues"],
-           "properties": {"verdict": {"enum": ["approve", "request-changes"]},
-                          "issues": {"type": "integer", "minimum": 0}}}
+VERDICT = {
+    "type": "object",
+    "required": ["verdict", "issues"],
+    "properties": {
+        "verdict": {"enum": ["approve", "request-changes"]},
+        "issues": {"type": "integer", "minimum": 0},
+    },
+}
 
 
 def _fan_in(client: Client, cwd: str) -> None:
-    step("7. a fan-in with structured results: two reviewers answer in a JSON schema, a "
-         "summary waits for both")
-    reviews = [client.request("run", task=f"[{name}] Review the {what}.", name=name, cwd=cwd,
-                              output_schema=VERDICT)["id"]
-               for name, what in (("rev-api", "API"), ("rev-ui", "UI"))]
+    step(
+        "7. a fan-in with structured results: two reviewers answer in a JSON schema, a summary waits for both"
+    )
+    reviews = [
+        client.request("run", task=f"[{name}] Review the {what}.", name=name, cwd=cwd, output_schema=VERDICT)[
+            "id"
+        ]
+        for name, what in (("rev-api", "API"), ("rev-ui", "UI"))
+    ]
     say("$ roost run --name rev-api --output-schema verdict.json '…'   (and rev-ui)")
-    summary = client.request("run", task="[summary] Sum up the reviews.", name="summary",
-                             cwd=cwd, after=reviews, afterMode="all", withResults=True,
-                             output_schema={"type": "object"})["id"]
-    say("$ roost run --name summary --after rev-api,rev-ui --with-results "
-        "--output-schema summary.json '…'")
-    until("the reviews and the summary", lambda: _row(client, summary)["state"] in (
-        "done", "failed"), 180)
+    summary = client.request(
+        "run",
+        task="[summary] Sum up the reviews.",
+        name="summary",
+        cwd=cwd,
+        after=reviews,
+        afterMode="all",
+        withResults=True,
+        output_schema={"type": "object"},
+    )["id"]
+    say("$ roost run --name summary --after rev-api,rev-ui --with-results --output-schema summary.json '…'")
+    until("the reviews and the summary", lambda: _row(client, summary)["state"] in ("done", "failed"), 180)
     _transcript(client, reviews[1])  # rev-ui: roost's note, then a valid answer
     for job_id in (*reviews, summary):
         row = _row(client, job_id)
@@ -417,8 +489,12 @@ def _fan_in(client: Client, cwd: str) -> None:
 def _wait(client: Client, job_id: str, name: str | None = None) -> None:
     """Until the job's run has settled (roostd's `wait`, in short calls, so that a long
     wait says so)."""
-    until(f"{name or job_id} to settle", lambda: client.call(
-        "wait", {"job": job_id, "timeout": 2}, 40)["settled"], 90, interval=0)
+    until(
+        f"{name or job_id} to settle",
+        lambda: client.call("wait", {"job": job_id, "timeout": 2}, 40)["settled"],
+        90,
+        interval=0,
+    )
 
 
 def _row(client: Client, job_id: str) -> dict[str, Any]:
@@ -433,5 +509,3 @@ def _transcript(client: Client, job_id: str) -> None:
     say(f"$ roost logs {row['name']}")
     for line in render(read_entries(row["session"])):
         say("  " + line)
-
-

@@ -40,8 +40,10 @@ NEWEST_TESTED = PI_VERSION  # of the current one
 ROOST_COMMAND = "roost-bg"  # registered in every pi (tools show only to a model); "roost-bg:2" if twice
 # What a job's pi gets from its worker: the extension would step aside (ROOST_EXT_SOCK) or
 # connect at once (ROOST_ATTACH_JOB), so the load check would not test the person's pi.
-SETUP_FIX = (f"run scripts/setup (installs {PI_PACKAGE}@{PI_VERSION} into {{prefix}}), "
-             "or set ROOST_PI to the pi command")
+SETUP_FIX = (
+    f"run scripts/setup (installs {PI_PACKAGE}@{PI_VERSION} into {{prefix}}), "
+    "or set ROOST_PI to the pi command"
+)
 
 
 # Plain classes, not dataclasses: @dataclass costs ~2 ms each on `roost --version`'s path.
@@ -59,8 +61,7 @@ class Check:
         return self.level != "fail"
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "level": self.level, "detail": self.detail,
-                "fix": self.fix}
+        return {"name": self.name, "ok": self.ok, "level": self.level, "detail": self.detail, "fix": self.fix}
 
 
 class Report:
@@ -79,8 +80,12 @@ class Report:
         self.checks.append(Check(name, level, detail, fix))
 
     def as_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [c.as_json() for c in self.checks], "pi": self.pi,
-                "features": self.features}
+        return {
+            "ok": self.ok,
+            "checks": [c.as_json() for c in self.checks],
+            "pi": self.pi,
+            "features": self.features,
+        }
 
 
 # -- `roost --version` -----------------------------------------------------------------------
@@ -148,8 +153,9 @@ def run_checks(model: str | None = None, agent: str | None = None) -> Report:
         from roost.pi.compat import features_of
 
         report.features = features_of(install).names()
-        report.add("pi features", "ok", ", ".join(report.features)
-                   or "none: roost uses the behaviour every pi has")
+        report.add(
+            "pi features", "ok", ", ".join(report.features) or "none: roost uses the behaviour every pi has"
+        )
     extension, fix = check_installed(report)
     if install is not None:
         check_load(report, install, extension, fix)
@@ -170,8 +176,12 @@ def check_sandbox(report: Report) -> None:
         bwrap = sandbox.check()
     except sandbox.SandboxError as exc:
         level = "fail" if load_settings().sandbox else "warn"
-        report.add("sandbox", level, f"roost run --sandbox is refused: {exc}",
-                   f"apt-get install {sandbox.PACKAGE} (docs: Sandbox)")
+        report.add(
+            "sandbox",
+            level,
+            f"roost run --sandbox is refused: {exc}",
+            f"apt-get install {sandbox.PACKAGE} (docs: Sandbox)",
+        )
         return
     report.add("sandbox", "ok", f"bwrap ({bwrap}) makes sandboxes: roost run --sandbox works")
 
@@ -183,27 +193,40 @@ def check_pi(report: Report) -> PiInstall | None:
     try:
         install = find_pi()
     except PiNotFound:
-        report.add("pi", "fail", f"not found (not in ROOST_PI, {prefix} or PATH)",
-                   SETUP_FIX.format(prefix=prefix))
+        report.add(
+            "pi", "fail", f"not found (not in ROOST_PI, {prefix} or PATH)", SETUP_FIX.format(prefix=prefix)
+        )
         return None
     command = " ".join(install.argv)
     why = missing_program(install.argv)
     if why is not None:
-        fix = (f"set ROOST_PI to a pi that exists, or unset it to use {prefix} or PATH"
-               if install.source == "ROOST_PI" else SETUP_FIX.format(prefix=prefix))
+        fix = (
+            f"set ROOST_PI to a pi that exists, or unset it to use {prefix} or PATH"
+            if install.source == "ROOST_PI"
+            else SETUP_FIX.format(prefix=prefix)
+        )
         report.add("pi", "fail", f"{command} (from {install.source}): {why}", fix)
         return None
-    report.pi = {"argv": install.argv, "source": install.source, "package": install.package,
-                 "version": install.version,
-                 "root": str(install.root) if install.root else None,
-                 "node": install.node, "nodeVersion": None, "engines": install.engines}
+    report.pi = {
+        "argv": install.argv,
+        "source": install.source,
+        "package": install.package,
+        "version": install.version,
+        "root": str(install.root) if install.root else None,
+        "node": install.node,
+        "nodeVersion": None,
+        "engines": install.engines,
+    }
     if install.package is None:
-        report.add("pi", "warn", f"{command} (from {install.source}): not a pi package roost "
-                   "recognises, so its version is unknown and roost assumes the oldest behaviour",
-                   "point ROOST_PI at pi's own script (node_modules/.bin/pi) when it is a wrapper")
+        report.add(
+            "pi",
+            "warn",
+            f"{command} (from {install.source}): not a pi package roost "
+            "recognises, so its version is unknown and roost assumes the oldest behaviour",
+            "point ROOST_PI at pi's own script (node_modules/.bin/pi) when it is a wrapper",
+        )
         return install
-    report.add("pi", "ok", f"{install.package} {install.version} (from {install.source}): "
-               f"{command}")
+    report.add("pi", "ok", f"{install.package} {install.version} (from {install.source}): {command}")
     version = parse_version(install.version)
     oldest, newest = parse_version(OLDEST_TESTED), parse_version(NEWEST_TESTED)
     assert oldest is not None and newest is not None
@@ -212,12 +235,16 @@ def check_pi(report: Report) -> PiInstall | None:
     if version is None:
         report.add("pi version", "warn", f"cannot read {install.version!r} ({tested})", upgrade)
     elif version < oldest:
-        report.add("pi version", "fail", f"{install.version} is older than roost supports "
-                   f"({tested})", upgrade)
+        report.add(
+            "pi version", "fail", f"{install.version} is older than roost supports ({tested})", upgrade
+        )
     elif version > newest:
-        report.add("pi version", "warn", f"{install.version} is newer than roost was tested "
-                   f"with ({tested})",
-                   f"if something misbehaves, set ROOST_PI to {PI_PACKAGE}@{PI_VERSION}")
+        report.add(
+            "pi version",
+            "warn",
+            f"{install.version} is newer than roost was tested with ({tested})",
+            f"if something misbehaves, set ROOST_PI to {PI_PACKAGE}@{PI_VERSION}",
+        )
     else:
         report.add("pi version", "ok", f"{install.version} is supported ({tested})")
     return install
@@ -232,12 +259,15 @@ def check_node(report: Report, install: PiInstall) -> None:
         report.add("node", "ok", "not known: pi is started as given")
         return
     needs = f" (pi needs {install.engines})" if install.engines else ""
-    fix_node = (f"set ROOST_NODE to a node {install.engines or 'that runs'}, or run "
-                f"scripts/setup (it installs node {NODE_VERSION} beside pi when the system "
-                "one is too old)")
+    fix_node = (
+        f"set ROOST_NODE to a node {install.engines or 'that runs'}, or run "
+        f"scripts/setup (it installs node {NODE_VERSION} beside pi when the system "
+        "one is too old)"
+    )
     try:
-        done = subprocess.run([install.node, "--version"], capture_output=True, text=True,
-                              timeout=10, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [install.node, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
         text = done.stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         report.add("node", "fail", f"{install.node} does not run: {exc}", fix_node)
@@ -246,8 +276,12 @@ def check_node(report: Report, install: PiInstall) -> None:
     if report.pi is not None:
         report.pi["nodeVersion"] = text or None
     if done.returncode != 0 or found is None:
-        report.add("node", "fail", f"`{install.node} --version` gave {text or done.stderr.strip()!r}"
-                   f" (exit {done.returncode})", fix_node)
+        report.add(
+            "node",
+            "fail",
+            f"`{install.node} --version` gave {text or done.stderr.strip()!r} (exit {done.returncode})",
+            fix_node,
+        )
         return
     minimum = engines_minimum(install.engines)
     if minimum is not None and found < minimum:
@@ -264,22 +298,31 @@ def check_installed(report: Report) -> tuple[Path, str]:
     directory = installer.install_dir()
     packaged = paths.extension_path()
     if not directory.exists():
-        report.add("extension installed", "warn", f"not in {directory}: your own pi sessions "
-                   "have no roost tools and no /roost-bg (jobs bring their own copy)",
-                   "roost install")
+        report.add(
+            "extension installed",
+            "warn",
+            f"not in {directory}: your own pi sessions "
+            "have no roost tools and no /roost-bg (jobs bring their own copy)",
+            "roost install",
+        )
         return packaged, "reinstall roost (its packaged extension does not load)"
     if not installer.is_ours(directory):
-        report.add("extension installed", "warn", f"{directory} was not installed by roost",
-                   f"move {directory} away, then run roost install")
+        report.add(
+            "extension installed",
+            "warn",
+            f"{directory} was not installed by roost",
+            f"move {directory} away, then run roost install",
+        )
         entry = directory / "index.ts"
-        return (entry if entry.is_file() else directory,
-                f"move {directory} away, then run roost install")
-    stale = [name for name, data in installer.wanted_files().items()
-             if _read(directory / name) != data]
+        return (entry if entry.is_file() else directory, f"move {directory} away, then run roost install")
+    stale = [name for name, data in installer.wanted_files().items() if _read(directory / name) != data]
     if stale:
-        report.add("extension installed", "warn",
-                   f"{directory}: differs from this roost's copy ({', '.join(stale)})",
-                   "roost install")
+        report.add(
+            "extension installed",
+            "warn",
+            f"{directory}: differs from this roost's copy ({', '.join(stale)})",
+            "roost install",
+        )
     else:
         report.add("extension installed", "ok", f"{directory} (up to date)")
     # index.ts, as pi's own discovery names it: pi then loads it once, as in the person's pi
@@ -306,21 +349,27 @@ def check_load(report: Report, install: PiInstall, extension: Path, fix: str) ->
         elif "extension" not in outcome.failure.lower():  # pi itself did not get that far
             import shlex
 
-            fix = f"see why: {shlex.join(outcome.argv)} (then type {{\"type\":\"get_state\"}})"
+            fix = f'see why: {shlex.join(outcome.argv)} (then type {{"type":"get_state"}})'
         report.add("extension loads", "fail", f"{extension}: {outcome.failure}{note}", fix)
     elif mine:
         report.add("extension loads", "fail", f"{extension}: {_describe(mine)}{note}", fix)
     elif not any(name.split(":")[0] == ROOST_COMMAND for name in outcome.commands):
-        report.add("extension loads", "fail", f"{extension} loaded but registered no "
-                   f"/{ROOST_COMMAND} (commands: {', '.join(outcome.commands) or 'none'}){note}",
-                   fix)
+        report.add(
+            "extension loads",
+            "fail",
+            f"{extension} loaded but registered no "
+            f"/{ROOST_COMMAND} (commands: {', '.join(outcome.commands) or 'none'}){note}",
+            fix,
+        )
     else:
-        report.add("extension loads", "ok", f"{extension}: pi started with it and lists "
-                   f"/{ROOST_COMMAND} ({outcome.seconds:.1f} s){note}")
+        report.add(
+            "extension loads",
+            "ok",
+            f"{extension}: pi started with it and lists /{ROOST_COMMAND} ({outcome.seconds:.1f} s){note}",
+        )
 
 
-def check_model(report: Report, install: PiInstall, model: str | None,
-                agent: str | None) -> None:
+def check_model(report: Report, install: PiInstall, model: str | None, agent: str | None) -> None:
     """The model a job would use: pi knows it and has credentials for it (no network)."""
     from roost.cli import modelcheck
 
@@ -348,8 +397,7 @@ def _within(path: Any, extension: Path) -> bool:
 
 
 def _describe(errors: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{e.get('extensionPath')} ({e.get('event')}): {e.get('error')}"
-                     for e in errors)[:500]
+    return "; ".join(f"{e.get('extensionPath')} ({e.get('event')}): {e.get('error')}" for e in errors)[:500]
 
 
 def check_daemon(report: Report) -> None:
@@ -369,19 +417,23 @@ def check_daemon(report: Report) -> None:
     if status is None:
         pid = _live_roostd_pid()
         if pid is not None:
-            report.add("roostd", "warn", f"pid {pid} holds {paths.pid_file()} but nothing "
-                       f"answers on {socket}",
-                       f"see {paths.roost_home() / 'roostd.log'}; if roostd {pid} is stuck, "
-                       f"kill {pid}")
+            report.add(
+                "roostd",
+                "warn",
+                f"pid {pid} holds {paths.pid_file()} but nothing answers on {socket}",
+                f"see {paths.roost_home() / 'roostd.log'}; if roostd {pid} is stuck, kill {pid}",
+            )
         else:
             report.add("roostd", "ok", f"not running (roost commands start it; socket {socket})")
         return
-    detail = (f"running, pid {status.get('pid')}, {status.get('jobs')} jobs, "
-              f"socket {status.get('socket')}")
+    detail = f"running, pid {status.get('pid')}, {status.get('jobs')} jobs, socket {status.get('socket')}"
     if status.get("version") != __version__:
-        report.add("roostd", "warn", f"{detail}; it is roost {status.get('version')}, this "
-                   f"CLI {__version__}", "roost daemon stop, then roost daemon start "
-                   "(jobs keep running and are adopted)")
+        report.add(
+            "roostd",
+            "warn",
+            f"{detail}; it is roost {status.get('version')}, this CLI {__version__}",
+            "roost daemon stop, then roost daemon start (jobs keep running and are adopted)",
+        )
     else:
         report.add("roostd", "ok", detail)
 
@@ -410,24 +462,40 @@ def check_home(report: Report) -> None:
         parent = existing_parent(home)
         problem = write_problem(parent)
         if problem:
-            report.add("ROOST_HOME", "fail", f"{home} does not exist and cannot be made: "
-                       f"{problem}", HOME_FIX)
+            report.add("ROOST_HOME", "fail", f"{home} does not exist and cannot be made: {problem}", HOME_FIX)
         else:
             report.add("ROOST_HOME", "ok", f"{home} does not exist yet (made 0700 on first use)")
     elif os.path.isdir(home) and (problem := write_problem(home)):
         report.add("ROOST_HOME", "fail", problem, HOME_FIX)
     else:
-        _private(report, "ROOST_HOME", home, 0o700, stat.S_ISDIR, "a directory",
-                 f"move {home} away or set ROOST_HOME elsewhere")
+        _private(
+            report,
+            "ROOST_HOME",
+            home,
+            0o700,
+            stat.S_ISDIR,
+            "a directory",
+            f"move {home} away or set ROOST_HOME elsewhere",
+        )
     socket = paths.socket_path()
     if os.path.lexists(socket):  # none: roostd is not running (the roostd check says so)
-        _private(report, "socket", socket, 0o600, stat.S_ISSOCK, "a socket",
-                 f"stop roostd, remove {socket}, start roostd")
+        _private(
+            report,
+            "socket",
+            socket,
+            0o600,
+            stat.S_ISSOCK,
+            "a socket",
+            f"stop roostd, remove {socket}, start roostd",
+        )
 
 
 HOME_FIX = "free space there or remount it read-write, or set ROOST_HOME elsewhere"
-def _private(report: Report, name: str, path: Path, mode: int, is_kind: Any, kind: str,
-             fix_kind: str) -> None:
+
+
+def _private(
+    report: Report, name: str, path: Path, mode: int, is_kind: Any, kind: str, fix_kind: str
+) -> None:
     import stat
 
     try:
@@ -440,18 +508,22 @@ def _private(report: Report, name: str, path: Path, mode: int, is_kind: Any, kin
     if not is_kind(info.st_mode):
         report.add(name, "fail", f"{path} is not {kind}", fix_kind)
     elif info.st_uid != uid:
-        report.add(name, "fail", f"{path} belongs to uid {info.st_uid}, not you ({uid})",
-                   "set ROOST_HOME to a directory of your own")
+        report.add(
+            name,
+            "fail",
+            f"{path} belongs to uid {info.st_uid}, not you ({uid})",
+            "set ROOST_HOME to a directory of your own",
+        )
     elif has != mode:
-        report.add(name, "fail", f"{path} has mode {has:04o}; others could reach roostd",
-                   f"chmod {mode:o} {path}")
+        report.add(
+            name, "fail", f"{path} has mode {has:04o}; others could reach roostd", f"chmod {mode:o} {path}"
+        )
     else:
         report.add(name, "ok", f"{path} ({mode:04o}, yours)")
 
 
 # -- output ------------------------------------------------------------------------------------
-MARKS = {True: {"ok": "✓", "warn": "!", "fail": "✗"},
-         False: {"ok": "ok", "warn": "warn", "fail": "FAIL"}}
+MARKS = {True: {"ok": "✓", "warn": "!", "fail": "✗"}, False: {"ok": "ok", "warn": "warn", "fail": "FAIL"}}
 
 
 def render(report: Report, tty: bool) -> list[str]:
@@ -475,8 +547,10 @@ def render(report: Report, tty: bool) -> list[str]:
     failed = sum(1 for c in report.checks if c.level == "fail")
     warned = sum(1 for c in report.checks if c.level == "warn")
     if failed:
-        lines.append(f"{failed} problem{'s' * (failed != 1)}"
-                     + (f", {warned} warning{'s' * (warned != 1)}" if warned else ""))
+        lines.append(
+            f"{failed} problem{'s' * (failed != 1)}"
+            + (f", {warned} warning{'s' * (warned != 1)}" if warned else "")
+        )
     else:
         lines.append("all good" + (f" ({warned} warning{'s' * (warned != 1)})" if warned else ""))
     return lines

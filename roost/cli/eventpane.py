@@ -54,8 +54,7 @@ class EventsScreen(ModalScreen[None]):
         for event in recent:
             self.add(event)
         last = recent[-1]["seq"] if recent else eventlog.last_seq(home)
-        threading.Thread(target=self._follow, args=(last,), daemon=True,
-                         name="roost-view-events").start()
+        threading.Thread(target=self._follow, args=(last,), daemon=True, name="roost-view-events").start()
 
     def add(self, event: dict[str, Any]) -> None:
         text = printable(pane_line(event))  # agent-written text shown inert (the output layer's rule)
@@ -68,8 +67,7 @@ class EventsScreen(ModalScreen[None]):
             client = self.open_client()
         except Exception as exc:  # roostd away: the history stays, said once
             with contextlib.suppress(RuntimeError):
-                self.app.call_from_thread(self.notify, f"events: {exc}", severity="error",
-                                          markup=False)
+                self.app.call_from_thread(self.notify, f"events: {exc}", severity="error", markup=False)
             return
         self._client = client
         try:

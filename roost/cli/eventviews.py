@@ -16,8 +16,10 @@ from roost import eventlog, paths
 from roost.cli import output
 from roost.protocol import EVENT_TYPES
 
-_TIME = re.compile(r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d)(?::(\d\d)(?::(\d\d)(?:\.\d{1,3})?)?)?"
-                   r"Z?)?)?)?")
+_TIME = re.compile(
+    r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d)(?::(\d\d)(?::(\d\d)(?:\.\d{1,3})?)?)?"
+    r"Z?)?)?)?"
+)
 SINCE_WANTED = "a seq (e.g. 120) or a UTC time, any prefix of 2026-11-30T11:20:00.123Z"
 
 
@@ -33,13 +35,16 @@ def since_arg(value: str | None) -> tuple[int | None, str | None]:
     found = _TIME.fullmatch(text)
     if found is None:
         raise click.BadParameter(f"{value!r} is not {SINCE_WANTED}", param_hint="'--since'")
-    parts = [int(part) if part else default
-             for part, default in zip(found.groups(), (0, 1, 1, 0, 0, 0), strict=True)]
+    parts = [
+        int(part) if part else default
+        for part, default in zip(found.groups(), (0, 1, 1, 0, 0, 0), strict=True)
+    ]
     try:
         datetime(parts[0], parts[1], parts[2], parts[3], parts[4], parts[5])
     except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is not a time ({exc}): give {SINCE_WANTED}",
-                                 param_hint="'--since'") from None
+        raise click.BadParameter(
+            f"{value!r} is not a time ({exc}): give {SINCE_WANTED}", param_hint="'--since'"
+        ) from None
     return None, text
 
 
@@ -48,11 +53,14 @@ def type_args(types: tuple[str, ...]) -> list[str] | None:
     for anything else (it would match nothing, for ever)."""
     for kind in types:
         if kind not in EVENT_TYPES and not (
-                kind.endswith(".") and any(t.startswith(kind) for t in EVENT_TYPES)):
+            kind.endswith(".") and any(t.startswith(kind) for t in EVENT_TYPES)
+        ):
             prefixes = sorted({t.split(".")[0] + "." for t in EVENT_TYPES})
             raise click.BadParameter(
                 f"{kind!r} is not an event type: {', '.join(EVENT_TYPES)}, or a prefix "
-                f"({', '.join(prefixes)})", param_hint="'--type'")
+                f"({', '.join(prefixes)})",
+                param_hint="'--type'",
+            )
     return list(types) or None
 
 
@@ -75,8 +83,10 @@ def describe(event: dict[str, Any]) -> str:
         listing = f" [{' | '.join(options)}]" if options else ""
         return f"asks: {event.get('question') or ''}{listing}"
     if kind == "job.report":
-        return (f"{event.get('kind')} to {_peer(event.get('to'))} ({event.get('outcome')}): "
-                f"{event.get('firstLine') or ''}")
+        return (
+            f"{event.get('kind')} to {_peer(event.get('to'))} ({event.get('outcome')}): "
+            f"{event.get('firstLine') or ''}"
+        )
     if kind == "job.failed":
         return f"failed: {event.get('error') or ''}"
     if kind == "job.result":
@@ -97,8 +107,10 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "schedule.fired":
         detail = f": {event['detail']}" if event.get("detail") else ""
         changed = f" ({len(event['paths'])} changed paths)" if event.get("paths") else ""
-        return (f"schedule {event.get('schedule')} fired ({event.get('cause')}, due "
-                f"{event.get('due')}): {event.get('outcome')}{detail}{changed}")
+        return (
+            f"schedule {event.get('schedule')} fired ({event.get('cause')}, due "
+            f"{event.get('due')}): {event.get('outcome')}{detail}{changed}"
+        )
     if kind == "daemon.started":
         return f"roostd {event.get('version')} pid {event.get('pid')}"
     if kind == "daemon.stopped":
@@ -110,8 +122,7 @@ def describe(event: dict[str, Any]) -> str:
 def line(event: dict[str, Any]) -> str:
     job = event.get("job")
     who = f"{job.get('id')} {job.get('name')}" if isinstance(job, dict) else "-"
-    return (f"{event.get('time')}  #{event.get('seq'):<5} {event.get('type'):<16} {who}  "
-            f"{describe(event)}")
+    return f"{event.get('time')}  #{event.get('seq'):<5} {event.get('type'):<16} {who}  {describe(event)}"
 
 
 def pane_line(event: dict[str, Any]) -> str:
@@ -123,8 +134,9 @@ def pane_line(event: dict[str, Any]) -> str:
     return f"{stamp} {event.get('type')} {who}: {describe(event)}"
 
 
-def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
-                 job: str | None, as_json: bool) -> None:
+def print_events(
+    follow: bool, since_value: str | None, types: tuple[str, ...], job: str | None, as_json: bool
+) -> None:
     from roost.cli.common import fail
     from roost.trustedfiles import home_problem
 
@@ -135,8 +147,9 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
     last = 0
 
     def emit(event: dict[str, Any]) -> None:
-        click.echo(output.json_text(event, indent=None, compact=True) if as_json
-                   else output.field(line(event)))
+        click.echo(
+            output.json_text(event, indent=None, compact=True) if as_json else output.field(line(event))
+        )
 
     if not follow or since is not None or since_time is not None:
         # History straight from the files (roostd not needed); `last` is where following
@@ -154,8 +167,9 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
 
     # Without --since: from now on. "Now" is the log's last seq, and roostd sends what
     # came after it, so an event between this read and the subscription is not lost.
-    resume = last if (since is not None or since_time is not None) else (
-        eventlog.last_seq(paths.roost_home()))
+    resume = (
+        last if (since is not None or since_time is not None) else (eventlog.last_seq(paths.roost_home()))
+    )
     first = True
     while True:  # reconnects (roostd restarted) resume at the last seq seen
         try:
@@ -166,8 +180,7 @@ def print_events(follow: bool, since_value: str | None, types: tuple[str, ...],
             fail(str(exc))
         except DaemonUnavailable:
             if first:
-                raise click.ClickException("roostd is not running and could not be started"
-                                           ) from None
+                raise click.ClickException("roostd is not running and could not be started") from None
             time.sleep(0.5)  # roostd is down (restarting): try again; no events meanwhile
             continue
         first = False

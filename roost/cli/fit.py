@@ -21,13 +21,26 @@ MIN_FLEX = 30
 # tree (and in `roost usage --by tree`); META's branch names are long, its `✉2` short;
 # STATUS is the live detail of a running job; COST is in `roost show` and `roost usage`.
 STEPS: tuple[tuple[str, int], ...] = (
-    ("TREE", 0), ("META", 10), ("STATUS", 12), ("NAME", 16), ("STATUS", 0), ("NAME", 12),
-    ("META", 6), ("COST", 0), ("META", 0), ("NAME", 10),
+    ("TREE", 0),
+    ("META", 10),
+    ("STATUS", 12),
+    ("NAME", 16),
+    ("STATUS", 0),
+    ("NAME", 12),
+    ("META", 6),
+    ("COST", 0),
+    ("META", 0),
+    ("NAME", 10),
 )
 
 
-def fit(natural: Mapping[str, int], width: int | None, sep: int = 2,
-        keep: Collection[str] = (), min_flex: int = MIN_FLEX) -> dict[str, int]:
+def fit(
+    natural: Mapping[str, int],
+    width: int | None,
+    sep: int = 2,
+    keep: Collection[str] = (),
+    min_flex: int = MIN_FLEX,
+) -> dict[str, int]:
     """Each column's width, in `natural`'s order (0: hidden), so that the table, with `sep`
     cells between columns, fits in `width` cells. None: the natural widths. The columns in
     `keep` (asked for by name, like `ls --tree`'s TREE) stay whole. `min_flex`: the room
@@ -37,7 +50,9 @@ def fit(natural: Mapping[str, int], width: int | None, sep: int = 2,
     if width is None or FLEX not in widths:
         return widths
     steps: tuple[tuple[str | None, int], ...] = (
-        (None, 0), *((column, limit) for column, limit in STEPS if column not in keep))
+        (None, 0),
+        *((column, limit) for column, limit in STEPS if column not in keep),
+    )
     room = 0
     for column, limit in steps:
         if column in widths and widths[column]:
@@ -57,5 +72,4 @@ def hidden(natural: Mapping[str, int], widths: Mapping[str, int]) -> list[str]:
 
 def shortened(natural: Mapping[str, int], widths: Mapping[str, int]) -> list[str]:
     """The columns `fit` narrowed (their long cells end in `…`); FLEX wraps instead."""
-    return [name for name, w in widths.items()
-            if w and name != FLEX and w < natural.get(name, 0)]
+    return [name for name, w in widths.items() if w and name != FLEX and w < natural.get(name, 0)]

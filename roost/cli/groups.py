@@ -15,8 +15,18 @@ from typing import Any
 
 import click
 
-ALIASES = {"ps": "ls", "list": "ls", "dir": "ls", "log": "logs", "tail": "logs",
-           "kill": "stop", "remove": "rm", "delete": "rm", "del": "rm", "send": "reply"}
+ALIASES = {
+    "ps": "ls",
+    "list": "ls",
+    "dir": "ls",
+    "log": "logs",
+    "tail": "logs",
+    "kill": "stop",
+    "remove": "rm",
+    "delete": "rm",
+    "del": "rm",
+    "send": "reply",
+}
 """Names other tools give a command, and roost's for it (suggested where the group has it)."""
 
 
@@ -42,16 +52,18 @@ class Group(click.Group):
                 formatter.write_paragraph()
                 formatter.write_text(f"With no COMMAND: {ctx.command_path} {self.default}.")
 
-    def resolve_command(self, ctx: click.Context, args: list[str]
-                        ) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand as exc:
             message = f"No such command {exc.command_name!r}"
             near = self.nearest(ctx, exc.command_name)
             if near:
-                message += "; did you mean " + " or ".join(
-                    f"{ctx.command_path} {name}" for name in near) + "?"
+                message += (
+                    "; did you mean " + " or ".join(f"{ctx.command_path} {name}" for name in near) + "?"
+                )
             raise click.UsageError(message, ctx) from None
 
     def nearest(self, ctx: click.Context, name: str) -> list[str]:

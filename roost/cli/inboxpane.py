@@ -40,11 +40,15 @@ def entry_line(entry: dict[str, Any]) -> Text:
 class InboxScreen(ModalScreen[None]):
     """The inbox; `request` talks to roostd (the view's own connection rule)."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back"),
-                Binding("d", "dismiss_entry", "Dismiss"), Binding("r", "reload", "Reload"),
-                Binding("a", "decide('approve')", "Approve"),
-                Binding("A", "decide('always')", "Approve always"),
-                Binding("x", "decide('deny')", "Deny")]
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.pop_screen", "Back"),
+        Binding("d", "dismiss_entry", "Dismiss"),
+        Binding("r", "reload", "Reload"),
+        Binding("a", "decide('approve')", "Approve"),
+        Binding("A", "decide('always')", "Approve always"),
+        Binding("x", "decide('deny')", "Deny"),
+    ]
     DEFAULT_CSS = """
     InboxScreen { align: center middle; }
     #inbox-box { width: 95%; height: auto; max-height: 100%; border: round $accent;
@@ -59,8 +63,11 @@ class InboxScreen(ModalScreen[None]):
         self.outcomes: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Static("inbox: enter answers (an approval: shows its input), a approves, A always, "
-                     "x denies, d dismisses, r reloads, esc closes", id="inbox-title")
+        yield Static(
+            "inbox: enter answers (an approval: shows its input), a approves, A always, "
+            "x denies, d dismisses, r reloads, esc closes",
+            id="inbox-title",
+        )
         yield OptionList(id="inbox-box")
 
     def on_mount(self) -> None:
@@ -92,21 +99,29 @@ class InboxScreen(ModalScreen[None]):
         if entry["kind"] == "approval":  # its whole input, escaped; a, A or x answers it
             from roost.escapes import json_text
 
-            self.notify(f"{printable(entry['text'])} in {printable(entry['cwd'])}\n"
-                        f"{printable(json_text(entry['input']))}\na approves, A always, x denies",
-                        timeout=30)
+            self.notify(
+                f"{printable(entry['text'])} in {printable(entry['cwd'])}\n"
+                f"{printable(json_text(entry['input']))}\na approves, A always, x denies",
+                timeout=30,
+            )
             return
         if entry["kind"] not in ("question", "dialog"):
-            self.notify(f"{entry['kind'].replace('_', ' ')}: nothing to reply; d dismisses it",
-                        severity="warning")
+            self.notify(
+                f"{entry['kind'].replace('_', ' ')}: nothing to reply; d dismisses it", severity="warning"
+            )
             return
         # The reply box's display row: its text escaped for the terminal like a view row's.
-        row = {"id": entry["job"]["id"], "name": printable(entry["job"]["name"] or ""),
-               "state": "needs_input", "question": printable(entry["text"]),
-               "dialog": entry["kind"] == "dialog",
-               "options": [printable(o) for o in entry.get("options") or []]}
-        self.app.push_screen(ReplyScreen(row), lambda text: self._answer(entry, {"text": text})
-                             if text is not None else None)
+        row = {
+            "id": entry["job"]["id"],
+            "name": printable(entry["job"]["name"] or ""),
+            "state": "needs_input",
+            "question": printable(entry["text"]),
+            "dialog": entry["kind"] == "dialog",
+            "options": [printable(o) for o in entry.get("options") or []],
+        }
+        self.app.push_screen(
+            ReplyScreen(row), lambda text: self._answer(entry, {"text": text}) if text is not None else None
+        )
 
     def action_dismiss_entry(self) -> None:
         entry = self._selected()
@@ -118,15 +133,22 @@ class InboxScreen(ModalScreen[None]):
         if entry is None or entry["kind"] != "approval":
             self.notify("not an approval: enter answers it, d dismisses it", severity="warning")
             return
-        args = {"entry": entry["id"], "by": "view", "always": decision == "always",
-                "decision": "deny" if decision == "deny" else "approve"}
+        args = {
+            "entry": entry["id"],
+            "by": "view",
+            "always": decision == "always",
+            "decision": "deny" if decision == "deny" else "approve",
+        }
         self._answer(entry, args, op="approval_answer")
 
     def _answer(self, entry: dict[str, Any], how: dict[str, Any], op: str = "answer") -> None:
         try:
             result = self.request(op, {"entry": entry["id"], "by": "roost view", **how})
-            outcome = (f"already answered by {printable(result.get('by'))} at {result.get('at')}"
-                       if result["status"] == "already answered" else str(result["status"]))
+            outcome = (
+                f"already answered by {printable(result.get('by'))} at {result.get('at')}"
+                if result["status"] == "already answered"
+                else str(result["status"])
+            )
         except Exception as exc:  # a refusal or roostd away: one line, as a toast
             outcome = f"not answered: {getattr(exc, 'message', exc)}"
         self.outcomes.append(outcome)

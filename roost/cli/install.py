@@ -102,8 +102,7 @@ def install(directory: Path | None = None) -> Outcome:
     if directory.exists() and not directory.is_dir():
         raise InstallError(f"{directory} exists and is not a directory")
     if directory.is_dir() and any(directory.iterdir()) and not is_ours(directory):
-        raise InstallError(f"{directory} exists and was not installed by roost; "
-                           "move it away first")
+        raise InstallError(f"{directory} exists and was not installed by roost; move it away first")
     outcome.created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     # index.ts last: until it is there (or when it is ours already) pi sees either the old
@@ -132,4 +131,3 @@ def uninstall(directory: Path | None = None) -> bool:
         raise InstallError(f"{directory} was not installed by roost; not removing it")
     shutil.rmtree(directory)
     return True
-

@@ -42,17 +42,31 @@ def reply(job: str, text: str) -> None:
     if result.get("why"):  # queued on a failed job: nothing runs until it is started again
         from roost.cli.views import printable
 
-        echo(f"roost: job {result['id']} failed: {printable(result['why'])}; the reply waits "
-             f"in its mailbox (`roost start {result['id']}` delivers it)", err=True)
+        echo(
+            f"roost: job {result['id']} failed: {printable(result['why'])}; the reply waits "
+            f"in its mailbox (`roost start {result['id']}` delivers it)",
+            err=True,
+        )
     if result["status"] == "stopped":
         fail(f"job {result['id']} is stopped; `roost start {result['id']}` first")
 
 
 def pi_task(task: str, cwd: str) -> dict[str, Any]:
     """The `run` request of `roost run TASK` with no option."""
-    return {"name": None, "cwd": cwd, "group": None, "priority": None, "task": task,
-            "model": None, "thinking": None, "agent": None, "budget": None,
-            "budgetTokens": None, "maxTurns": None, "treeBudget": None}
+    return {
+        "name": None,
+        "cwd": cwd,
+        "group": None,
+        "priority": None,
+        "task": task,
+        "model": None,
+        "thinking": None,
+        "agent": None,
+        "budget": None,
+        "budgetTokens": None,
+        "maxTurns": None,
+        "treeBudget": None,
+    }
 
 
 def start(args: dict[str, Any], shell: bool) -> None:
@@ -66,8 +80,7 @@ def start(args: dict[str, Any], shell: bool) -> None:
     if result.get("state") == "failed":  # a dependency had failed already
         from roost.cli.output import field
 
-        echo(field(f"roost: job {result['id']} failed at once: {result.get('error')}"),
-             err=True)
+        echo(field(f"roost: job {result['id']} failed at once: {result.get('error')}"), err=True)
     if result.get("position") is not None:
         echo(f"roost: job {result['id']} is queued (position {result['position']})", err=True)
     import os.path
@@ -76,6 +89,9 @@ def start(args: dict[str, Any], shell: bool) -> None:
 
     theirs, ours = result.get("agentDir"), agent_dir()
     if not shell and theirs is not None and os.path.normpath(theirs) != os.path.normpath(ours):
-        echo(f"roost: note: the job's pi uses roostd's agent dir {theirs}, "
-             f"not {ours} (PI_CODING_AGENT_DIR here); to change it, "
-             "`roost daemon stop` and run again from this shell", err=True)
+        echo(
+            f"roost: note: the job's pi uses roostd's agent dir {theirs}, "
+            f"not {ours} (PI_CODING_AGENT_DIR here); to change it, "
+            "`roost daemon stop` and run again from this shell",
+            err=True,
+        )

@@ -87,8 +87,7 @@ class TranscriptSource:
         self.offset += len(data)
         *complete, self.partial = (self.partial + data).split(b"\n")
         if self.kind == "shell":
-            return reset, [visible(line.decode("utf-8", "replace").rstrip("\r"))
-                           for line in complete]
+            return reset, [visible(line.decode("utf-8", "replace").rstrip("\r")) for line in complete]
         entries = []
         for line in complete:
             with contextlib.suppress(ValueError):
@@ -355,8 +354,7 @@ class ViewApp(JobKeys, SearchKey, App[None]):
             for state in STATE_ORDER:
                 if counts.get(state):
                     status.append("  ")
-                    status.append(f"{counts[state]} {state_text(state)}",
-                                  style=STATE_STYLE.get(state, ""))
+                    status.append(f"{counts[state]} {state_text(state)}", style=STATE_STYLE.get(state, ""))
         self.query_one("#status", Static).update(status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -401,8 +399,7 @@ class ViewApp(JobKeys, SearchKey, App[None]):
         if selected in keys:
             table.move_cursor(row=keys.index(selected), animate=False)
         else:
-            first_job = next((i for i, key in enumerate(keys)
-                              if not key.startswith(GROUP_PREFIX)), 0)
+            first_job = next((i for i, key in enumerate(keys) if not key.startswith(GROUP_PREFIX)), 0)
             table.move_cursor(row=first_job, animate=False)
 
     def selected_key(self) -> str | None:
@@ -440,8 +437,7 @@ class ViewApp(JobKeys, SearchKey, App[None]):
 
     def _send_reply(self, row: Row, text: str | None) -> None:
         if text is not None:
-            self.run_worker(lambda: self._reply(row, text), thread=True, name="roost-reply",
-                            group="roost")
+            self.run_worker(lambda: self._reply(row, text), thread=True, name="roost-reply", group="roost")
 
     def _reply(self, row: Row, text: str) -> None:
         """Thread: `roost reply` over a connection of its own; the outcome as a toast."""

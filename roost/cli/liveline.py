@@ -31,7 +31,8 @@ def line_of(partial: dict[str, Any] | None, now: float | None = None) -> str:
         tool = tools[-1]
         took = int((now or time.time()) - float(tool.get("started") or 0))
         return f"⚙ running {tool.get('name')}: {tool.get('summary', '')}" + (
-            f" ({took} s)" if took >= 1 else "")
+            f" ({took} s)" if took >= 1 else ""
+        )
     blocks = ((partial.get("message") or {}).get("content")) or []
     if not blocks:
         return ""
@@ -107,7 +108,7 @@ class LiveLine:
         line = output.field(line_of(self._partial))
         width = max(10, shutil.get_terminal_size().columns - 1)
         if len(line) > width:
-            line = "…" + line[-(width - 1):]
+            line = "…" + line[-(width - 1) :]
         out = output.terminal()
         if line:
             out.write(ERASE + line)

@@ -24,8 +24,7 @@ from roost.cli.groups import Group
 
 COMMANDS = {
     "daemon": "daemon",
-    **dict.fromkeys(("run", "ls", "show", "reply", "wait", "logs", "stop", "start", "rm",
-                     "mailbox"), "jobs"),
+    **dict.fromkeys(("run", "ls", "show", "reply", "wait", "logs", "stop", "start", "rm", "mailbox"), "jobs"),
     "events": "events",
     "result": "results",
     **dict.fromkeys(("diff", "merge", "gc"), "worktrees"),
@@ -123,11 +122,19 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="Exit codes: 0 done, 1 refused or failed, 2 a usage error or an unknown "
-                    "job (docs: Exit codes).")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Show roost's and pi's versions and exit.")
+@click.group(
+    cls=Commands,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: 0 done, 1 refused or failed, 2 a usage error or an unknown job (docs: Exit codes).",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show roost's and pi's versions and exit.",
+)
 def cli() -> None:
     """roost: supervised background pi sessions that talk to each other."""
 
@@ -139,15 +146,22 @@ def usage_line(exc: click.UsageError) -> str:
 
     message = exc.format_message().rstrip(".")
     command = exc.ctx.command if exc.ctx else None
-    if (isinstance(exc, click.NoSuchOption) and command is not None
-            and re.fullmatch(r"-(\d+\.?\d*|\.\d+)", exc.option_name)):
+    if (
+        isinstance(exc, click.NoSuchOption)
+        and command is not None
+        and re.fullmatch(r"-(\d+\.?\d*|\.\d+)", exc.option_name)
+    ):
         # `roost budget JOB -1`: a negative number reads as an option to click.
         from roost.cli.commands.usage import Positive
 
-        numbers = [p.human_readable_name for p in command.params
-                   if isinstance(p, click.Argument) and isinstance(p.type, Positive)]
-        message = (f"{exc.option_name}: a negative number is not accepted"
-                   + (f" ({' and '.join(numbers)} must be > 0)" if numbers else ""))
+        numbers = [
+            p.human_readable_name
+            for p in command.params
+            if isinstance(p, click.Argument) and isinstance(p.type, Positive)
+        ]
+        message = f"{exc.option_name}: a negative number is not accepted" + (
+            f" ({' and '.join(numbers)} must be > 0)" if numbers else ""
+        )
     where = exc.ctx.command_path if exc.ctx else "roost"
     return f"{message} (see {where} --help)"
 

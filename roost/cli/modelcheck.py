@@ -38,8 +38,9 @@ class Probe:
         self.failure: str | None = None  # pi did not answer: why
 
 
-def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
-          timeout: float = PROBE_TIMEOUT) -> Probe:
+def probe(
+    pi_argv: list[str], model: str | None, cwd: str | None = None, timeout: float = PROBE_TIMEOUT
+) -> Probe:
     """Ask pi which model it would use (`model`: the `--model` given, or pi's default)."""
     from roost.cli.pirpc import LoadOutcome, answers
 
@@ -49,14 +50,19 @@ def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
     result = Probe(argv)
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     env.setdefault("PI_SKIP_VERSION_CHECK", "1")
-    requests = [{"id": "m-state", "type": "get_state"},
-                {"id": "m-models", "type": "get_available_models"}]
+    requests = [{"id": "m-state", "type": "get_state"}, {"id": "m-models", "type": "get_available_models"}]
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=errors, env=env, cwd=cwd or os.getcwd(),
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=env,
+                cwd=cwd or os.getcwd(),
+                start_new_session=True,
+            )
         except OSError as exc:
             result.failure = f"pi did not start: {exc}"
             return result
@@ -78,11 +84,14 @@ def probe(pi_argv: list[str], model: str | None, cwd: str | None = None,
         result.stderr = errors.read().decode(errors="replace").splitlines()
     state, models = answered.get("m-state"), answered.get("m-models")
     if state is None or models is None or not state.get("success"):
-        result.failure = (f"pi exited ({code}) before answering" if code is not None
-                          else f"pi did not answer within {timeout:.0f} s")
+        result.failure = (
+            f"pi exited ({code}) before answering"
+            if code is not None
+            else f"pi did not answer within {timeout:.0f} s"
+        )
         return result
     result.model = (state.get("data") or {}).get("model") or {}
-    for entry in ((models.get("data") or {}).get("models") or []):
+    for entry in (models.get("data") or {}).get("models") or []:
         if isinstance(entry, dict):
             result.available.add((str(entry.get("provider")), str(entry.get("id"))))
     return result
@@ -94,8 +103,10 @@ def settings_default(cwd: str | None = None) -> str | None:
     from roost import trustedfiles as trust
 
     found: dict[str, Any] = {}
-    for path, follow in ((paths.agent_dir() / "settings.json", True),
-                         (Path(cwd or os.getcwd()) / ".pi" / "settings.json", False)):
+    for path, follow in (
+        (paths.agent_dir() / "settings.json", True),
+        (Path(cwd or os.getcwd()) / ".pi" / "settings.json", False),
+    ):
         with contextlib.suppress(OSError, ValueError):  # another user's file: not read
             data = json.loads(trust.read_text(path, follow=follow))
             if isinstance(data, dict):
@@ -106,16 +117,20 @@ def settings_default(cwd: str | None = None) -> str | None:
     return None
 
 
-def verdict(result: Probe, model: str | None, source: str,
-            default: str | None = None) -> tuple[str, str, str | None]:
+def verdict(
+    result: Probe, model: str | None, source: str, default: str | None = None
+) -> tuple[str, str, str | None]:
     """(level, detail, fix) for a probe of `model` (None: pi's default; `default` is what
     pi's settings name)."""
     if result.failure is not None:
         problem = problems.from_startup(result.stderr, None)
         if problem is not None:
             return "fail", f"{model or 'default'} ({source}): {problem.message}", problem.fix
-        return "fail", f"{model or 'default'} ({source}): {result.failure}", (
-            f"see why: {' '.join(result.argv)}")
+        return (
+            "fail",
+            f"{model or 'default'} ({source}): {result.failure}",
+            (f"see why: {' '.join(result.argv)}"),
+        )
     found = result.model or {}
     provider, ident = str(found.get("provider") or ""), str(found.get("id") or "")
     broken = agentfiles.models_json_error()
@@ -123,22 +138,34 @@ def verdict(result: Probe, model: str | None, source: str,
         return "fail", f"pi could not read models.json: {broken}", problems.no_model(None, broken)
     if provider in ("", "unknown"):
         meant = problems.provider_of(model) or problems.provider_of(default) or default
-        detail = (f"{model or default} ({source}): pi has no credentials for it" if meant
-                  else "none: pi has no model it can use")
+        detail = (
+            f"{model or default} ({source}): pi has no credentials for it"
+            if meant
+            else "none: pi has no model it can use"
+        )
         return "fail", detail, problems.no_key(meant, None) if meant else problems.no_model(None)
     name = f"{provider}/{ident}"
     if (provider, ident) in result.available:
         return "ok", f"{name} ({source}; pi has credentials for it)", None
     if any(p == provider for p, _ in result.available):
-        return "warn", (f"{name} ({source}): pi has credentials for provider {provider!r} but "
-                        "does not list this model (it sends the id as given)"), (
-            f"check the id: pi --list-models {provider}")
-    return "fail", f"{name} ({source}): no credentials for provider {provider!r}", \
-        problems.no_key(provider, None)
+        return (
+            "warn",
+            (
+                f"{name} ({source}): pi has credentials for provider {provider!r} but "
+                "does not list this model (it sends the id as given)"
+            ),
+            (f"check the id: pi --list-models {provider}"),
+        )
+    return (
+        "fail",
+        f"{name} ({source}): no credentials for provider {provider!r}",
+        problems.no_key(provider, None),
+    )
 
 
-def check(pi_argv: list[str], model: str | None, source: str,
-          cwd: str | None = None) -> tuple[str, str, str | None]:
+def check(
+    pi_argv: list[str], model: str | None, source: str, cwd: str | None = None
+) -> tuple[str, str, str | None]:
     default = None if model else settings_default(cwd)
     if not model and default:
         source = "pi's default (settings.json)"
@@ -167,6 +194,8 @@ def definition_problems(agents: dict[str, Any]) -> list[str]:
     except PiNotFound:
         return []
     said = {model: unknown(argv, model) for model in models}
-    return [f"{d.path or d.name}: model {d.model!r}: {said[d.model]} "
-            f"({problems.unknown_model(d.model, None)})"
-            for d in agents.values() if d.model and said.get(d.model)]
+    return [
+        f"{d.path or d.name}: model {d.model!r}: {said[d.model]} ({problems.unknown_model(d.model, None)})"
+        for d in agents.values()
+        if d.model and said.get(d.model)
+    ]

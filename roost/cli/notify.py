@@ -38,8 +38,7 @@ class NotifyError(Exception):
     """roost notify cannot do what was asked (the message says why)."""
 
 
-DESKTOP_VARIABLES = ("PATH", "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS",
-                     "XDG_RUNTIME_DIR")
+DESKTOP_VARIABLES = ("PATH", "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
 """What notify-send needs from the environment of `roost notify --enable`: where it is, and
 the desktop session to talk to. Hooks run with roostd's environment, which may be older
 than the person's shell or come from a service manager without a desktop."""
@@ -50,8 +49,15 @@ def send_command(environ: dict[str, str] | None = None) -> list[str]:
     desktop variables of the command that enabled it (no secret among them)."""
     source = os.environ if environ is None else environ
     settings = [f"{name}={source[name]}" for name in DESKTOP_VARIABLES if source.get(name)]
-    return [shutil.which("env") or "/usr/bin/env", *settings,
-            sys.executable, "-m", "roost.cli.main", "notify", "--send"]
+    return [
+        shutil.which("env") or "/usr/bin/env",
+        *settings,
+        sys.executable,
+        "-m",
+        "roost.cli.main",
+        "notify",
+        "--send",
+    ]
 
 
 def is_ours(command: Any) -> bool:
@@ -79,16 +85,19 @@ def _write_config(path: Path, data: dict[str, Any]) -> None:
 
 def enable() -> str:
     if shutil.which("notify-send") is None:
-        raise NotifyError("notify-send was not found on PATH (Debian/Ubuntu: apt install "
-                          "libnotify-bin); nothing was written")
+        raise NotifyError(
+            "notify-send was not found on PATH (Debian/Ubuntu: apt install "
+            "libnotify-bin); nothing was written"
+        )
     path = user_config_path()
     data = _load_config(path)
     found = data.get("hooks")
     hooks: dict[str, Any] = found if isinstance(found, dict) else {}
     taken = [t for t in NOTIFY_TYPES if t in hooks and not is_ours(hooks[t])]
     if taken:
-        raise NotifyError(f"{path} already has hooks for {', '.join(taken)}; remove them "
-                          "first (nothing was written)")
+        raise NotifyError(
+            f"{path} already has hooks for {', '.join(taken)}; remove them first (nothing was written)"
+        )
     for kind in NOTIFY_TYPES:
         hooks[kind] = send_command()
     data["hooks"] = hooks
@@ -123,9 +132,14 @@ def message(event: dict[str, Any]) -> tuple[str, str, str]:
     if kind == "job.failed":
         return "critical", f"roost: {name} failed", str(event.get("error") or "")
     if kind == "approval.requested":  # each call held for approval (docs: Approvals)
-        return "normal", f"roost: {name} asks for approval", (
-            f"{event.get('summary')} (roost approve {event.get('entry')} | roost deny "
-            f"{event.get('entry')})")
+        return (
+            "normal",
+            f"roost: {name} asks for approval",
+            (
+                f"{event.get('summary')} (roost approve {event.get('entry')} | roost deny "
+                f"{event.get('entry')})"
+            ),
+        )
     if kind == "worker.gave_up":
         return "critical", f"roost: gave up on {name}", str(event.get("reason") or "")
     return "normal", f"roost: {name}: {kind}", ""
@@ -152,8 +166,11 @@ def rate_limited(event: dict[str, Any], title: str, body: str, now: float) -> bo
         with contextlib.suppress(OSError, ValueError):
             loaded = json.loads(state_path.read_text())
             if isinstance(loaded, dict):
-                state = {k: float(v) for k, v in loaded.items()
-                         if isinstance(v, int | float) and now - float(v) < RATE_WINDOW}
+                state = {
+                    k: float(v)
+                    for k, v in loaded.items()
+                    if isinstance(v, int | float) and now - float(v) < RATE_WINDOW
+                }
         if key in state:
             return True
         state[key] = now
@@ -171,8 +188,7 @@ def send(raw: str) -> int:
             raise ValueError("not an object")
     except ValueError as exc:
         raise NotifyError(f"expected one event as JSON on stdin: {exc}") from None
-    if (event.get("type") == "job.needs_input" and not event.get("question")
-            and not event.get("dialog")):
+    if event.get("type") == "job.needs_input" and not event.get("question") and not event.get("dialog"):
         return 0  # a call held for approval: its approval.requested says which
     urgency, title, body = message(event)
     # The title is plain text to notification servers; the body may hold markup.
@@ -184,6 +200,8 @@ def send(raw: str) -> int:
         return 0
     notify_send = shutil.which("notify-send")
     if notify_send is None:
-        raise NotifyError(f"notify-send was not found on PATH ({os.environ.get('PATH', '')}); "
-                          "run `roost notify --enable` again where it is")
+        raise NotifyError(
+            f"notify-send was not found on PATH ({os.environ.get('PATH', '')}); "
+            "run `roost notify --enable` again where it is"
+        )
     return subprocess.call([notify_send, "-a", "roost", "-u", urgency, title, body])

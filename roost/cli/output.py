@@ -116,8 +116,10 @@ def terminal(err: bool = False) -> TextIO:
     return stream.stream if isinstance(stream, Guarded) else stream
 
 
-RAW_REFUSED = ("--raw writes the bytes as they are, control sequences included: only to a "
-               "pipe or a file, never to a terminal")
+RAW_REFUSED = (
+    "--raw writes the bytes as they are, control sequences included: only to a "
+    "pipe or a file, never to a terminal"
+)
 
 
 def raw_allowed() -> bool:
@@ -145,8 +147,15 @@ def echo_styled(line: str, err: bool = False) -> None:
     out.flush()
 
 
-_DIFF_STYLES = (("diff --git", "1"), ("index ", "1"), ("--- ", "1"), ("+++ ", "1"),
-                ("@@", "36"), ("+", "32"), ("-", "31"))
+_DIFF_STYLES = (
+    ("diff --git", "1"),
+    ("index ", "1"),
+    ("--- ", "1"),
+    ("+++ ", "1"),
+    ("@@", "36"),
+    ("+", "32"),
+    ("-", "31"),
+)
 
 
 def print_diff(patch: str) -> None:

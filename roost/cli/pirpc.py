@@ -26,8 +26,7 @@ class LoadOutcome:
         self.seconds = 0.0
 
 
-def load_extension(argv: list[str], extension: Path,
-                   timeout: float = LOAD_TIMEOUT) -> LoadOutcome:
+def load_extension(argv: list[str], extension: Path, timeout: float = LOAD_TIMEOUT) -> LoadOutcome:
     """`pi --mode rpc --no-session --offline -e EXTENSION`, `get_state`, `get_commands`."""
     import signal
     import subprocess
@@ -36,19 +35,26 @@ def load_extension(argv: list[str], extension: Path,
 
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     env.setdefault("PI_SKIP_VERSION_CHECK", "1")
-    outcome = LoadOutcome([*argv, "--mode", "rpc", "--no-session", "--offline",
-                                "-e", str(extension)])
+    outcome = LoadOutcome([*argv, "--mode", "rpc", "--no-session", "--offline", "-e", str(extension)])
     started = time.monotonic()
     deadline = started + timeout - 2.0  # the rest is for pi's exit
-    requests = [{"id": "doctor-state", "type": "get_state"},
-                {"id": "doctor-commands", "type": "get_commands"}]
+    requests = [
+        {"id": "doctor-state", "type": "get_state"},
+        {"id": "doctor-commands", "type": "get_commands"},
+    ]
     # A scratch cwd: the check is about the person's pi and agent dir, not the project
     # doctor happens to be run in (its .pi/ could add extensions of its own).
-    with tempfile.TemporaryDirectory(prefix="roost-doctor-") as cwd, \
-            tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryDirectory(prefix="roost-doctor-") as cwd, tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(outcome.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=errors, env=env, cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                outcome.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
         except OSError as exc:
             outcome.failure = f"pi did not start: {exc}"
             return outcome
@@ -86,8 +92,7 @@ def load_extension(argv: list[str], extension: Path,
     return outcome
 
 
-def answers(stdout: Any, wanted: int, deadline: float,
-             outcome: LoadOutcome) -> dict[str, dict[str, Any]]:
+def answers(stdout: Any, wanted: int, deadline: float, outcome: LoadOutcome) -> dict[str, dict[str, Any]]:
     """pi's responses by id (its `extension_error` events go to `outcome.errors`) until
     `wanted` have come, pi closed its stdout, or the deadline."""
     import selectors

@@ -19,8 +19,16 @@ if TYPE_CHECKING:
 Cell = tuple[str, str]
 """A cell: its text (made printable by the caller) and its style name ("" for none)."""
 
-SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
-       "magenta": "35", "cyan": "36"}
+SGR = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
 GAP = "  "
 
 
@@ -108,16 +116,22 @@ def colour_wanted(stream_is_terminal: bool) -> bool:
     return stream_is_terminal and not os.environ.get("NO_COLOR")
 
 
-def table_lines(heads: Sequence[str], rows: Sequence[Sequence[Cell]], widths: Sequence[int],
-                right: Sequence[bool], wrapping: int | None, colour: bool) -> Iterator[str]:
+def table_lines(
+    heads: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    widths: Sequence[int],
+    right: Sequence[bool],
+    wrapping: int | None,
+    colour: bool,
+) -> Iterator[str]:
     """The table's lines: a bold header row, then each row; column `wrapping` (an index, or
     None) wraps by words, the others are cut to their width. Trailing spaces are dropped."""
+
     def line(cells: Sequence[Cell]) -> str:
         parts = []
         for (text, style), width, at_right in zip(cells, widths, right, strict=True):
             pad = " " * max(0, width - cell_len(text))
-            parts.append(pad + styled(text, style, colour) if at_right
-                         else styled(text, style, colour) + pad)
+            parts.append(pad + styled(text, style, colour) if at_right else styled(text, style, colour) + pad)
         return GAP.join(parts).rstrip(" ")
 
     yield line([(head, "bold") for head in heads])

@@ -89,16 +89,20 @@ class ReplyScreen(ModalScreen[str | None]):
         row = self.row
         what = "Answer the dialog of" if row.get("dialog") else "Reply to"
         with Vertical(id="reply-box"):
-            yield Static(Text(f"{what} {row['name']} ({row['id']}, {state_text(row['state'])})",
-                              style="bold"), id="reply-title")
+            yield Static(
+                Text(f"{what} {row['name']} ({row['id']}, {state_text(row['state'])})", style="bold"),
+                id="reply-title",
+            )
             if row.get("question"):
                 with VerticalScroll(id="reply-question"):
                     yield Static(Text(str(row["question"]), style="yellow"))
             if self.options:
-                yield OptionList(*(Text(f"{i}. {option}") for i, option in
-                                   enumerate(self.options, 1)), id="reply-options")
-            yield Input(placeholder="your reply" + (", or a choice's number" if self.options
-                                                    else ""), id="reply-text")
+                yield OptionList(
+                    *(Text(f"{i}. {option}") for i, option in enumerate(self.options, 1)), id="reply-options"
+                )
+            yield Input(
+                placeholder="your reply" + (", or a choice's number" if self.options else ""), id="reply-text"
+            )
             hint = "enter: send · esc: cancel"
             if self.options:
                 hint = "↑↓ enter: choose · tab: type instead · " + hint
@@ -126,8 +130,11 @@ class ReplyScreen(ModalScreen[str | None]):
 class HelpScreen(ModalScreen[None]):
     """The keys and the symbols of the table."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back"),
-                Binding("question_mark", "app.pop_screen", "Back")]
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.pop_screen", "Back"),
+        Binding("question_mark", "app.pop_screen", "Back"),
+    ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     #help { width: 84; max-width: 100%; height: auto; max-height: 100%;

@@ -11,14 +11,24 @@ import click
 
 
 def sandbox_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed((
-        click.option("--sandbox/--no-sandbox", "sandbox", default=None,
-                     help="Run the job's bash commands under bubblewrap: read-only but its "
-                          "directory, a private /tmp and sandbox.writable; no secrets, no "
-                          "network (default: the agent's, roost.json's sandbox)."),
-        click.option("--sandbox-network", type=click.Choice(["none", "host"]), default=None,
-                     help="With --sandbox: none (default) or host (the machine's network)."),
-    )):
+    for option in reversed(
+        (
+            click.option(
+                "--sandbox/--no-sandbox",
+                "sandbox",
+                default=None,
+                help="Run the job's bash commands under bubblewrap: read-only but its "
+                "directory, a private /tmp and sandbox.writable; no secrets, no "
+                "network (default: the agent's, roost.json's sandbox).",
+            ),
+            click.option(
+                "--sandbox-network",
+                type=click.Choice(["none", "host"]),
+                default=None,
+                help="With --sandbox: none (default) or host (the machine's network).",
+            ),
+        )
+    ):
         fn = option(fn)
     return fn
 

@@ -58,8 +58,11 @@ class SearchScreen(ModalScreen[str | None]):
         self.results: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
-        yield Static('search: words, "a phrase", retr*, AND, OR, NOT; enter searches, '
-                     "then enter opens a match; esc closes", id="search-title")
+        yield Static(
+            'search: words, "a phrase", retr*, AND, OR, NOT; enter searches, '
+            "then enter opens a match; esc closes",
+            id="search-title",
+        )
         yield Input(placeholder="search every job's conversation", id="search-query")
         yield OptionList(id="search-results")
 
@@ -79,14 +82,12 @@ class SearchScreen(ModalScreen[str | None]):
         try:
             client = connect(autostart=False)
             try:
-                self.results = client.request("search", query=query, limit=LIMIT,
-                                              timeout=30)["results"]
+                self.results = client.request("search", query=query, limit=LIMIT, timeout=30)["results"]
             finally:
                 client.close()
         except Exception as exc:  # a bad query or roostd away: one line in the pane
             self.results = []
-            box.add_option(Text(printable(getattr(exc, "message", None) or str(exc)),
-                                style="red"))
+            box.add_option(Text(printable(getattr(exc, "message", None) or str(exc)), style="red"))
             return
         if not self.results:
             box.add_option(Text(f"no matches for {printable(query)}", style="dim"))

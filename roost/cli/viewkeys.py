@@ -20,18 +20,24 @@ from roost.cli.output import visible
 
 SAID_SECONDS = 8.0
 """How long an outcome stays in the header."""
-KEYS = (("stop_job", "Stop", "stop the selected job"),
-        ("start_job", "Start", "start the selected job again"),
-        ("remove_job", "Remove", "remove the selected job (asks first)"),
-        ("diff_job", "Diff", "the selected job's worktree diff"),
-        ("merge_job", "Merge", "merge the selected job's worktree branch"))
+KEYS = (
+    ("stop_job", "Stop", "stop the selected job"),
+    ("start_job", "Start", "start the selected job again"),
+    ("remove_job", "Remove", "remove the selected job (asks first)"),
+    ("diff_job", "Diff", "the selected job's worktree diff"),
+    ("merge_job", "Merge", "merge the selected job's worktree branch"),
+)
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """A yes/no question: y or enter says yes, n or esc no."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("enter", "answer(True)", "Yes", show=False),
-                Binding("n", "answer(False)", "No"), Binding("escape", "answer(False)", "No", show=False)]
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("enter", "answer(True)", "Yes", show=False),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "No", show=False),
+    ]
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
     #confirm { width: auto; max-width: 90%; height: auto; border: round $error; background: $surface;
@@ -87,9 +93,12 @@ class JobKeys(DOMNode):
     """The keys; mixed into ViewApp (a DOMNode: textual merges the BINDINGS of those)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "stop_job", "Stop"), Binding("t", "start_job", "Start"),
-        Binding("x", "remove_job", "Remove"), Binding("d", "diff_job", "Diff"),
-        Binding("m", "merge_job", "Merge")]
+        Binding("s", "stop_job", "Stop"),
+        Binding("t", "start_job", "Start"),
+        Binding("x", "remove_job", "Remove"),
+        Binding("d", "diff_job", "Diff"),
+        Binding("m", "merge_job", "Merge"),
+    ]
     said: list[str]
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

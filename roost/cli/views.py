@@ -27,8 +27,17 @@ if TYPE_CHECKING:
 
 HEADERS = ("ID", "NAME", "STATE", "STATUS", "COST", "TREE", "SUMMARY / QUESTION", "META")
 """The job table's columns (TREE, the tree's total on a root's row: `ls --tree` and the view)."""
-STATE_ORDER = ("needs_input", "running", "starting", "queued", "waiting", "failed", "done",
-               "reaped", "stopped")
+STATE_ORDER = (
+    "needs_input",
+    "running",
+    "starting",
+    "queued",
+    "waiting",
+    "failed",
+    "done",
+    "reaped",
+    "stopped",
+)
 """Grouped by state, the most urgent first."""
 STATE_STYLE = {
     "running": "bold green",
@@ -43,8 +52,7 @@ STATE_STYLE = {
 }
 
 
-DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state",
-                "model")
+DISPLAY_KEYS = ("name", "status", "summary", "question", "cwd", "error", "task", "state", "model")
 
 
 printable = output.field
@@ -86,19 +94,19 @@ def clip(text: str, limit: int | None) -> str:
 def home_relative(directory: str) -> str:
     home = os.path.expanduser("~")  # Path.home(), without pathlib (`roost ls`)
     if directory == home or directory.startswith(home + os.sep):
-        return "~" + directory[len(home):]
+        return "~" + directory[len(home) :]
     return directory
 
 
-def job_groups(rows: list[dict[str, Any]], group: str = "dir"
-               ) -> list[tuple[str, list[dict[str, Any]]]]:
+def job_groups(rows: list[dict[str, Any]], group: str = "dir") -> list[tuple[str, list[dict[str, Any]]]]:
     """The job table's groups, in order: by directory (children under their parent, rows
     with `depth`), or by state (most urgent first, oldest first within)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     if group == "state":
         rank = {state: i for i, state in enumerate(STATE_ORDER)}
-        ordered = sorted(rows, key=lambda r: (rank.get(r["state"], len(rank)), r["state"],
-                                              r.get("created") or ""))
+        ordered = sorted(
+            rows, key=lambda r: (rank.get(r["state"], len(rank)), r["state"], r.get("created") or "")
+        )
         for row in ordered:
             groups.setdefault(row["state"], []).append(row)
     else:
@@ -137,9 +145,14 @@ def headers(tree: bool) -> tuple[str, ...]:
     return HEADERS if tree else tuple(h for h in HEADERS if h != "TREE")
 
 
-def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
-                summary_max: int | None = None, status_max: int | None = None
-                ) -> tuple[tuple[str, str], ...]:
+def plain_cells(
+    row: dict[str, Any],
+    names: dict[str, str],
+    group: str,
+    tree: bool = True,
+    summary_max: int | None = None,
+    status_max: int | None = None,
+) -> tuple[tuple[str, str], ...]:
     """One job's cells as (text, style), in `headers(tree)` order, for `roost ls` and
     `roost view` alike."""
     name = row["name"]
@@ -152,8 +165,7 @@ def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bo
         summary = (clip(row.get("summary") or "", summary_max), "")
     from roost.usage import show
 
-    costs = ((show.cost_cell(row), ""), (show.tree_cell(row), "")) if tree else (
-        (show.cost_cell(row), ""),)
+    costs = ((show.cost_cell(row), ""), (show.tree_cell(row), "")) if tree else ((show.cost_cell(row), ""),)
     return (
         (row["id"], "dim"),
         (name, ""),
@@ -165,18 +177,27 @@ def plain_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bo
     )
 
 
-def job_cells(row: dict[str, Any], names: dict[str, str], group: str, tree: bool = True,
-              summary_max: int | None = None, status_max: int | None = None) -> tuple[Text, ...]:
+def job_cells(
+    row: dict[str, Any],
+    names: dict[str, str],
+    group: str,
+    tree: bool = True,
+    summary_max: int | None = None,
+    status_max: int | None = None,
+) -> tuple[Text, ...]:
     """`plain_cells` as rich Texts, for `roost view` (Text, not str: a str cell is rich
     markup, and "[" in a name is not markup)."""
     from rich.text import Text
 
-    return tuple(Text(text, style=style) for text, style in
-                 plain_cells(row, names, group, tree, summary_max, status_max))
+    return tuple(
+        Text(text, style=style)
+        for text, style in plain_cells(row, names, group, tree, summary_max, status_max)
+    )
 
 
-def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = False,
-                wide: bool = False) -> None:
+def print_table(
+    rows: list[dict[str, Any]], group: str = "dir", tree: bool = False, wide: bool = False
+) -> None:
     """`roost ls`: the job table (`tree`: with the TREE column; parents always come first),
     drawn by roost.cli.plaintable (not rich: this is the command run most often).
 
@@ -194,31 +215,40 @@ def print_table(rows: list[dict[str, Any]], group: str = "dir", tree: bool = Fal
     names = {row["session"]: row["name"] for row in rows if row.get("session")}
     groups = job_groups(rows, group)
     heads = headers(tree)
-    cells = {row["id"]: plain_cells(row, names, group, tree=tree)
-             for _, members in groups for row in members}
-    natural = {head: max(len(head), *(plaintable.cell_len(row_cells[i][0])
-                                      for row_cells in cells.values()))
-               for i, head in enumerate(heads)}
+    cells = {row["id"]: plain_cells(row, names, group, tree=tree) for _, members in groups for row in members}
+    natural = {
+        head: max(len(head), *(plaintable.cell_len(row_cells[i][0]) for row_cells in cells.values()))
+        for i, head in enumerate(heads)
+    }
     fitted = is_terminal and not wide
     # `--tree` asks for the costs: TREE and COST stay whole.
     width = plaintable.terminal_width(stream) if fitted else None
-    widths = fit.fit(natural, width,
-                     keep=("TREE", "COST") if tree else ())
+    widths = fit.fit(natural, width, keep=("TREE", "COST") if tree else ())
     shown = [i for i, head in enumerate(heads) if widths[head]]
     shown_heads = [heads[i] for i in shown]
     wrapping = shown_heads.index(fit.FLEX) if fitted and fit.FLEX in shown_heads else None
     lines: list[str] = []
     for heading, members in groups:
-        lines.append(plaintable.styled(state_text(heading) if group == "state" else heading,
-                                       "bold blue", colour))
-        lines.extend(plaintable.table_lines(
-            shown_heads, [[cells[row["id"]][i] for i in shown] for row in members],
-            [widths[head] for head in shown_heads],
-            [head in ("COST", "TREE") for head in shown_heads], wrapping, colour))
+        lines.append(
+            plaintable.styled(state_text(heading) if group == "state" else heading, "bold blue", colour)
+        )
+        lines.extend(
+            plaintable.table_lines(
+                shown_heads,
+                [[cells[row["id"]][i] for i in shown] for row in members],
+                [widths[head] for head in shown_heads],
+                [head in ("COST", "TREE") for head in shown_heads],
+                wrapping,
+                colour,
+            )
+        )
     dropped, cut = fit.hidden(natural, widths), fit.shortened(natural, widths)
     if width is not None and (dropped or cut):
-        what = "; ".join(f"{label}: {', '.join(columns)}" for label, columns in
-                         (("hidden", dropped), ("shortened", cut)) if columns)
+        what = "; ".join(
+            f"{label}: {', '.join(columns)}"
+            for label, columns in (("hidden", dropped), ("shortened", cut))
+            if columns
+        )
         note = f"({what}; roost ls --wide shows everything)"
         lines.extend(plaintable.styled(part, "dim", colour) for part in plaintable.wrap(note, width))
     stream.write("".join(line + "\n" for line in lines))
@@ -241,20 +271,30 @@ def print_detail(row: dict[str, Any]) -> None:
     out = console()
     row = display_row(row)
     fields = [
-        ("id", row["id"]), ("name", row["name"]), ("kind", row["kind"]),
-        ("state", state_text(row["state"])), ("status", row.get("status")),
+        ("id", row["id"]),
+        ("name", row["name"]),
+        ("kind", row["kind"]),
+        ("state", state_text(row["state"])),
+        ("status", row.get("status")),
         ("summary", row.get("summary")),
-        ("question", row.get("question")), ("error", row.get("error")),
-        ("result", _result_line(row)), ("cwd", row["cwd"]), ("task", row.get("task")),
+        ("question", row.get("question")),
+        ("error", row.get("error")),
+        ("result", _result_line(row)),
+        ("cwd", row["cwd"]),
+        ("task", row.get("task")),
         ("command", shlex.join(row["command"]) if row.get("command") else None),
         ("agent", _agent_line(row)),
         ("worktree", _worktree_line(row)),
         ("sandbox", _sandbox_line(row)),
-        ("model", row.get("model")), ("session", row.get("session")),
-        ("parent", row.get("parent")), ("parentSession", row.get("parentSession")),
+        ("model", row.get("model")),
+        ("session", row.get("session")),
+        ("parent", row.get("parent")),
+        ("parentSession", row.get("parentSession")),
         ("pending", f"{row['pending']['replies']} replies, {row['pending']['agent']} agent items"),
         ("worker", _worker_line(row["worker"])),
-        ("dir", row.get("dir")), ("created", row["created"]), ("updated", row["updated"]),
+        ("dir", row.get("dir")),
+        ("created", row["created"]),
+        ("updated", row["updated"]),
         ("environment", _environment_line(row)),
     ]
     for key, value in fields:
@@ -295,8 +335,7 @@ def short_task(task: str | None, job_id: str) -> str | None:
     """A long task cut to its start, with its size and how to see it whole."""
     if task is None or len(task) <= TASK_SHOWN:
         return task
-    return (f"{task[:TASK_SHOWN]}… ({len(task):,} characters; roost show {job_id} --full "
-            "shows all of it)")
+    return f"{task[:TASK_SHOWN]}… ({len(task):,} characters; roost show {job_id} --full shows all of it)"
 
 
 def _sandbox_line(row: dict[str, Any]) -> str | None:
@@ -304,8 +343,9 @@ def _sandbox_line(row: dict[str, Any]) -> str | None:
     if not box:
         return None
     writable = ", ".join(box.get("writable") or [])
-    return f"bubblewrap, network {box.get('network', 'none')}" + \
-        (f", writable also {writable}" if writable else "")
+    return f"bubblewrap, network {box.get('network', 'none')}" + (
+        f", writable also {writable}" if writable else ""
+    )
 
 
 def _worktree_line(row: dict[str, Any]) -> str | None:
@@ -320,8 +360,10 @@ def _environment_line(row: dict[str, Any]) -> str | None:
     environment = row.get("environment")
     if not environment:
         return "roostd's (none kept for the job)" if "environment" in row else None
-    return (f"{len(environment['names'])} variables from {environment['source']} at "
-            f"{environment['saved']} ({environment['path']})")
+    return (
+        f"{len(environment['names'])} variables from {environment['source']} at "
+        f"{environment['saved']} ({environment['path']})"
+    )
 
 
 def _agent_line(row: dict[str, Any]) -> str | None:
@@ -336,8 +378,7 @@ def _agent_line(row: dict[str, Any]) -> str | None:
     return text
 
 
-def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False,
-               raw: bool = False) -> None:
+def print_logs(row: dict[str, Any], follow: bool = False, verbose: bool = False, raw: bool = False) -> None:
     """The transcript (a shell job: its output), control characters shown as escapes
     (`raw`: as the model or the command wrote them; the caller checked it writes to a pipe)."""
     import contextlib
@@ -423,8 +464,15 @@ def mailbox_items(box: Any, show_all: bool) -> list[tuple[str, Any]]:
 def listed(state: str, item: Any) -> dict[str, Any]:
     """One item of `roost mailbox --json`: its state, the item's own keys, and every other
     key it holds under `extra` (a report's `state` is the child's, never this one)."""
-    return {"state": state, "seq": item.seq, "kind": item.kind, "from": item.sender,
-            "text": item.text, "created": item.created, "extra": dict(item.extra)}
+    return {
+        "state": state,
+        "seq": item.seq,
+        "kind": item.kind,
+        "from": item.sender,
+        "text": item.text,
+        "created": item.created,
+        "extra": dict(item.extra),
+    }
 
 
 def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path: bool) -> None:
@@ -454,18 +502,17 @@ def print_mailbox(row: dict[str, Any], as_json: bool, show_all: bool, show_path:
         sender = item.sender or {}
         who = "user"
         if sender:
-            who = printable(
-                f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})")
+            who = printable(f"{sender.get('name') or sender.get('id')} ({sender.get('relation', '?')})")
         text = printable(" ".join(item.text.split()))
         if out.is_terminal:  # in a pipe: the whole text, one item per line
             text = clip(text, 60)
         # Text, not str (a str cell is rich markup): every cell is the file's, made visible.
-        table.add_row(state, str(item.seq), output.styled(item.kind), Text(who),
-                      output.styled(item.created), Text(text))
+        table.add_row(
+            state, str(item.seq), output.styled(item.kind), Text(who), output.styled(item.created), Text(text)
+        )
     if not out.is_terminal:  # never squeezed to a pipe's default 80 columns
         out.width = max(out.width, 200 + 4 * max(len(item.text) for _, item in items))
     _print_block(out, table)
-
 
 
 def shown_line(line: str) -> Any:

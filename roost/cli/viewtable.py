@@ -43,8 +43,9 @@ WRAPPED_STATES = ("needs_input", "failed")
 Column = tuple[str, str, int]  # key, header, width
 
 
-def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
-                ) -> tuple[list[Column], list[tuple[str, tuple[Text, ...], int]]]:
+def fitted_rows(
+    entries: list[tuple[str, tuple[Text, ...]]], width: int
+) -> tuple[list[Column], list[tuple[str, tuple[Text, ...], int]]]:
     """`table_rows`' rows fitted to a table `width` cells wide (roost.cli.fit, as `roost ls`):
     the columns shown (key, header, width) and each row's (key, cells, height). A waiting or
     failed job's SUMMARY / QUESTION wraps over up to QUESTION_LINES lines; any other long
@@ -64,8 +65,9 @@ def fitted_rows(entries: list[tuple[str, tuple[Text, ...]]], width: int
             natural[header] = 0
     # The other columns give way until a group's heading is whole on a wide screen (120
     # columns), or shows its folder's last two parts on a narrower one.
-    headings = [_heading_room(cells[HEADING].plain, width) for key, cells in entries
-                if key.startswith(GROUP_PREFIX)]
+    headings = [
+        _heading_room(cells[HEADING].plain, width) for key, cells in entries if key.startswith(GROUP_PREFIX)
+    ]
     widths = fit.fit(natural, width, min_flex=max([fit.MIN_FLEX, *headings]))
     shown = [i for i, header in enumerate(HEADERS) if widths[header]]
     columns = [(COLUMNS[i], HEADERS[i], widths[HEADERS[i]]) for i in shown]

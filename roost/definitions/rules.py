@@ -16,8 +16,17 @@ from typing import Any
 
 from roost.config import THINKING_LEVELS
 
-KEYS = ("description", "model", "thinking", "tools", "prompt", "task_prefix", "output_schema",
-        "approvals", "sandbox")
+KEYS = (
+    "description",
+    "model",
+    "thinking",
+    "tools",
+    "prompt",
+    "task_prefix",
+    "output_schema",
+    "approvals",
+    "sandbox",
+)
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -82,20 +91,32 @@ class Definition:
 
     def to_json(self) -> dict[str, Any]:
         """As stored in a job record and printed by `roost agents show --json`."""
-        return {"name": self.name, "source": self.source, "path": self.path, **{
-            key: (list(v) if key == "tools" and v is not None else v)
-            for key in KEYS for v in [getattr(self, key)]}}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "path": self.path,
+            **{
+                key: (list(v) if key == "tools" and v is not None else v)
+                for key in KEYS
+                for v in [getattr(self, key)]
+            },
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Definition:
         tools = data.get("tools")
         return cls(
-            name=str(data["name"]), source=str(data.get("source") or "user"),
-            path=data.get("path"), description=str(data.get("description") or ""),
-            model=data.get("model"), thinking=data.get("thinking"),
+            name=str(data["name"]),
+            source=str(data.get("source") or "user"),
+            path=data.get("path"),
+            description=str(data.get("description") or ""),
+            model=data.get("model"),
+            thinking=data.get("thinking"),
             tools=tuple(tools) if tools is not None else None,
-            prompt=data.get("prompt"), task_prefix=data.get("task_prefix"),
-            output_schema=data.get("output_schema"), approvals=data.get("approvals"),
+            prompt=data.get("prompt"),
+            task_prefix=data.get("task_prefix"),
+            output_schema=data.get("output_schema"),
+            approvals=data.get("approvals"),
             sandbox=data.get("sandbox"),
         )
 
@@ -106,24 +127,31 @@ class Definition:
 # -- builtins -------------------------------------------------------------------------------
 BUILTINS: dict[str, Definition] = {
     "scout": Definition(
-        name="scout", source="builtin",
+        name="scout",
+        source="builtin",
         description="Read-only: answers questions about the code (reads and searches, never edits).",
         tools=READ_ONLY_TOOLS + ("roost_agents", "roost_send"),
-        prompt=("You are a scout: you answer questions about the code base. You can read and "
-                "search files but not change them or run commands. Answer with file paths "
-                "and line numbers, briefly."),
+        prompt=(
+            "You are a scout: you answer questions about the code base. You can read and "
+            "search files but not change them or run commands. Answer with file paths "
+            "and line numbers, briefly."
+        ),
     ),
     "worker": Definition(
-        name="worker", source="builtin",
+        name="worker",
+        source="builtin",
         description="The defaults: reads, edits, writes and runs commands to do a task.",
     ),
     "reviewer": Definition(
-        name="reviewer", source="builtin",
+        name="reviewer",
+        source="builtin",
         description="Read-only: reviews a diff or a branch and reports findings.",
         tools=READ_ONLY_TOOLS + ("roost_agents", "roost_send"),
-        prompt=("You are a reviewer. Review the diff or branch you are given and report your "
-                "findings: bugs first, then risks, then style, each with file and line. You "
-                "cannot change files or run commands; say what should change instead."),
+        prompt=(
+            "You are a reviewer. Review the diff or branch you are given and report your "
+            "findings: bugs first, then risks, then style, each with file and line. You "
+            "cannot change files or run commands; say what should change instead."
+        ),
     ),
 }
 
@@ -150,20 +178,27 @@ def key_line(text: str, key: str) -> int | None:
     return None
 
 
-def parse(text: str, name: str, source: str, path: str) -> tuple[Definition | None,
-                                                                   list[DefinitionError]]:
+def parse(text: str, name: str, source: str, path: str) -> tuple[Definition | None, list[DefinitionError]]:
     """One definition file's text: the definition, or None and every error found."""
     errors: list[DefinitionError] = []
     if not NAME.match(name):
-        errors.append(DefinitionError(path, None, f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - "
-                                                  "(starting with a letter or digit)"))
+        errors.append(
+            DefinitionError(
+                path,
+                None,
+                f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter or digit)",
+            )
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOML_AT.search(message)
-        line = int(match.group(1)) if match else (len(text.splitlines()) or 1
-                                                   if _TOML_END.search(message) else None)
+        line = (
+            int(match.group(1))
+            if match
+            else (len(text.splitlines()) or 1 if _TOML_END.search(message) else None)
+        )
         message = _TOML_AT.sub("", _TOML_END.sub("", message)).strip()
         errors.append(DefinitionError(path, line, f"invalid TOML: {message}"))
         return None, errors
@@ -201,7 +236,7 @@ def _check_value(key: str, value: Any) -> str | None:
         return _check_schema_value(value)
     if key == "tools":
         if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-            return "expected a list of tool names, e.g. [\"read\", \"grep\"]"
+            return 'expected a list of tool names, e.g. ["read", "grep"]'
         if not value:
             return "an empty list: name at least one tool (or leave tools out for the defaults)"
         bad = [t for t in value if not TOOL_NAME.match(t)]
@@ -214,15 +249,20 @@ def _check_value(key: str, value: Any) -> str | None:
     if not isinstance(value, str):
         return f"expected a string, got {type(value).__name__}"
     checks = {
-        "description": (not value.strip() or "\n" in value.strip() or len(value) > DESCRIPTION_MAX,
-                        f"one line of at most {DESCRIPTION_MAX} characters"),
-        "model": (not re.fullmatch(r"[^\s/]+(/\S+)?", value),
-                  "expected provider/id (or an id), no spaces"),
+        "description": (
+            not value.strip() or "\n" in value.strip() or len(value) > DESCRIPTION_MAX,
+            f"one line of at most {DESCRIPTION_MAX} characters",
+        ),
+        "model": (not re.fullmatch(r"[^\s/]+(/\S+)?", value), "expected provider/id (or an id), no spaces"),
         "thinking": (value not in THINKING_LEVELS, f"one of {', '.join(THINKING_LEVELS)}"),
-        "prompt": (not value.strip() or len(value) > PROMPT_MAX,
-                   f"non-empty text of at most {PROMPT_MAX} characters"),
-        "task_prefix": (not value.strip() or len(value) > PREFIX_MAX,
-                        f"non-empty text of at most {PREFIX_MAX} characters"),
+        "prompt": (
+            not value.strip() or len(value) > PROMPT_MAX,
+            f"non-empty text of at most {PROMPT_MAX} characters",
+        ),
+        "task_prefix": (
+            not value.strip() or len(value) > PREFIX_MAX,
+            f"non-empty text of at most {PREFIX_MAX} characters",
+        ),
     }
     failed, message = checks[key]
     return message if failed else None
@@ -259,14 +299,17 @@ def project_violations(defn: Definition, max_thinking: str = "off") -> list[str]
     if defn.model is not None:
         problems.append("a project agent may not set model (the user chooses providers)")
     if defn.thinking is not None and thinking_rank(defn.thinking) > thinking_rank(max_thinking):
-        problems.append(f"a project agent may not set thinking above {max_thinking!r} "
-                        f"(asks for {defn.thinking!r}; the user's projectAgentMaxThinking "
-                        "setting is the limit)")
+        problems.append(
+            f"a project agent may not set thinking above {max_thinking!r} "
+            f"(asks for {defn.thinking!r}; the user's projectAgentMaxThinking "
+            "setting is the limit)"
+        )
     if defn.tools is not None:
         extra = [t for t in defn.tools if t not in PROJECT_TOOLS]
         if extra:
-            problems.append(f"a project agent may not grant tools beyond pi's built-in and "
-                            f"roost's: {', '.join(extra)}")
+            problems.append(
+                f"a project agent may not grant tools beyond pi's built-in and roost's: {', '.join(extra)}"
+            )
     return problems
 
 
@@ -286,8 +329,13 @@ class Merged:
         return sorted(self.agents)
 
 
-def merge(user: Iterable[Definition], project: Iterable[Definition],
-          allow_project: bool, errors: Iterable[str] = (), max_thinking: str = "off") -> Merged:
+def merge(
+    user: Iterable[Definition],
+    project: Iterable[Definition],
+    allow_project: bool,
+    errors: Iterable[str] = (),
+    max_thinking: str = "off",
+) -> Merged:
     """Builtins, overridden by user files of the same name; project files add new names
     only, and only when `allow_project` (a user-level setting). A project file that names
     an existing agent, or breaks a project rule (`max_thinking`: the user's limit on a
@@ -301,8 +349,10 @@ def merge(user: Iterable[Definition], project: Iterable[Definition],
     for defn in project:
         where = defn.path or defn.name
         if defn.name in agents:
-            problems.append(f"{where}: ignored: a {agents[defn.name].source} agent named "
-                            f"{defn.name!r} exists (a project cannot override it)")
+            problems.append(
+                f"{where}: ignored: a {agents[defn.name].source} agent named "
+                f"{defn.name!r} exists (a project cannot override it)"
+            )
             continue
         broken = project_violations(defn, max_thinking)
         if broken:
@@ -327,8 +377,7 @@ def compose_task(defn: Definition | None, task: str) -> str:
     return f"{defn.task_prefix.rstrip()}\n\n{task}"
 
 
-def pick(explicit: str | None, defn: Definition | None, key: str,
-         default: str | None = None) -> str | None:
+def pick(explicit: str | None, defn: Definition | None, key: str, default: str | None = None) -> str | None:
     """Explicit argument > the definition's value > the default (e.g. the parent's)."""
     if explicit:
         return explicit
@@ -337,8 +386,9 @@ def pick(explicit: str | None, defn: Definition | None, key: str,
     return default
 
 
-def spawn_tools(parent: tuple[str, ...] | None, child: Definition | None
-                ) -> tuple[tuple[str, ...] | None, str | None]:
+def spawn_tools(
+    parent: tuple[str, ...] | None, child: Definition | None
+) -> tuple[tuple[str, ...] | None, str | None]:
     """The child's tool allowlist when a session with `parent` tools spawns it, or an error.
 
     A spawn never widens reach: a child of a restricted parent gets the parent's list
@@ -351,8 +401,10 @@ def spawn_tools(parent: tuple[str, ...] | None, child: Definition | None
     extra = [t for t in wanted if t not in parent]
     if extra:
         name = child.name if child is not None else "?"
-        return None, (f"agent {name!r} has tools this session lacks ({', '.join(extra)}): "
-                      "a spawn cannot widen a session's tools")
+        return None, (
+            f"agent {name!r} has tools this session lacks ({', '.join(extra)}): "
+            "a spawn cannot widen a session's tools"
+        )
     return wanted, None
 
 

@@ -106,8 +106,9 @@ def load_dir(directory: Path, source: str) -> tuple[list[Definition], list[Defin
     return defs, errors
 
 
-def _schema_file(defn: Definition, path: Path, text: str, source: str,
-                 problems: list[DefinitionError]) -> Definition | None:
+def _schema_file(
+    defn: Definition, path: Path, text: str, source: str, problems: list[DefinitionError]
+) -> Definition | None:
     """`defn` with the schema its `output_schema` names read in (a JSON file beside the
     definition, read like the definition itself); None, with the problem, when it cannot be."""
     import json
@@ -117,12 +118,14 @@ def _schema_file(defn: Definition, path: Path, text: str, source: str,
     assert isinstance(defn.output_schema, str)
     target = path.parent / defn.output_schema
     try:
-        schema = check_schema(json.loads(trust.read_text(target, DEFINITION_MAX,
-                                                         follow=source != "project")))
+        schema = check_schema(json.loads(trust.read_text(target, DEFINITION_MAX, follow=source != "project")))
     except (trust.UntrustedFile, OSError, UnicodeDecodeError, ValueError) as exc:
         why = str(exc).removeprefix(f"{target}: ") if not isinstance(exc, BadSchema) else str(exc)
-        problems.append(DefinitionError(str(path), key_line(text, "output_schema"),
-                                        f"output_schema {defn.output_schema!r}: {why}"))
+        problems.append(
+            DefinitionError(
+                str(path), key_line(text, "output_schema"), f"output_schema {defn.output_schema!r}: {why}"
+            )
+        )
         return None
     return replace(defn, output_schema=schema)
 
@@ -139,8 +142,13 @@ def load(cwd: str | os.PathLike[str] | None, allow_project: bool | None = None) 
     if directory is not None:
         project, project_errors = load_dir(directory, "project")
         errors += project_errors
-    return merge(user, project, allow_project and cwd is not None, [str(e) for e in errors],
-                 max_thinking=load_settings().projectAgentMaxThinking)
+    return merge(
+        user,
+        project,
+        allow_project and cwd is not None,
+        [str(e) for e in errors],
+        max_thinking=load_settings().projectAgentMaxThinking,
+    )
 
 
 def write_catalog_cache() -> str:
@@ -169,6 +177,7 @@ def new_file(name: str, base: Definition | None) -> Path:
 
 
 def to_json_list(merged: Merged) -> list[dict[str, Any]]:
-    return [{"name": d.name, "source": d.source, "description": d.description,
-             "path": d.path} for d in (merged.agents[n] for n in merged.names())]
-
+    return [
+        {"name": d.name, "source": d.source, "description": d.description, "path": d.path}
+        for d in (merged.agents[n] for n in merged.names())
+    ]

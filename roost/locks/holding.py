@@ -40,14 +40,16 @@ def other_writer(session: str, job_id: str) -> Held | None:
     if holder is not None and holder.peer != job_id:
         peer = f"roost peer {holder.peer}" if holder.peer else "under roost"
         return Held(holder.pid, f"pi, {peer}", "it holds the writer lock")
-    writers = [w for w in find_writers(session, str(paths.job_dir(job_id)))
-               if w.job != job_id and (holder is None or w.pid != holder.pid)]
+    writers = [
+        w
+        for w in find_writers(session, str(paths.job_dir(job_id)))
+        if w.job != job_id and (holder is None or w.pid != holder.pid)
+    ]
     if not writers:
         return None
     first = writers[0]
     under = "not under roost" if first.job is None else f"roost job {first.job}"
-    return Held(first.pid, f"{first.name}, {under}", first.how,
-                tuple(w.pid for w in writers[1:]))
+    return Held(first.pid, f"{first.name}, {under}", first.how, tuple(w.pid for w in writers[1:]))
 
 
 def own_pis(session: str, job_id: str) -> list[int]:

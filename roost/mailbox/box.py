@@ -147,8 +147,7 @@ class Mailbox:
             created = now_iso()
             self._publish(seq, render_line(seq, body, created, item_id))
         # Copies: the caller may reuse and change its dicts; cached items must not change.
-        item = Item(seq, kind, None if sender is None else dict(sender), text, created, extra,
-                    item_id)
+        item = Item(seq, kind, None if sender is None else dict(sender), text, created, extra, item_id)
         with self._cache_lock:
             if len(self._cache) < _CACHE_LIMIT:
                 self._cache[name_for(seq)] = item
@@ -205,9 +204,7 @@ class Mailbox:
             names = os.listdir(self.new_dir)
         except OSError as exc:
             raise MailboxError(f"while acknowledging up to {seq} in {self.new_dir}: {exc}") from exc
-        due = sorted(
-            (found, name) for name in names if (found := seq_of(name)) is not None and found <= seq
-        )
+        due = sorted((found, name) for name in names if (found := seq_of(name)) is not None and found <= seq)
         moved = 0
         with self._cache_lock:
             known = {name: self._cache.get(name) for _found, name in due}

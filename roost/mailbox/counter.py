@@ -137,8 +137,7 @@ class SeqCounter:
     def locked(self) -> Iterator[CounterState]:
         """Hold the mailbox lock and yield the counter; a changed hint is written back."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         FILE_MODE)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
         except OSError as exc:
             raise MailboxError(f"while opening the seq counter {self.path}: {exc}") from exc
         # Imported on the first post, not with the mailbox: portalocker's import reads
@@ -168,8 +167,9 @@ class SeqCounter:
         it is below it (rolled back); the highest seq on disk."""
         highest = self._highest_on_disk()
         if highest > state.last:
-            log.warning("seq counter %s was at %d below seq %d on disk: moved up",
-                        self.path, state.last, highest)
+            log.warning(
+                "seq counter %s was at %d below seq %d on disk: moved up", self.path, state.last, highest
+            )
             state.last = highest
             state.reserved = max(state.reserved, highest)
             state.acked = min(state.acked, highest)

@@ -34,8 +34,7 @@ def write_new_file(path: Path | str, data: bytes, dir_fd: int | None = None) -> 
 
     On any failure the partly written file is removed before the error propagates.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE,
-                 dir_fd=dir_fd)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
     try:
         os.fchmod(fd, FILE_MODE)  # a umask may have taken more than group and other bits
         view = memoryview(data)
@@ -139,8 +138,7 @@ def quarantine(src_dir: Path, bad_dir: Path, name: str, reason: str) -> bool:
     line = " ".join(reason.split()) + "\n"
     why = bad_dir / f"{target}.why"
     with contextlib.suppress(OSError):
-        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     FILE_MODE)
+        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
         try:
             os.fchmod(fd, FILE_MODE)
             os.write(fd, line.encode("utf-8", "replace"))

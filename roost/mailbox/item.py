@@ -87,12 +87,14 @@ class Item:
         data: dict[str, Any] = {"seq": self.seq}
         if self.id is not None:
             data[ID_KEY] = self.id
-        data.update({
-            "kind": self.kind,
-            "from": self.sender,
-            "text": self.text,
-            "created": self.created,
-        })
+        data.update(
+            {
+                "kind": self.kind,
+                "from": self.sender,
+                "text": self.text,
+                "created": self.created,
+            }
+        )
         data.update(self.extra)
         return data
 
@@ -120,8 +122,7 @@ class Item:
         item_id = data.get(ID_KEY)
         if item_id is not None and not (isinstance(item_id, str) and _ID_RE.match(item_id)):
             raise InvalidItem(f"id must be 8 to 64 lowercase hex digits, got {item_id!r}")
-        extra = {key: value for key, value in data.items()
-                 if key not in RESERVED_KEYS and key != ID_KEY}
+        extra = {key: value for key, value in data.items() if key not in RESERVED_KEYS and key != ID_KEY}
         return cls(seq, data["kind"], data["from"], data["text"], created, extra, item_id)
 
     @classmethod

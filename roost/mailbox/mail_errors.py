@@ -31,6 +31,4 @@ class MailboxFull(MailboxError):
         self.limit = limit
         self.path = path
         what = "user replies" if cap == "replies" else "agent items (message+report)"
-        super().__init__(
-            f"mailbox full: {pending} pending {what}, the cap is {limit} (mailbox {path})"
-        )
+        super().__init__(f"mailbox full: {pending} pending {what}, the cap is {limit} (mailbox {path})")

@@ -37,8 +37,7 @@ class AckedIds:
         except OSError:
             return None
 
-    def moved(self, before: int | None, items: list[tuple[str, int, str | None]],
-              complete: bool) -> None:
+    def moved(self, before: int | None, items: list[tuple[str, int, str | None]], complete: bool) -> None:
         """An ack moved these (name, seq, id) into cur/, cur/'s mtime being `before` when it
         began; `complete` when their ids are all known (every one was read or posted here).
         If the index was up to date at `before`, it is up to date now without a listing."""
@@ -81,8 +80,9 @@ class AckedIds:
 
     def _id_in(self, name: str, seq: int) -> str | None:
         try:
-            fd = os.open(f"{self.cur_dir}{os.sep}{name}",
-                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(
+                f"{self.cur_dir}{os.sep}{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            )
         except OSError:
             return None
         try:

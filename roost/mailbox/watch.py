@@ -287,4 +287,3 @@ class MailboxWatcher:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<MailboxWatcher {self.box.new_dir} {state} after seq {self._horizon}>"
-

@@ -49,16 +49,18 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def list_jobs(state: list[str] | None, name: str | None, directory: str | None,
-              limit: int) -> dict[str, Any]:
+def list_jobs(state: list[str] | None, name: str | None, directory: str | None, limit: int) -> dict[str, Any]:
     rows = request("list", {})["jobs"]
     wanted = {s.strip() for s in state or [] if s.strip()}
     if "idle" in wanted:
         wanted.add("reaped")  # as roost ls shows it
-    found = [r for r in rows
-             if (not wanted or r.get("state") in wanted)
-             and (not name or name.casefold() in str(r.get("name")).casefold())
-             and (not directory or _under(str(r.get("cwd")), directory))]
+    found = [
+        r
+        for r in rows
+        if (not wanted or r.get("state") in wanted)
+        and (not name or name.casefold() in str(r.get("name")).casefold())
+        and (not directory or _under(str(r.get("cwd")), directory))
+    ]
     found.sort(key=lambda r: str(r.get("created")), reverse=True)  # the newest first
     return {"jobs": [brief(r) for r in found[:limit]], "total": len(found)}
 
@@ -78,8 +80,9 @@ def transcript(row: dict[str, Any], entries: int | None, verbose: bool = False) 
 def show_job(job: str, entries: int) -> dict[str, Any]:
     row = request("show", {"job": job})["job"]
     out = brief(row)
-    out.update(clean({key: row.get(key) for key in ("task", "model", "error", "usage", "result",
-                                                   "outputSchema")}))
+    out.update(
+        clean({key: row.get(key) for key in ("task", "model", "error", "usage", "result", "outputSchema")})
+    )
     out["transcript"] = transcript(row, min(max(entries, 0), TRANSCRIPT_MAX))
     return out
 
@@ -102,8 +105,15 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     cursor = event_seq()
     sent = {k: v for k, v in args.items() if v is not None and k != "cwd"}
     result = request("run", {**sent, "cwd": cwd, "env": caller_env()})
-    return clean({"id": result["id"], "name": result["name"], "state": result["state"],
-                  "position": result.get("position"), "cursor": cursor})
+    return clean(
+        {
+            "id": result["id"],
+            "name": result["name"],
+            "state": result["state"],
+            "position": result.get("position"),
+            "cursor": cursor,
+        }
+    )
 
 
 def reply(job: str, text: str) -> dict[str, Any]:
@@ -121,8 +131,9 @@ def job_result(job: str) -> dict[str, Any]:
     row = request("show", {"job": job})["job"]
     if row.get("result") is None:
         if row.get("outputSchema") is None:
-            raise Refused(f"job {row['id']} has no output schema, so no structured result "
-                          "(run_job with output_schema)")
+            raise Refused(
+                f"job {row['id']} has no output schema, so no structured result (run_job with output_schema)"
+            )
         raise Refused(f"job {row['id']} has no valid result yet (state: {row.get('state')})")
     return clean({"id": row["id"], "state": row["state"], "result": row["result"]})
 
@@ -151,8 +162,7 @@ def _finished(probe: client.Client, ids: list[str], until: str, mode: str) -> bo
     return bool(answer["reached"])
 
 
-def wait(jobs: list[str], cursor: int | None, timeout: float, until: str,
-         mode: str) -> dict[str, Any]:
+def wait(jobs: list[str], cursor: int | None, timeout: float, until: str, mode: str) -> dict[str, Any]:
     """Block until an event about `jobs` (all jobs: none named) comes after `cursor`
     (`until` event), or until they reach `until`, at most `timeout` (<= WAIT_MAX) seconds;
     the events since `cursor` in either case, and where to resume."""
@@ -170,16 +180,22 @@ def wait(jobs: list[str], cursor: int | None, timeout: float, until: str,
         last = since
         timed_out = False
         if not (reached and since >= now):
-            last, timed_out, reached = _follow(probe, ids, since, now, deadline, until, mode,
-                                               events, reached)
+            last, timed_out, reached = _follow(probe, ids, since, now, deadline, until, mode, events, reached)
         rows = [brief(probe.call("show", {"job": i})["job"]) for i in ids]
-    return {"events": clean(events), "cursor": last, "reached": reached,
-            "timedOut": timed_out, "jobs": rows}
+    return {"events": clean(events), "cursor": last, "reached": reached, "timedOut": timed_out, "jobs": rows}
 
 
-def _follow(probe: client.Client, ids: list[str], since: int, now: int, deadline: float,
-            until: str, mode: str, events: list[dict[str, Any]],
-            reached: bool) -> tuple[int, bool, bool]:
+def _follow(
+    probe: client.Client,
+    ids: list[str],
+    since: int,
+    now: int,
+    deadline: float,
+    until: str,
+    mode: str,
+    events: list[dict[str, Any]],
+    reached: bool,
+) -> tuple[int, bool, bool]:
     """The event log after `since` into `events` until the wait is over: (the last seq
     read, whether the deadline ended it, whether the jobs reached `until`)."""
     last = since

@@ -51,8 +51,10 @@ def check(bind: str, tls_cert: str | None, tls_key: str | None) -> bool:
     if bool(tls_cert) != bool(tls_key):
         raise Refused("--tls-cert and --tls-key go together")
     if not is_loopback(bind) and not tls_cert:
-        raise Refused(f"binding to {bind} (not loopback) needs TLS (--tls-cert F --tls-key F): "
-                      "the bearer token would cross the network in clear")
+        raise Refused(
+            f"binding to {bind} (not loopback) needs TLS (--tls-cert F --tls-key F): "
+            "the bearer token would cross the network in clear"
+        )
     return bool(tls_cert)
 
 
@@ -69,8 +71,7 @@ def load_token(path: Path, create: bool) -> str:
         if not create:
             raise Refused(f"no token file {path}") from None
         paths.ensure_dir(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(32) + "\n")
         return load_token(path, False)
@@ -81,8 +82,10 @@ def load_token(path: Path, create: bool) -> str:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
             raise Refused(f"the token file {path} is not a regular file of yours")
         if st.st_mode & 0o077:
-            raise Refused(f"the token file {path} may be read or written by others "
-                          f"(mode {stat.S_IMODE(st.st_mode):o}): chmod 600 {path}")
+            raise Refused(
+                f"the token file {path} may be read or written by others "
+                f"(mode {stat.S_IMODE(st.st_mode):o}): chmod 600 {path}"
+            )
         token = handle.read(4096).strip()
     if len(token) < 16:
         raise Refused(f"the token in {path} is too short (16 characters at least)")
@@ -101,10 +104,17 @@ class Bearer:
             given = next((v for k, v in scope.get("headers") or () if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self.expected):
                 body = b"roost mcp: a bearer token is needed (Authorization: Bearer TOKEN)\n"
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"www-authenticate", b'Bearer realm="roost mcp"'),
-                    (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"www-authenticate", b'Bearer realm="roost mcp"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -112,12 +122,12 @@ class Bearer:
 
 def allowed_hosts(bind: str, port: int) -> list[str]:
     names = {bind} | ({"127.0.0.1", "localhost", "[::1]"} if is_loopback(bind) else set())
-    return sorted(f"[{n}]:{port}" if ":" in n and not n.startswith("[") else f"{n}:{port}"
-                  for n in names)
+    return sorted(f"[{n}]:{port}" if ":" in n and not n.startswith("[") else f"{n}:{port}" for n in names)
 
 
-def serve(server: Any, bind: str, port: int, token_path: Path, tls_cert: str | None,
-          tls_key: str | None) -> None:
+def serve(
+    server: Any, bind: str, port: int, token_path: Path, tls_cert: str | None, tls_key: str | None
+) -> None:
     """Serve `server` (an MCPServer) until SIGINT or SIGTERM; the URL on stdout once it
     listens, where the token is on stderr."""
     import uvicorn
@@ -128,14 +138,22 @@ def serve(server: Any, bind: str, port: int, token_path: Path, tls_cert: str | N
 
     def app_for(real_port: int) -> Any:
         security = TransportSecuritySettings(allowed_hosts=allowed_hosts(bind, real_port))
-        return server.streamable_http_app(streamable_http_path=PATH, transport_security=security,
-                                          host=bind)
+        return server.streamable_http_app(streamable_http_path=PATH, transport_security=security, host=bind)
 
     real_port = port or _free_port(bind)
-    config = uvicorn.Config(Bearer(app_for(real_port), token), host=bind, port=real_port,
-                            access_log=False, log_level="warning", ssl_certfile=tls_cert,
-                            ssl_keyfile=tls_key, lifespan="on", proxy_headers=False,
-                            server_header=False, timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        Bearer(app_for(real_port), token),
+        host=bind,
+        port=real_port,
+        access_log=False,
+        log_level="warning",
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        lifespan="on",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=1,
+    )
     host = f"[{bind}]" if ":" in bind else bind
     url = f"{'https' if tls else 'http'}://{host}:{real_port}{PATH}"
     asyncio.run(_serve(uvicorn.Server(config), url, token_path))
@@ -156,8 +174,11 @@ async def _serve(server: Any, url: str, token_path: Path) -> None:
         await asyncio.sleep(0.05)  # start-up only: uvicorn says nothing when it listens
     if server.started:
         print(url, flush=True)
-        print(f"roost mcp: serving {url}; clients send Authorization: Bearer <the token in "
-              f"{token_path}>", file=sys.stderr, flush=True)
+        print(
+            f"roost mcp: serving {url}; clients send Authorization: Bearer <the token in {token_path}>",
+            file=sys.stderr,
+            flush=True,
+        )
     await task
     if not server.started:
         raise Refused(f"could not listen on {url}")

@@ -8,8 +8,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 # A job row's fields a tool shows (the JobRow contract, docs: JSON output), plus `cost`.
-BRIEF_KEYS = ("id", "name", "kind", "state", "status", "summary", "question", "dialog",
-              "options", "cwd", "agent", "parent", "created", "updated")
+BRIEF_KEYS = (
+    "id",
+    "name",
+    "kind",
+    "state",
+    "status",
+    "summary",
+    "question",
+    "dialog",
+    "options",
+    "cwd",
+    "agent",
+    "parent",
+    "created",
+    "updated",
+)
 
 
 class Job(BaseModel):
@@ -18,8 +32,9 @@ class Job(BaseModel):
     id: str
     name: str
     kind: str = Field(description="pi or shell")
-    state: str = Field(description="starting, queued, waiting, running, done, needs_input, "
-                                   "failed, stopped or reaped (idle)")
+    state: str = Field(
+        description="starting, queued, waiting, running, done, needs_input, failed, stopped or reaped (idle)"
+    )
     status: str | None = None
     summary: str | None = None
     question: str | None = Field(None, description="what the job asks (needs_input)")
@@ -56,8 +71,10 @@ class Started(BaseModel):
     name: str
     state: str
     position: int | None = Field(None, description="its place in the queue, when queued")
-    cursor: int = Field(description="the event log's position before it started: "
-                                    "wait_for_jobs from here misses none of its events")
+    cursor: int = Field(
+        description="the event log's position before it started: "
+        "wait_for_jobs from here misses none of its events"
+    )
 
 
 class Delivery(BaseModel):
@@ -66,8 +83,9 @@ class Delivery(BaseModel):
 
 
 class Events(BaseModel):
-    events: list[dict[str, Any]] = Field(description="event-log entries after the cursor "
-                                                     "(seq, time, type, job, ...)")
+    events: list[dict[str, Any]] = Field(
+        description="event-log entries after the cursor (seq, time, type, job, ...)"
+    )
     cursor: int = Field(description="pass it to the next call: nothing is missed or repeated")
     reached: bool = Field(description="the jobs reached `until` (always false for `event`)")
     timedOut: bool

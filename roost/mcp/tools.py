@@ -41,8 +41,11 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world
 
 
 def one_line(exc: BaseException) -> str:
-    message = exc.message if isinstance(exc, RequestError) else (
-        exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+    message = (
+        exc.message
+        if isinstance(exc, RequestError)
+        else (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+    )
     return " ".join(safe(str(message)).split()) or type(exc).__name__
 
 
@@ -50,8 +53,12 @@ async def _thread(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, An
     return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
 
 
-async def _run(model: type[BaseModel], fn: Callable[..., dict[str, Any]], *args: Any,
-               text_of: Callable[[dict[str, Any]], str] | None = None) -> CallToolResult:
+async def _run(
+    model: type[BaseModel],
+    fn: Callable[..., dict[str, Any]],
+    *args: Any,
+    text_of: Callable[[dict[str, Any]], str] | None = None,
+) -> CallToolResult:
     """`fn(*args)` in a worker thread, its answer as `model`'s structured result (and a text
     of it for a client that reads only text); a refusal as the tool's error, roost's one
     line as it is (a raised ToolError would reach the client behind the SDK's "Error
@@ -59,8 +66,7 @@ async def _run(model: type[BaseModel], fn: Callable[..., dict[str, Any]], *args:
     try:
         data = await _thread(fn, *args)
     except (RoostError, OSError) as exc:
-        return CallToolResult(content=[TextContent(type="text", text=one_line(exc))],
-                              is_error=True)
+        return CallToolResult(content=[TextContent(type="text", text=one_line(exc))], is_error=True)
     value = model.model_validate(data).model_dump(mode="json")
     shown = text_of(data) if text_of else json.dumps(value, ensure_ascii=False, indent=1)
     return CallToolResult(content=[TextContent(type="text", text=shown)], structured_content=value)
@@ -85,9 +91,14 @@ def client_name(ctx: Context, fixed: str | None) -> str:
 
 
 def _detail_text(job: dict[str, Any]) -> str:
-    head = [f"job {job['id']} ({job['name']}): {job['state']}",
-            *(f"{k}: {job[k]}" for k in ("status", "summary", "question", "error", "cost")
-              if job.get(k) not in (None, ""))]
+    head = [
+        f"job {job['id']} ({job['name']}): {job['state']}",
+        *(
+            f"{k}: {job[k]}"
+            for k in ("status", "summary", "question", "error", "cost")
+            if job.get(k) not in (None, "")
+        ),
+    ]
     if job.get("hasResult"):
         head.append("result: " + json.dumps(job.get("result"), ensure_ascii=False))
     body = job.get("transcript") or ""
@@ -99,8 +110,7 @@ JobRef = Annotated[str, Field(description="the job's id (or its name)")]
 
 def build(name: str | None = None) -> MCPServer:
     """The server, its tools and resources; `name`: what external messages are from."""
-    server = MCPServer("roost", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING")
+    server = MCPServer("roost", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     _job_tools(server)
     _talk_tools(server, name)
     if "search" in DAEMON_OPS:  # a roost with full-text search
@@ -112,11 +122,14 @@ def build(name: str | None = None) -> MCPServer:
 def _job_tools(server: MCPServer) -> None:
     @server.tool(title="List jobs", annotations=READ)
     async def list_jobs(
-        state: Annotated[list[str] | None, Field(description="only jobs in these states "
-                                                 "(running, needs_input, done, failed, ...)")] = None,
+        state: Annotated[
+            list[str] | None,
+            Field(description="only jobs in these states (running, needs_input, done, failed, ...)"),
+        ] = None,
         name: Annotated[str | None, Field(description="only jobs whose name holds this")] = None,
-        directory: Annotated[str | None, Field(description="only jobs working in this "
-                                                          "directory or below it")] = None,
+        directory: Annotated[
+            str | None, Field(description="only jobs working in this directory or below it")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
     ) -> Annotated[CallToolResult, shapes.JobList]:
         """roost's jobs, the newest first."""
@@ -125,9 +138,14 @@ def _job_tools(server: MCPServer) -> None:
     @server.tool(title="Show a job", annotations=READ)
     async def show_job(
         job: JobRef,
-        entries: Annotated[int, Field(ge=0, le=calls.TRANSCRIPT_MAX,
-                                      description="how many of its transcript's last "
-                                                  "entries to include")] = 20,
+        entries: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=calls.TRANSCRIPT_MAX,
+                description="how many of its transcript's last entries to include",
+            ),
+        ] = 20,
     ) -> Annotated[CallToolResult, shapes.JobDetail]:
         """One job: its state, summary, question, cost, error, result and the end of its
         transcript."""
@@ -136,38 +154,49 @@ def _job_tools(server: MCPServer) -> None:
     @server.tool(title="Run a job", annotations=WRITE)
     async def run_job(
         task: Annotated[str, Field(description="what the agent is to do")],
-        cwd: Annotated[str | None, Field(description="its working directory (default: "
-                                                    "where roost mcp runs)")] = None,
+        cwd: Annotated[
+            str | None, Field(description="its working directory (default: where roost mcp runs)")
+        ] = None,
         name: Annotated[str | None, Field(description="a name no other job has")] = None,
-        agent: Annotated[str | None, Field(description="an agent definition "
-                                                      "(roost agents ls)")] = None,
+        agent: Annotated[str | None, Field(description="an agent definition (roost agents ls)")] = None,
         model: Annotated[str | None, Field(description="provider/id")] = None,
-        budget: Annotated[float | None, Field(gt=0, description="the most it may "
-                                                               "spend")] = None,
-        worktree: Annotated[bool, Field(description="work in a new git worktree on a new "
-                                                    "branch")] = False,
-        output_schema: Annotated[dict[str, Any] | None, Field(
-            description="a JSON Schema its final answer must be valid against "
-                        "(job_result)")] = None,
-        after: Annotated[list[str] | None, Field(description="start only once these jobs "
-                                                            "are done")] = None,
+        budget: Annotated[float | None, Field(gt=0, description="the most it may spend")] = None,
+        worktree: Annotated[bool, Field(description="work in a new git worktree on a new branch")] = False,
+        output_schema: Annotated[
+            dict[str, Any] | None,
+            Field(description="a JSON Schema its final answer must be valid against (job_result)"),
+        ] = None,
+        after: Annotated[list[str] | None, Field(description="start only once these jobs are done")] = None,
     ) -> Annotated[CallToolResult, shapes.Started]:
         """Start a pi job in the background; returns its id and a cursor for wait_for_jobs."""
-        args = {"task": task, "cwd": cwd, "name": name, "agent": agent, "model": model,
-                "budget": budget, "worktree": worktree or None, "output_schema": output_schema,
-                "after": after, "afterMode": "all" if after else None}
+        args = {
+            "task": task,
+            "cwd": cwd,
+            "name": name,
+            "agent": agent,
+            "model": model,
+            "budget": budget,
+            "worktree": worktree or None,
+            "output_schema": output_schema,
+            "after": after,
+            "afterMode": "all" if after else None,
+        }
         return await _run(shapes.Started, calls.run_job, args)
 
     @server.tool(title="Wait for jobs", annotations=READ)
     async def wait_for_jobs(
         jobs: Annotated[list[str] | None, Field(description="the jobs (none: every job)")] = None,
-        cursor: Annotated[int | None, Field(ge=0, description="where the last call (or "
-                                            "run_job) left off; none: from now")] = None,
-        until: Annotated[Literal["event", "settled", "done", "failed", "needs_input"], Field(
-            description="event: return at the next event; settled: once the jobs' runs "
-                        "have ended (done, needs_input, failed, stopped)")] = "event",
-        mode: Annotated[Literal["any", "all"], Field(description="any or all of the "
-                                                                 "jobs")] = "any",
+        cursor: Annotated[
+            int | None, Field(ge=0, description="where the last call (or run_job) left off; none: from now")
+        ] = None,
+        until: Annotated[
+            Literal["event", "settled", "done", "failed", "needs_input"],
+            Field(
+                description="event: return at the next event; settled: once the jobs' runs "
+                "have ended (done, needs_input, failed, stopped)"
+            ),
+        ] = "event",
+        mode: Annotated[Literal["any", "all"], Field(description="any or all of the jobs")] = "any",
         timeout: Annotated[float, Field(ge=0, le=calls.WAIT_MAX)] = calls.WAIT_MAX,
     ) -> Annotated[CallToolResult, shapes.Events]:
         """Long-poll (at most 25 s): the events since `cursor`, once there is one or the
@@ -179,8 +208,9 @@ def _job_tools(server: MCPServer) -> None:
         """The job's last final answer that was valid against its output schema."""
         return await _run(shapes.Result, calls.job_result, job)
 
-    @server.tool(title="Stop a job",
-                 annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    @server.tool(
+        title="Stop a job", annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False)
+    )
     async def stop_job(job: JobRef) -> Annotated[CallToolResult, shapes.Stopped]:
         """Stop a job (messages never wake it; it can be started again with roost start)."""
         return await _run(shapes.Stopped, calls.stop_job, job)
@@ -188,17 +218,20 @@ def _job_tools(server: MCPServer) -> None:
 
 def _talk_tools(server: MCPServer, fixed_name: str | None) -> None:
     @server.tool(title="Reply to a job", annotations=WRITE)
-    async def reply_to_job(job: JobRef, text: Annotated[str, Field(min_length=1)]
-                           ) -> Annotated[CallToolResult, shapes.Delivery]:
+    async def reply_to_job(
+        job: JobRef, text: Annotated[str, Field(min_length=1)]
+    ) -> Annotated[CallToolResult, shapes.Delivery]:
         """A reply as the user gives one with roost reply: it starts the job's next run (or
         is steered into its running one). It answers no dialog and no approval: refused
         while the job waits on a dialog; the person answers those on roost's own surfaces."""
         return await _run(shapes.Delivery, calls.reply, job, text)
 
     @server.tool(title="Send a message to a job", annotations=WRITE)
-    async def send_message(job: Annotated[str, Field(description="the job's exact id")],
-                           text: Annotated[str, Field(min_length=1)], ctx: Context,
-                           ) -> Annotated[CallToolResult, shapes.Delivery]:
+    async def send_message(
+        job: Annotated[str, Field(description="the job's exact id")],
+        text: Annotated[str, Field(min_length=1)],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, shapes.Delivery]:
         """A message to the job's agent from you, framed as an external agent's (not the
         user's: it carries no user authority). Only when roost allows messages from
         outside a session tree (agentExternalMessages)."""
@@ -215,10 +248,8 @@ def _talk_tools(server: MCPServer, fixed_name: str | None) -> None:
 def _search_tool(server: MCPServer) -> None:
     @server.tool(title="Search the jobs' conversations", annotations=READ)
     async def search_jobs(
-        query: Annotated[str, Field(min_length=1, description='words, "a phrase", retr*, '
-                                                              "AND, OR, NOT")],
-        job: Annotated[str | None, Field(description="only this job (and its "
-                                                     "children)")] = None,
+        query: Annotated[str, Field(min_length=1, description='words, "a phrase", retr*, AND, OR, NOT')],
+        job: Annotated[str | None, Field(description="only this job (and its children)")] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> Annotated[CallToolResult, shapes.Found]:
         """Full-text search of every job's conversation (roost search), best first."""
@@ -226,15 +257,24 @@ def _search_tool(server: MCPServer) -> None:
 
 
 def _resources(server: MCPServer) -> None:
-    @server.resource("roost://jobs/{job}/transcript", name="transcript", mime_type="text/plain",
-                     description="A job's whole transcript as text")
+    @server.resource(
+        "roost://jobs/{job}/transcript",
+        name="transcript",
+        mime_type="text/plain",
+        description="A job's whole transcript as text",
+    )
     async def transcript(job: str) -> str:
         def read() -> dict[str, Any]:
             row = calls.request("show", {"job": job})["job"]
             return {"text": calls.transcript(row, None)}
+
         return str((await _read(read))["text"])
 
-    @server.resource("roost://inbox", name="inbox", mime_type="application/json",
-                     description="What waits for a person (roost inbox)")
+    @server.resource(
+        "roost://inbox",
+        name="inbox",
+        mime_type="application/json",
+        description="What waits for a person (roost inbox)",
+    )
     async def inbox() -> str:
         return json.dumps(await _read(calls.inbox), ensure_ascii=False, indent=1)

@@ -47,9 +47,11 @@ class PiFeatures:
 
     def names(self) -> list[str]:
         """The features this pi has, by name (for `roost doctor`)."""
-        return [name for name in ("settled_event", "prompt_disposition", "settled_aborted",
-                                     "session_stats_whole_file")
-                if getattr(self, name)]
+        return [
+            name
+            for name in ("settled_event", "prompt_disposition", "settled_aborted", "session_stats_whole_file")
+            if getattr(self, name)
+        ]
 
 
 def features_of(install: PiInstall | None) -> PiFeatures:

@@ -40,9 +40,16 @@ class PiInstall:
 
     __slots__ = ("argv", "source", "package", "version", "root", "node", "engines")
 
-    def __init__(self, argv: list[str], source: str, package: str | None = None,
-                 version: str | None = None, root: Path | None = None,
-                 node: str | None = None, engines: str | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        source: str,
+        package: str | None = None,
+        version: str | None = None,
+        root: Path | None = None,
+        node: str | None = None,
+        engines: str | None = None,
+    ) -> None:
         self.argv = argv  # the command that starts pi (add pi's own arguments after it)
         self.source = source  # "ROOST_PI" | "project" | "PATH"
         self.package = package  # npm package name, None when not a known pi package
@@ -52,8 +59,10 @@ class PiInstall:
         self.engines = engines  # the package's engines.node, e.g. ">=22.19.0"
 
     def __repr__(self) -> str:
-        return (f"PiInstall(argv={self.argv!r}, source={self.source!r}, package={self.package!r}, "
-                f"version={self.version!r}, node={self.node!r})")
+        return (
+            f"PiInstall(argv={self.argv!r}, source={self.source!r}, package={self.package!r}, "
+            f"version={self.version!r}, node={self.node!r})"
+        )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -102,16 +111,23 @@ def node_binary() -> str:
     return shutil.which("node") or "node"
 
 
-def _from_package(root: Path, manifest: dict[str, Any], source: str,
-                  extra: list[str] | None = None) -> PiInstall | None:
+def _from_package(
+    root: Path, manifest: dict[str, Any], source: str, extra: list[str] | None = None
+) -> PiInstall | None:
     script = _bin_of(root, manifest)
     if script is None or not script.is_file():
         return None
     node = node_binary()
     engines = (manifest.get("engines") or {}).get("node")
-    return PiInstall([node, str(script), *(extra or [])], source, str(manifest["name"]),
-                     str(manifest.get("version") or "") or None, root, node,
-                     engines if isinstance(engines, str) else None)
+    return PiInstall(
+        [node, str(script), *(extra or [])],
+        source,
+        str(manifest["name"]),
+        str(manifest.get("version") or "") or None,
+        root,
+        node,
+        engines if isinstance(engines, str) else None,
+    )
 
 
 def _from_command(argv: list[str], source: str) -> PiInstall:
@@ -136,8 +152,14 @@ def _from_command(argv: list[str], source: str) -> PiInstall:
             owner = package_of(Path(arg))
             if owner is not None:
                 root, manifest = owner
-                return PiInstall(list(argv), source, str(manifest["name"]),
-                                 str(manifest.get("version") or "") or None, root, argv[0])
+                return PiInstall(
+                    list(argv),
+                    source,
+                    str(manifest["name"]),
+                    str(manifest.get("version") or "") or None,
+                    root,
+                    argv[0],
+                )
     return PiInstall(list(argv), source)
 
 

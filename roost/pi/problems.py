@@ -96,25 +96,34 @@ def no_key(provider: str, job: str | None) -> str:
 def no_model(job: str | None, models_json_error: str | None = None) -> str:
     if models_json_error:
         return f"pi could not read models.json ({models_json_error}): correct it{then_start(job)}"
-    return ("no model configured: run pi once and /login, set a provider's API key "
-            "(e.g. ANTHROPIC_API_KEY), or add a local server to models.json "
-            f"(docs: First steps, Pointing pi at a model){then_start(job)}")
+    return (
+        "no model configured: run pi once and /login, set a provider's API key "
+        "(e.g. ANTHROPIC_API_KEY), or add a local server to models.json "
+        f"(docs: First steps, Pointing pi at a model){then_start(job)}"
+    )
 
 
 def unknown_model(model: str, job: str | None) -> str:
-    again = ("or run the task again with one `pi --list-models` lists (roost run --model P/ID)"
-             if job else "or choose one `pi --list-models` lists")
+    again = (
+        "or run the task again with one `pi --list-models` lists (roost run --model P/ID)"
+        if job
+        else "or choose one `pi --list-models` lists"
+    )
     return f'pi does not know model "{model}": add it to models.json{then_start(job)}, {again}'
 
 
 def unknown_provider(provider: str, job: str | None) -> str:
-    again = ("or run the task again with a model `pi --list-models` lists (roost run --model P/ID)"
-             if job else "or choose a model `pi --list-models` lists")
+    again = (
+        "or run the task again with a model `pi --list-models` lists (roost run --model P/ID)"
+        if job
+        else "or choose a model `pi --list-models` lists"
+    )
     return f'pi does not know provider "{provider}": add it to models.json{then_start(job)}, {again}'
 
 
-def from_prompt_error(error: str, job: str, *, provider: str | None = None,
-                      models_json_error: str | None = None) -> Problem | None:
+def from_prompt_error(
+    error: str, job: str, *, provider: str | None = None, models_json_error: str | None = None
+) -> Problem | None:
     """pi refused a prompt (its RPC response). None: not one roost knows (a transient
     refusal, e.g. a prompt sent while busy)."""
     message = one_line(error.removeprefix("prompt: "))
@@ -124,8 +133,9 @@ def from_prompt_error(error: str, job: str, *, provider: str | None = None,
     if message.startswith(_NO_KEY_SELECTED):
         # pi 1.x falls back to no model when the default one has no key; the settings say
         # which provider was meant.
-        fix = (no_key(provider, job) if provider and not models_json_error
-               else no_model(job, models_json_error))
+        fix = (
+            no_key(provider, job) if provider and not models_json_error else no_model(job, models_json_error)
+        )
         return Problem(Kind.CONFIGURATION, message, fix)
     found = _MODEL_NOT_FOUND.search(message)
     if found:
@@ -149,16 +159,17 @@ def from_startup(stderr: list[str], job: str | None, *, roost_extension: str = "
             return Problem(Kind.CONFIGURATION, message, unknown_provider(found.group(1), job))
         found = _EXTENSION.search(message)
         if found:
-            where = next((one_line(s) for s in stderr[index + 1:index + 2]
-                          if s.startswith(" ")), "")
+            where = next((one_line(s) for s in stderr[index + 1 : index + 2] if s.startswith(" ")), "")
             if where:
                 message = f"{message} ({where})"
             path = found.group(1)
             if roost_extension and path == roost_extension:
                 fix = f"roost's own extension does not load: run roost doctor{then_start(job)}"
             else:
-                fix = (f"correct or remove the extension {path} (`pi -ne` starts without "
-                       f"extensions){then_start(job)}")
+                fix = (
+                    f"correct or remove the extension {path} (`pi -ne` starts without "
+                    f"extensions){then_start(job)}"
+                )
             return Problem(Kind.CONFIGURATION, message, fix)
     return None
 
@@ -176,8 +187,10 @@ def from_run_error(error: str, job: str, provider: str | None = None) -> Problem
     who = f'provider "{provider}"' if provider else "the provider"
     if status in (401, 403):
         advice = key_advice(provider) if provider else "run pi once and /login, or set its API key"
-        fix = (f"{who} refused the credentials: check them ({advice}); a changed variable "
-               f"needs a new pi: roost stop {job}; roost start {job} {then}")
+        fix = (
+            f"{who} refused the credentials: check them ({advice}); a changed variable "
+            f"needs a new pi: roost stop {job}; roost start {job} {then}"
+        )
     elif status == 429:
         fix = f"{who} says rate limit or quota: wait, or check your plan {then}"
     elif status == 404:

@@ -43,8 +43,9 @@ def parse_duration(text: str) -> float:
     spec = text.strip().lower()
     parts = _DURATION.findall(spec)
     if not spec or "".join(n + u for n, u in parts) != spec:
-        raise ValueError(f"{text!r} is not a duration: use a number and a unit, s, m, h "
-                         "or d (30s, 15m, 1h30m, 1d)")
+        raise ValueError(
+            f"{text!r} is not a duration: use a number and a unit, s, m, h or d (30s, 15m, 1h30m, 1d)"
+        )
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
@@ -53,16 +54,18 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}: give an IANA name such as "
-                         "Europe/Berlin or UTC") from None
+        raise ValueError(
+            f"unknown time zone {name!r}: give an IANA name such as Europe/Berlin or UTC"
+        ) from None
 
 
 def check_cron(expr: str) -> str:
     """The expression as kept (five fields, spaces normalised); ValueError if invalid."""
     fields = expr.split()
     if len(fields) != 5:
-        raise ValueError(f"cron expression {expr!r} must have 5 fields: minute hour "
-                         "day-of-month month day-of-week")
+        raise ValueError(
+            f"cron expression {expr!r} must have 5 fields: minute hour day-of-month month day-of-week"
+        )
     try:
         CronSim(" ".join(fields), datetime(2026, 1, 1))
     except CronSimError as exc:
@@ -77,13 +80,17 @@ def parse_at(text: str, tz: ZoneInfo, now: float) -> float:
     if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", spec):
         today = datetime.fromtimestamp(now, tz).date().isoformat()
         when = _local(datetime.fromisoformat(f"{today}T{spec.zfill(5)}"), tz)
-        return when if when > now else _local(
-            datetime.fromtimestamp(when, tz).replace(tzinfo=None) + timedelta(days=1), tz)
+        return (
+            when
+            if when > now
+            else _local(datetime.fromtimestamp(when, tz).replace(tzinfo=None) + timedelta(days=1), tz)
+        )
     try:
         moment = datetime.fromisoformat(spec)
     except ValueError:
-        raise ValueError(f"--at {text!r} is not a time: give HH:MM or an ISO date and time "
-                         "(2026-12-24T07:00)") from None
+        raise ValueError(
+            f"--at {text!r} is not a time: give HH:MM or an ISO date and time (2026-12-24T07:00)"
+        ) from None
     if moment.tzinfo is not None:
         return moment.timestamp()
     return _local(moment, tz)
@@ -131,8 +138,7 @@ class When:
             return sorted(t for t in times if since < t <= now and t >= self.anchor)
         if self.kind == "cron":  # backwards from now: a long absence costs `limit` steps
             # (from a second past now: the first step back is a whole second)
-            back = CronSim(self.expr, datetime.fromtimestamp(now + 1, zone(self.tz)),
-                           reverse=True)
+            back = CronSim(self.expr, datetime.fromtimestamp(now + 1, zone(self.tz)), reverse=True)
             for moment in back:
                 if moment.timestamp() <= since or len(found) == limit:
                     break
@@ -143,8 +149,9 @@ class When:
         return [at] if at is not None and at <= now else []
 
 
-def firings(due: list[float], now: float, catch_up: str,
-            grace: float | None = ON_TIME) -> list[tuple[float, str]]:
+def firings(
+    due: list[float], now: float, catch_up: str, grace: float | None = ON_TIME
+) -> list[tuple[float, str]]:
     """What fires of `due` (oldest first) at `now`: each as (due time, cause). The latest,
     if it is on time (at most `grace` late; None: nothing is, after a restart), fires
     (`time`) and stands for the missed ones under `one`; the missed ones fire as

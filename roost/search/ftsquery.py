@@ -30,7 +30,7 @@ def fts_query(text: str) -> str:
     for token in _TOKEN.findall(text):
         if token.startswith('"'):
             if len(token) < 2 or not token.rstrip("*").endswith('"') or token == '"':
-                raise BadQuery("a phrase is not closed: a \" is missing")
+                raise BadQuery('a phrase is not closed: a " is missing')
             parts.append(token)
         elif token in "()" or token in OPERATORS or _BARE.fullmatch(token):
             parts.append(token)
@@ -52,8 +52,9 @@ def parse_since(text: str) -> float:
             return datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp()
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise BadQuery(f"--since {text!r} is not a day (2026-12-01) or a UTC time "
-                       "(2026-12-01T14:30:00Z)") from None
+        raise BadQuery(
+            f"--since {text!r} is not a day (2026-12-01) or a UTC time (2026-12-01T14:30:00Z)"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()

@@ -53,8 +53,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         os.chmod(path, 0o600)
     old = os.umask(0o177)
     try:
-        conn = sqlite3.connect(str(path), timeout=10, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(str(path), timeout=10, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         if not readonly:
@@ -69,24 +68,33 @@ def _migrate(conn: sqlite3.Connection) -> None:
     from the start; a removed job's entries of the old index are gone with it)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, SCHEMA_VERSION):
-        conn.executescript("DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta; "
-                           "DROP TABLE IF EXISTS sources;")
-    elif version == 0 and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'entries'"
-                                       ).fetchone():  # the first schema had no version
+        conn.executescript(
+            "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS sources;"
+        )
+    elif (
+        version == 0 and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'entries'").fetchone()
+    ):  # the first schema had no version
         conn.executescript("DROP TABLE entries; DROP TABLE IF EXISTS sources;")
     conn.executescript(SCHEMA)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def source_state(conn: sqlite3.Connection, source: str) -> tuple[int, int | None, bool]:
-    row = conn.execute("SELECT offset, inode, asked FROM sources WHERE source = ?",
-                       (source,)).fetchone()
+    row = conn.execute("SELECT offset, inode, asked FROM sources WHERE source = ?", (source,)).fetchone()
     return (0, None, False) if row is None else (int(row[0]), row[1], bool(row[2]))
 
 
-def commit_batch(conn: sqlite3.Connection, source: str, job: str, rows: Iterable[Row],
-                 offset: int, inode: int | None, asked: bool, replace: bool = False,
-                 start: int | None = None) -> bool:
+def commit_batch(
+    conn: sqlite3.Connection,
+    source: str,
+    job: str,
+    rows: Iterable[Row],
+    offset: int,
+    inode: int | None,
+    asked: bool,
+    replace: bool = False,
+    start: int | None = None,
+) -> bool:
     """The rows of `source` and its new offset, in one transaction (`replace`: its old
     rows go first: a file rewritten from the start, a changed result). `start`: the offset
     the rows were read from; when the index is no longer there (another writer went on),
@@ -95,20 +103,26 @@ def commit_batch(conn: sqlite3.Connection, source: str, job: str, rows: Iterable
         if start is not None and not replace and source_state(conn, source)[0] != start:
             return False
         if replace:
-            conn.execute("DELETE FROM entries WHERE rowid IN (SELECT id FROM meta WHERE "
-                         "source = ?)", (source,))
+            conn.execute(
+                "DELETE FROM entries WHERE rowid IN (SELECT id FROM meta WHERE source = ?)", (source,)
+            )
             conn.execute("DELETE FROM meta WHERE source = ?", (source,))
         rows = list(rows)
         first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM meta").fetchone()[0]
-        conn.executemany("INSERT INTO meta(id, job, kind, at, entry, source) VALUES "
-                         "(?, ?, ?, ?, ?, ?)", [(first + n, job, r.kind, r.at, r.entry, source)
-                                                for n, r in enumerate(rows)])
-        conn.executemany("INSERT INTO entries(rowid, text) VALUES (?, ?)",
-                         [(first + n, r.text) for n, r in enumerate(rows)])
-        conn.execute("INSERT INTO sources(source, job, offset, inode, asked) VALUES (?, ?, ?, ?, ?) "
-                     "ON CONFLICT(source) DO UPDATE SET offset = excluded.offset, "
-                     "inode = excluded.inode, asked = excluded.asked",
-                     (source, job, offset, inode, int(asked)))
+        conn.executemany(
+            "INSERT INTO meta(id, job, kind, at, entry, source) VALUES (?, ?, ?, ?, ?, ?)",
+            [(first + n, job, r.kind, r.at, r.entry, source) for n, r in enumerate(rows)],
+        )
+        conn.executemany(
+            "INSERT INTO entries(rowid, text) VALUES (?, ?)",
+            [(first + n, r.text) for n, r in enumerate(rows)],
+        )
+        conn.execute(
+            "INSERT INTO sources(source, job, offset, inode, asked) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(source) DO UPDATE SET offset = excluded.offset, "
+            "inode = excluded.inode, asked = excluded.asked",
+            (source, job, offset, inode, int(asked)),
+        )
     return True
 
 
@@ -124,22 +138,26 @@ class _transaction:
 
 
 def note_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
-    conn.execute("INSERT INTO jobs(id, name, cwd, session, parent, removed) VALUES "
-                 "(:id, :name, :cwd, :session, :parent, :removed) ON CONFLICT(id) DO UPDATE "
-                 "SET name = :name, cwd = :cwd, session = :session, parent = :parent, "
-                 "removed = :removed", job)
+    conn.execute(
+        "INSERT INTO jobs(id, name, cwd, session, parent, removed) VALUES "
+        "(:id, :name, :cwd, :session, :parent, :removed) ON CONFLICT(id) DO UPDATE "
+        "SET name = :name, cwd = :cwd, session = :session, parent = :parent, "
+        "removed = :removed",
+        job,
+    )
 
 
 def forget_existing(conn: sqlite3.Connection, removed: set[str]) -> None:
     """`--reindex`: drop every row but those of removed jobs (their files are gone)."""
     with _transaction(conn):
         keep = sorted(removed)
-        conn.execute("DELETE FROM entries WHERE rowid IN (SELECT id FROM meta WHERE job NOT IN "
-                     "(SELECT value FROM json_each(?)))", (_json(keep),))
-        conn.execute("DELETE FROM meta WHERE job NOT IN (SELECT value FROM json_each(?))",
-                     (_json(keep),))
-        conn.execute("DELETE FROM sources WHERE job NOT IN (SELECT value FROM json_each(?))",
-                     (_json(keep),))
+        conn.execute(
+            "DELETE FROM entries WHERE rowid IN (SELECT id FROM meta WHERE job NOT IN "
+            "(SELECT value FROM json_each(?)))",
+            (_json(keep),),
+        )
+        conn.execute("DELETE FROM meta WHERE job NOT IN (SELECT value FROM json_each(?))", (_json(keep),))
+        conn.execute("DELETE FROM sources WHERE job NOT IN (SELECT value FROM json_each(?))", (_json(keep),))
 
 
 def _json(values: list[str]) -> str:
@@ -148,17 +166,29 @@ def _json(values: list[str]) -> str:
     return json.dumps(values)
 
 
-def search(conn: sqlite3.Connection, query: str, *, jobs: list[str] | None, kinds: list[str],
-           since: float | None, limit: int, exclude: list[str] | None = None
-           ) -> list[dict[str, Any]]:
+def search(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    jobs: list[str] | None,
+    kinds: list[str],
+    since: float | None,
+    limit: int,
+    exclude: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """The best matches of `query` (an FTS5 query, ftsquery.fts_query), best first (BM25),
     newest first on ties, among `jobs` (None: every job) but `exclude`. The snippets are
     made for the matches returned only."""
-    sql = ["SELECT m.id, bm25(entries) AS score, m.at FROM entries JOIN meta m "
-           "ON m.id = entries.rowid WHERE entries MATCH ?"]
+    sql = [
+        "SELECT m.id, bm25(entries) AS score, m.at FROM entries JOIN meta m "
+        "ON m.id = entries.rowid WHERE entries MATCH ?"
+    ]
     args: list[Any] = [query]
-    for values, clause in ((jobs, "m.job IN"), (exclude or None, "m.job NOT IN"),
-                           (kinds or None, "m.kind IN")):
+    for values, clause in (
+        (jobs, "m.job IN"),
+        (exclude or None, "m.job NOT IN"),
+        (kinds or None, "m.kind IN"),
+    ):
         if values is not None:
             sql.append(f"AND {clause} (SELECT value FROM json_each(?))")
             args.append(_json(list(values)))
@@ -170,13 +200,19 @@ def search(conn: sqlite3.Connection, query: str, *, jobs: list[str] | None, kind
     try:
         top = conn.execute(" ".join(sql), args).fetchall()
         ids = _json([row[0] for row in top])
-        snippets = dict(conn.execute(
-            f"SELECT rowid, snippet(entries, 0, '{START}', '{END}', '…', {SNIPPET_TOKENS}) "
-            "FROM entries WHERE entries MATCH ? AND rowid IN (SELECT value FROM json_each(?))",
-            (query, ids)).fetchall())
-        meta = {row[0]: row[1:] for row in conn.execute(
-            "SELECT id, job, kind, entry FROM meta WHERE id IN (SELECT value FROM json_each(?))",
-            (ids,))}
+        snippets = dict(
+            conn.execute(
+                f"SELECT rowid, snippet(entries, 0, '{START}', '{END}', '…', {SNIPPET_TOKENS}) "
+                "FROM entries WHERE entries MATCH ? AND rowid IN (SELECT value FROM json_each(?))",
+                (query, ids),
+            ).fetchall()
+        )
+        meta = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT id, job, kind, entry FROM meta WHERE id IN (SELECT value FROM json_each(?))", (ids,)
+            )
+        }
     except sqlite3.OperationalError as exc:
         if not any(word in str(exc) for word in ("fts5", "syntax", "no such column", "unknown")):
             raise
@@ -185,12 +221,23 @@ def search(conn: sqlite3.Connection, query: str, *, jobs: list[str] | None, kind
     for rowid, score, at in top:
         job, kind, entry = meta[rowid]
         text, marks = spans(snippets.get(rowid, ""))
-        rows.append({"job": job, "kind": kind, "when": iso(float(at)), "entry": entry or None,
-                     "score": round(-float(score), 4), "snippet": text, "marks": marks})
+        rows.append(
+            {
+                "job": job,
+                "kind": kind,
+                "when": iso(float(at)),
+                "entry": entry or None,
+                "score": round(-float(score), 4),
+                "snippet": text,
+                "marks": marks,
+            }
+        )
     return rows
 
 
 def job_table(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     keys = ("id", "name", "cwd", "session", "parent", "removed")
-    return [dict(zip(keys, row, strict=True)) for row in
-            conn.execute("SELECT id, name, cwd, session, parent, removed FROM jobs")]
+    return [
+        dict(zip(keys, row, strict=True))
+        for row in conn.execute("SELECT id, name, cwd, session, parent, removed FROM jobs")
+    ]

@@ -57,8 +57,7 @@ def raise_fd_limit() -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
             soft = target
         except (ValueError, OSError) as exc:
-            log.warning("could not raise the open-file limit from %d to %d: %s",
-                        soft, target, exc)
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
     return soft
 
 
@@ -86,8 +85,9 @@ class Admission:
     check could run, and hit the fd limit). `held` counts the sockets accepted and not
     yet released."""
 
-    def __init__(self, cap: int, connections: Collection[Connection],
-                 kept: Callable[[Connection], bool]) -> None:
+    def __init__(
+        self, cap: int, connections: Collection[Connection], kept: Callable[[Connection], bool]
+    ) -> None:
         self.cap = cap
         self.connections = connections  # the daemon's registered ones
         self._kept = kept  # the daemon's own: a subscriber, a follower
@@ -148,8 +148,13 @@ class Admission:
             self.held -= 1
 
     def _idle(self, conn: Connection) -> bool:
-        return (not conn.closed.is_set() and conn.in_flight == 0 and conn.job_id is None
-                and conn.peer_id is None and not self._kept(conn))
+        return (
+            not conn.closed.is_set()
+            and conn.in_flight == 0
+            and conn.job_id is None
+            and conn.peer_id is None
+            and not self._kept(conn)
+        )
 
     def admit(self, pid: int | None) -> bool:
         """Make room for a new connection from `pid`; False when there is none."""
@@ -168,8 +173,7 @@ class Admission:
             return False
         oldest = min(idle, key=lambda c: c.last_active)
         self.evicted += 1
-        log.warning("closing %s oldest idle connection to make room (%d so far)",
-                    whose, self.evicted)
+        log.warning("closing %s oldest idle connection to make room (%d so far)", whose, self.evicted)
         oldest.close()
         return True
 

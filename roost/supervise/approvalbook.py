@@ -59,39 +59,64 @@ def save(entries: dict[str, dict[str, Any]]) -> None:
 
 def pending(core: Core) -> list[dict[str, Any]]:
     """The open approval entries of live jobs, oldest first (the inbox lists them)."""
-    return sorted((e for e in load().values() if e.get("decision") is None and e.get("job") in core.jobs),
-                  key=lambda e: float(e.get("requested", 0)))
+    return sorted(
+        (e for e in load().values() if e.get("decision") is None and e.get("job") in core.jobs),
+        key=lambda e: float(e.get("requested", 0)),
+    )
 
 
 def inbox_entry(core: Core, entry: dict[str, Any]) -> dict[str, Any]:
     record = core.jobs[entry["job"]]
-    return {"id": entry["id"], "job": {"id": record.id, "name": record.name}, "kind": "approval",
-            "text": entry["summary"], "options": None, "since": entry.get("since"),
-            "tool": entry["tool"], "input": entry["input"], "cwd": entry["cwd"],
-            # As a person reads it (the web's page): indented JSON, controls and bidi escaped.
-            "inputText": json_text(entry["input"]),
-            "deadline": entry.get("deadline")}
+    return {
+        "id": entry["id"],
+        "job": {"id": record.id, "name": record.name},
+        "kind": "approval",
+        "text": entry["summary"],
+        "options": None,
+        "since": entry.get("since"),
+        "tool": entry["tool"],
+        "input": entry["input"],
+        "cwd": entry["cwd"],
+        # As a person reads it (the web's page): indented JSON, controls and bidi escaped.
+        "inputText": json_text(entry["input"]),
+        "deadline": entry.get("deadline"),
+    }
 
 
 def reply(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"entry": entry["id"], "decision": entry.get("decision"), "reason": entry.get("reason"),
-            "by": entry.get("by"), "rule": entry.get("rule")}
+    return {
+        "entry": entry["id"],
+        "decision": entry.get("decision"),
+        "reason": entry.get("reason"),
+        "by": entry.get("by"),
+        "rule": entry.get("rule"),
+    }
 
 
-def answer(core: Core, entry_id: str, decision: str, by: str, reason: str | None = None,
-           always: bool = False) -> dict[str, Any]:
+def answer(
+    core: Core, entry_id: str, decision: str, by: str, reason: str | None = None, always: bool = False
+) -> dict[str, Any]:
     entries = load()
     entry = entries.get(entry_id)
     if entry is None or entry.get("job") not in core.jobs:
         raise RequestError(NOT_FOUND, f"no approval {entry_id} (see roost inbox)")
     if entry.get("decision"):
-        return {"id": entry_id, "status": "already answered", "by": entry.get("by"),
-                "at": entry.get("at"), "decision": entry["decision"]}
+        return {
+            "id": entry_id,
+            "status": "already answered",
+            "by": entry.get("by"),
+            "at": entry.get("at"),
+            "decision": entry["decision"],
+        }
     if always and decision != "approve":
         raise RequestError(BAD_REQUEST, "--always goes with approve")
     record = core.jobs[entry["job"]]
-    entry.update(decision="approved" if decision == "approve" else "denied", by=by, at=utc_now(),
-                 reason=(reason or "")[:2000] or None)
+    entry.update(
+        decision="approved" if decision == "approve" else "denied",
+        by=by,
+        at=utc_now(),
+        reason=(reason or "")[:2000] or None,
+    )
     if always:
         rule = policy.always_rule(entry["tool"], entry["input"])
         current = dict(record.approvals or {"mode": "auto"})
@@ -103,11 +128,19 @@ def answer(core: Core, entry_id: str, decision: str, by: str, reason: str | None
     # Handed to the worker that waits for it: no later run takes it over. An answer given
     # while that worker is gone (a restarted one is not waiting for this call yet) is kept
     # for the same call asked again.
-    entry["pushed"] = (proc is not None and proc.conn is not None
-                       and entry.get("worker") == record.process.worker_pid)
+    entry["pushed"] = (
+        proc is not None and proc.conn is not None and entry.get("worker") == record.process.worker_pid
+    )
     save(entries)
-    core.events.emit("approval.answered", record, entry=entry_id, decision=entry["decision"],
-                     by=by, reason=entry.get("reason"), rule=entry.get("rule"))
+    core.events.emit(
+        "approval.answered",
+        record,
+        entry=entry_id,
+        decision=entry["decision"],
+        by=by,
+        reason=entry.get("reason"),
+        rule=entry.get("rule"),
+    )
     if proc is not None and proc.conn is not None:
         proc.conn.push(protocol.event("approval", **reply(entry), call=entry["call"]))
     return {"id": entry_id, "status": entry["decision"], "job": record.id, "rule": entry.get("rule")}
@@ -127,8 +160,13 @@ def _expire(core: Core, entry_id: str) -> None:
         arm(core, entry)
         return
     minutes = max(0.0, float(entry["deadline"]) - float(entry.get("requested") or 0)) / 60
-    answer(core, entry_id, "deny", "timeout",
-           reason=f"no one answered within {minutes:g} minutes (the approval timed out)")
+    answer(
+        core,
+        entry_id,
+        "deny",
+        "timeout",
+        reason=f"no one answered within {minutes:g} minutes (the approval timed out)",
+    )
 
 
 ENDED = ("done", "failed", "stopped", "reaped")
@@ -144,8 +182,14 @@ def _on_event(core: Core, event: dict[str, Any]) -> None:
     elif event.get("type") == "job.state" and event.get("to") in ENDED and event.get("job"):
         for entry in pending(core):
             if entry["job"] == event["job"]["id"]:
-                answer(core, entry["id"], "deny", "roost", reason=f"the job is {event['to']}: "
-                       "the call was not made again after its worker restarted or it stopped")
+                answer(
+                    core,
+                    entry["id"],
+                    "deny",
+                    "roost",
+                    reason=f"the job is {event['to']}: "
+                    "the call was not made again after its worker restarted or it stopped",
+                )
 
 
 def new_id(entries: dict[str, Any]) -> str:

@@ -50,8 +50,12 @@ def load() -> dict[str, Any]:
         value = data.get(key)
         return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
-    return {"open": table("open"), "answered": table("answered"), "conflicts": table("conflicts"),
-            "gaveUp": table("gaveUp")}
+    return {
+        "open": table("open"),
+        "answered": table("answered"),
+        "conflicts": table("conflicts"),
+        "gaveUp": table("gaveUp"),
+    }
 
 
 def save(book: dict[str, Any]) -> None:
@@ -109,8 +113,9 @@ def answer_text(entry: dict[str, Any], request: dict[str, Any]) -> str:
     if choice is not None:
         options = entry.get("options") or []
         if entry["kind"] != "dialog" or not options:
-            raise RequestError(BAD_REQUEST, f"{entry['id']} is a {entry['kind']}, not a "
-                                            "dialog: answer it with text")
+            raise RequestError(
+                BAD_REQUEST, f"{entry['id']} is a {entry['kind']}, not a dialog: answer it with text"
+            )
         if isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= len(options):
             raise RequestError(BAD_REQUEST, f"choice must be 1 to {len(options)}")
         # A confirm's choices are yes and no; a select's is picked by its number (exact
@@ -122,8 +127,7 @@ def answer_text(entry: dict[str, Any], request: dict[str, Any]) -> str:
 
 
 def already(entry_id: str, done: dict[str, Any]) -> dict[str, Any]:
-    return {"id": entry_id, "status": "already answered", "by": done.get("by"),
-            "at": done.get("at")}
+    return {"id": entry_id, "status": "already answered", "by": done.get("by"), "at": done.get("at")}
 
 
 def note_answer(entry_id: str, by: str, job: str, asked: str | None) -> None:
@@ -134,8 +138,7 @@ def note_answer(entry_id: str, by: str, job: str, asked: str | None) -> None:
     save(book)
 
 
-def answer_question(core: Core, record: JobRecord, request: dict[str, Any],
-                    by: str) -> dict[str, Any] | None:
+def answer_question(core: Core, record: JobRecord, request: dict[str, Any], by: str) -> dict[str, Any] | None:
     """The one place a person's answer to a job's open question or dialog is delivered and
     written down (the `answer` op and the `reply` op both come here). `request`: the answer
     (`text`, or `choice` N of a dialog) and, optionally, `question`: the text of the
@@ -156,18 +159,19 @@ def answer_question(core: Core, record: JobRecord, request: dict[str, Any],
     if asked is None:
         if named is None:
             if request.get("choice") is not None:
-                raise RequestError(REFUSED, f"job {record.id} waits on no dialog: there is "
-                                            "no choice to pick")
+                raise RequestError(REFUSED, f"job {record.id} waits on no dialog: there is no choice to pick")
             return None
         keys = {entry_key(record.id, kind, named) for kind in ("question", "dialog")}
         done = [(k, v) for k, v in book["answered"].items() if v.get("asked") in keys]
         if done:
             entry_id, first = max(done, key=lambda kv: str(kv[1].get("at")))
             return already(entry_id, first)
-        now = (f"it now asks: {wait[1][:100]}" if wait is not None
-               and wait[0] in ("question", "dialog") else f"it is {record.state.value}")
-        raise RequestError(REFUSED, f"job {record.id} no longer asks that question ({now}); "
-                                    "nothing was sent")
+        now = (
+            f"it now asks: {wait[1][:100]}"
+            if wait is not None and wait[0] in ("question", "dialog")
+            else f"it is {record.state.value}"
+        )
+        raise RequestError(REFUSED, f"job {record.id} no longer asks that question ({now}); nothing was sent")
     kind, text = asked
     key = entry_key(record.id, kind, text)
     known = book["open"].get(key)

@@ -118,12 +118,18 @@ def row_usage(daemon: JobTable, record: JobRecord) -> dict[str, Any]:
     mine = own(record).to_json()
     tree = subtree_usage(daemon, record)
     return {
-        "input": mine["input"], "output": mine["output"], "cacheRead": mine["cacheRead"],
-        "cacheWrite": mine["cacheWrite"], "cost": mine["cost"],
+        "input": mine["input"],
+        "output": mine["output"],
+        "cacheRead": mine["cacheRead"],
+        "cacheWrite": mine["cacheWrite"],
+        "cost": mine["cost"],
         "treeCost": round(tree.cost, 6) if tree.priced else None,
-        "requests": mine["requests"], "treeTokens": tree.tokens,
-        "budget": record.limits.budget, "budgetTokens": record.limits.budget_tokens,
-        "maxTurns": record.limits.max_turns, "treeBudget": record.limits.tree_budget,
+        "requests": mine["requests"],
+        "treeTokens": tree.tokens,
+        "budget": record.limits.budget,
+        "budgetTokens": record.limits.budget_tokens,
+        "maxTurns": record.limits.max_turns,
+        "treeBudget": record.limits.tree_budget,
     }
 
 
@@ -150,10 +156,12 @@ def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -
     if not record.links.spawned:
         tree = amount(request, "treeBudget")
         default_tree = settings.defaultTreeBudget
-        record.limits.tree_budget = tree if tree is not None else (
-            float(default_tree) if default_tree and default_tree > 0 else None)
-        record.limits.budget = requested if requested is not None else (
-            float(default) if default is not None else None)
+        record.limits.tree_budget = (
+            tree if tree is not None else (float(default_tree) if default_tree and default_tree > 0 else None)
+        )
+        record.limits.budget = (
+            requested if requested is not None else (float(default) if default is not None else None)
+        )
         return
     if request.get("treeBudget") is not None:
         raise RequestError(BAD_REQUEST, "treeBudget is set on a tree's root, not on a child")
@@ -169,18 +177,28 @@ def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -
     record.limits.budget = value
 
 
-def send_limits(daemon: JobTable, record: JobRecord, tree_reason: str | None = None,
-                tree_warning: str | None = None) -> bool:
+def send_limits(
+    daemon: JobTable, record: JobRecord, tree_reason: str | None = None, tree_warning: str | None = None
+) -> bool:
     """Tell the job's worker its limits (and why its tree stops it, or a tree warning);
     False when no worker is connected to hear it."""
     proc = daemon.procs.get(record.id)
     if proc is None or not proc.connected or proc.conn is None:
         return False
     extra = {"treeWarning": tree_warning} if tree_warning else {}
-    proc.conn.spawn(proc.conn.send(protocol.event(
-        "budget", budget=record.limits.budget, budgetTokens=record.limits.budget_tokens,
-        maxTurns=record.limits.max_turns, treeExhausted=tree_reason, **extra)),
-        f"sending job {record.id} its limits")
+    proc.conn.spawn(
+        proc.conn.send(
+            protocol.event(
+                "budget",
+                budget=record.limits.budget,
+                budgetTokens=record.limits.budget_tokens,
+                maxTurns=record.limits.max_turns,
+                treeExhausted=tree_reason,
+                **extra,
+            )
+        ),
+        f"sending job {record.id} its limits",
+    )
     return True
 
 
@@ -195,8 +213,7 @@ def tree_reason(daemon: JobTable, record: JobRecord) -> str | None:
     spent = tree_usage(daemon, tree_key(record))
     if not spent.priced or spent.cost < root.limits.tree_budget:
         return None
-    return (f"tree budget exhausted: {format_cost(spent.cost)} of "
-            f"{format_cost(root.limits.tree_budget)}")
+    return f"tree budget exhausted: {format_cost(spent.cost)} of {format_cost(root.limits.tree_budget)}"
 
 
 def worker_connected(daemon: JobTable, record: JobRecord) -> None:
@@ -218,12 +235,15 @@ def after_usage(daemon: JobTable, record: JobRecord) -> None:
     if spent.cost < root.limits.tree_budget:
         _tree_warning(daemon, root, spent)
         return
-    reason = (f"tree budget exhausted: {format_cost(spent.cost)} of "
-              f"{format_cost(root.limits.tree_budget)}")
+    reason = f"tree budget exhausted: {format_cost(spent.cost)} of {format_cost(root.limits.tree_budget)}"
     stopped = daemon.usage_book.tree_stopped
     for member in daemon.jobs.values():
-        if (tree_key(member) == key and member.id not in stopped and member.kind == JobKind.PI
-                and send_limits(daemon, member, reason)):
+        if (
+            tree_key(member) == key
+            and member.id not in stopped
+            and member.kind == JobKind.PI
+            and send_limits(daemon, member, reason)
+        ):
             stopped[member.id] = reason
             log.info("job %s: %s", member.id, reason)
 
@@ -231,8 +251,9 @@ def after_usage(daemon: JobTable, record: JobRecord) -> None:
 def _tree_warning(daemon: JobTable, root: JobRecord, spent: Usage) -> None:
     """Once per tree (per roostd): the root gets a framed note at `budgetWarnAt`."""
     assert root.limits.tree_budget is not None
-    line = budget.warning(spent, budget.Limits(budget=root.limits.tree_budget),
-                          daemon.settings().budgetWarnAt)
+    line = budget.warning(
+        spent, budget.Limits(budget=root.limits.tree_budget), daemon.settings().budgetWarnAt
+    )
     warned = daemon.usage_book.tree_warned
     if line is None or root.id in warned:
         return
@@ -280,13 +301,18 @@ def on_removed(daemon: JobTable, record: JobRecord) -> None:
     removed = daemon.usage_book.removed  # loaded before the append: the new lines are added once
     try:
         entries = read_entries(record.session)
-        lines = usage_log.lines_for({"id": record.id, "name": record.name,
-                                     "session": record.session,
-                                     "rootSession": record.links.root_session}, entries)
+        lines = usage_log.lines_for(
+            {
+                "id": record.id,
+                "name": record.name,
+                "session": record.session,
+                "rootSession": record.links.root_session,
+            },
+            entries,
+        )
         usage_log.append(lines)
     except OSError as exc:
-        log.error("job %s: could not keep its usage in %s: %s", record.id,
-                  usage_log.log_path(), exc)
+        log.error("job %s: could not keep its usage in %s: %s", record.id, usage_log.log_path(), exc)
         return
     for line in lines:
         removed.setdefault(tree_key(record), Usage()).add_usage(Usage.from_json(line))

@@ -24,8 +24,7 @@ class Coalesced:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._handle = (loop.call_later(self.delay, self._run) if self.delay
-                        else loop.call_soon(self._run))
+        self._handle = loop.call_later(self.delay, self._run) if self.delay else loop.call_soon(self._run)
 
     def _run(self) -> None:
         self._handle = None  # asks made while the callback runs schedule it again

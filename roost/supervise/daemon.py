@@ -102,8 +102,9 @@ class Daemon:
     def add_job(self, record: JobRecord) -> None:
         """Register a new job (the one place a job comes into being)."""
         self.jobs[record.id] = record
-        self.events.emit("job.created", record, kind=record.kind, cwd=record.cwd,
-                         parent=record.links.parent_peer)
+        self.events.emit(
+            "job.created", record, kind=record.kind, cwd=record.cwd, parent=record.links.parent_peer
+        )
 
     def forget_job(self, record: JobRecord) -> None:
         """Drop a removed job from every table (its files are the caller's business)."""
@@ -120,8 +121,9 @@ class Daemon:
         trust.check_home(self.home)
         lock_path = self.home / "roostd.lock"
         # Held for the daemon's whole life; never opened through a planted symlink.
-        handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
-                                   | os.O_CLOEXEC, 0o600), "a+")
+        handle = os.fdopen(
+            os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "a+"
+        )
         if not admission.take_daemon_lock(handle, read_pid_file):  # waits out a dying roostd's hold
             handle.close()
             pid = read_pid_file()
@@ -159,8 +161,9 @@ class Daemon:
         # (README: Scale). Start-up's garbage is freed first, or it would be kept for good.
         gc.collect()
         gc.freeze()
-        log.info("roostd %s listening on %s (pid %d, %d jobs)", __version__, sock,
-                 os.getpid(), len(self.jobs))
+        log.info(
+            "roostd %s listening on %s (pid %d, %d jobs)", __version__, sock, os.getpid(), len(self.jobs)
+        )
         try:
             await self._stopping.wait()
         finally:
@@ -197,8 +200,13 @@ class Daemon:
                 log.exception("job %s: could not be resumed", record.id)
                 record.process.worker_pid = None
                 with contextlib.suppress(Exception):
-                    self.set_state(record, JobState.FAILED, busy=False, status="",
-                                   error=f"roostd could not resume it: {exc}")
+                    self.set_state(
+                        record,
+                        JobState.FAILED,
+                        busy=False,
+                        status="",
+                        error=f"roostd could not resume it: {exc}",
+                    )
         for record in recovered:
             # Nothing runs from an unreadable record: its worker and pi would run on, refused.
             stop_leftovers(record)
@@ -243,14 +251,15 @@ class Daemon:
         if code == 0:
             self.set_state(record, JobState.DONE, exit_code=0, status="exit 0")
         else:
-            reason = f"command exited with {code}" if code is not None else (
-                "its worker ended while roostd was down, with no exit status")
+            reason = (
+                f"command exited with {code}"
+                if code is not None
+                else ("its worker ended while roostd was down, with no exit status")
+            )
             self.set_state(record, JobState.FAILED, exit_code=code, error=reason, status="")
 
     # -- connections ---------------------------------------------------------------------
-    async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer, DAEMON_BOUNDS)
         self.connections.add(conn)
         try:
@@ -287,8 +296,21 @@ class Daemon:
     def _build_handlers(self) -> dict[str, Handler]:
         handlers: dict[str, Handler] = {}
         core: Core = self  # checks, for mypy, that Daemon is what the handlers expect
-        for module in (jobs, worker, agents, attach, events, usage_ops, worktrees, inbox, queue,
-                       schedules, streamed_ops, results_ops, search_ops):
+        for module in (
+            jobs,
+            worker,
+            agents,
+            attach,
+            events,
+            usage_ops,
+            worktrees,
+            inbox,
+            queue,
+            schedules,
+            streamed_ops,
+            results_ops,
+            search_ops,
+        ):
             handlers.update(module.handlers(core))
         missing = set(DAEMON_OPS) ^ set(handlers)
         assert not missing, f"ops without a handler (or handlers without an op): {missing}"
@@ -318,8 +340,9 @@ class Daemon:
         ids = ", ".join(sorted(r.id for r in named))
         raise RequestError(NOT_FOUND, f"the name {ref!r} is ambiguous (jobs {ids}): use the id")
 
-    def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **facts: Unpack[Facts]) -> None:
+    def set_state(
+        self, record: JobRecord, target: JobState, reason: str | None = None, **facts: Unpack[Facts]
+    ) -> None:
         """The one function that changes a job's state: checks, persists, announces (the
         job.state event, and job.needs_input / job.failed on entering those states)."""
         if reason is None:
@@ -332,12 +355,15 @@ class Daemon:
             self.runner.worker_up(record.id)  # its pi is up: the next spare may start
         if source == target or record.id not in self.jobs:
             return
-        self.events.emit("job.state", record, **{"from": source.value}, to=target.value,
-                         reason=reason)
+        self.events.emit("job.state", record, **{"from": source.value}, to=target.value, reason=reason)
         if target == JobState.NEEDS_INPUT:
-            self.events.emit("job.needs_input", record, question=record.question,
-                             dialog=record.dialog,
-                             options=record.options if record.dialog else None)
+            self.events.emit(
+                "job.needs_input",
+                record,
+                question=record.question,
+                dialog=record.dialog,
+                options=record.options if record.dialog else None,
+            )
         elif target == JobState.FAILED:
             self.events.emit("job.failed", record, error=record.error)
 
@@ -389,8 +415,13 @@ class Daemon:
             saved = proc.spawn()
         except OSError as exc:  # e.g. worker.log replaced by a symlink: refused, not followed
             log.error("job %s: could not start its worker: %s", record.id, exc)
-            self.set_state(record, JobState.FAILED, busy=False, status="",
-                           error=f"roostd could not start its worker: {exc}")
+            self.set_state(
+                record,
+                JobState.FAILED,
+                busy=False,
+                status="",
+                error=f"roostd could not start its worker: {exc}",
+            )
             return
         if record.kind == JobKind.SHELL:  # a shell worker sends no hello: it runs once spawned
             self.set_state(record, JobState.RUNNING, status="running")
@@ -423,24 +454,34 @@ class Daemon:
             if code == 0:
                 self.set_state(record, JobState.DONE, exit_code=0, busy=False, status="exit 0")
             else:
-                self.set_state(record, JobState.FAILED, exit_code=code, busy=False,
-                               status=f"exit {detail}", error=f"command exited with {detail}")
+                self.set_state(
+                    record,
+                    JobState.FAILED,
+                    exit_code=code,
+                    busy=False,
+                    status=f"exit {detail}",
+                    error=f"command exited with {detail}",
+                )
         elif how in (WorkerExit.FATAL, WorkerExit.GAVE_UP):
             if how == WorkerExit.GAVE_UP:  # the last crash is a crash too, then the give-up
-                self.events.emit("worker.crashed", record, reason=detail,
-                                 crashes=len(record.process.crashes))
+                self.events.emit("worker.crashed", record, reason=detail, crashes=len(record.process.crashes))
             self.events.emit("worker.gave_up", record, reason=detail)
             # The reason (pi's words and the fix, for a configuration error) is the row's
             # summary too, so `roost ls` shows it where a failed run shows its error.
-            self.set_state(record, JobState.FAILED, busy=False, status="", error=detail,
-                           summary=detail, question=None, dialog=False)
-            self.agents.job_ended(
-                record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
+            self.set_state(
+                record,
+                JobState.FAILED,
+                busy=False,
+                status="",
+                error=detail,
+                summary=detail,
+                question=None,
+                dialog=False,
+            )
+            self.agents.job_ended(record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
         else:  # crashed: backoff then restart
-            self.events.emit("worker.crashed", record, reason=detail,
-                             crashes=len(record.process.crashes))
-            self.set_state(record, JobState.STARTING, busy=False, status=detail,
-                           dialog=False)
+            self.events.emit("worker.crashed", record, reason=detail, crashes=len(record.process.crashes))
+            self.set_state(record, JobState.STARTING, busy=False, status=detail, dialog=False)
 
     # -- rows ---------------------------------------------------------------------------------
     def row(self, record: JobRecord) -> dict[str, Any]:
@@ -466,7 +507,8 @@ class Daemon:
             "agent": record.agent,
             "parentSession": record.links.parent_session,
             "rootSession": record.links.root_session,
-            "worktree": row_fields(record.worktree), "sandbox": record.sandbox,  # roost.sandbox
+            "worktree": row_fields(record.worktree),
+            "sandbox": record.sandbox,  # roost.sandbox
             "pending": pending,
             "usage": budgets.row_usage(self, record),
             "result": record.result,  # the last valid structured result (roost result)

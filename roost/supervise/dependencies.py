@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     class Table(JobTable, Protocol):
         agents: AgentRouter
 
+
 log = logging.getLogger(__name__)
 
 GO_WHY = "its dependencies let it go"
@@ -103,8 +104,7 @@ class Dependencies:
         self._ready = False  # until `resume`, the table is still loading
 
     # -- a new job -------------------------------------------------------------------------
-    def hold(self, record: JobRecord, request: dict[str, Any],
-             resolve: Callable[[str], JobRecord]) -> None:
+    def hold(self, record: JobRecord, request: dict[str, Any], resolve: Callable[[str], JobRecord]) -> None:
         """Check a run's or spawn's `after` (`afterMode`, `withResults`) and, when it has
         one, make the new job `waiting` (before it is first saved). `resolve` finds a
         dependency by reference (a spawn: within the tree's reach), or raises."""
@@ -112,8 +112,7 @@ class Dependencies:
         with_results = request.get("withResults")
         if after in (None, "", []):
             if request.get("afterMode") is not None or with_results:
-                raise RequestError(BAD_REQUEST, "afterMode and withResults need after "
-                                                "(the jobs to wait on)")
+                raise RequestError(BAD_REQUEST, "afterMode and withResults need after (the jobs to wait on)")
             return
         try:
             refs, mode = checked_refs(after), checked_mode(request.get("afterMode"))
@@ -122,8 +121,10 @@ class Dependencies:
         if with_results is not None and not isinstance(with_results, bool):
             raise RequestError(BAD_REQUEST, "withResults must be true or false")
         if record.kind == JobKind.SHELL and (with_results or mode == "settled"):
-            raise RequestError(BAD_REQUEST, "a shell job has no task to tell: --with-results "
-                                            "and --after-settled are for pi jobs")
+            raise RequestError(
+                BAD_REQUEST,
+                "a shell job has no task to tell: --with-results and --after-settled are for pi jobs",
+            )
         names: dict[str, str] = {}
         for ref in refs:
             if ref in (record.id, record.name):
@@ -133,18 +134,22 @@ class Dependencies:
         edges = {r.id: _jobs(r) for r in self.table.jobs.values() if r.after}
         cycle = find_cycle(record.id, list(names), edges)
         if cycle is not None:
-            raise RequestError(REFUSED, "these dependencies make a cycle: "
-                                        + " -> ".join(cycle))
-        record.after = {"jobs": list(names), "names": names, "mode": mode,
-                        "results": bool(with_results), "ended": {}, "given": False}
+            raise RequestError(REFUSED, "these dependencies make a cycle: " + " -> ".join(cycle))
+        record.after = {
+            "jobs": list(names),
+            "names": names,
+            "mode": mode,
+            "results": bool(with_results),
+            "ended": {},
+            "given": False,
+        }
         record.state = JobState.WAITING
         record.status = self._status(record)
 
     def launched(self, record: JobRecord) -> None:
         """A new waiting job is in the table and saved: announce it, weigh it at once (its
         dependencies may have ended already)."""
-        self.table.events.emit("job.waiting", record, after=_jobs(record),
-                               mode=_info(record).get("mode"))
+        self.table.events.emit("job.waiting", record, after=_jobs(record), mode=_info(record).get("mode"))
         self._index(record)
         self._weigh(record)
 
@@ -229,8 +234,9 @@ class Dependencies:
             if info.get("results") or info.get("mode") == "settled":
                 text = task_with(text, self._described(record), bool(info.get("results")))
             try:
-                self.table.mailbox(record).post(kind=ItemKind.REPLY.value, text=text,
-                                                sender=None, cause=RunCause.TASK.value)
+                self.table.mailbox(record).post(
+                    kind=ItemKind.REPLY.value, text=text, sender=None, cause=RunCause.TASK.value
+                )
             except (OSError, MailboxError) as exc:
                 self._fail(record, f"its task could not be given: {exc}")
                 return
@@ -248,8 +254,10 @@ class Dependencies:
             pending = self.table.mailbox(record).pending()
         except (OSError, MailboxError):
             return False
-        return any(item.kind == ItemKind.REPLY.value
-                   and item.extra.get("cause") == RunCause.TASK.value for item in pending)
+        return any(
+            item.kind == ItemKind.REPLY.value and item.extra.get("cause") == RunCause.TASK.value
+            for item in pending
+        )
 
     def _described(self, record: JobRecord) -> list[Ended]:
         """Each dependency as the task tells it: how it ended, and with results its answer."""
@@ -289,6 +297,12 @@ class Dependencies:
         if not record.after:
             return {"after": None}
         ended = _ended(record)
-        return {"after": {"jobs": _jobs(record), "mode": _info(record).get("mode"),
-                          "withResults": bool(_info(record).get("results")),
-                          "ended": dict(ended), "waitingOn": waiting_on(_jobs(record), ended)}}
+        return {
+            "after": {
+                "jobs": _jobs(record),
+                "mode": _info(record).get("mode"),
+                "withResults": bool(_info(record).get("results")),
+                "ended": dict(ended),
+                "waitingOn": waiting_on(_jobs(record), ended),
+            }
+        }

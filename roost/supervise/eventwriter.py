@@ -83,8 +83,13 @@ class Subscription:
 class EventLog:
     """The daemon's side: `emit` appends and fans out; `subscribe` starts a follower."""
 
-    def __init__(self, home: Path, enabled: Callable[[], bool] = lambda: True,
-                 max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
+    def __init__(
+        self,
+        home: Path,
+        enabled: Callable[[], bool] = lambda: True,
+        max_bytes: int = MAX_BYTES,
+        keep: int = KEEP,
+    ) -> None:
         self.home = home
         self.path = log_path(home)
         self.max_bytes = max_bytes
@@ -101,8 +106,7 @@ class EventLog:
         self._open_file()
 
     def _open_file(self) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                           0o600)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._size = os.fstat(self._fd).st_size
         if self._size:
             # A crash may have torn the last line: start ours on a line of its own.
@@ -126,14 +130,17 @@ class EventLog:
         assert kind in EVENT_TYPES, kind
         self.seq += 1
         event: dict[str, Any] = {
-            "seq": self.seq, "time": utc_now(), "type": kind,
+            "seq": self.seq,
+            "time": utc_now(),
+            "type": kind,
             "job": {"id": job.id, "name": job.name} if job is not None else None,
             **fields,
         }
         if self._fd is not None and self._enabled():
             try:
-                self._write(json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-                            .encode("utf-8") + b"\n")
+                self._write(
+                    json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+                )
                 if self._size >= self.max_bytes:
                     self._rotate()
             except OSError as exc:  # a full disk must not stop the daemon
@@ -160,8 +167,7 @@ class EventLog:
         self._open_file()
         log.info("rotated %s (kept %d older files)", self.path, self.keep)
 
-    def subscribe(self, since: int | None, accept: Callable[[dict[str, Any]], bool]
-                  ) -> Subscription:
+    def subscribe(self, since: int | None, accept: Callable[[dict[str, Any]], bool]) -> Subscription:
         """A follower of events after `since` (None: only new ones). Synchronous on
         purpose: see the module docstring."""
         sub = Subscription(accept)

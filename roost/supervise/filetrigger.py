@@ -30,16 +30,14 @@ from watchdog.observers.api import ObservedWatch
 
 from roost.contentwatch import CONTENT_CHANGES
 
-WRITES = (EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED,
-          EVENT_TYPE_CLOSED)
+WRITES = (EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED)
 
 
 def counts(path: str, ignored: list[str]) -> bool:
     """Is a change of `path` one a trigger fires on?"""
     if ".git" in path.split(os.sep):
         return False
-    return not any(path == top or path.startswith(top.rstrip(os.sep) + os.sep)
-                   for top in ignored)
+    return not any(path == top or path.startswith(top.rstrip(os.sep) + os.sep) for top in ignored)
 
 
 class _Handler(FileSystemEventHandler):
@@ -57,9 +55,12 @@ class _Handler(FileSystemEventHandler):
 
 
 class FileTriggers:
-    def __init__(self, loop: asyncio.AbstractEventLoop,
-                 changed: Callable[[str, list[str]], None],
-                 ignored: Callable[[str], list[str]]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        changed: Callable[[str, list[str]], None],
+        ignored: Callable[[str], list[str]],
+    ) -> None:
         self.loop = loop
         self._changed = changed
         self._ignored = ignored
@@ -76,8 +77,9 @@ class FileTriggers:
         made: list[ObservedWatch] = []
         try:
             for path in paths:
-                made.append(self._observer.schedule(handler, path, recursive=True,
-                                                    event_filter=CONTENT_CHANGES))
+                made.append(
+                    self._observer.schedule(handler, path, recursive=True, event_filter=CONTENT_CHANGES)
+                )
         except BaseException:
             for watch in made:
                 self._observer.unschedule(watch)

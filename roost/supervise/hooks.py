@@ -57,8 +57,7 @@ class OutputTail:
 
     def text(self) -> str:
         cut = f"\n[… {self.dropped} bytes left out …]\n" if self.dropped else ""
-        return (bytes(self.head).decode("utf-8", "replace") + cut
-                + bytes(self.tail).decode("utf-8", "replace"))
+        return bytes(self.head).decode("utf-8", "replace") + cut + bytes(self.tail).decode("utf-8", "replace")
 
 
 async def _read_bounded(stream: asyncio.StreamReader | None, into: OutputTail) -> None:
@@ -97,8 +96,12 @@ class HookRunner:
         if not command:
             return
         if len(self.backlog) >= settings.hookMaxBacklog:
-            log.warning("hook for %s (seq %s) dropped: %d hooks already wait",
-                        event["type"], event["seq"], len(self.backlog))
+            log.warning(
+                "hook for %s (seq %s) dropped: %d hooks already wait",
+                event["type"],
+                event["seq"],
+                len(self.backlog),
+            )
             return
         self.backlog.append((list(command), event))
         if self.running < max(1, settings.hookMaxConcurrent):
@@ -123,14 +126,22 @@ class HookRunner:
         timeout = self._settings().hookTimeoutSeconds
         argv = [os.path.expanduser(command[0]), *command[1:]]
         job = event.get("job") or {}
-        env = dict(os.environ, ROOST_EVENT_TYPE=str(event["type"]),
-                   ROOST_EVENT_SEQ=str(event["seq"]), ROOST_JOB=str(job.get("id") or ""))
+        env = dict(
+            os.environ,
+            ROOST_EVENT_TYPE=str(event["type"]),
+            ROOST_EVENT_SEQ=str(event["seq"]),
+            ROOST_JOB=str(job.get("id") or ""),
+        )
         data = json.dumps(event, ensure_ascii=False).encode("utf-8") + b"\n"
         what = f"hook {argv[0]} for {event['type']} (seq {event['seq']})"
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                start_new_session=True,
                 close_fds=True,
             )
         except OSError as exc:
@@ -147,8 +158,7 @@ class HookRunner:
             return proc.returncode
         tail = err.text().strip()[-STDERR_TAIL:]
         level = logging.INFO if proc.returncode == 0 else logging.WARNING
-        log.log(level, "%s exited %s%s", what, proc.returncode,
-                f"; stderr: {tail}" if tail else "")
+        log.log(level, "%s exited %s%s", what, proc.returncode, f"; stderr: {tail}" if tail else "")
         return proc.returncode
 
     def close(self) -> None:

@@ -97,14 +97,18 @@ class IdleKeeper:
     def _enforce_cap(self) -> None:
         """Past maxLivePi live pis: stop idle ones, least recently used first."""
         self._cap_check = None
-        live = [r for r in self._table.jobs.values()
-                if r.kind == JobKind.PI and r.id not in self._stopping
-                and (p := self._table.procs.get(r.id)) is not None and p.alive]
+        live = [
+            r
+            for r in self._table.jobs.values()
+            if r.kind == JobKind.PI
+            and r.id not in self._stopping
+            and (p := self._table.procs.get(r.id)) is not None
+            and p.alive
+        ]
         over = len(live) - self.live_pi_cap()
         if over <= 0:
             return
-        idle = sorted((r for r in live if self.idle(r)),
-                      key=lambda r: self._idle_since.get(r.id, 0.0))
+        idle = sorted((r for r in live if self.idle(r)), key=lambda r: self._idle_since.get(r.id, 0.0))
         for record in idle[:over]:
             self._stop(record, f"over maxLivePi ({len(live)} live pis)")
 
@@ -124,8 +128,11 @@ class IdleKeeper:
         finally:
             self._stopping.discard(record.id)
             self._idle_since.pop(record.id, None)
-        if (record.id in self._table.jobs and record.state == JobState.REAPED
-                and self._table.mailbox(record).pending()):
+        if (
+            record.id in self._table.jobs
+            and record.state == JobState.REAPED
+            and self._table.mailbox(record).pending()
+        ):
             # An item came while it was being stopped (its worker took it as its own):
             # it would wait for the next one otherwise.
             self._table.start_worker(record, "an item arrived while it was stopped")

@@ -46,12 +46,14 @@ class JobTable(Protocol):
 
     def settings(self) -> Settings: ...
 
-    def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **facts: Unpack[Facts]) -> None: ...
+    def set_state(
+        self, record: JobRecord, target: JobState, reason: str | None = None, **facts: Unpack[Facts]
+    ) -> None: ...
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None: ...
 
     def start_worker(self, record: JobRecord, why: str) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,11 @@ def load_groups() -> dict[str, int]:
     try:
         data = json.loads(trust.read_text(path, follow=False))
         groups = data["groups"]
-        return {str(name): int(spec["parallel"]) for name, spec in groups.items()
-                if GROUP_NAME.fullmatch(str(name)) and int(spec["parallel"]) >= 1}
+        return {
+            str(name): int(spec["parallel"])
+            for name, spec in groups.items()
+            if GROUP_NAME.fullmatch(str(name)) and int(spec["parallel"]) >= 1
+        }
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -111,8 +116,9 @@ def checked_priority(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > PRIORITY_MAX:
-        raise RequestError(BAD_REQUEST, f"priority must be a whole number within "
-                                        f"±{PRIORITY_MAX:,}, not {value!r}")
+        raise RequestError(
+            BAD_REQUEST, f"priority must be a whole number within ±{PRIORITY_MAX:,}, not {value!r}"
+        )
     return value
 
 
@@ -176,17 +182,29 @@ class JobQueue:
         """A spawn queued past its tree's caps: do they allow it now? Queued jobs are not
         counted (they run nothing), the ones that hold a worker or will run are."""
         links = record.links
-        live = [r for r in self.table.jobs.values() if r.kind == JobKind.PI and r is not record
-                and r.state not in ENDED_JOB_STATES and r.state != JobState.QUEUED]
+        live = [
+            r
+            for r in self.table.jobs.values()
+            if r.kind == JobKind.PI
+            and r is not record
+            and r.state not in ENDED_JOB_STATES
+            and r.state != JobState.QUEUED
+        ]
         root = links.root_session
         counts = SpawnCounts(
             parent_depth=max(0, links.depth - 1),
-            live_children=sum(1 for r in live if (
-                r.links.parent_session == links.parent_session if links.parent_session
-                else r.links.parent_peer == links.parent_peer)),
-            live_in_tree=sum(1 for r in live if (r.links.root_session or r.session) == root)
-            if root else 0,
-            live_spawned=sum(1 for r in live if r.links.spawned))
+            live_children=sum(
+                1
+                for r in live
+                if (
+                    r.links.parent_session == links.parent_session
+                    if links.parent_session
+                    else r.links.parent_peer == links.parent_peer
+                )
+            ),
+            live_in_tree=sum(1 for r in live if (r.links.root_session or r.session) == root) if root else 0,
+            live_spawned=sum(1 for r in live if r.links.spawned),
+        )
         return spawn_refusal(counts, self.table.settings(), True) is None
 
     def _plan(self, candidate: JobRecord | None = None) -> tuple[list[JobRecord], list[JobRecord]]:
@@ -217,12 +235,16 @@ class JobQueue:
         return chosen, queued
 
     # -- the gate ----------------------------------------------------------------------------
-    def place(self, record: JobRecord, group: str | None = None, priority: int = 0,
-              caps: bool = False) -> None:
+    def place(
+        self, record: JobRecord, group: str | None = None, priority: int = 0, caps: bool = False
+    ) -> None:
         """A new job's group and priority (checked), before it is launched."""
         if group is not None and group not in self.groups:
-            raise RequestError(NOT_FOUND, f"no group {group!r}: roost group add {group} "
-                                          "--parallel N makes it (roost group ls lists them)")
+            raise RequestError(
+                NOT_FOUND,
+                f"no group {group!r}: roost group add {group} "
+                "--parallel N makes it (roost group ls lists them)",
+            )
         record.queue = {"group": group, "priority": priority, "seq": 0}
         if caps:
             record.queue["caps"] = True
@@ -240,8 +262,7 @@ class JobQueue:
         if record.state != JobState.QUEUED:
             record.queue = {**_info(record), "seq": self._next_seq()}
             if known:
-                self.table.set_state(record, JobState.QUEUED, f"queued: {why}",
-                                     status="queued", busy=False)
+                self.table.set_state(record, JobState.QUEUED, f"queued: {why}", status="queued", busy=False)
             else:
                 record.state, record.status = JobState.QUEUED, "queued"
             self._positions.clear()
@@ -331,23 +352,24 @@ class JobQueue:
         if record.state != JobState.QUEUED:
             return None
         if not self._positions:
-            queued = sorted((r for r in self.table.jobs.values() if r.state == JobState.QUEUED),
-                            key=order_key)
+            queued = sorted(
+                (r for r in self.table.jobs.values() if r.state == JobState.QUEUED), key=order_key
+            )
             self._positions = {r.id: n for n, r in enumerate(queued, 1)}
         return self._positions.get(record.id)
 
     def row_fields(self, record: JobRecord) -> dict[str, Any]:
         """The row's `queue` (README: JSON output), and a queued job's status with its place."""
         position = self.position(record)
-        fields: dict[str, Any] = {"queue": {"position": position, "group": group_of(record),
-                                            "priority": priority_of(record)}}
+        fields: dict[str, Any] = {
+            "queue": {"position": position, "group": group_of(record), "priority": priority_of(record)}
+        }
         if position is not None:
             fields["status"] = f"queued (position {position})"
         return fields
 
     def queued(self) -> list[JobRecord]:
-        return sorted((r for r in self.table.jobs.values() if r.state == JobState.QUEUED),
-                      key=order_key)
+        return sorted((r for r in self.table.jobs.values() if r.state == JobState.QUEUED), key=order_key)
 
     def move(self, record: JobRecord, priority: int | None, first: bool) -> None:
         """A new priority (or the head of the queue: above every other queued job's)."""
@@ -369,8 +391,11 @@ class JobQueue:
     def set_group(self, name: str, parallel: int | None) -> None:
         """Add or change a group (`parallel` None: remove it); saved before it applies."""
         if not isinstance(name, str) or not GROUP_NAME.fullmatch(name):
-            raise RequestError(BAD_REQUEST, f"group name {name!r}: 1-40 letters, digits, "
-                                            "`.`, `_` or `-`, starting with a letter or digit")
+            raise RequestError(
+                BAD_REQUEST,
+                f"group name {name!r}: 1-40 letters, digits, "
+                "`.`, `_` or `-`, starting with a letter or digit",
+            )
         groups = dict(self.groups)
         if parallel is None:
             if name not in groups:
@@ -380,17 +405,17 @@ class JobQueue:
             if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= 10_000:
                 raise RequestError(BAD_REQUEST, "parallel must be a whole number from 1 to 10000")
             groups[name] = parallel
-        atomic_write_json(groups_file(), {"groups": {n: {"parallel": p}
-                                                     for n, p in sorted(groups.items())}})
+        atomic_write_json(groups_file(), {"groups": {n: {"parallel": p} for n, p in sorted(groups.items())}})
         self.groups = groups
         self.schedule()
 
     def group_rows(self) -> list[dict[str, Any]]:
         total, by_group = self._counts()
-        waiting = Counter(group_of(r) for r in self.table.jobs.values()
-                          if r.state == JobState.QUEUED)
-        return [{"name": name, "parallel": parallel, "running": by_group[name],
-                 "queued": waiting[name]} for name, parallel in sorted(self.groups.items())]
+        waiting = Counter(group_of(r) for r in self.table.jobs.values() if r.state == JobState.QUEUED)
+        return [
+            {"name": name, "parallel": parallel, "running": by_group[name], "queued": waiting[name]}
+            for name, parallel in sorted(self.groups.items())
+        ]
 
     def summary(self) -> dict[str, Any]:
         total, _ = self._counts()

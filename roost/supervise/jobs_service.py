@@ -62,8 +62,10 @@ def checked_name(core: Core, value: str) -> str:
         others.setdefault(record.id, f"{record.id!r}, the id of a job")
     imitated = unitext.imitates(name, others)
     if imitated:
-        raise RequestError(BAD_REQUEST, f"name {ascii(name)} looks like {imitated}: "
-                                        "choose a name that does not imitate another")
+        raise RequestError(
+            BAD_REQUEST,
+            f"name {ascii(name)} looks like {imitated}: choose a name that does not imitate another",
+        )
     return name
 
 
@@ -72,8 +74,9 @@ def default_name(text: str) -> str:
     return first[:40].rstrip() or "job"
 
 
-def resolve_agent(request: dict[str, Any], cwd: str,
-                  parent_tools: tuple[str, ...] | None = None) -> Definition | None:
+def resolve_agent(
+    request: dict[str, Any], cwd: str, parent_tools: tuple[str, ...] | None = None
+) -> Definition | None:
     """The agent definition a run/spawn asks for (with a spawn's tools narrowed to the
     parent's), None without `agent`; an unknown name is refused with the available ones."""
     from dataclasses import replace
@@ -95,9 +98,13 @@ def resolve_agent(request: dict[str, Any], cwd: str,
     return replace(defn, tools=tools)
 
 
-def create_job(core: Core, request: dict[str, Any],
-               parent_tools: tuple[str, ...] | None = None, links: Links | None = None,
-               resolve_after: Callable[[str], JobRecord] | None = None) -> JobRecord:
+def create_job(
+    core: Core,
+    request: dict[str, Any],
+    parent_tools: tuple[str, ...] | None = None,
+    links: Links | None = None,
+    resolve_after: Callable[[str], JobRecord] | None = None,
+) -> JobRecord:
     """Validate a run/spawn request and create (but not start) its job record.
 
     `parent_tools`: a spawning job's tool allowlist (a child never gets more).
@@ -114,15 +121,15 @@ def create_job(core: Core, request: dict[str, Any],
     job_id = new_job_id(set(core.jobs))
     if shell:
         command = request.get("command")
-        if (
-            not isinstance(command, list)
-            or not command
-            or not all(isinstance(part, str) for part in command)
-        ):
+        if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
             raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
         record = JobRecord(
-            id=job_id, name=name or default_name(" ".join(command)), kind=JobKind.SHELL, cwd=cwd,
-            command=command, summary=" ".join(strip_controls(" ".join(command)).split())[:120],
+            id=job_id,
+            name=name or default_name(" ".join(command)),
+            kind=JobKind.SHELL,
+            cwd=cwd,
+            command=command,
+            summary=" ".join(strip_controls(" ".join(command)).split())[:120],
         )
     else:
         from roost.definitions.rules import compose_task, pick
@@ -134,10 +141,10 @@ def create_job(core: Core, request: dict[str, Any],
             raise RequestError(BAD_REQUEST, "the task is empty (only whitespace)")
         defn = resolve_agent(request, cwd, parent_tools)
         # Explicit model/thinking > the definition's > the spawner's current ones.
-        model = pick(_text_arg(request, "model"), defn, "model",
-                     _text_arg(request, "defaultModel"))
-        thinking = pick(_text_arg(request, "thinking"), defn, "thinking",
-                        _text_arg(request, "defaultThinking"))
+        model = pick(_text_arg(request, "model"), defn, "model", _text_arg(request, "defaultModel"))
+        thinking = pick(
+            _text_arg(request, "thinking"), defn, "thinking", _text_arg(request, "defaultThinking")
+        )
         schema = output_schema(request, defn)
         full = compose_task(defn, task) + (task_note(schema) if schema is not None else "")
         try:  # the task becomes the first mailbox item: refuse now what the post would
@@ -145,15 +152,21 @@ def create_job(core: Core, request: dict[str, Any],
         except InvalidItem as exc:
             raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
         if thinking is not None and thinking not in THINKING_LEVELS:
-            raise RequestError(
-                BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}"
-            )
+            raise RequestError(BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}")
         record = JobRecord(
-            id=job_id, name=name or default_name(task), kind=JobKind.PI, cwd=cwd,
-            task=full, model=model, thinking=thinking, output_schema=schema,
+            id=job_id,
+            name=name or default_name(task),
+            kind=JobKind.PI,
+            cwd=cwd,
+            task=full,
+            model=model,
+            thinking=thinking,
+            output_schema=schema,
             summary=default_name(task),
-            agent=_text_arg(request, "agent"), agent_def=defn.to_json() if defn else None,
-            session=str(paths.job_dir(job_id) / "session.jsonl"), links=links or Links(),
+            agent=_text_arg(request, "agent"),
+            agent_def=defn.to_json() if defn else None,
+            session=str(paths.job_dir(job_id) / "session.jsonl"),
+            links=links or Links(),
         )
         record.approvals = approval_policy(core, request, defn, record.links)
         record.sandbox = sandbox_policy(core, request, defn, record.links, cwd)
@@ -161,8 +174,9 @@ def create_job(core: Core, request: dict[str, Any],
     return record
 
 
-def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
-                   links: Links, cwd: str) -> dict[str, Any] | None:
+def sandbox_policy(
+    core: Core, request: dict[str, Any], defn: Definition | None, links: Links, cwd: str
+) -> dict[str, Any] | None:
     """The job's bubblewrap sandbox (roost.sandbox.compose): a sandboxed parent's child is
     sandboxed too, inside its parent's writable folders; a sandbox is refused here, not at
     its start, when roostd finds no working bwrap on the caller's PATH."""
@@ -171,16 +185,28 @@ def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
     settings = core.settings()
     parent = core.jobs.get(links.parent_peer) if links.spawned and links.parent_peer else None
     boxed = parent.sandbox if parent is not None else None
-    if boxed is not None and parent is not None and not request.get("worktree") \
-            and not sandbox.child_cwd_allowed(cwd, parent.cwd, boxed):
-        raise RequestError(BAD_REQUEST, f"a sandboxed job's child works inside its parent's "
-                                        f"writable folders: {cwd} is outside them")
+    if (
+        boxed is not None
+        and parent is not None
+        and not request.get("worktree")
+        and not sandbox.child_cwd_allowed(cwd, parent.cwd, boxed)
+    ):
+        raise RequestError(
+            BAD_REQUEST,
+            f"a sandboxed job's child works inside its parent's writable folders: {cwd} is outside them",
+        )
     on = request.get("sandbox")
     network = _text_arg(request, "sandboxNetwork")
     try:
-        policy = sandbox.compose(on if isinstance(on, bool) else None, network,
-                                 bool(defn is not None and defn.sandbox), settings.sandbox,
-                                 settings.sandboxNetwork, settings.sandboxWritable, boxed)
+        policy = sandbox.compose(
+            on if isinstance(on, bool) else None,
+            network,
+            bool(defn is not None and defn.sandbox),
+            settings.sandbox,
+            settings.sandboxNetwork,
+            settings.sandboxWritable,
+            boxed,
+        )
         if policy is not None:  # the job's PATH, roostd's ROOST_BWRAP (as its worker will)
             env = request.get("env")
             env = dict(env) if isinstance(env, dict) and env.get("PATH") else dict(os.environ)
@@ -193,8 +219,9 @@ def sandbox_policy(core: Core, request: dict[str, Any], defn: Definition | None,
     return policy
 
 
-def approval_policy(core: Core, request: dict[str, Any], defn: Definition | None,
-                    links: Links) -> dict[str, Any] | None:
+def approval_policy(
+    core: Core, request: dict[str, Any], defn: Definition | None, links: Links
+) -> dict[str, Any] | None:
     """The job's approval policy (roost.approvals.callrules.compose). A spawned child's request
     comes from a model: it may only add ask and deny rules, and gets at least its parent
     job's policy (no escalation)."""
@@ -205,13 +232,17 @@ def approval_policy(core: Core, request: dict[str, Any], defn: Definition | None
     if links.spawned:
         request = {kind: request.get(kind) for kind in ("ask", "deny")}
     try:
-        return compose(request, defn.approvals if defn is not None else None,
-                       defn is not None and defn.source == "project", settings.approvals,
-                       dict(settings.approvalRules), settings.approvalTimeout,
-                       parent.approvals if parent is not None else None)
+        return compose(
+            request,
+            defn.approvals if defn is not None else None,
+            defn is not None and defn.source == "project",
+            settings.approvals,
+            dict(settings.approvalRules),
+            settings.approvalTimeout,
+            parent.approvals if parent is not None else None,
+        )
     except BadRule as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
-
 
 
 def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:
@@ -223,8 +254,7 @@ def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str,
     schema = request.get("output_schema")
     if schema is None:
         # A definition's file name was read into the schema when the definition was loaded.
-        return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) \
-            else None
+        return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) else None
     if isinstance(schema, str):
         import json
 
@@ -246,8 +276,13 @@ def request_env(request: dict[str, Any]) -> dict[str, str] | None:
         raise RequestError(BAD_REQUEST, str(exc)) from None
 
 
-def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = None,
-           env: dict[str, str] | None = None, env_source: str = "roost run") -> None:
+def launch(
+    core: Core,
+    record: JobRecord,
+    task_sender: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    env_source: str = "roost run",
+) -> None:
     """Create the job's directory and record (and its environment, `env`), queue its task
     as the first item, start its worker. All or nothing: if the record or the task cannot
     be written, nothing of the job is left (no record that stays `starting` for ever).
@@ -264,8 +299,9 @@ def launch(core: Core, record: JobRecord, task_sender: dict[str, Any] | None = N
             assert record.task is not None
             # The task goes in before the record: a roostd killed in between leaves a
             # directory without job.json, which no one lists or starts.
-            core.mailbox(record).post(kind=ItemKind.REPLY.value, text=record.task, sender=task_sender,
-                                        cause=RunCause.TASK.value)
+            core.mailbox(record).post(
+                kind=ItemKind.REPLY.value, text=record.task, sender=task_sender, cause=RunCause.TASK.value
+            )
         core.add_job(record)
         record.save()
     except (OSError, MailboxError) as exc:

@@ -50,8 +50,12 @@ class RecordSaver:
             record.save()
         except OSError as exc:
             if record.id not in self.unsaved:
-                log.error("job %s: its record could not be saved (%s): retrying every %gs",
-                          record.id, exc, SAVE_RETRY_SECONDS)
+                log.error(
+                    "job %s: its record could not be saved (%s): retrying every %gs",
+                    record.id,
+                    exc,
+                    SAVE_RETRY_SECONDS,
+                )
                 self.table.events.emit("job.save_failed", record, error=str(exc))
             self.unsaved[record.id] = str(exc)
             self._retry_soon()  # in SAVE_RETRY_SECONDS (roostd not serving: at the next change)
@@ -122,8 +126,7 @@ def quarantine_record(job_json: Path, reason: str) -> JobRecord:
     salvaged = _salvage(job_json)
     try:
         os.replace(job_json, bad)
-        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(why, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(f"{utc_now()} {reason}\n")
     except OSError as exc:
@@ -158,10 +161,14 @@ def stand_in(job_dir: Path, salvaged: dict[str, Any], reason: str) -> JobRecord:
 
     kind = JobKind.SHELL if text("kind", None) == JobKind.SHELL.value else JobKind.PI
     record = JobRecord(
-        id=job_id, name=text("name", job_id) or job_id, kind=kind,
-        cwd=text("cwd", "/") or "/", state=JobState.FAILED, session=text("session", None),
-        task=text("task", None), links=Links(parent_session=text("parentSession", None),
-                                             root_session=text("rootSession", None)),
+        id=job_id,
+        name=text("name", job_id) or job_id,
+        kind=kind,
+        cwd=text("cwd", "/") or "/",
+        state=JobState.FAILED,
+        session=text("session", None),
+        task=text("task", None),
+        links=Links(parent_session=text("parentSession", None), root_session=text("rootSession", None)),
         error=f"its job record was unreadable ({reason}); moved to job.json{BAD_SUFFIX}",
     )
     record.recovered = True
@@ -181,17 +188,20 @@ def accept_item(
     what the mailbox holds; a shell job takes no items at all.
     """
     if record.kind == JobKind.SHELL:
-        raise RequestError(
-            REFUSED, f"job {record.id} is a shell job: it takes no replies or messages"
-        )
+        raise RequestError(REFUSED, f"job {record.id} is a shell job: it takes no replies or messages")
     if record.state == JobState.WAITING:  # its task is not given yet: nothing may come first
-        raise RequestError(REFUSED, f"job {record.id} is {record.status}: it takes replies "
-                                    "and messages once it starts")
+        raise RequestError(
+            REFUSED, f"job {record.id} is {record.status}: it takes replies and messages once it starts"
+        )
     proc = daemon.procs.get(record.id)
     decision = item_outcome(
-        kind=kind, job=record.state, attached=record.attached,
+        kind=kind,
+        job=record.state,
+        attached=record.attached,
         worker=proc.state if proc is not None else None,
-        worker_alive=proc is not None and proc.alive, dialog=record.dialog, busy=record.busy,
+        worker_alive=proc is not None and proc.alive,
+        dialog=record.dialog,
+        busy=record.busy,
         over_budget=budgets.blocked(record),
     )
     if decision.post:
@@ -205,8 +215,7 @@ def accept_item(
         except MailboxFull as exc:
             raise RequestError(REFUSED, str(exc)) from None
         except MailboxError as exc:  # e.g. a directory of it replaced by a symlink
-            raise RequestError(
-                REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
+            raise RequestError(REFUSED, f"job {record.id}'s mailbox refused the item: {exc}") from None
     try:
         return _carry_out(daemon, record, kind, decision)
     except Exception as exc:
@@ -219,15 +228,13 @@ def accept_item(
         return Outcome.QUEUED
 
 
-def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
-               decision: ItemDecision) -> Outcome:
+def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind, decision: ItemDecision) -> Outcome:
     """What happens after the item is queued: wake the job, or mark its dialog answered."""
     if decision.wake and (held := held_by_other(record)) is not None:
         # Another process writes the session (a pi without roost's extension, started from
         # pi's resume hint): no second writer. The item waits; the job says why, as its
         # worker would have (roost.worker.lifecycle.Worker.check_lock), and nothing started.
-        daemon.set_state(record, JobState.FAILED, busy=False, status="",
-                         error=held.message(record.id))
+        daemon.set_state(record, JobState.FAILED, busy=False, status="", error=held.message(record.id))
         return Outcome.QUEUED
     if decision.wake:
         daemon.start_worker(record, f"a {kind.value} arrived")
@@ -238,8 +245,7 @@ def _carry_out(daemon: JobTable, record: JobRecord, kind: ItemKind,
         # The worker answers an open dialog with the first pending reply: mark it answered
         # now, so a `wait` right after this reply waits for the run instead of seeing the
         # dialog still open (the worker's own update follows and agrees).
-        daemon.set_state(record, JobState.RUNNING, dialog=False, question=None,
-                         status="thinking")
+        daemon.set_state(record, JobState.RUNNING, dialog=False, question=None, status="thinking")
     elif decision.outcome == Outcome.STARTED and not daemon.queue.has_room(record):
         # Its idle worker would start a run: with no slot free it waits queued (its
         # worker asks roostd for a slot first: roost.supervise.jobqueue.JobQueue.turn).

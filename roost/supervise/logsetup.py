@@ -65,8 +65,14 @@ class RepeatFilter(logging.Filter):
             if seen[1]:
                 name, level, text = key
                 summary = logging.LogRecord(
-                    name, level, __file__, 0, "%s [… repeated %d more times in %gs]",
-                    (text, int(seen[1]), self.window), None)
+                    name,
+                    level,
+                    __file__,
+                    0,
+                    "%s [… repeated %d more times in %gs]",
+                    (text, int(seen[1]), self.window),
+                    None,
+                )
                 summary.roost_summary = True
                 self.handler.handle(summary)
 
@@ -75,8 +81,7 @@ class _FollowingHandler(logging.handlers.RotatingFileHandler):
     """Rotates, then makes fds 1 and 2 the new file too. Files are made 0600."""
 
     def _open(self) -> TextIOWrapper:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         return open(fd, "a", encoding=self.encoding)  # noqa: SIM115 (the handler closes it)
 
     def doRollover(self) -> None:
@@ -99,8 +104,7 @@ def setup(log_path: Path, level: str) -> None:
     """roostd's logging: rotated into `log_path` when stderr is that file, else stderr."""
     handler: logging.Handler
     if _stderr_is(log_path):
-        handler = _FollowingHandler(log_path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_KEEP,
-                                    encoding="utf-8")
+        handler = _FollowingHandler(log_path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_KEEP, encoding="utf-8")
     else:
         handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(FORMAT))

@@ -65,12 +65,20 @@ class AgentRouter:
     def job_peer(self, record: JobRecord) -> Peer:
         proc = self.daemon.procs.get(record.id)
         return Peer(
-            id=record.id, name=record.name, kind=PeerKind.JOB, session=record.session,
-            state=record.state.value, cwd=record.cwd,
+            id=record.id,
+            name=record.name,
+            kind=PeerKind.JOB,
+            session=record.session,
+            state=record.state.value,
+            cwd=record.cwd,
             live=proc is not None and proc.alive,
-            status=record.status, summary=record.summary, question=record.question,
-            parent_session=record.links.parent_session, parent_peer=record.links.parent_peer,
-            root_session=record.links.root_session, extra={
+            status=record.status,
+            summary=record.summary,
+            question=record.question,
+            parent_session=record.links.parent_session,
+            parent_peer=record.links.parent_peer,
+            root_session=record.links.root_session,
+            extra={
                 "shell": record.kind == JobKind.SHELL,
                 "cost": (record.usage or {}).get("cost"),  # roost_agents shows it
             },
@@ -80,8 +88,13 @@ class AgentRouter:
         job = self.job_for_session(fg.session)
         links = job.links if job else None
         return Peer(
-            id=fg.id, name=fg.name, kind=PeerKind.FOREGROUND, session=fg.session, state="connected",
-            cwd=fg.cwd, live=True,
+            id=fg.id,
+            name=fg.name,
+            kind=PeerKind.FOREGROUND,
+            session=fg.session,
+            state="connected",
+            cwd=fg.cwd,
+            live=True,
             parent_session=links.parent_session if links else None,
             parent_peer=links.parent_peer if links else None,
             root_session=links.root_session if links else None,
@@ -185,8 +198,12 @@ class AgentRouter:
         message.sent event carries no body)."""
         outcome = await self.deliver(target, ItemKind.MESSAGE, sender, relation(target, sender), text)
         self.daemon.events.emit(
-            "message.sent", sender, **{"from": {"id": sender.id, "name": sender.name}},
-            to={"id": target.id, "name": target.name}, outcome=outcome.value)
+            "message.sent",
+            sender,
+            **{"from": {"id": sender.id, "name": sender.name}},
+            to={"id": target.id, "name": target.name},
+            outcome=outcome.value,
+        )
         return outcome
 
     # -- reports -----------------------------------------------------------------------------
@@ -203,10 +220,14 @@ class AgentRouter:
         except Exception as exc:
             self._keep_and_retry(child, report, exc, REPORT_RETRY_SECONDS)
 
-    def _keep_and_retry(self, child: JobRecord, report: dict[str, Any], exc: Exception,
-                        delay: float) -> None:
-        log.error("job %s: its report could not be routed (%s: %s): routing it again in %gs",
-                  child.id, type(exc).__name__, exc, delay)
+    def _keep_and_retry(self, child: JobRecord, report: dict[str, Any], exc: Exception, delay: float) -> None:
+        log.error(
+            "job %s: its report could not be routed (%s: %s): routing it again in %gs",
+            child.id,
+            type(exc).__name__,
+            exc,
+            delay,
+        )
         kept = {**report}  # this attempt's own: whoever takes it from the record has it
         child.reports.undelivered = kept
         if child.id in self.daemon.jobs:
@@ -214,8 +235,7 @@ class AgentRouter:
                 child.save()
             except OSError as error:
                 log.warning("job %s: its kept report is not on disk yet: %s", child.id, error)
-        self._tasks.spawn(self._route_again(child, kept, delay),
-                          f"routing job {child.id}'s report again")
+        self._tasks.spawn(self._route_again(child, kept, delay), f"routing job {child.id}'s report again")
 
     async def _route_again(self, child: JobRecord, kept: dict[str, Any], delay: float) -> None:
         await asyncio.sleep(delay)
@@ -233,7 +253,7 @@ class AgentRouter:
         holds the parent's session. A report with an `id` (a worker's hand-back) is handed
         over at most once, even when roostd died half-way and the worker sent it again."""
         sender = self.job_peer(child)
-        text = str(report.get("result") or report.get("text") or "")[:protocol.RESULT_MAX]
+        text = str(report.get("result") or report.get("text") or "")[: protocol.RESULT_MAX]
         fields: dict[str, Any] = {k: report.get(k) for k in ("state", "question", "error")}
         if report.get("ended"):
             fields["ended"] = True
@@ -283,19 +303,26 @@ class AgentRouter:
                 if child.reports.undelivered is not None:
                     raise  # kept, and not on disk: kept again, and routed again (hand_over)
                 # Handed over: routing it again would hand it over twice.
-                log.error("job %s: its report went to %s; its record is not saved: %s",
-                          child.id, target.id, exc)
+                log.error(
+                    "job %s: its report went to %s; its record is not saved: %s", child.id, target.id, exc
+                )
         log.info("job %s: report to %s -> %s", child.id, target.id, outcome.value)
         if child.reports.undelivered is None:  # a kept report is announced once handed over
             self.daemon.events.emit(
-                "job.report", child, to={"id": target.id, "name": target.name},
+                "job.report",
+                child,
+                to={"id": target.id, "name": target.name},
                 kind="ended" if report.get("ended") else ItemKind.REPORT.value,
-                firstLine=(text.strip().splitlines() or [""])[0][:200], outcome=outcome.value)
+                firstLine=(text.strip().splitlines() or [""])[0][:200],
+                outcome=outcome.value,
+            )
 
     def _holds_report(self, parent: JobRecord, report_id: str) -> bool:
         box = self.daemon.mailbox(parent)
-        return any(item.kind == ItemKind.REPORT and item.extra.get("report") == report_id
-                   for item in (*box.pending(), *box.acked()))
+        return any(
+            item.kind == ItemKind.REPORT and item.extra.get("report") == report_id
+            for item in (*box.pending(), *box.acked())
+        )
 
     def retry_undelivered(self, session: str | None) -> None:
         """A peer or job for `session` appeared: deliver the reports kept for it."""
@@ -313,7 +340,6 @@ class AgentRouter:
         self.report_for(record, {"ended": True, "text": reason, "state": record.state.value})
 
     def live_jobs(self) -> list[JobRecord]:
-        return [r for r in self.daemon.jobs.values()
-                if r.kind == JobKind.PI and r.state not in ENDED_JOB_STATES]
-
-
+        return [
+            r for r in self.daemon.jobs.values() if r.kind == JobKind.PI and r.state not in ENDED_JOB_STATES
+        ]

@@ -106,16 +106,16 @@ class LocalRunner:
 
     def launch(self, spec: WorkerSpec) -> Launched:
         # 0600 and never through a symlink planted in the job's directory.
-        fd = os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         try:
             os.fchmod(fd, 0o600)
             if self.spare is not None:
                 # The next spare: once the workers started lately are up (or stop starting).
                 self.spare.start_later(spec.job_id if spec.spare else None)
                 if spec.spare:
-                    taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd,
-                                             "env": spec.env}, fd)
+                    taken = self.spare.take({"job": spec.job_id, "cwd": spec.cwd, "env": spec.env}, fd)
                     if taken is not None:
                         return taken  # it owns fd now
             return self._start(spec, fd)

@@ -78,8 +78,7 @@ class Scheduler:
         self._started = True
         for schedule in self.schedules.values():
             for made in schedule.jobs:
-                self._by_job[made["id"]] = {"name": schedule.name, "cause": made["cause"],
-                                            "due": made["due"]}
+                self._by_job[made["id"]] = {"name": schedule.name, "cause": made["cause"], "due": made["due"]}
         for schedule in list(self.schedules.values()):
             if schedule.pending is not None:  # armed once that firing has its run
                 self._tasks.spawn(self.finish_pending(schedule), f"schedule {schedule.name}")
@@ -151,8 +150,7 @@ class Scheduler:
         due = schedule.when.due(since, now)
         if due:
             grace = None if restarted else ON_TIME
-            self._tasks.spawn(self._fire_due(schedule, due, now, grace),
-                              f"schedule {schedule.name}")
+            self._tasks.spawn(self._fire_due(schedule, due, now, grace), f"schedule {schedule.name}")
             return
         nxt = schedule.when.next_after(max(since, now))
         if nxt is None:
@@ -167,13 +165,14 @@ class Scheduler:
         if schedule is not None:
             self.arm(schedule)  # early (the cap, clock drift): it only sets the timer again
 
-    async def _fire_due(self, schedule: Schedule, due: list[float], now: float,
-                        grace: float | None) -> None:
+    async def _fire_due(self, schedule: Schedule, due: list[float], now: float, grace: float | None) -> None:
         chosen = firings(due, now, schedule.catch_up, grace)
         if not chosen:  # all missed, --catch-up none: on record, so never counted again
             schedule.last_fired, schedule.last_cause = due[-1], "catch-up"
-            schedule.last_outcome, schedule.last_detail = "skipped", (
-                f"{len(due)} missed firing(s) not caught up (--catch-up none)")
+            schedule.last_outcome, schedule.last_detail = (
+                "skipped",
+                (f"{len(due)} missed firing(s) not caught up (--catch-up none)"),
+            )
             self.save()
         for when, cause in chosen:
             if self.schedules.get(schedule.name) is not schedule:
@@ -186,8 +185,7 @@ class Scheduler:
         if self._triggers is None:
             from roost.supervise.filetrigger import FileTriggers
 
-            self._triggers = FileTriggers(asyncio.get_running_loop(), self._changed,
-                                          self._ignored)
+            self._triggers = FileTriggers(asyncio.get_running_loop(), self._changed, self._ignored)
         self._debounce[schedule.name] = Debounce(schedule.debounce, self.clock)
         try:
             self._triggers.watch(schedule.name, schedule.when.expr.split("\n"))
@@ -216,8 +214,7 @@ class Scheduler:
         if timer is not None:
             timer.cancel()
         loop = asyncio.get_running_loop()
-        self._timers[name] = loop.call_later(max(deadline - self.clock(), 0.0),
-                                             self._burst_over, name)
+        self._timers[name] = loop.call_later(max(deadline - self.clock(), 0.0), self._burst_over, name)
 
     def _burst_over(self, name: str) -> None:
         self._timers.pop(name, None)
@@ -229,8 +226,7 @@ class Scheduler:
             if debounce.pending:
                 self._changed(name, [])
             return
-        self._tasks.spawn(self.fire(schedule, "change", self.clock(), taken),
-                          f"schedule {name}")
+        self._tasks.spawn(self.fire(schedule, "change", self.clock(), taken), f"schedule {name}")
 
     # -- firing -------------------------------------------------------------------------
     def _last_busy(self, schedule: Schedule) -> JobRecord | None:
@@ -246,16 +242,20 @@ class Scheduler:
             try:
                 await asyncio.wait_for(proc.reported.wait(), REPORT_WAIT)
             except TimeoutError:
-                log.warning("schedule %s: job %s's worker has not reported in %gs: its "
-                            "record decides the overlap", schedule.name, proc.record.id,
-                            REPORT_WAIT)
+                log.warning(
+                    "schedule %s: job %s's worker has not reported in %gs: its record decides the overlap",
+                    schedule.name,
+                    proc.record.id,
+                    REPORT_WAIT,
+                )
         return self._last_busy(schedule)
 
     def _lock(self, schedule: Schedule) -> asyncio.Lock:
         return self._locks.setdefault(schedule.name, asyncio.Lock())
 
-    async def fire(self, schedule: Schedule, cause: str, due: float,
-                   changed: list[str] | None = None) -> dict[str, Any]:
+    async def fire(
+        self, schedule: Schedule, cause: str, due: float, changed: list[str] | None = None
+    ) -> dict[str, Any]:
         """One firing: kept on disk first, then its run. Returns what happened, as the
         `schedule.fired` event says it. One firing of a schedule at a time (a restart's
         catch-up, its queued firings and a timer decide one after another, each on the
@@ -263,8 +263,9 @@ class Scheduler:
         async with self._lock(schedule):
             return await self._fire(schedule, cause, due, changed)
 
-    async def _fire(self, schedule: Schedule, cause: str, due: float,
-                    changed: list[str] | None) -> dict[str, Any]:
+    async def _fire(
+        self, schedule: Schedule, cause: str, due: float, changed: list[str] | None
+    ) -> dict[str, Any]:
         """`fire`, under the schedule's lock."""
         if cause in ("time", "catch-up"):
             schedule.last_fired = max(schedule.last_fired or 0.0, due)
@@ -282,23 +283,42 @@ class Scheduler:
         else:
             schedule.fired += 1
             last = self.host.jobs.get(schedule.last_job) if schedule.last_job else None
-            schedule.pending = {"cause": cause, "due": due, "paths": changed,
-                                "name": self._job_name(schedule),
-                                "job": last.id if schedule.session == "same" and last else None}
+            schedule.pending = {
+                "cause": cause,
+                "due": due,
+                "paths": changed,
+                "name": self._job_name(schedule),
+                "job": last.id if schedule.session == "same" and last else None,
+            }
             # On disk before the run: a roostd killed from here on finishes this firing
             # when it starts again (finish_pending), once.
             self.save()
             outcome, detail, record = await self._run(schedule)
         return self._fired(schedule, cause, due, changed, outcome, detail, record)
 
-    def _fired(self, schedule: Schedule, cause: str, due: float, changed: list[str] | None,
-               outcome: str, detail: str, record: JobRecord | None) -> dict[str, Any]:
+    def _fired(
+        self,
+        schedule: Schedule,
+        cause: str,
+        due: float,
+        changed: list[str] | None,
+        outcome: str,
+        detail: str,
+        record: JobRecord | None,
+    ) -> dict[str, Any]:
         schedule.pending = None
         schedule.last_outcome, schedule.last_detail = outcome, detail
         self.save()
         return self.host.events.emit(
-            "schedule.fired", record, schedule=schedule.name, cause=cause,
-            due=book.iso(due), outcome=outcome, detail=detail, paths=changed)
+            "schedule.fired",
+            record,
+            schedule=schedule.name,
+            cause=cause,
+            due=book.iso(due),
+            outcome=outcome,
+            detail=detail,
+            paths=changed,
+        )
 
     async def _run(self, schedule: Schedule) -> tuple[str, str, JobRecord | None]:
         """The pending firing's run: (outcome, why it failed, its job)."""
@@ -326,8 +346,11 @@ class Scheduler:
         made = self._made_before(schedule, pending)
         record: JobRecord | None = made
         if made is not None:
-            log.info("schedule %s: the firing for %s had made its run before roostd stopped",
-                     schedule.name, book.iso(due))
+            log.info(
+                "schedule %s: the firing for %s had made its run before roostd stopped",
+                schedule.name,
+                book.iso(due),
+            )
             outcome, detail = ("replied" if pending.get("job") else "started"), ""
             schedule.last_job = made.id
             self._made(schedule, made.id, cause, due)
@@ -340,23 +363,23 @@ class Scheduler:
             record = self.host.jobs.get(pending["job"])
             if record is None:
                 return None
-            text = book.firing_task(schedule, pending["cause"], pending["due"],
-                                    pending.get("paths"))
+            text = book.firing_task(schedule, pending["cause"], pending["due"], pending.get("paths"))
             box = self.host.mailbox(record)
             return record if any(i.text == text for i in [*box.pending(), *box.acked()]) else None
         return next((r for r in self.host.jobs.values() if r.name == pending["name"]), None)
 
-    async def _start(self, schedule: Schedule, cause: str, due: float,
-                     paths: list[str] | None, name: str,
-                     job: str | None) -> tuple[str, JobRecord]:
+    async def _start(
+        self, schedule: Schedule, cause: str, due: float, paths: list[str] | None, name: str, job: str | None
+    ) -> tuple[str, JobRecord]:
         changed = paths
         text = book.firing_task(schedule, cause, due, changed)
         last = self.host.jobs.get(job) if job else None
         if last is not None:
             answer = await self._op("reply", job=last.id, text=text)
             if answer["status"] == "stopped":
-                raise RequestError(REFUSED, f"job {last.id} is stopped: `roost start "
-                                            f"{last.id}` to go on, or remove it")
+                raise RequestError(
+                    REFUSED, f"job {last.id} is stopped: `roost start {last.id}` to go on, or remove it"
+                )
             self._made(schedule, last.id, cause, due)
             return "replied", last
         request = {**schedule.run, "task": text, "name": name, "env": schedule.env}
@@ -368,7 +391,7 @@ class Scheduler:
 
     def _made(self, schedule: Schedule, job_id: str, cause: str, due: float) -> None:
         entry = {"id": job_id, "cause": cause, "due": book.iso(due)}
-        schedule.jobs = [*(j for j in schedule.jobs if j["id"] != job_id), entry][-book.JOBS_KEPT:]
+        schedule.jobs = [*(j for j in schedule.jobs if j["id"] != job_id), entry][-book.JOBS_KEPT :]
         self._by_job[job_id] = {"name": schedule.name, "cause": cause, "due": entry["due"]}
 
     def job_field(self, job_id: str) -> dict[str, str] | None:
@@ -395,8 +418,7 @@ class Scheduler:
         if event["type"] not in ("job.state", "job.removed") or not isinstance(job, dict):
             return
         for schedule in self.schedules.values():
-            if (schedule.queued and schedule.last_job == job.get("id")
-                    and self._last_busy(schedule) is None):
+            if schedule.queued and schedule.last_job == job.get("id") and self._last_busy(schedule) is None:
                 self._drain(schedule)
 
     def _drain(self, schedule: Schedule) -> None:
@@ -411,9 +433,12 @@ class Scheduler:
         drains it."""
         try:
             async with self._lock(schedule):
-                if (not schedule.queued or schedule.paused
-                        or self.schedules.get(schedule.name) is not schedule
-                        or await self._last_busy_now(schedule) is not None):
+                if (
+                    not schedule.queued
+                    or schedule.paused
+                    or self.schedules.get(schedule.name) is not schedule
+                    or await self._last_busy_now(schedule) is not None
+                ):
                     return
                 queued = schedule.queued.pop(0)
                 await self._fire(schedule, queued["cause"], queued["due"], queued.get("paths"))

@@ -37,8 +37,16 @@ from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024  # a batch: ~30 ms of work at most
-QUIET = frozenset({JobState.DONE, JobState.FAILED, JobState.STOPPED, JobState.REAPED,
-                   JobState.WAITING, JobState.NEEDS_INPUT})
+QUIET = frozenset(
+    {
+        JobState.DONE,
+        JobState.FAILED,
+        JobState.STOPPED,
+        JobState.REAPED,
+        JobState.WAITING,
+        JobState.NEEDS_INPUT,
+    }
+)
 """No pi writes its session in these unless something starts it (a job change first) or a
 foreground pi holds it (attached: watched too)."""
 NICE = 10
@@ -181,14 +189,22 @@ class SearchKeeper:
             _, job, path, start, data = task
             offset, inode, asked = indexdb.source_state(conn, path)
             if offset >= start:
-                data, start = data[offset - start:], offset
+                data, start = data[offset - start :], offset
                 found = entryscan.scan(data, start, asked)
-                indexdb.commit_batch(conn, path, job, found.rows, found.end, inode or 0,
-                                     found.asked)
+                indexdb.commit_batch(conn, path, job, found.rows, found.end, inode or 0, found.asked)
         elif kind == "job":
             _, job, name, cwd, session, parent, removed = task
-            indexdb.note_job(conn, {"id": job, "name": name, "cwd": cwd, "session": session,
-                                    "parent": parent, "removed": removed})
+            indexdb.note_job(
+                conn,
+                {
+                    "id": job,
+                    "name": name,
+                    "cwd": cwd,
+                    "session": session,
+                    "parent": parent,
+                    "removed": removed,
+                },
+            )
         elif kind == "result":
             _, job, text = task
             row = Row("result", text[: entryscan.TEXT_MAX], time.time(), "", 0)
@@ -220,8 +236,17 @@ class SearchKeeper:
                 found = entryscan.scan(data, offset, asked)
                 if found.end == offset and not replace:
                     break  # a line still being written
-                if not indexdb.commit_batch(conn, path, job, found.rows, found.end, st.st_ino,
-                                            found.asked, replace=replace, start=offset):
+                if not indexdb.commit_batch(
+                    conn,
+                    path,
+                    job,
+                    found.rows,
+                    found.end,
+                    st.st_ino,
+                    found.asked,
+                    replace=replace,
+                    start=offset,
+                ):
                     break
                 count += len(found.rows)
                 time.sleep((time.monotonic() - read_at) * YIELD)
@@ -246,9 +271,14 @@ class SearchKeeper:
                 if record.result is not None:
                     self._do(conn, ("result", record.id, json.dumps(record.result, sort_keys=True)))
                     count += 1
-            done.set_result({"entries": count, "jobs": len(jobs) - len(removed),
-                             "removedKept": len(removed),
-                             "seconds": round(time.monotonic() - began, 3)})
+            done.set_result(
+                {
+                    "entries": count,
+                    "jobs": len(jobs) - len(removed),
+                    "removedKept": len(removed),
+                    "seconds": round(time.monotonic() - began, 3),
+                }
+            )
         except Exception as exc:
             done.set_exception(exc)
 

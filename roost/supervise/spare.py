@@ -47,8 +47,9 @@ def standby_command() -> list[str]:
 class SpareLaunch:
     """A spare taken for one job (runner.Launched): it acts on `go`."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket, log_fd: int,
-                 job: dict[str, object]) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], sock: socket.socket, log_fd: int, job: dict[str, object]
+    ) -> None:
         self._popen = popen
         self._sock: socket.socket | None = sock
         self._log_fd: int | None = log_fd

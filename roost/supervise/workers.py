@@ -98,17 +98,26 @@ class WorkerProcess:
         if self.adopt():
             # The worker its record names is alive (a roostd that never saw its exit):
             # a second one must never start.
-            log.warning("job %s: adopted live worker pid %s instead of starting another",
-                        self.record.id, self.record.process.worker_pid)
+            log.warning(
+                "job %s: adopted live worker pid %s instead of starting another",
+                self.record.id,
+                self.record.process.worker_pid,
+            )
             return False
         evict_strangers(self.record.dir)
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
         # The worker waits on `go` before it takes the job's lock or reads anything: it
         # runs only once its pid and start time are saved, so a worker no record names
         # never exists (a roostd killed in between never releases it, and it exits).
-        launched = self._runner.launch(WorkerSpec(
-            self.record.id, self.command(), cwd, self.record.dir / "worker.log",
-            spare=self.record.kind == JobKind.PI))
+        launched = self._runner.launch(
+            WorkerSpec(
+                self.record.id,
+                self.command(),
+                cwd,
+                self.record.dir / "worker.log",
+                spare=self.record.kind == JobKind.PI,
+            )
+        )
         self._launched = launched
         self.record.process.worker_pid = launched.pid
         self.record.process.worker_start = launched.start_time
@@ -123,8 +132,7 @@ class WorkerProcess:
         try:
             self.record.save()
         except OSError as exc:  # not saved: never released, the worker exits
-            log.error("job %s: the new worker's pid could not be saved (%s): it exits",
-                      self.record.id, exc)
+            log.error("job %s: the new worker's pid could not be saved (%s): it exits", self.record.id, exc)
             self.fatal_reason = f"roostd could not record its worker: {exc}"
             launched.cancel()
             return False
@@ -192,8 +200,7 @@ class WorkerProcess:
         if self.expected_exit == REAP_REASON:
             self._set_state(ProcState.EXITED)
             return WorkerExit.REAPED, self.expected_exit
-        if self.expected_exit == ATTACH_REASON or (
-                self.expected_exit is None and self.record.attached):
+        if self.expected_exit == ATTACH_REASON or (self.expected_exit is None and self.record.attached):
             # It let go (or died while letting go) for `roost attach`: a foreground pi is
             # about to own the session, so no worker may be started for it now.
             self._set_state(ProcState.EXITED)
@@ -209,8 +216,10 @@ class WorkerProcess:
         window = settings.restartWindowSeconds
         limit = settings.restartMaxCrashes
         self.record.process.crashes = [t for t in self.record.process.crashes if now - t < window] + [now]
-        how = f"exit code {code}" if code is not None and code >= 0 else (
-            f"signal {-code}" if code is not None else "exited"
+        how = (
+            f"exit code {code}"
+            if code is not None and code >= 0
+            else (f"signal {-code}" if code is not None else "exited")
         )
         if len(self.record.process.crashes) >= limit:
             self._set_state(ProcState.FATAL)
@@ -314,8 +323,12 @@ def stop_leftovers(record: JobRecord) -> list[int]:
     session = record.session
     if session and not record.attached and os.path.dirname(session) == str(record.dir):
         holder = read_holder(session)
-        if holder is not None and holder.pid != os.getpid() and holder_is_alive(holder) \
-                and procid.stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS):
+        if (
+            holder is not None
+            and holder.pid != os.getpid()
+            and holder_is_alive(holder)
+            and procid.stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS)
+        ):
             log.warning("job %s: stopped pid %s, which held its session", record.id, holder.pid)
             stopped.append(holder.pid)
     return stopped

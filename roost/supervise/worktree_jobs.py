@@ -58,8 +58,7 @@ def in_tree(daemon: JobTable, key: str) -> int:
 
 
 # -- creation ----------------------------------------------------------------------------
-async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any],
-                  spawned: bool) -> None:
+async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any], spawned: bool) -> None:
     """Give a new (not yet launched) pi job its worktree when the request and the policy
     say so: the worktree is made, `record.worktree` set and `record.cwd` moved into it.
     RequestError (nothing made) otherwise."""
@@ -79,8 +78,9 @@ async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any],
     _making[key] = _making.get(key, 0) + 1
     try:
         async with _git_changes:
-            made = await asyncio.to_thread(_create, record.id, record.name, record.cwd,
-                                           want.branch, want.base)
+            made = await asyncio.to_thread(
+                _create, record.id, record.name, record.cwd, want.branch, want.base
+            )
     except git.GitError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
     finally:
@@ -93,8 +93,7 @@ async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any],
         record.cwd = made["path"]
 
 
-def _create(job_id: str, name: str, cwd: str, branch: str | None,
-            base: str | None) -> dict[str, Any]:
+def _create(job_id: str, name: str, cwd: str, branch: str | None, base: str | None) -> dict[str, Any]:
     """Check everything, then make the worktree (blocking). Nothing is made when a check
     fails; a failed `git worktree add` leaves nothing either (git cleans up after itself,
     and we remove what it may leave)."""
@@ -117,8 +116,14 @@ def _create(job_id: str, name: str, cwd: str, branch: str | None,
 
             shutil.rmtree(path, ignore_errors=True)
         raise
-    made = {"path": str(path), "branch": branch, "base": base_sha, "origin": origin,
-            "toplevel": checkout.toplevel, "repo": checkout.common_dir}
+    made = {
+        "path": str(path),
+        "branch": branch,
+        "base": base_sha,
+        "origin": origin,
+        "toplevel": checkout.toplevel,
+        "repo": checkout.common_dir,
+    }
     try:
         fill.start(str(path), rel)
         job_dir = paths.ensure_dir(paths.job_dir(job_id))
@@ -153,8 +158,7 @@ def _remember_repo(common_dir: str) -> None:
     known = _known_repos()
     if common_dir in known:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(common_dir + "\n")
 
@@ -172,8 +176,7 @@ def running(record: JobRecord) -> bool:
     return record.busy or record.state in (JobState.STARTING, JobState.RUNNING)
 
 
-async def merge(daemon: JobTable, record: JobRecord, into: str | None,
-                squash: bool) -> dict[str, Any]:
+async def merge(daemon: JobTable, record: JobRecord, into: str | None, squash: bool) -> dict[str, Any]:
     wt = record.worktree
     if not wt:
         raise RequestError(REFUSED, f"job {record.id} has no worktree: nothing to merge")
@@ -181,8 +184,11 @@ async def merge(daemon: JobTable, record: JobRecord, into: str | None,
         raise RequestError(BAD_REQUEST, "into must be a branch name")
     async with _git_changes:
         if running(record):
-            raise RequestError(REFUSED, f"job {record.id} is {record.state.value} (a run is in "
-                                        "progress): merge once it has settled (roost wait)")
+            raise RequestError(
+                REFUSED,
+                f"job {record.id} is {record.state.value} (a run is in "
+                "progress): merge once it has settled (roost wait)",
+            )
         try:
             return await asyncio.to_thread(_merge, record.id, record.name, wt, into, squash)
         except MergeConflict as exc:
@@ -199,8 +205,7 @@ def _repo_dir(wt: dict[str, Any]) -> str:
     raise git.GitError(f"the repository of worktree {wt.get('path')} is gone")
 
 
-def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
-           squash: bool) -> dict[str, Any]:
+def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None, squash: bool) -> dict[str, Any]:
     repo = _repo_dir(wt)
     branch = wt["branch"]
     if into is None:
@@ -209,8 +214,9 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
             raise git.GitError(f"the job's starting directory {origin} is gone: say --into BRANCH")
         into = git.current_branch(origin)
         if into is None:
-            raise git.GitError(f"the checkout at {origin} is not on a branch (detached HEAD): "
-                               "say --into BRANCH")
+            raise git.GitError(
+                f"the checkout at {origin} is not on a branch (detached HEAD): say --into BRANCH"
+            )
     else:
         git.check_branch_name(into)
     if into == branch:
@@ -220,18 +226,30 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
     if not git.branch_exists(repo, branch):
         raise git.GitError(f"the job's branch {branch} no longer exists")
     uncommitted = len(git.status(wt["path"])) if os.path.isdir(wt["path"]) else 0
-    result: dict[str, Any] = {"id": job_id, "branch": branch, "into": into,
-                              "squash": squash, "uncommitted": uncommitted}
+    result: dict[str, Any] = {
+        "id": job_id,
+        "branch": branch,
+        "into": into,
+        "squash": squash,
+        "uncommitted": uncommitted,
+    }
     if git.is_ancestor(repo, f"refs/heads/{branch}", f"refs/heads/{into}"):
-        committed = git.git(["rev-list", "--count", f"{wt['base']}..refs/heads/{branch}", "--"],
-                            repo, doing="counting the branch's commits").stdout.strip()
+        committed = git.git(
+            ["rev-list", "--count", f"{wt['base']}..refs/heads/{branch}", "--"],
+            repo,
+            doing="counting the branch's commits",
+        ).stdout.strip()
         if committed in ("", "0"):  # not "already up to date": the job never committed
             files = f"{uncommitted} file{'s' if uncommitted != 1 else ''}"
             raise git.GitError(
                 f"nothing to merge: job {job_id} committed nothing on {branch}"
-                + (f"; its worktree has uncommitted changes to {files}, which a merge "
-                   f"leaves out (commit them there; roost diff {job_id} shows them)"
-                   if uncommitted else ""))
+                + (
+                    f"; its worktree has uncommitted changes to {files}, which a merge "
+                    f"leaves out (commit them there; roost diff {job_id} shows them)"
+                    if uncommitted
+                    else ""
+                )
+            )
         return {**result, "merged": False, "outcome": "already up to date", "commit": None}
     checkouts = git.worktree_checkouts(repo)
     target = checkouts.get(into)
@@ -239,21 +257,30 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
         dirty = git.tracked_changes(target)
         if dirty:
             shown = ", ".join(line[3:] for line in dirty[:10]) + (" …" if len(dirty) > 10 else "")
-            raise git.GitError(f"the checkout of {into} at {target} has uncommitted changes "
-                               f"({shown}): commit or stash them first; nothing was merged")
+            raise git.GitError(
+                f"the checkout of {into} at {target} has uncommitted changes "
+                f"({shown}): commit or stash them first; nothing was merged"
+            )
     conflicted = git.conflicts(repo, into, branch)
     if conflicted:
         raise MergeConflict(
             f"merge aborted: merging {branch} into {into} conflicts in "
-            f"{', '.join(conflicted)}; nothing was changed (both branches are as they were)")
+            f"{', '.join(conflicted)}; nothing was changed (both branches are as they were)"
+        )
     count = git.commit_count(wt["path"], wt["base"]) if os.path.isdir(wt["path"]) else 0
-    message = (f"Merge roost job {name} ({job_id}): {branch}" if not squash else
-               f"roost job {name} ({job_id}): {branch}, squashed ({count} commits)")
+    message = (
+        f"Merge roost job {name} ({job_id}): {branch}"
+        if not squash
+        else f"roost job {name} ({job_id}): {branch}, squashed ({count} commits)"
+    )
     temp: Path | None = None
     if target is None:  # not checked out anywhere: merge in a checkout of our own
         temp = paths.ensure_dir(worktrees_dir()) / f".merge-{job_id}"
-        git.git(["worktree", "add", "--quiet", str(temp), into], repo,
-                doing=f"checking out {into} to merge into it")
+        git.git(
+            ["worktree", "add", "--quiet", str(temp), into],
+            repo,
+            doing=f"checking out {into} to merge into it",
+        )
         target = str(temp)
     try:
         git.merge(target, branch, message, squash)
@@ -261,8 +288,13 @@ def _merge(job_id: str, name: str, wt: dict[str, Any], into: str | None,
     finally:
         if temp is not None:
             git.remove_worktree(repo, str(temp), force=True)
-    return {**result, "merged": True, "outcome": "merged", "commit": commit,
-            "checkout": None if temp is not None else target}
+    return {
+        **result,
+        "merged": True,
+        "outcome": "merged",
+        "commit": commit,
+        "checkout": None if temp is not None else target,
+    }
 
 
 # -- rm ------------------------------------------------------------------------------------
@@ -285,10 +317,11 @@ def _check_removable(wt: dict[str, Any], delete_branch: bool) -> None:
     if os.path.isdir(path):
         changes = git.status(path)
         if changes:
-            shown = ", ".join(line[3:] for line in changes[:10]) + (
-                " …" if len(changes) > 10 else "")
-            raise git.GitError(f"its worktree {path} has uncommitted changes ({shown}): "
-                               "commit them, or `roost rm --force` to discard them")
+            shown = ", ".join(line[3:] for line in changes[:10]) + (" …" if len(changes) > 10 else "")
+            raise git.GitError(
+                f"its worktree {path} has uncommitted changes ({shown}): "
+                "commit them, or `roost rm --force` to discard them"
+            )
     if delete_branch:
         repo = _repo_dir(wt)
         if not git.branch_exists(repo, wt["branch"]):
@@ -296,9 +329,11 @@ def _check_removable(wt: dict[str, Any], delete_branch: bool) -> None:
         target = _merge_target_ref(wt)
         unmerged = git.unmerged_count(repo, wt["branch"], target)
         if unmerged:
-            raise git.GitError(f"branch {wt['branch']} has {unmerged} commits not merged into "
-                               f"{target.removeprefix('refs/heads/')}: merge it first, or "
-                               "`roost rm --delete-branch --force` to delete them")
+            raise git.GitError(
+                f"branch {wt['branch']} has {unmerged} commits not merged into "
+                f"{target.removeprefix('refs/heads/')}: merge it first, or "
+                "`roost rm --delete-branch --force` to delete them"
+            )
 
 
 def _merge_target_ref(wt: dict[str, Any]) -> str:
@@ -311,8 +346,7 @@ def _merge_target_ref(wt: dict[str, Any]) -> str:
     return "HEAD"
 
 
-async def remove(record: JobRecord, force: bool, delete_branch: bool,
-                 unfinished: bool = False) -> list[str]:
+async def remove(record: JobRecord, force: bool, delete_branch: bool, unfinished: bool = False) -> list[str]:
     """Remove a removed job's worktree (and its branch when asked); what was done, or
     kept and why, as lines for the user. `unfinished`: its checkout was still pending
     (`checkout_pending`, asked before the job's directory went): it holds nothing of the
@@ -357,8 +391,7 @@ async def gc(daemon: JobTable, force: bool) -> dict[str, Any]:
     """Remove the worktrees of removed jobs (`$ROOST_HOME/worktrees/<id>` without a job)
     and prune git's worktree records in every repository roost made worktrees in."""
     live = {r.id for r in daemon.jobs.values()}
-    repos = set(_known_repos()) | {str(r.worktree["repo"]) for r in daemon.jobs.values()
-                                   if r.worktree}
+    repos = set(_known_repos()) | {str(r.worktree["repo"]) for r in daemon.jobs.values() if r.worktree}
     async with _git_changes:  # a merge's own temporary checkout is not a leftover
         return await asyncio.to_thread(_gc, live, repos, force)
 

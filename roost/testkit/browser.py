@@ -30,8 +30,15 @@ def chromium(width: int = 1100, height: int = 900, timeout: float = 60.0) -> Ite
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     driver.set_page_load_timeout(timeout)
@@ -49,8 +56,8 @@ def load(driver: Any, url: str, timeout: float = 60.0) -> None:
 
     driver.get(url)
     WebDriverWait(driver, timeout).until(
-        lambda d: d.execute_script("return document.readyState") == "complete",
-        f"{url} to finish loading")
+        lambda d: d.execute_script("return document.readyState") == "complete", f"{url} to finish loading"
+    )
 
 
 def wait_text(driver: Any, css: str, wanted: str, timeout: float = 60.0) -> None:
@@ -59,10 +66,9 @@ def wait_text(driver: Any, css: str, wanted: str, timeout: float = 60.0) -> None
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
-                                                       NoSuchElementException)).until(
-        lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text,
-        f"{wanted!r} in {css}")
+    WebDriverWait(
+        driver, timeout, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
+    ).until(lambda d: wanted in d.find_element(By.CSS_SELECTOR, css).text, f"{wanted!r} in {css}")
 
 
 def click(driver: Any, by: str, value: str, timeout: float = 60.0) -> None:
@@ -74,6 +80,6 @@ def click(driver: Any, by: str, value: str, timeout: float = 60.0) -> None:
         d.find_element(by, value).click()
         return True
 
-    WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,
-                                                       NoSuchElementException)).until(
-        press, f"a clickable {value}")
+    WebDriverWait(
+        driver, timeout, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
+    ).until(press, f"a clickable {value}")

@@ -42,8 +42,11 @@ def ids() -> tuple[int, int]:
     found = _lookup()
     if found is None:
         # Another test process may create it at the same moment: then it exists.
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", NAME], capture_output=True, check=False)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", NAME],
+            capture_output=True,
+            check=False,
+        )
         found = _lookup()
         if found is None:
             raise RuntimeError(f"could not create the user {NAME}")
@@ -59,8 +62,7 @@ def _as_intruder(kwargs: dict[str, Any]) -> dict[str, Any]:
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """`argv` run as the intruder (fails loudly unless it exits 0)."""
     kwargs.setdefault("check", True)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                          **_as_intruder(kwargs))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, **_as_intruder(kwargs))
 
 
 def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:

@@ -114,17 +114,32 @@ class Lab:
         for directory in (self.home, self.agent_dir, self.work):
             directory.mkdir(parents=True, exist_ok=True)
         self._own_llm = llm is True
-        self._llm = (FakeLLM(hold_timeout=hold_timeout).start() if llm is True
-                     else llm if isinstance(llm, FakeLLM) else None)
+        self._llm = (
+            FakeLLM(hold_timeout=hold_timeout).start()
+            if llm is True
+            else llm
+            if isinstance(llm, FakeLLM)
+            else None
+        )
         if self._llm is not None:
-            make_agent_dir(self.agent_dir, self._llm.base_url, settings=pi_settings,
-                           context_window=context_window, cost=prices)
+            make_agent_dir(
+                self.agent_dir,
+                self._llm.base_url,
+                settings=pi_settings,
+                context_window=context_window,
+                cost=prices,
+            )
         if settings:
             self.configure(**settings)
-        self.env: dict[str, str] = pi_env(self.agent_dir, self.home, extra={
-            "ROOST_HOME": str(self.roost_home), "ROOST_LOG_LEVEL": "INFO",
-            "PYTHONUNBUFFERED": "1",
-        })
+        self.env: dict[str, str] = pi_env(
+            self.agent_dir,
+            self.home,
+            extra={
+                "ROOST_HOME": str(self.roost_home),
+                "ROOST_LOG_LEVEL": "INFO",
+                "PYTHONUNBUFFERED": "1",
+            },
+        )
         self.env.pop("XDG_STATE_HOME", None)
         if pi == "fake":
             pi = [sys.executable, str(FAKE_PI)]
@@ -167,9 +182,15 @@ class Lab:
         os.environ.update(self.env)
 
     # -- the CLI ---------------------------------------------------------------------------
-    def cli(self, *args: str, check: bool = True, timeout: float = CLI_TIMEOUT,
-            cwd: Path | None = None, input: str | None = None,
-            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = CLI_TIMEOUT,
+        cwd: Path | None = None,
+        input: str | None = None,
+        env: Mapping[str, str | None] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """`roost ARGS...` (python -m roost.cli, as the console script runs it) with this
         lab's environment (`env`: variables added for this call only; None removes one),
         from its work dir;
@@ -182,8 +203,12 @@ class Lab:
                 call_env[key] = value
         proc = subprocess.run(
             [sys.executable, "-m", "roost.cli", *args],
-            env=call_env, cwd=cwd or self.work, capture_output=True, text=True,
-            timeout=timeout, input=input,
+            env=call_env,
+            cwd=cwd or self.work,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -204,8 +229,9 @@ class Lab:
         """The JSON that `roost ARGS...` (which must exit 0) printed."""
         return json.loads(self.cli(*args, **kwargs).stdout)
 
-    def run_job(self, *args: str, cwd: Path | None = None,
-                env: Mapping[str, str | None] | None = None) -> str:
+    def run_job(
+        self, *args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None
+    ) -> str:
         """`roost run ARGS...` (`env`: variables of this call only, see `cli`): the new
         job's id."""
         job = self.cli("run", *args, cwd=cwd, env=env).stdout.strip()
@@ -236,8 +262,10 @@ class Lab:
         proc = self.roost("wait", job, "--timeout", str(timeout), timeout=timeout + 30)
         state = proc.stdout.strip()
         if proc.returncode != 0 and not (proc.returncode == 1 and state == "failed"):
-            raise AssertionError(f"roost wait {job} exited {proc.returncode}\nstdout: "
-                                 f"{proc.stdout}\nstderr: {proc.stderr}\n{self.diagnostics()}")
+            raise AssertionError(
+                f"roost wait {job} exited {proc.returncode}\nstdout: "
+                f"{proc.stdout}\nstderr: {proc.stderr}\n{self.diagnostics()}"
+            )
         return state
 
     def daemon_status(self) -> dict[str, Any]:
@@ -295,9 +323,15 @@ class Lab:
         self.roost_home.mkdir(mode=0o700, parents=True, exist_ok=True)
         argv = list(argv or [sys.executable, "-m", "roost.cli.main", "daemon", "run"])
         with open(self.roost_home / "roostd.log", "ab") as log:
-            self.daemon = subprocess.Popen(argv, env=self.env, cwd=self.roost_home,
-                                           stdin=subprocess.DEVNULL, stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True)
+            self.daemon = subprocess.Popen(
+                argv,
+                env=self.env,
+                cwd=self.roost_home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -329,7 +363,8 @@ class Lab:
     def wait_state(self, job: str, *states: str, timeout: float = 90.0) -> dict[str, Any]:
         """The job's record once its state is one of `states`."""
         return wait_until(
-            lambda: (r := self.record(job)).get("state") in states and r, timeout,
+            lambda: (r := self.record(job)).get("state") in states and r,
+            timeout,
             lambda: f"job {job} to be {'/'.join(states)} (job.json: {self.record(job)})",
         )
 
@@ -356,8 +391,10 @@ class Lab:
 
     def children(self, parent: str) -> list[dict[str, Any]]:
         """The records whose links.parentPeer is `parent`, by creation time."""
-        return sorted((r for r in self._records() if r["links"]["parentPeer"] == parent),
-                      key=lambda r: r.get("created", ""))
+        return sorted(
+            (r for r in self._records() if r["links"]["parentPeer"] == parent),
+            key=lambda r: r.get("created", ""),
+        )
 
     def job_named(self, name: str) -> dict[str, Any] | None:
         return next((r for r in self._records() if r.get("name") == name), None)
@@ -370,12 +407,16 @@ class Lab:
     def tool_results_of(self, marker: str, tool: str | None = None) -> list[dict[str, Any]]:
         return all_tool_results(self.requests_of(marker), tool)
 
-    def wait_tool_results(self, marker: str, tool: str, count: int = 1,
-                          timeout: float = 90.0) -> list[dict[str, Any]]:
+    def wait_tool_results(
+        self, marker: str, tool: str, count: int = 1, timeout: float = 90.0
+    ) -> list[dict[str, Any]]:
         return wait_until(
-            lambda: len(r := self.tool_results_of(marker, tool)) >= count and r, timeout,
-            lambda: f"{count} {tool} result(s) in the requests of {marker!r} "
-                    f"(have {self.tool_results_of(marker)})",
+            lambda: len(r := self.tool_results_of(marker, tool)) >= count and r,
+            timeout,
+            lambda: (
+                f"{count} {tool} result(s) in the requests of {marker!r} "
+                f"(have {self.tool_results_of(marker)})"
+            ),
         )
 
     def wait_request(self, match: Matcher, timeout: float = 90.0, since: int = 0) -> Any:
@@ -406,13 +447,24 @@ class Lab:
         return [found[key] for key in sorted(found)]
 
     # -- a foreground pi -------------------------------------------------------------------
-    def spawn_pi(self, *, session: Path | None = None, extensions: Iterable[Path] = (),
-                 extra_env: Mapping[str, str] | None = None, cwd: Path | None = None,
-                 args: Iterable[str] = ()) -> PiRpc:
+    def spawn_pi(
+        self,
+        *,
+        session: Path | None = None,
+        extensions: Iterable[Path] = (),
+        extra_env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        args: Iterable[str] = (),
+    ) -> PiRpc:
         """`pi --mode rpc` outside roost (`--no-session` unless `session`) with this lab's
         environment; closed by `close()`."""
-        rpc = PiRpc(cwd=cwd or self.work, env={**self.env, **(extra_env or {})},
-                    session=session, extensions=extensions, args=args)
+        rpc = PiRpc(
+            cwd=cwd or self.work,
+            env={**self.env, **(extra_env or {})},
+            session=session,
+            extensions=extensions,
+            args=args,
+        )
         self._pis.append(rpc)
         return rpc
 

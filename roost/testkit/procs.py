@@ -87,7 +87,8 @@ def processes_of(root: Path) -> list[psutil.Process]:
             continue
         with contextlib.suppress(psutil.Error):
             if any(names(part) for part in proc.info["cmdline"] or ()) or any(
-                    names(value) for value in proc.environ().values()):
+                names(value) for value in proc.environ().values()
+            ):
                 found.append(proc)
     return found
 

@@ -80,8 +80,9 @@ def make_agent_dir(
     if max_tokens is not None:
         model["maxTokens"] = max_tokens
     if cost is not None:  # prices per million tokens: {input, output, cacheRead, cacheWrite}
-        model["cost"] = {key: float(cost.get(key, 0.0))
-                         for key in ("input", "output", "cacheRead", "cacheWrite")}
+        model["cost"] = {
+            key: float(cost.get(key, 0.0)) for key in ("input", "output", "cacheRead", "cacheWrite")
+        }
     models = {
         "providers": {
             FAKE_PROVIDER: {
@@ -324,9 +325,7 @@ class PiRpc:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     recent = [e.get("type") for e in self.log[-15:]]
-                    raise PiRpcError(
-                        f"timed out after {timeout}s waiting for {what}; last lines: {recent}"
-                    )
+                    raise PiRpcError(f"timed out after {timeout}s waiting for {what}; last lines: {recent}")
                 self._cond.wait(left)
 
     def wait_event(

@@ -39,8 +39,12 @@ class WebServer:
         self.port = port or free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "web", "--port", str(self.port), *args],
-            env=dict(lab.env), cwd=lab.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            env=dict(lab.env),
+            cwd=lab.work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.first_line = self.proc.stdout.readline().strip()
         if not self.first_line:
@@ -60,8 +64,9 @@ class WebServer:
         return page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
     def post(self, client: httpx2.Client, path: str, **form: str) -> httpx2.Response:
-        return client.post(self.url + path, data={"csrf": self.csrf(client), **form},
-                           headers={"origin": self.url})
+        return client.post(
+            self.url + path, data={"csrf": self.csrf(client), **form}, headers={"origin": self.url}
+        )
 
     def live(self, client: httpx2.Client, path: str) -> Iterator[tuple[str, Any]]:
         """The server-sent events of `path`, as (event name, parsed data), forever."""

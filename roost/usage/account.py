@@ -65,8 +65,11 @@ class Usage:
     def to_json(self) -> dict[str, Any]:
         """The stored and reported form (JobRow `usage` adds `treeCost`)."""
         return {
-            "input": self.input, "output": self.output, "cacheRead": self.cacheRead,
-            "cacheWrite": self.cacheWrite, "cost": round(self.cost, 6) if self.priced else None,
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cacheRead,
+            "cacheWrite": self.cacheWrite,
+            "cost": round(self.cost, 6) if self.priced else None,
             "requests": self.requests,
         }
 
@@ -77,7 +80,8 @@ class Usage:
         cost = data.get("cost")
         return cls(
             **{key: int(_num(data.get(key))) for key in TOKEN_KEYS},
-            cost=_num(cost), priced=cost is not None and _num(cost) > 0,
+            cost=_num(cost),
+            priced=cost is not None and _num(cost) > 0,
             requests=int(_num(data.get("requests"))),
         )
 

@@ -29,14 +29,16 @@ class Limits:
 
     @property
     def any(self) -> bool:
-        return self.budget is not None or self.budget_tokens is not None \
-            or self.max_turns is not None
+        return self.budget is not None or self.budget_tokens is not None or self.max_turns is not None
 
     @classmethod
     def of(cls, record: Any) -> Limits:
         """From a JobRecord (or anything with budget / budget_tokens / max_turns)."""
-        return cls(getattr(record, "budget", None), getattr(record, "budget_tokens", None),
-                   getattr(record, "max_turns", None))
+        return cls(
+            getattr(record, "budget", None),
+            getattr(record, "budget_tokens", None),
+            getattr(record, "max_turns", None),
+        )
 
 
 def _parts(usage: Usage, limits: Limits) -> list[tuple[float, str, str]]:
@@ -47,14 +49,11 @@ def _parts(usage: Usage, limits: Limits) -> list[tuple[float, str, str]]:
         fraction = spent / limits.budget if limits.budget > 0 else math.inf
         parts.append((fraction, _of(spent, limits.budget), "budget"))
     if limits.budget_tokens is not None:
-        fraction = (usage.tokens / limits.budget_tokens if limits.budget_tokens > 0
-                    else math.inf)
-        parts.append((fraction, f"{usage.tokens} of {limits.budget_tokens} tokens",
-                      "token budget"))
+        fraction = usage.tokens / limits.budget_tokens if limits.budget_tokens > 0 else math.inf
+        parts.append((fraction, f"{usage.tokens} of {limits.budget_tokens} tokens", "token budget"))
     if limits.max_turns is not None:
         fraction = usage.requests / limits.max_turns if limits.max_turns > 0 else math.inf
-        parts.append((fraction, f"{usage.requests} of {limits.max_turns} model requests",
-                      "turn limit"))
+        parts.append((fraction, f"{usage.requests} of {limits.max_turns} model requests", "turn limit"))
     return parts
 
 
@@ -84,9 +83,14 @@ def exhausted(usage: Usage, limits: Limits) -> str | None:
 
 def is_stop_reason(error: str | None) -> bool:
     """Is `error` one of `exhausted`'s reasons (or roostd's tree budget one)?"""
-    return bool(error) and error.startswith((  # type: ignore[union-attr]
-        "budget exhausted:", "token budget exhausted:", "turn limit reached:",
-        "tree budget exhausted:"))
+    return bool(error) and error.startswith(
+        (  # type: ignore[union-attr]
+            "budget exhausted:",
+            "token budget exhausted:",
+            "turn limit reached:",
+            "tree budget exhausted:",
+        )
+    )
 
 
 def warning(usage: Usage, limits: Limits, warn_at: float) -> str | None:
@@ -97,8 +101,7 @@ def warning(usage: Usage, limits: Limits, warn_at: float) -> str | None:
     if worst is None or not warn_at <= worst[0] < 1.0:
         return None
     percent = int(warn_at * 100 + 0.5)
-    noun = {"budget": "budget", "token budget": "token budget",
-            "turn limit": "model requests"}[worst[2]]
+    noun = {"budget": "budget", "token budget": "token budget", "turn limit": "model requests"}[worst[2]]
     return f"you have used {percent}% of your {noun} ({worst[1]})"
 
 
@@ -111,17 +114,21 @@ def warning_text(line: str) -> str:
 def note_text(line: str) -> str:
     """The framed note a job gets: the parent's words, then that they are roost's, not the
     user's. The README quotes it."""
-    return (f"{warning_text(line)} This note comes from roost, the supervisor, not from the "
-            "user. Finish the essential part of the task first; the run is stopped when the "
-            "budget is used up.")
+    return (
+        f"{warning_text(line)} This note comes from roost, the supervisor, not from the "
+        "user. Finish the essential part of the task first; the run is stopped when the "
+        "budget is used up."
+    )
 
 
 def raised_note(limits: Limits) -> str:
-    return ("[roost] Your budget was raised"
-            + (f" to {format_cost(limits.budget)}" if limits.budget is not None else "")
-            + ". This note comes from roost, the supervisor, not from the user. Continue the "
-            "task from where it stopped; check the state of any step that was in progress "
-            "before you repeat it.")
+    return (
+        "[roost] Your budget was raised"
+        + (f" to {format_cost(limits.budget)}" if limits.budget is not None else "")
+        + ". This note comes from roost, the supervisor, not from the user. Continue the "
+        "task from where it stopped; check the state of any step that was in progress "
+        "before you repeat it."
+    )
 
 
 def check_amount(value: Any, what: str, integer: bool = False) -> float | int | None:
@@ -139,8 +146,9 @@ def check_amount(value: Any, what: str, integer: bool = False) -> float | int | 
     return float(value)
 
 
-def child_budget(requested: float | None, default: float | None,
-                 tree_left: float | None) -> tuple[float | None, str | None]:
+def child_budget(
+    requested: float | None, default: float | None, tree_left: float | None
+) -> tuple[float | None, str | None]:
     """A spawned child's budget, or the refusal: never more than what is left of the tree's.
 
     `tree_left` is None when the tree has no budget."""
@@ -148,9 +156,13 @@ def child_budget(requested: float | None, default: float | None,
     if tree_left is None:
         return budget, None
     if tree_left <= 0:
-        return None, (f"the tree's budget is used up ({format_cost(0.0)} left): "
-                      "no child can be spawned until the person raises it")
+        return None, (
+            f"the tree's budget is used up ({format_cost(0.0)} left): "
+            "no child can be spawned until the person raises it"
+        )
     if requested is not None and requested > tree_left + 1e-9:
-        return None, (f"budget {format_cost(requested)} exceeds what is left of the tree's "
-                      f"budget ({format_cost(tree_left)})")
+        return None, (
+            f"budget {format_cost(requested)} exceeds what is left of the tree's "
+            f"budget ({format_cost(tree_left)})"
+        )
     return (tree_left if budget is None else min(budget, tree_left)), None

@@ -35,11 +35,18 @@ def lines_for(job: dict[str, Any], entries: list[dict[str, Any]]) -> list[dict[s
     removed = utc_now()
     out = []
     for (day, model), usage in sorted(breakdown(entries).items()):
-        out.append({
-            "job": job.get("id"), "name": job.get("name"), "session": job.get("session"),
-            "rootSession": job.get("rootSession"), "day": day, "model": model,
-            **usage.to_json(), "removed": removed,
-        })
+        out.append(
+            {
+                "job": job.get("id"),
+                "name": job.get("name"),
+                "session": job.get("session"),
+                "rootSession": job.get("rootSession"),
+                "day": day,
+                "model": model,
+                **usage.to_json(),
+                "removed": removed,
+            }
+        )
     return out
 
 
@@ -48,8 +55,7 @@ def append(lines: list[dict[str, Any]], path: Path | None = None) -> None:
         return
     path = path or log_path()
     data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data.encode("utf-8"))
         os.fsync(fd)

@@ -36,8 +36,7 @@ def cost_cell(row: dict[str, Any]) -> str:
     if row.get("kind") == "shell":
         return ""
     if usage.get("cost") is None:
-        tokens = sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead",
-                                                       "cacheWrite"))
+        tokens = sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
         return f"— {format_tokens(tokens)}t" if tokens else "—"
     return format_cost(usage.get("cost"))
 
@@ -61,13 +60,22 @@ def usage_lines(row: dict[str, Any]) -> list[tuple[str, str]]:
     if not usage or row.get("kind") == "shell":
         return []
     lines = [
-        ("tokens", f"{usage.get('input', 0)} in, {usage.get('output', 0)} out, "
-                   f"{usage.get('cacheRead', 0)} cache read, "
-                   f"{usage.get('cacheWrite', 0)} cache write"),
-        ("requests", str(usage.get("requests", 0))
-         + (f" of {usage['maxTurns']}" if usage.get("maxTurns") is not None else "")),
-        ("cost", format_cost(usage.get("cost"))
-         + ("" if usage.get("cost") is not None else " (the model has no prices: tokens only)")),
+        (
+            "tokens",
+            f"{usage.get('input', 0)} in, {usage.get('output', 0)} out, "
+            f"{usage.get('cacheRead', 0)} cache read, "
+            f"{usage.get('cacheWrite', 0)} cache write",
+        ),
+        (
+            "requests",
+            str(usage.get("requests", 0))
+            + (f" of {usage['maxTurns']}" if usage.get("maxTurns") is not None else ""),
+        ),
+        (
+            "cost",
+            format_cost(usage.get("cost"))
+            + ("" if usage.get("cost") is not None else " (the model has no prices: tokens only)"),
+        ),
         ("tree cost", format_cost(usage.get("treeCost"))),
     ]
     limits = []

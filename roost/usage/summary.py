@@ -41,14 +41,22 @@ def live_lines(rows: list[dict[str, Any]], read: Any) -> list[dict[str, Any]]:
         except OSError:
             continue
         for (day, model), usage in breakdown(entries).items():
-            out.append({"job": row["id"], "name": row.get("name"), "session": row["session"],
-                        "rootSession": row.get("rootSession"), "day": day, "model": model,
-                        **usage.to_json(), "removed": None})
+            out.append(
+                {
+                    "job": row["id"],
+                    "name": row.get("name"),
+                    "session": row["session"],
+                    "rootSession": row.get("rootSession"),
+                    "day": day,
+                    "model": model,
+                    **usage.to_json(),
+                    "removed": None,
+                }
+            )
     return out
 
 
-def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = None
-           ) -> dict[str, Any]:
+def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = None) -> dict[str, Any]:
     """The report (`roost usage --json`, README: JSON output)."""
     if by not in GROUPS:
         raise ValueError(f"--by must be one of {', '.join(GROUPS)}")
@@ -56,8 +64,9 @@ def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = Non
     groups: dict[str, dict[str, Any]] = {}
     total = Usage()
     for line in lines:
-        if since is not None and not (_DATE.fullmatch(str(line.get("day") or ""))
-                                      and str(line["day"]) >= since):
+        if since is not None and not (
+            _DATE.fullmatch(str(line.get("day") or "")) and str(line["day"]) >= since
+        ):
             continue
         if by == "job":
             key, name = str(line["job"]), line.get("name")
@@ -66,13 +75,13 @@ def report(lines: list[dict[str, Any]], by: str = "job", since: str | None = Non
             name = names.get(key) or key
         else:
             key, name = str(line.get(by) or "unknown"), None
-        group = groups.setdefault(key, {"usage": Usage(), "name": name, "jobs": set(),
-                                        "removed": True})
+        group = groups.setdefault(key, {"usage": Usage(), "name": name, "jobs": set(), "removed": True})
         usage = Usage.from_json(line)
         group["usage"].add_usage(usage)
         group["jobs"].add(line["job"])
         group["removed"] = group["removed"] and bool(line.get("removed"))
         total.add_usage(usage)
+
     def shown(key: str) -> tuple[str, str]:
         # Rows are sorted by their first column as printed: by tree that is the root's name
         # (its session path, the key, only breaks a tie), else the key itself.

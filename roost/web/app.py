@@ -44,6 +44,7 @@ FORM_MAX = 256 * 1024
 TRANSCRIPT_PAGE = 2000
 """A job page shows the last this many transcript items (the rest: `roost logs`)."""
 
+
 class Refused(Exception):
     """An action refused before it reached roostd (a bad form, a missing CSRF token)."""
 
@@ -128,14 +129,19 @@ async def job_page(request: Request) -> Response:
         return render(request, "missing.html", status=404)
     entries = await asyncio.to_thread(_transcript, row, request.query_params.get("at"))
     hub: bridge.Hub = request.app.state.hub
-    return render(request, "job.html", row=row, items=entries, partial=hub.partials.get(row["id"]),
-                  notice=request.query_params.get("notice", ""))
+    return render(
+        request,
+        "job.html",
+        row=row,
+        items=entries,
+        partial=hub.partials.get(row["id"]),
+        notice=request.query_params.get("notice", ""),
+    )
 
 
 async def inbox_page(request: Request) -> Response:
     entries = (await bridge.request("inbox"))["entries"]
-    return render(request, "inbox.html", entries=entries,
-                  notice=request.query_params.get("notice", ""))
+    return render(request, "inbox.html", entries=entries, notice=request.query_params.get("notice", ""))
 
 
 async def live_inbox(request: Request) -> Response:
@@ -148,8 +154,13 @@ async def live_inbox(request: Request) -> Response:
         yield b": live\n\n"
         while True:  # the first round: what changed between the page and this stream
             entries = (await bridge.request("inbox"))["entries"]
-            yield sse("parts", {"inbox": fragment("_inbox.html", entries=entries, **forms),
-                                "navcount": fragment("_navcount.html", waiting=len(entries))})
+            yield sse(
+                "parts",
+                {
+                    "inbox": fragment("_inbox.html", entries=entries, **forms),
+                    "navcount": fragment("_navcount.html", waiting=len(entries)),
+                },
+            )
             seen = await hub.changed(seen)
 
     return stream(body())
@@ -157,8 +168,10 @@ async def live_inbox(request: Request) -> Response:
 
 async def do_answer(request: Request, form: dict[str, str]) -> str:
     device = (request.scope.get("state") or {}).get("device")
-    args: dict[str, Any] = {"entry": request.path_params["entry"],
-                            "by": f"roost web ({device.name if device else 'a browser'})"}
+    args: dict[str, Any] = {
+        "entry": request.path_params["entry"],
+        "by": f"roost web ({device.name if device else 'a browser'})",
+    }
     if form.get("choice", "").isdigit():
         args["choice"] = int(form["choice"])
     elif form.get("dismiss"):
@@ -183,17 +196,26 @@ async def do_decide(request: Request, form: dict[str, str]) -> str:
     entry, back = request.path_params.get("entry"), "/inbox"
     if entry is None:
         job, back = _job(request), f"/job/{_job(request)}"
-        asked = [e for e in (await bridge.request("inbox"))["entries"] if e["kind"] == "approval"
-                 and e["job"]["id"] == job and e["text"] == form.get("summary")]
+        asked = [
+            e
+            for e in (await bridge.request("inbox"))["entries"]
+            if e["kind"] == "approval" and e["job"]["id"] == job and e["text"] == form.get("summary")
+        ]
         if not asked:
             raise ValueError("it no longer waits for that call's approval")
         entry = asked[0]["id"]
     result = await bridge.request(
-        "approval_answer", entry=entry, decision="deny" if decision == "deny" else "approve",
-        always=decision == "always", reason=form.get("reason") or None, by="web")
+        "approval_answer",
+        entry=entry,
+        decision="deny" if decision == "deny" else "approve",
+        always=decision == "always",
+        reason=form.get("reason") or None,
+        by="web",
+    )
     if result.get("status") == "already answered":
-        raise ValueError(f"already answered ({result.get('decision')}) by {result.get('by')} "
-                         f"at {result.get('at')}")
+        raise ValueError(
+            f"already answered ({result.get('decision')}) by {result.get('by')} at {result.get('at')}"
+        )
     return back
 
 
@@ -203,8 +225,15 @@ async def diff_page(request: Request) -> Response:
         return render(request, "missing.html", status=404)
     text, why = await asyncio.to_thread(views.job_diff, row)
     merged = await asyncio.to_thread(views.merge_state, row)
-    return render(request, "diff.html", row=row, lines=views.diff_lines(text), why=why,
-                  merged=merged, notice=request.query_params.get("notice", ""))
+    return render(
+        request,
+        "diff.html",
+        row=row,
+        lines=views.diff_lines(text),
+        why=why,
+        merged=merged,
+        notice=request.query_params.get("notice", ""),
+    )
 
 
 async def events_page(request: Request) -> Response:
@@ -225,14 +254,23 @@ async def pair(request: Request) -> Response:
         if settings.limit.fail(client_address(request.scope)):
             await asyncio.sleep(settings.limit.penalty)
             return PlainTextResponse(TOO_MANY, status_code=429)
-        return PlainTextResponse("roost web: this pairing link is unknown, used or expired; "
-                                 "run `roost web pair` for a new one\n", status_code=403)
+        return PlainTextResponse(
+            "roost web: this pairing link is unknown, used or expired; run `roost web pair` for a new one\n",
+            status_code=403,
+        )
     agent = request.headers.get("user-agent", "browser")
     device, token = settings.store.add_device(views.device_name(agent))
     # The code is spent; the next URL holds no secret (the redirect drops the query).
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(settings.cookie_name, token, max_age=400 * 86400, httponly=True,
-                        samesite="strict", secure=settings.tls, path="/")
+    response.set_cookie(
+        settings.cookie_name,
+        token,
+        max_age=400 * 86400,
+        httponly=True,
+        samesite="strict",
+        secure=settings.tls,
+        path="/",
+    )
     return response
 
 
@@ -288,9 +326,18 @@ async def live_tree(request: Request) -> Response:
         yield b": live\n\n"
         while True:  # the first round: what changed between the page and this stream
             waiting = await jobpages.inbox_count(hub)
-            yield sse("parts", {"tree": fragment("_tree.html", groups=views.job_list(hub.rows, state, text),
-                                                 connected=hub.connected, filtered=bool(state or text)),
-                                "navcount": fragment("_navcount.html", waiting=waiting)})
+            yield sse(
+                "parts",
+                {
+                    "tree": fragment(
+                        "_tree.html",
+                        groups=views.job_list(hub.rows, state, text),
+                        connected=hub.connected,
+                        filtered=bool(state or text),
+                    ),
+                    "navcount": fragment("_navcount.html", waiting=waiting),
+                },
+            )
             seen = await hub.changed(seen)
 
     return stream(body())
@@ -326,8 +373,10 @@ async def live_job(request: Request) -> Response:
                         entries = await asyncio.to_thread(_transcript, row)
                         if len(entries) != shown:
                             new = entries[shown:] if len(entries) > shown else entries
-                            yield sse("append" if len(entries) > shown else "reset",
-                                      {"transcript": fragment("_items.html", items=new)})
+                            yield sse(
+                                "append" if len(entries) > shown else "reset",
+                                {"transcript": fragment("_items.html", items=new)},
+                            )
                             shown = len(entries)
                     if hub.partials.get(row["id"]) is not streamed:  # what pi writes now
                         streamed = hub.partials.get(row["id"])
@@ -391,6 +440,7 @@ def simple(op: str, after: str = "job") -> Action:
     async def handler(request: Request, form: dict[str, str]) -> str:
         await bridge.request(op, job=_job(request))
         return "/" if after == "tree" else f"/job/{_job(request)}"
+
     return handler
 
 
@@ -402,8 +452,11 @@ async def do_run(request: Request, form: dict[str, str]) -> str:
 
 async def do_merge(request: Request, form: dict[str, str]) -> str:
     result = await bridge.request("merge", job=_job(request))
-    done = (f"{result['branch']} merged into {result['into']} ({str(result['commit'])[:12]})"
-            if result.get("merged") else f"{result['branch']}: {result['outcome']} ({result['into']})")
+    done = (
+        f"{result['branch']} merged into {result['into']} ({str(result['commit'])[:12]})"
+        if result.get("merged")
+        else f"{result['branch']}: {result['outcome']} ({result['into']})"
+    )
     return f"/job/{_job(request)}/diff?notice=" + quote(done)
 
 
@@ -452,12 +505,19 @@ def create_app(settings: Settings, hub: bridge.Hub | None = None) -> Guard:
         Route("/job/{job}/budget", action(do_budget), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    async def roostd_away(request: Request, exc: Exception) -> Response:
-        return PlainTextResponse(f"roost web: roostd is not answering ({exc}); it is started "
-                                 "by any roost command, or by your service manager\n", status_code=503)
 
-    app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={DaemonUnavailable: roostd_away, ConnectionError: roostd_away})
+    async def roostd_away(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(
+            f"roost web: roostd is not answering ({exc}); it is started "
+            "by any roost command, or by your service manager\n",
+            status_code=503,
+        )
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={DaemonUnavailable: roostd_away, ConnectionError: roostd_away},
+    )
     app.state.hub, app.state.watcher = hub, watcher
     app.state.settings, app.state.read_only = settings, settings.read_only
     return Guard(app, settings)

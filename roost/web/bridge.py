@@ -62,8 +62,7 @@ class Hub:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         threading.Thread(target=self._follow, name="roost-web-subscribe", daemon=True).start()
-        threading.Thread(target=self._follow_partials, name="roost-web-partials",
-                         daemon=True).start()
+        threading.Thread(target=self._follow_partials, name="roost-web-partials", daemon=True).start()
 
     def close(self) -> None:
         """The server is stopping: the live streams end now, before uvicorn waits for them."""
@@ -87,8 +86,9 @@ class Hub:
         """Wait until what job `job`'s pi streams changes (only its pages wake)."""
         await self._partial_waits.setdefault(job, asyncio.Event()).wait()
 
-    def _apply_partial(self, job: str | None, value: dict[str, Any] | None,
-                       every: dict[str, dict[str, Any]] | None = None) -> None:
+    def _apply_partial(
+        self, job: str | None, value: dict[str, Any] | None, every: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         if job is None:  # all of them at once: (re)connected, or roostd went away
             changed = set(self.partials) | set(every or {})
             self.partials = dict(every or {})
@@ -118,8 +118,9 @@ class Hub:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._apply, rows, connected)
 
-    def _post_partial(self, job: str | None, value: dict[str, Any] | None,
-                      every: dict[str, dict[str, Any]] | None = None) -> None:
+    def _post_partial(
+        self, job: str | None, value: dict[str, Any] | None, every: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):

@@ -99,15 +99,18 @@ class Device:
     last_seen: str | None = None
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "paired": self.paired,
-                "lastSeen": self.last_seen}
+        return {"id": self.id, "name": self.name, "paired": self.paired, "lastSeen": self.last_seen}
 
 
 class Store:
     """The devices and pairing codes of one ROOST_HOME."""
 
-    def __init__(self, directory: Path | None = None, clock: Callable[[], float] = time.time,
-                 idle: Callable[[], float | None] = idle_limit) -> None:
+    def __init__(
+        self,
+        directory: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        idle: Callable[[], float | None] = idle_limit,
+    ) -> None:
         self.dir = directory or web_dir()
         self.clock, self.idle = clock, idle
         self._devices: dict[str, Device] = {}
@@ -130,7 +133,7 @@ class Store:
         """A fresh one-time pairing code (kept hashed, with its expiry)."""
         code = secrets.token_urlsafe(16)
         now = time.time()
-        codes = [c for c in self._codes() if c["expires"] > now][-(PAIRING_OPEN_MAX - 1):]
+        codes = [c for c in self._codes() if c["expires"] > now][-(PAIRING_OPEN_MAX - 1) :]
         codes.append({"hash": _hash(code), "expires": now + PAIRING_TTL})
         _write(self.pairing_file, codes)
         return code
@@ -139,8 +142,13 @@ class Store:
         data = _read(self.pairing_file)
         if not isinstance(data, list):
             return []
-        return [c for c in data if isinstance(c, dict) and isinstance(c.get("hash"), str)
-                and isinstance(c.get("expires"), int | float)]
+        return [
+            c
+            for c in data
+            if isinstance(c, dict)
+            and isinstance(c.get("hash"), str)
+            and isinstance(c.get("expires"), int | float)
+        ]
 
     def spend_code(self, code: str) -> bool:
         """True once for a valid unexpired code, which is gone from then on."""
@@ -164,16 +172,19 @@ class Store:
             devices: dict[str, Device] = {}
             for item in data if isinstance(data, list) else []:
                 with contextlib.suppress(TypeError, KeyError):
-                    device = Device(id=str(item["id"]), name=str(item["name"]),
-                                    paired=str(item["paired"]), token_hash=str(item["tokenHash"]),
-                                    last_seen=item.get("lastSeen"))
+                    device = Device(
+                        id=str(item["id"]),
+                        name=str(item["name"]),
+                        paired=str(item["paired"]),
+                        token_hash=str(item["tokenHash"]),
+                        last_seen=item.get("lastSeen"),
+                    )
                     devices[device.id] = device
             self._devices, self._mtime = devices, mtime
         return self._devices
 
     def _save(self, devices: dict[str, Device]) -> None:
-        _write(self.devices_file, [{**d.public(), "tokenHash": d.token_hash}
-                                   for d in devices.values()])
+        _write(self.devices_file, [{**d.public(), "tokenHash": d.token_hash} for d in devices.values()])
         self._mtime = -1.0  # read it again next time
 
     def devices(self) -> list[Device]:
@@ -196,8 +207,13 @@ class Store:
         token = secrets.token_urlsafe(32)
         devices = dict(self._load())
         now = _stamp(self.clock())
-        device = Device(id=secrets.token_hex(4), name=name[:80] or "browser",
-                        paired=now, token_hash=_hash(token), last_seen=now)
+        device = Device(
+            id=secrets.token_hex(4),
+            name=name[:80] or "browser",
+            paired=now,
+            token_hash=_hash(token),
+            last_seen=now,
+        )
         devices[device.id] = device
         self._save(devices)
         return device, token
@@ -221,8 +237,9 @@ class Store:
         if self.clock() - _epoch(device.last_seen) < every:
             return
         devices = dict(self._load())
-        devices[device.id] = Device(device.id, device.name, device.paired, device.token_hash,
-                                    last_seen=_stamp(self.clock()))
+        devices[device.id] = Device(
+            device.id, device.name, device.paired, device.token_hash, last_seen=_stamp(self.clock())
+        )
         self._save(devices)
 
     def revoke(self, device_id: str | None) -> list[str]:

@@ -63,7 +63,7 @@ def window(all_items: list[Item], size: int, at: str | None) -> list[Item]:
     if index is None or index >= len(all_items) - size:
         return all_items[-size:]
     start = max(0, index - 3)
-    return all_items[start:start + size]
+    return all_items[start : start + size]
 
 
 def entry_items(entry: dict[str, Any]) -> list[Item]:
@@ -72,8 +72,7 @@ def entry_items(entry: dict[str, Any]) -> list[Item]:
     if kind == "custom_message" and entry.get("customType") == CUSTOM_TYPE:
         return [_agent_item(stamp, entry)]
     if kind == "custom_message" and entry.get("customType") == NOTE_TYPE:
-        return [Item("note", stamp, _clip(content_text(entry.get("content")), BODY_MAX),
-                     title="roost")]
+        return [Item("note", stamp, _clip(content_text(entry.get("content")), BODY_MAX), title="roost")]
     if kind == "compaction":
         return [Item("meta", stamp, "compacted")]
     if kind == "model_change":
@@ -86,9 +85,17 @@ def entry_items(entry: dict[str, Any]) -> list[Item]:
         return [Item("user", stamp, _clip(content_text(content), BODY_MAX), title="user")]
     if role == "toolResult":
         text = content_text(content)
-        return [Item("result", stamp, _clip(text, BODY_MAX), title=str(message.get("toolName") or "tool"),
-                     summary=_one_line(text), outcome=tool_outcome(message),
-                     error=bool(message.get("isError")))]
+        return [
+            Item(
+                "result",
+                stamp,
+                _clip(text, BODY_MAX),
+                title=str(message.get("toolName") or "tool"),
+                summary=_one_line(text),
+                outcome=tool_outcome(message),
+                error=bool(message.get("isError")),
+            )
+        ]
     if role == "assistant":
         return _assistant(stamp, content, message)
     return []
@@ -112,7 +119,7 @@ def _agent_item(stamp: str, entry: dict[str, Any]) -> Item:
     if item_kind == "report" and state:
         name = sanitize_name((sender or {}).get("name") or (sender or {}).get("id"))
         heading = f"report from {name}: {state.group(1)}"
-        body = body[state.end():].lstrip("\n")
+        body = body[state.end() :].lstrip("\n")
     elif item_kind == "report" and body.startswith("ended: "):
         name = sanitize_name((sender or {}).get("name") or (sender or {}).get("id"))
         heading, body = f"report from {name}: ended", body.removeprefix("ended: ")
@@ -129,8 +136,15 @@ def _assistant(stamp: str, content: Any, message: dict[str, Any]) -> list[Item]:
             out.append(Item("assistant", stamp, _clip(str(part["text"]), BODY_MAX), title="assistant"))
         elif part.get("type") == "toolCall":
             args = json.dumps(part.get("arguments", {}), ensure_ascii=False, indent=1)
-            out.append(Item("tool", stamp, _clip(args, BODY_MAX), title=str(part.get("name") or "tool"),
-                            summary=_one_line(args)))
+            out.append(
+                Item(
+                    "tool",
+                    stamp,
+                    _clip(args, BODY_MAX),
+                    title=str(part.get("name") or "tool"),
+                    summary=_one_line(args),
+                )
+            )
     if message.get("stopReason") in ("error", "aborted"):
         detail = str(message.get("errorMessage") or "")
         out.append(Item("error", stamp, f"{message['stopReason']} {detail}".strip(), error=True))

@@ -38,9 +38,11 @@ COOKIE = "roost_web"
 """The session cookie's name (under TLS `__Host-roost_web`: bound to this host and path)."""
 PUBLIC_PATHS = frozenset({"/pair"})
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-       "connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-       "base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; manifest-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
+)
 
 
 def security_headers(tls: bool) -> list[tuple[bytes, bytes]]:
@@ -72,8 +74,9 @@ class RateLimit:
     ADDRESSES = 4096
     """The most addresses remembered (the quietest forgotten first): bounded memory."""
 
-    def __init__(self, limit: int = 10, window: float = 60.0, total: int = 1000,
-                 penalty: float = 1.0) -> None:
+    def __init__(
+        self, limit: int = 10, window: float = 60.0, total: int = 1000, penalty: float = 1.0
+    ) -> None:
         self.limit, self.window, self.total, self.penalty = limit, window, total, penalty
         self._by_address: OrderedDict[str, deque[float]] = OrderedDict()
         self._all: deque[float] = deque()
@@ -87,8 +90,9 @@ class RateLimit:
         """Whether failures from `address` are over the limit (or all together are)."""
         now = time.monotonic()
         mine = self._by_address.get(address)
-        return (len(self._trim(self._all, now)) >= self.total
-                or (mine is not None and len(self._trim(mine, now)) >= self.limit))
+        return len(self._trim(self._all, now)) >= self.total or (
+            mine is not None and len(self._trim(mine, now)) >= self.limit
+        )
 
     def fail(self, address: str) -> bool:
         """Count a failure from `address`; whether it is over the limit (answer it late)."""
@@ -154,17 +158,29 @@ def client_address(scope: Scope) -> str:
 
 async def plain(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]]) -> None:
     body = text.encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
-NOT_PAIRED = ("roost web: this browser is not paired. Run `roost web pair` on the machine "
-              "roost runs on and open the link it prints.\n")
-TOO_MANY = ("roost web: this pairing link is unknown, used or expired, and too many failed "
-            "attempts came from your address; run `roost web pair` for a new link (a valid "
-            "one works at once)\n")
+NOT_PAIRED = (
+    "roost web: this browser is not paired. Run `roost web pair` on the machine "
+    "roost runs on and open the link it prints.\n"
+)
+TOO_MANY = (
+    "roost web: this pairing link is unknown, used or expired, and too many failed "
+    "attempts came from your address; run `roost web pair` for a new link (a valid "
+    "one works at once)\n"
+)
 
 
 class Guard:

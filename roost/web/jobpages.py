@@ -60,15 +60,28 @@ async def tree_page(request: Request) -> Response:
             pass
     state, text = list_filter(request)
     query = "?" + urlencode({"state": state, "q": text}) if state or text else ""
-    return render(request, "tree.html", groups=views.job_list(rows, state, text), connected=connected,
-                  notice=request.query_params.get("notice", ""), states=list(views.STATE_FILTERS),
-                  state=state, q=text, query=query, filtered=bool(state or text))
+    return render(
+        request,
+        "tree.html",
+        groups=views.job_list(rows, state, text),
+        connected=connected,
+        notice=request.query_params.get("notice", ""),
+        states=list(views.STATE_FILTERS),
+        state=state,
+        q=text,
+        query=query,
+        filtered=bool(state or text),
+    )
 
 
 async def new_page(request: Request) -> Response:
     hub: bridge.Hub = request.app.state.hub
-    return render(request, "new.html", dirs=views.known_dirs(hub.rows)[:50],
-                  notice=request.query_params.get("notice", ""))
+    return render(
+        request,
+        "new.html",
+        dirs=views.known_dirs(hub.rows)[:50],
+        notice=request.query_params.get("notice", ""),
+    )
 
 
 async def remove_page(request: Request) -> Response:

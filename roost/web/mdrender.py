@@ -44,8 +44,10 @@ def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     src = str(token.attrGet("src") or "")
     if not _safe_link(src):
         return f'<span class="md-img">{alt}</span>'
-    return (f'<a class="md-img" href="{escapeHtml(src)}" rel="noopener noreferrer" '
-            f'target="_blank">image: {alt}</a>')
+    return (
+        f'<a class="md-img" href="{escapeHtml(src)}" rel="noopener noreferrer" '
+        f'target="_blank">image: {alt}</a>'
+    )
 
 
 def _fence(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

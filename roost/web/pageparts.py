@@ -52,8 +52,13 @@ def tree(rows: dict[str, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-STATE_FILTERS = {"waiting": ("needs_input",), "active": ("starting", "running", "queued", "waiting"),
-                 "failed": ("failed",), "done": ("done", "reaped"), "stopped": ("stopped",)}
+STATE_FILTERS = {
+    "waiting": ("needs_input",),
+    "active": ("starting", "running", "queued", "waiting"),
+    "failed": ("failed",),
+    "done": ("done", "reaped"),
+    "stopped": ("stopped",),
+}
 """The job list's state filter (`/?state=`): a word for a person and the states it means."""
 
 
@@ -62,9 +67,16 @@ def _matches(row: dict[str, Any], state: str, text: str) -> bool:
         return False
     if not text:
         return True
-    fields = (row.get("name"), row.get("id"), row.get("cwd"), row.get("summary"),
-              row.get("question"), row.get("error"), group_folder(row),
-              (row.get("worktree") or {}).get("branch"))
+    fields = (
+        row.get("name"),
+        row.get("id"),
+        row.get("cwd"),
+        row.get("summary"),
+        row.get("question"),
+        row.get("error"),
+        group_folder(row),
+        (row.get("worktree") or {}).get("branch"),
+    )
     return text.lower() in " ".join(str(f) for f in fields if f).lower()
 
 
@@ -72,8 +84,7 @@ def _waits(subtree: list[tuple[int, dict[str, Any]]]) -> bool:
     return any(row.get("state") == "needs_input" for _, row in subtree)
 
 
-def job_list(rows: dict[str, dict[str, Any]], state: str = "", text: str = ""
-             ) -> list[dict[str, Any]]:
+def job_list(rows: dict[str, dict[str, Any]], state: str = "", text: str = "") -> list[dict[str, Any]]:
     """The web's job list: groups by folder (`roost.jobtree.group_folder`, as roost view),
     each `{folder, label, rows: [(depth, row)], waiting}`; a group with a waiting job comes
     first, and within a group a tree with one; children under their parent. A filter keeps
@@ -92,9 +103,8 @@ def job_list(rows: dict[str, dict[str, Any]], state: str = "", text: str = ""
         shown = [(d, r) for t in trees for d, r in t if _matches(r, state, text.strip())]
         if shown:
             home = os.path.expanduser("~")
-            label = "~" + folder[len(home):] if folder == home or folder.startswith(home + "/") else folder
-            out.append({"folder": folder, "label": label, "rows": shown,
-                        "waiting": _waits(shown)})
+            label = "~" + folder[len(home) :] if folder == home or folder.startswith(home + "/") else folder
+            out.append({"folder": folder, "label": label, "rows": shown, "waiting": _waits(shown)})
     out.sort(key=lambda g: not g["waiting"])
     return out
 
@@ -110,8 +120,15 @@ def badges(row: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("result", "it has a structured result (roost result)"))
     usage = row.get("usage") or {}
     if usage.get("budget") or usage.get("budgetTokens") or usage.get("maxTurns"):
-        limit = money(usage["budget"]) if usage.get("budget") else (
-            f"{usage['budgetTokens']} tokens" if usage.get("budgetTokens") else f"{usage['maxTurns']} turns")
+        limit = (
+            money(usage["budget"])
+            if usage.get("budget")
+            else (
+                f"{usage['budgetTokens']} tokens"
+                if usage.get("budgetTokens")
+                else f"{usage['maxTurns']} turns"
+            )
+        )
         out.append(("budget", f"budget {limit}"))
     return out
 
@@ -142,8 +159,14 @@ def plain(value: Any) -> str:
 def device_name(user_agent: str) -> str:
     """A short name for a paired browser, from its User-Agent (printable ASCII only)."""
     ua = "".join(c for c in user_agent if 32 <= ord(c) < 127)
-    for marker, name in (("iPhone", "iPhone"), ("Android", "Android"), ("iPad", "iPad"),
-                         ("Macintosh", "Mac"), ("Windows", "Windows"), ("Linux", "Linux")):
+    for marker, name in (
+        ("iPhone", "iPhone"),
+        ("Android", "Android"),
+        ("iPad", "iPad"),
+        ("Macintosh", "Mac"),
+        ("Windows", "Windows"),
+        ("Linux", "Linux"),
+    ):
         if marker in ua:
             browser = next((b for b in ("Firefox", "Edg", "Chrome", "Safari") if b in ua), "browser")
             return f"{browser.replace('Edg', 'Edge')} on {name}"
@@ -183,8 +206,11 @@ def run_args(form: dict[str, str]) -> dict[str, Any]:
 
 
 def budget_args(form: dict[str, str]) -> dict[str, Any]:
-    args = {"budget": _number(form, "budget"), "budgetTokens": _number(form, "budgetTokens", True),
-            "maxTurns": _number(form, "maxTurns", True)}
+    args = {
+        "budget": _number(form, "budget"),
+        "budgetTokens": _number(form, "budgetTokens", True),
+        "maxTurns": _number(form, "maxTurns", True),
+    }
     if all(v is None for v in args.values()):
         raise ValueError("give a budget, a token budget or a number of turns")
     return {k: v for k, v in args.items() if v is not None}
@@ -224,8 +250,14 @@ def merge_state(row: dict[str, Any]) -> str:
         into = git.current_branch(origin)
         if not git.branch_exists(path, branch):
             return ""
-        ahead = int(git.git(["rev-list", "--count", f"{worktree['base']}..refs/heads/{branch}", "--"],
-                            path, doing="counting the branch's commits").stdout.strip() or 0)
+        ahead = int(
+            git.git(
+                ["rev-list", "--count", f"{worktree['base']}..refs/heads/{branch}", "--"],
+                path,
+                doing="counting the branch's commits",
+            ).stdout.strip()
+            or 0
+        )
         if ahead == 0:
             return "empty"
         if into and git.unmerged_count(path, branch, into) == 0:

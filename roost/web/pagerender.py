@@ -17,8 +17,9 @@ from roost.web.devices import csrf_token
 
 HERE = Path(__file__).resolve().parent
 
-ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
-                         autoescape=True, trim_blocks=True, lstrip_blocks=True)
+ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+)
 """autoescape=True for every template, whatever its name: nothing agent-written is raw."""
 ENV.filters["money"] = views.money
 ENV.filters["state"] = views.state_text  # `reaped` shown as `idle`, as everywhere
@@ -32,8 +33,12 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
     token = state.get("token")
     context.setdefault("waiting", (request.scope.get("state") or {}).get("waiting", 0))
     html = ENV.get_template(template).render(
-        csrf=csrf_token(token) if token else "", read_only=request.app.state.read_only,
-        device=state.get("device"), path=request.url.path, **context)
+        csrf=csrf_token(token) if token else "",
+        read_only=request.app.state.read_only,
+        device=state.get("device"),
+        path=request.url.path,
+        **context,
+    )
     return HTMLResponse(html, status_code=status)
 
 

@@ -55,5 +55,13 @@ async def search_page(request: Request) -> Response:
         except RequestError as exc:
             error = exc.message
     rows = [{**row, "segments": segments(row), "link": link(row)} for row in results]
-    return render(request, "search.html", q=query, kind=kind if kind in KINDS else "",
-                  kinds=KINDS, everything=everything, results=rows, error=error)
+    return render(
+        request,
+        "search.html",
+        q=query,
+        kind=kind if kind in KINDS else "",
+        kinds=KINDS,
+        everything=everything,
+        results=rows,
+        error=error,
+    )

@@ -58,8 +58,10 @@ def check(bind: str, tls_cert: str | None, tls_key: str | None, insecure_http: b
         raise Refused("--tls-cert and --tls-key go together")
     tls = bool(tls_cert)
     if not is_loopback(bind) and not tls and not insecure_http:
-        raise Refused(f"binding to {bind} (not loopback) needs TLS (--tls-cert F --tls-key F), "
-                      "or --insecure-http to accept that anyone on the network can read the traffic")
+        raise Refused(
+            f"binding to {bind} (not loopback) needs TLS (--tls-cert F --tls-key F), "
+            "or --insecure-http to accept that anyone on the network can read the traffic"
+        )
     return tls
 
 
@@ -86,8 +88,15 @@ def pairing_link(url: str, store: Store) -> str:
     return f"{url}/pair?code={store.new_code()}"
 
 
-def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: str | None,
-        insecure_http: bool, names: tuple[str, ...]) -> None:
+def run(
+    bind: str,
+    port: int,
+    read_only: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure_http: bool,
+    names: tuple[str, ...],
+) -> None:
     import uvicorn
 
     from roost import protocol
@@ -97,17 +106,29 @@ def run(bind: str, port: int, read_only: bool, tls_cert: str | None, tls_key: st
     quiet_watchdog()
     tls = check(bind, tls_cert, tls_key, insecure_http)
     if not is_loopback(bind) and not tls:
-        print(f"roost web: WARNING: serving plain HTTP on {bind}: anyone on the network path "
-              "can read the pages and take the session cookie (--insecure-http)", file=sys.stderr)
+        print(
+            f"roost web: WARNING: serving plain HTTP on {bind}: anyone on the network path "
+            "can read the pages and take the session cookie (--insecure-http)",
+            file=sys.stderr,
+        )
     store = Store()
-    settings = Settings(hosts=hosts_for(bind, port, names), tls=tls, read_only=read_only,
-                        store=store)
+    settings = Settings(hosts=hosts_for(bind, port, names), tls=tls, read_only=read_only, store=store)
     url = url_of(bind, port, tls)
     hub = Hub()
-    config = uvicorn.Config(create_app(settings, hub), host=bind, port=port, access_log=False,
-                            log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-                            lifespan="on", timeout_graceful_shutdown=1, date_header=False,
-                            server_header=False, proxy_headers=False)
+    config = uvicorn.Config(
+        create_app(settings, hub),
+        host=bind,
+        port=port,
+        access_log=False,
+        log_level="warning",
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        date_header=False,
+        server_header=False,
+        proxy_headers=False,
+    )
     asyncio.run(_serve(uvicorn.Server(config), store, url, bind, port, hub))
 
 
@@ -128,8 +149,12 @@ async def _serve(server: Any, store: Store, url: str, bind: str, port: int, hub:
     store.write_server(url)
     try:
         print(pairing_link(url, store), flush=True)
-        print(f"roost web: serving {url} (pair a device with the link above; "
-              "`roost web pair` prints a new one)", file=sys.stderr, flush=True)
+        print(
+            f"roost web: serving {url} (pair a device with the link above; "
+            "`roost web pair` prints a new one)",
+            file=sys.stderr,
+            flush=True,
+        )
         await stop.wait()
     finally:
         store.clear_server()

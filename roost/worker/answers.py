@@ -42,8 +42,14 @@ log = logging.getLogger("roost.worker")
 
 
 class Answers:
-    def __init__(self, record: JobRecord, runs: RunTracker, link: DaemonLink,
-                 to_extension: Callable[[dict[str, Any]], bool], notes: Keeper) -> None:
+    def __init__(
+        self,
+        record: JobRecord,
+        runs: RunTracker,
+        link: DaemonLink,
+        to_extension: Callable[[dict[str, Any]], bool],
+        notes: Keeper,
+    ) -> None:
         self.job_id = record.id
         self.notes = notes  # the run note: it keeps each report until roostd has it
         self.prepared: dict[str, Any] | None = None  # the settled run's report, noted, unsent
@@ -64,8 +70,7 @@ class Answers:
         Returns the job's error when the answer is invalid for the last time."""
         self.valid, self.value, self.failure = False, None, None
         repairing, self.repairing = self.repairing, False
-        if (self.schema is None or run.stop_reason in ("error", "aborted")
-                or self.runs.state != JobState.DONE):
+        if self.schema is None or run.stop_reason in ("error", "aborted") or self.runs.state != JobState.DONE:
             return None
         value, errors = results.check(self.schema, run.final_text)
         if not errors:
@@ -74,8 +79,9 @@ class Answers:
             return None
         sent = self.notes_sent if repairing else 0
         allowed = load_settings().resultRepairs
-        if sent < allowed and self.to_extension(protocol.event(
-                "note", content=results.repair_note(errors, allowed - sent - 1))):
+        if sent < allowed and self.to_extension(
+            protocol.event("note", content=results.repair_note(errors, allowed - sent - 1))
+        ):
             log.info("the answer is not valid against the output schema: a note asks again")
             self.notes_sent, self.repairing = sent + 1, True
             self.runs.next_cause = run.cause  # the repair is a turn of the same run's cause
@@ -114,23 +120,31 @@ class Answers:
         it settled the run) reports now, as its settle would have. Its id comes from the
         note, so a second crash before the note is ended cannot report it twice."""
         note = self.notes.note
-        answer = (final_answer(entries, since=parse_millis(note.started))
-                  if note.in_progress and not interrupted(entries) else None)
+        answer = (
+            final_answer(entries, since=parse_millis(note.started))
+            if note.in_progress and not interrupted(entries)
+            else None
+        )
         if answer is None:
             return
         stop, error = answer.get("stopReason"), answer.get("errorMessage")
-        run = Run(note.run_cause(), final_text=content_text(answer.get("content")),
-                  stop_reason=str(stop) if stop else None, error=str(error) if error else None)
+        run = Run(
+            note.run_cause(),
+            final_text=content_text(answer.get("content")),
+            stop_reason=str(stop) if stop else None,
+            error=str(error) if error else None,
+        )
         report = self.report_of(run)
         if report is None:
             return
         question = question_in(run.final_text) if stop == "stop" else None
         report.update(
-            report=hashlib.sha256(f"{self.job_id} {note.cause} {note.started}".encode()
-                                  ).hexdigest()[:16],
-            state=(JobState.FAILED if stop == "error" else JobState.NEEDS_INPUT if question
-                   else JobState.DONE).value,
-            question=question)
+            report=hashlib.sha256(f"{self.job_id} {note.cause} {note.started}".encode()).hexdigest()[:16],
+            state=(
+                JobState.FAILED if stop == "error" else JobState.NEEDS_INPUT if question else JobState.DONE
+            ).value,
+            question=question,
+        )
         if all(r.get("report") != report["report"] for r in note.reports):
             log.info("reporting the run that ended while no worker saw it (%s)", note.cause)
             self.notes.save(replace(note, reports=[*note.reports, report]))
@@ -156,9 +170,7 @@ class Answers:
         answer being repaired is not: its repair reports)."""
         if not self.spawned or self.repairing:
             return None
-        report, self.parent_chain = should_report(
-            run.cause, run.sources, run.stop_reason, self.parent_chain
-        )
+        report, self.parent_chain = should_report(run.cause, run.sources, run.stop_reason, self.parent_chain)
         if not report:
             return None
         text, structured = run.final_text[:RESULT_MAX], False
@@ -172,6 +184,7 @@ class Answers:
             "error": self.failure or run.error,
             "structured": structured,
         }
+
 
 def final_answer(entries: list[dict[str, Any]], since: float | None) -> dict[str, Any] | None:
     """The session's last message when it is the model's answer written after `since`
@@ -190,9 +203,10 @@ def structured_text(value: Any, job_id: str) -> str:
     """A checked result as its report carries it: indented JSON, or when that is over
     RESULT_MAX, compact JSON, or past that only its size (`roost result` has it whole)."""
     for indent in (2, None):
-        text = json.dumps(value, ensure_ascii=False, indent=indent,
-                          separators=None if indent else (",", ":"))
+        text = json.dumps(value, ensure_ascii=False, indent=indent, separators=None if indent else (",", ":"))
         if len(text) <= RESULT_MAX:
             return text
-    return (f"(a JSON result of {len(results.compact(value).encode('utf-8'))} bytes, too large "
-            f"for a report: `roost result {job_id} --json` prints it)")
+    return (
+        f"(a JSON result of {len(results.compact(value).encode('utf-8'))} bytes, too large "
+        f"for a report: `roost result {job_id} --json` prints it)"
+    )

@@ -57,8 +57,16 @@ class Ports:
 
 
 class BudgetGuard:
-    def __init__(self, meter: Meter, runs: RunTracker, ports: Ports, *, stop_note: Path,
-                 spawned: bool, stats_from_pi: bool) -> None:
+    def __init__(
+        self,
+        meter: Meter,
+        runs: RunTracker,
+        ports: Ports,
+        *,
+        stop_note: Path,
+        spawned: bool,
+        stats_from_pi: bool,
+    ) -> None:
         self.meter = meter
         self.runs = runs
         self.ports = ports
@@ -67,8 +75,7 @@ class BudgetGuard:
         self.stats_from_pi = stats_from_pi  # pi 1.x: get_session_stats sums the whole file
 
     @classmethod
-    def of(cls, record: JobRecord, runs: RunTracker, ports: Ports, *,
-           stats_from_pi: bool) -> BudgetGuard:
+    def of(cls, record: JobRecord, runs: RunTracker, ports: Ports, *, stats_from_pi: bool) -> BudgetGuard:
         """The guard of `record`'s job, with its limits and the stopped run's kept cause."""
         meter = Meter(Limits.of(record.limits), warn_at=load_settings().budgetWarnAt)
         stop_note = record.dir / STOP_NOTE
@@ -77,8 +84,9 @@ class BudgetGuard:
             cause = json.loads(stop_note.read_text(encoding="utf-8")).get("cause")
             if cause in {c.value for c in RunCause}:
                 meter.stopped_cause = cause
-        return cls(meter, runs, ports, stop_note=stop_note, spawned=record.links.spawned,
-                   stats_from_pi=stats_from_pi)
+        return cls(
+            meter, runs, ports, stop_note=stop_note, spawned=record.links.spawned, stats_from_pi=stats_from_pi
+        )
 
     @property
     def blocked(self) -> str | None:
@@ -113,10 +121,11 @@ class BudgetGuard:
     def on_message(self, message: dict[str, Any]) -> None:
         meter = self.meter
         verdict = meter.on_message(message)
-        if meter.usage.requests == 1 and meter.limits.budget is not None \
-                and not meter.usage.priced:
-            log.warning("the model has no prices: a cost budget never stops this job "
-                        "(use a token budget, roost budget JOB --budget-tokens N)")
+        if meter.usage.requests == 1 and meter.limits.budget is not None and not meter.usage.priced:
+            log.warning(
+                "the model has no prices: a cost budget never stops this job "
+                "(use a token budget, roost budget JOB --budget-tokens N)"
+            )
         if message.get("role") == "assistant":
             self.ports.report()  # the row's figures move live
         if verdict == "warn":
@@ -140,19 +149,19 @@ class BudgetGuard:
         meter, runs = self.meter, self.runs
         was_blocked = meter.blocked
         warning = event.get("treeWarning")
-        if warning and self.ports.to_extension(protocol.event(
-                "budget_note", content=budget.note_text(str(warning)[:300]),
-                steer=runs.streaming)):
+        if warning and self.ports.to_extension(
+            protocol.event("budget_note", content=budget.note_text(str(warning)[:300]), steer=runs.streaming)
+        ):
             log.info("tree budget warning: %s", warning)
 
         def opt(key: str) -> Any:
             value = event.get(key)
-            return value if isinstance(value, int | float) and not isinstance(value, bool) \
-                else None
+            return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
         tokens, turns = opt("budgetTokens"), opt("maxTurns")
-        lifted = meter.set_limits(Limits(opt("budget"), int(tokens) if tokens else None,
-                                         int(turns) if turns else None))
+        lifted = meter.set_limits(
+            Limits(opt("budget"), int(tokens) if tokens else None, int(turns) if turns else None)
+        )
         tree = event.get("treeExhausted")
         meter.tree_exhausted = str(tree) if tree else None
         if meter.blocked is None and was_blocked is not None:
@@ -169,8 +178,9 @@ class BudgetGuard:
         runs.status = ""
         cause, meter.stopped_cause = meter.stopped_cause, None
         self._save_stop()
-        if cause is not None and self.ports.to_extension(protocol.event(
-                "note", content=budget.raised_note(meter.limits))):
+        if cause is not None and self.ports.to_extension(
+            protocol.event("note", content=budget.raised_note(meter.limits))
+        ):
             runs.next_cause = RunCause(cause)  # the continuation keeps the run's cause
         # error_shown stays set: every later snapshot clears the row's error, so the clearing
         # is not lost when this report falls before the link is bound (a raise heard on
@@ -202,8 +212,9 @@ class BudgetGuard:
         if not line:
             return
         log.info("budget warning: %s", line)
-        self.ports.to_extension(protocol.event(
-            "budget_note", content=budget.note_text(line), steer=self.runs.streaming))
+        self.ports.to_extension(
+            protocol.event("budget_note", content=budget.note_text(line), steer=self.runs.streaming)
+        )
         if self.spawned:
             self.ports.to_roostd("warn", line)
 

@@ -79,8 +79,9 @@ class DaemonLink:
             self._conn = conn
             reader = asyncio.create_task(self._read(conn))
             try:
-                await self._call(conn, "worker_hello", job=self.record.id,
-                                 token=self.record.token, pid=os.getpid())
+                await self._call(
+                    conn, "worker_hello", job=self.record.id, token=self.record.token, pid=os.getpid()
+                )
                 self._bound.set()
                 self._last_sent = None
                 trail, self._trail = self._trail or [], None
@@ -209,8 +210,9 @@ class DaemonLink:
         self._last_sent = dict(snapshot)
         conn = self._conn
         request_id = next(self._ids)
-        self._tasks.spawn(conn.send({"id": request_id, "op": "worker_update", **snapshot}),
-                          "sending worker_update")
+        self._tasks.spawn(
+            conn.send({"id": request_id, "op": "worker_update", **snapshot}), "sending worker_update"
+        )
 
     def partial(self, value: dict[str, Any] | None) -> None:
         """What pi streams now (null: nothing), for roostd's memory only; not retried: a
@@ -218,16 +220,15 @@ class DaemonLink:
         self._partial = value
         if self._conn is None or not self._bound.is_set():
             return
-        self._tasks.spawn(self._conn.send({"id": next(self._ids), "op": "partial",
-                                           "partial": value}), "sending a partial")
+        self._tasks.spawn(
+            self._conn.send({"id": next(self._ids), "op": "partial", "partial": value}), "sending a partial"
+        )
 
     async def exiting(self, reason: str, fatal: bool = False) -> None:
         if self._conn is None or not self._bound.is_set():
             return
         try:
-            await asyncio.wait_for(
-                self._call(self._conn, "worker_exiting", reason=reason, fatal=fatal), 5
-            )
+            await asyncio.wait_for(self._call(self._conn, "worker_exiting", reason=reason, fatal=fatal), 5)
         except (RequestError, ConnectionError, TimeoutError):
             pass
 
@@ -239,11 +240,13 @@ class DaemonLink:
             return
         reader = asyncio.create_task(self._read(conn))
         try:
-            await asyncio.wait_for(self._call(conn, "worker_hello", job=self.record.id,
-                                              token=self.record.token, pid=os.getpid()), 5)
             await asyncio.wait_for(
-                self._call(conn, "worker_exiting", reason=reason, fatal=True), 5
+                self._call(
+                    conn, "worker_hello", job=self.record.id, token=self.record.token, pid=os.getpid()
+                ),
+                5,
             )
+            await asyncio.wait_for(self._call(conn, "worker_exiting", reason=reason, fatal=True), 5)
         except (RequestError, ConnectionError, TimeoutError, OSError):
             pass
         finally:

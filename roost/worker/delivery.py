@@ -81,8 +81,9 @@ class Delivery:
                 self.finished.add(item.seq)
                 dropped += 1
                 break
-        self._rewrite_journal({seq: at for seq, at in sent.items()
-                               if any(item.seq == seq for item in pending)})
+        self._rewrite_journal(
+            {seq: at for seq, at in sent.items() if any(item.seq == seq for item in pending)}
+        )
         self.ack_finished()
         return dropped
 
@@ -92,8 +93,9 @@ class Delivery:
         if self.journal is None:
             return
         line = json.dumps({"seq": item.seq, "at": time.time() * 1000}) + "\n"
-        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         os.fchmod(fd, 0o600)  # the user's alone, whatever mode it was found with
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(line)
@@ -122,8 +124,7 @@ class Delivery:
         if not sent and not self.journal.exists():
             return  # nothing to prune or repair: spare a fresh job's start an fsync
         tmp = self.journal.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         os.fchmod(fd, 0o600)  # a leftover .tmp keeps its mode through O_TRUNC
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for seq, at in sorted(sent.items()):
@@ -226,8 +227,7 @@ class Delivery:
     def has_new(self) -> bool:
         """An item waits that pi has not been handed yet."""
         busy = {f.item.seq for f in self.inflight}
-        return any(item.seq not in self.finished and item.seq not in busy
-                   for item in self.box.pending())
+        return any(item.seq not in self.finished and item.seq not in busy for item in self.box.pending())
 
     def requeue_inflight(self) -> None:
         """Forget what was sent but not taken (e.g. the extension reconnected)."""

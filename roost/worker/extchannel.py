@@ -20,9 +20,15 @@ from roost.worker.daemon_link import DaemonLink
 
 
 class ExtensionChannel:
-    def __init__(self, job_id: str, job_name: str, pi_pid: Callable[[], int | None],
-                 link: DaemonLink, on_hello: Callable[[], None],
-                 on_lost: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        job_name: str,
+        pi_pid: Callable[[], int | None],
+        link: DaemonLink,
+        on_hello: Callable[[], None],
+        on_lost: Callable[[], None],
+    ) -> None:
         self.job_id, self.job_name = job_id, job_name
         self.pi_pid = pi_pid
         self.link = link
@@ -65,8 +71,11 @@ class ExtensionChannel:
             self.ready.set()
             self.on_hello()
             # `gate`: ask the worker before every tool call (the job has approvals).
-            return {"job": self.job_id, "name": self.job_name,
-                    "gate": bool(self.gate is not None and self.gate.gated)}
+            return {
+                "job": self.job_id,
+                "name": self.job_name,
+                "gate": bool(self.gate is not None and self.gate.gated),
+            }
 
         async def forward(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
             args = {k: v for k, v in request.items() if k not in ("id", "op")}
@@ -82,5 +91,4 @@ class ExtensionChannel:
             result: dict[str, Any] = await self.gate.gate(conn, request)
             return result
 
-        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward,
-                "gate": gate}
+        return {"ext_hello": ext_hello, "peers": forward, "send": forward, "spawn": forward, "gate": gate}

@@ -54,8 +54,11 @@ def hit(point: str, text: str, job: str | None = None) -> None:
             fault = json.load(handle)
     except (OSError, ValueError):
         return
-    if (fault.get("point") != point or fault.get("job") != (job or job_id)
-            or str(fault.get("text")) not in text):
+    if (
+        fault.get("point") != point
+        or fault.get("job") != (job or job_id)
+        or str(fault.get("text")) not in text
+    ):
         return
     try:
         os.rename(_FILE, _FILE + ".fired")  # exactly once, across worker restarts

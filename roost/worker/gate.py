@@ -40,8 +40,9 @@ ASK_AGAIN = 3.0
 
 
 class Gate:
-    def __init__(self, record: JobRecord, runs: RunTracker, link: DaemonLink,
-                 report: Callable[[], None]) -> None:
+    def __init__(
+        self, record: JobRecord, runs: RunTracker, link: DaemonLink, report: Callable[[], None]
+    ) -> None:
         self.policy = dict(record.approvals) if record.approvals else None
         self.cwd = record.cwd
         self.runs = runs
@@ -64,8 +65,10 @@ class Gate:
             return {"block": False}
         if decision.action == "deny":
             log.info("tool call %s (%s) denied by the rule %s", call, tool, decision.rule)
-            return {"block": True, "reason": f"Denied by the job's approval rule `deny "
-                                             f"{decision.rule}`: this call did not run."}
+            return {
+                "block": True,
+                "reason": f"Denied by the job's approval rule `deny {decision.rule}`: this call did not run.",
+            }
         answer = await self._ask(call, tool, tool_input)
         if answer.get("rule") and self.policy is not None:  # --always
             self.policy["allow"] = list(dict.fromkeys([*self.policy.get("allow", []), answer["rule"]]))
@@ -75,8 +78,9 @@ class Gate:
         if by == "timeout":
             text = f"Denied: {reason or 'the approval timed out'}. This call did not run."
         else:
-            text = ("Denied by the user: this call did not run."
-                    + (f" Their reason: {reason}" if reason else ""))
+            text = "Denied by the user: this call did not run." + (
+                f" Their reason: {reason}" if reason else ""
+            )
         return {"block": True, "reason": text}
 
     async def _ask(self, call: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +90,9 @@ class Gate:
         try:
             while not future.done():
                 try:
-                    reply = await self.link.request("approval_request", call=call, tool=tool,
-                                                    input=tool_input, worker=os.getpid())
+                    reply = await self.link.request(
+                        "approval_request", call=call, tool=tool, input=tool_input, worker=os.getpid()
+                    )
                     if reply.get("decision") and not future.done():
                         future.set_result(reply)
                         break

@@ -73,8 +73,7 @@ def wait_for_go() -> None:
         go = b""
     os.close(fd)
     if go != b"go":
-        print("roost worker: roostd did not record this worker; exiting", file=sys.stderr,
-              flush=True)
+        print("roost worker: roostd did not record this worker; exiting", file=sys.stderr, flush=True)
         sys.exit(EXIT_UNRECORDED)
 
 

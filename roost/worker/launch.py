@@ -77,9 +77,17 @@ def death_signal_prefix() -> list[str]:
         found = shutil.which(SETPRIV[0])
         base = [found, *SETPRIV[1:], *PARENT_CHECK] if found else []
         try:
-            works = bool(base) and subprocess.run(
-                [*base, str(os.getpid()), "true"], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+            works = (
+                bool(base)
+                and subprocess.run(
+                    [*base, str(os.getpid()), "true"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=10,
+                ).returncode
+                == 0
+            )
         except (OSError, subprocess.SubprocessError):
             works = False
         _setpriv = base if works else []
@@ -137,12 +145,15 @@ def pi_env(job: dict[str, Any], ext_path: Path) -> dict[str, str]:
     # knows its pi by the kernel's credentials of the extension's connection instead.
     # The job's own environment (its creator's, with the person's API keys) is the base;
     # roost's variables and pi's agent dir (the one roostd reads roost.json from) win.
-    env = jobenv.compose(jobenv.load(paths.job_dir(job["id"])), {
-        "ROOST_EXT_SOCK": str(ext_path),
-        "ROOST_JOB_ID": job["id"],
-        "ROOST_HOME": str(paths.roost_home()),
-        "PI_CODING_AGENT_DIR": str(paths.agent_dir()),
-    })
+    env = jobenv.compose(
+        jobenv.load(paths.job_dir(job["id"])),
+        {
+            "ROOST_EXT_SOCK": str(ext_path),
+            "ROOST_JOB_ID": job["id"],
+            "ROOST_HOME": str(paths.roost_home()),
+            "PI_CODING_AGENT_DIR": str(paths.agent_dir()),
+        },
+    )
     # A new worktree still being written: the extension holds tool calls until it is done.
     env.pop("ROOST_CHECKOUT_PENDING", None)
     if job.get("worktree"):
@@ -168,9 +179,13 @@ def sandbox_plan(job: dict[str, Any], env: dict[str, str]) -> str:
     from roost import sandbox
 
     try:
-        return sandbox.job_plan(job, home=env.get("HOME") or os.path.expanduser("~"),
-                                roost_home=str(paths.roost_home()),
-                                agent_dir=str(paths.agent_dir()), environ=env).to_json()
+        return sandbox.job_plan(
+            job,
+            home=env.get("HOME") or os.path.expanduser("~"),
+            roost_home=str(paths.roost_home()),
+            agent_dir=str(paths.agent_dir()),
+            environ=env,
+        ).to_json()
     except sandbox.SandboxError as exc:
         raise LaunchError(str(exc)) from None
 
@@ -182,8 +197,7 @@ def locate() -> PiInstall:
         raise LaunchError(str(exc)) from None
 
 
-def spawn_pi(job: dict[str, Any], ext_path: Path,
-             install: PiInstall) -> subprocess.Popen[bytes]:
+def spawn_pi(job: dict[str, Any], ext_path: Path, install: PiInstall) -> subprocess.Popen[bytes]:
     if not os.path.isdir(job["cwd"]):
         raise LaunchError(f"the job's directory {job['cwd']} does not exist")
     return popen_dying_with_worker(
@@ -242,8 +256,7 @@ def start(job_id: str) -> Early:
         session = job["session"]
         # What this worker's pi leaves is roost's, not another writer's (roost.writers).
         atexit.register(_remember, early, session, str(job_dir))
-        if (not paths.session_lock_path(session).exists()
-                and not writers.find_writers(session, str(job_dir))):
+        if not paths.session_lock_path(session).exists() and not writers.find_writers(session, str(job_dir)):
             early.pi = spawn_pi(job, ext_path, early.install)
             # The file as pi starts from it (pi writes nothing for a second or more yet):
             # noted after the spawn, off the way to pi.

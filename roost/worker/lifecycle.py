@@ -57,17 +57,21 @@ class Worker:
         self.box = Mailbox(self.record.mailbox_dir)
         self.delivery = Delivery(self.box, self.record.dir / "delivery.jsonl")
         self.features = features_of(early.install)  # None: pi was not found (early.error)
-        self.runs = RunTracker(summary=self.record.summary,
-                               settled_event=self.features.settled_event)
+        self.runs = RunTracker(summary=self.record.summary, settled_event=self.features.settled_event)
         self.notes = runnote.Keeper(self.record.dir / "run.json")  # the run in progress
         self.pi = PiProcess(self._on_pi_event)
         faults.pi_pid, faults.job_id = (lambda: self.pi.pid), self.record.id
         self.link = DaemonLink(self.record, self._on_daemon_event, self.snapshot, self.tasks)
         self.streamer = Streamer(self.link.partial)  # the live text, coalesced, to roostd
         self.wake = asyncio.Event()
-        self.channel = ExtensionChannel(self.record.id, self.record.name, lambda: self.pi.pid,
-                                        self.link, on_hello=self.wake.set,
-                                        on_lost=self.delivery.requeue_inflight)
+        self.channel = ExtensionChannel(
+            self.record.id,
+            self.record.name,
+            lambda: self.pi.pid,
+            self.link,
+            on_hello=self.wake.set,
+            on_lost=self.delivery.requeue_inflight,
+        )
         self.stop_reason: str | None = None
         self.stopping = asyncio.Event()
         self.fatal: str | None = None  # a configuration problem: the job fails, items stay
@@ -83,12 +87,18 @@ class Worker:
         self.queued = False  # roostd queued its next run: a `turn` push lets it go
         self._session_private = False  # the session file was made 0600
         self.budget = BudgetGuard.of(  # usage and budgets (roost.usage)
-            self.record, self.runs, Ports(
-                report=self.report, wake=self.wake.set, to_extension=self._to_extension,
-                to_roostd=lambda kind, text: self.link.send_reliably("usage_note", kind=kind,
-                                                                     text=text),
-                pi_command=self.pi.command, spawn=self.tasks.spawn),
-            stats_from_pi=self.features.session_stats_whole_file)
+            self.record,
+            self.runs,
+            Ports(
+                report=self.report,
+                wake=self.wake.set,
+                to_extension=self._to_extension,
+                to_roostd=lambda kind, text: self.link.send_reliably("usage_note", kind=kind, text=text),
+                pi_command=self.pi.command,
+                spawn=self.tasks.spawn,
+            ),
+            stats_from_pi=self.features.session_stats_whole_file,
+        )
 
     # -- state reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -103,8 +113,7 @@ class Worker:
     @property
     def busy(self) -> bool:
         """A run is in progress or about to start (an item or roost's note is on its way)."""
-        return (self.runs.streaming or bool(self.delivery.inflight)
-                or self.runs.next_cause is not None)
+        return self.runs.streaming or bool(self.delivery.inflight) or self.runs.next_cause is not None
 
     def report(self) -> None:
         self.link.update(self.snapshot())
@@ -184,16 +193,16 @@ class Worker:
         assert self.record.session is not None
         entries = read_entries(self.record.session)
         dropped = self.delivery.drop_resends(delivered(entries))
-        self.delivery.durable = any(
-            (e.get("message") or {}).get("role") == "assistant" for e in entries
-        )
+        self.delivery.durable = any((e.get("message") or {}).get("role") == "assistant" for e in entries)
         if dropped:
             log.info("dropped %d resend(s) already in the session", dropped)
         self.budget.load(entries)
         self.answers.recover(entries)  # a run that ended while no worker saw it reports
-        resume = self.budget.gate_resume(restore(self.runs, self.notes.note, entries,
-                                                 pending=bool(self.box.pending()),
-                                                 save=self.notes.save))
+        resume = self.budget.gate_resume(
+            restore(
+                self.runs, self.notes.note, entries, pending=bool(self.box.pending()), save=self.notes.save
+            )
+        )
         self.report()
         self.answers.resend()  # reports a killed worker noted and roostd never answered
         if resume is not None and self.channel.conn is not None:
@@ -239,8 +248,7 @@ class Worker:
 
     async def _shutdown_pi(self) -> None:
         if self.stop_reason == "stopped" and self.notes.note.cause is not None:
-            self.notes.save(runnote.RunNote(self.notes.note.cause, self.notes.note.started,
-                                            stopped=True))
+            self.notes.save(runnote.RunNote(self.notes.note.cause, self.notes.note.started, stopped=True))
         if self.runs.streaming and self.stop_reason == "stopped":
             with contextlib.suppress(PiError, TimeoutError):
                 await self.pi.command("abort", timeout=10)
@@ -271,8 +279,12 @@ class Worker:
                 self._release_if_idle()
                 # `roost attach` waits for the run to end; a run waiting on a dialog ends only
                 # once a reply answers it, so that much is still delivered.
-                if not (self.releasing and self.runs.dialog_open
-                        and not self.runs.compacting and not self.stopping.is_set()):
+                if not (
+                    self.releasing
+                    and self.runs.dialog_open
+                    and not self.runs.compacting
+                    and not self.stopping.is_set()
+                ):
                     continue
             try:
                 await self.delivery.pump(
@@ -296,8 +308,13 @@ class Worker:
         False while the job is queued, or roostd is away (after its hello we ask again)."""
         if self.queued:
             return False
-        if (self.runs.state not in SETTLED_JOB_STATES or self.busy or self.runs.dialog_open
-                or self.releasing or not self.delivery.has_new()):
+        if (
+            self.runs.state not in SETTLED_JOB_STATES
+            or self.busy
+            or self.runs.dialog_open
+            or self.releasing
+            or not self.delivery.has_new()
+        ):
             return True  # a run in progress, the one this worker was started for, or none
         self.report()  # roostd hears that the last run ended before it hears the ask
         await asyncio.sleep(0)
@@ -319,8 +336,11 @@ class Worker:
         """pi refused a prompt: a configuration problem (no API key, unknown model) fails
         the job now, with pi's words and the fix; the item stays for `roost start`."""
         problem = problems.from_prompt_error(
-            str(exc), self.record.id, provider=self._provider(),
-            models_json_error=agentfiles.models_json_error())
+            str(exc),
+            self.record.id,
+            provider=self._provider(),
+            models_json_error=agentfiles.models_json_error(),
+        )
         if problem is None:
             return False
         log.error("%s", problem.text())
@@ -393,8 +413,14 @@ class Worker:
         elif due == "ended" and (self._settle_task is None or self._settle_task.done()):
             self._settle_task = self.tasks.spawn(self._confirm_settled(), "the settle check")
         if status != self.runs.status or kind in (
-                "agent_start", "agent_end", "tool_execution_start", "tool_execution_end",
-                "extension_ui_request", "auto_retry_start", "compaction_end"):
+            "agent_start",
+            "agent_end",
+            "tool_execution_start",
+            "tool_execution_end",
+            "extension_ui_request",
+            "auto_retry_start",
+            "compaction_end",
+        ):
             self.report()  # `writing` too (a message_update): the link sends only a change
         if kind in ("compaction_end", "agent_end", "agent_settled"):
             self.wake.set()
@@ -496,4 +522,3 @@ async def _run(worker: Worker) -> int:
         log.error("%s", exc)
         await worker.pi.shutdown(timeout=2)
         return 1
-

@@ -57,9 +57,7 @@ class PiProcess:
         self._popen = popen
         reader = asyncio.StreamReader(limit=STREAM_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, popen.stdin
-        )
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
         self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         exit_fd = os.pidfd_open(popen.pid)
         process_gone = asyncio.Event()
@@ -73,8 +71,7 @@ class PiProcess:
         stderr_done: asyncio.Future[None] | None = None
         if popen.stderr is not None:
             errors = asyncio.StreamReader(limit=STREAM_LIMIT)
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(errors),
-                                         popen.stderr)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(errors), popen.stderr)
             self._stderr_task = asyncio.create_task(self._stderr_loop(errors))
             stderr_done = self._stderr_task
         self._reader = asyncio.create_task(self._read_loop(reader, process_gone, stderr_done))
@@ -90,8 +87,12 @@ class PiProcess:
                 sys.stderr.flush()
             self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
 
-    async def _read_loop(self, stdout: asyncio.StreamReader, process_gone: asyncio.Event,
-                         stderr_done: asyncio.Future[None] | None = None) -> None:
+    async def _read_loop(
+        self,
+        stdout: asyncio.StreamReader,
+        process_gone: asyncio.Event,
+        stderr_done: asyncio.Future[None] | None = None,
+    ) -> None:
         assert self._popen is not None
         try:
             while True:

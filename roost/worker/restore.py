@@ -17,8 +17,14 @@ INTERRUPTED_SUMMARY = "interrupted: reply to continue"
 """The summary of a job whose last run was cut short and is not continued by itself."""
 
 
-def restore(runs: RunTracker, note: RunNote, entries: list[dict[str, Any]], *, pending: bool,
-            save: Callable[[RunNote], None]) -> str | None:
+def restore(
+    runs: RunTracker,
+    note: RunNote,
+    entries: list[dict[str, Any]],
+    *,
+    pending: bool,
+    save: Callable[[RunNote], None],
+) -> str | None:
     """Set `runs` from the last run's `note` and the session's `entries`; returns the note
     that continues a cut-short run when nothing `pending` in the mailbox will (a restore
     alone is no run). `save` writes the run note."""
@@ -50,8 +56,8 @@ def restore(runs: RunTracker, note: RunNote, entries: list[dict[str, Any]], *, p
         runs.summary = INTERRUPTED_SUMMARY
         runs.question = (
             "The last run was stopped before it finished; reply to continue."
-            if stopped_mid_run else
-            "The last run was interrupted when its worker restarted; reply to continue."
+            if stopped_mid_run
+            else "The last run was interrupted when its worker restarted; reply to continue."
         )
     elif question is not None:  # still unanswered (e.g. stopped while it waited)
         runs.enter(JobState.NEEDS_INPUT)

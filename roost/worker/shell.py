@@ -34,17 +34,26 @@ def main(argv: list[str] | None = None) -> int:
     record = load_record(paths.job_dir(argv[0]) / "job.json")
     assert record.command
     user_umask = os.umask(0o077)  # the log is the user's only; the command gets it back
-    fd = os.open(record.dir / "output.log",
-                 os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(
+        record.dir / "output.log",
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+    )
     with os.fdopen(fd, "ab") as output:
         # Quoted as a shell needs it (`sh -c 'echo a; b'`): pasted back, it runs the same.
         output.write(f"$ {shlex.join(record.command)}   # {utc_now()}\n".encode())
         output.flush()
         # The environment of the command that created (or last started) the job.
         env = jobenv.compose(jobenv.load(record.dir), {"ROOST_HOME": str(paths.roost_home())})
-        child = subprocess.Popen(record.command, cwd=record.cwd, stdin=subprocess.DEVNULL,
-                                 stdout=output, stderr=subprocess.STDOUT, umask=user_umask,
-                                 env=env)
+        child = subprocess.Popen(
+            record.command,
+            cwd=record.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            umask=user_umask,
+            env=env,
+        )
 
         def forward(signum: int, frame: object) -> None:
             child.send_signal(signum)

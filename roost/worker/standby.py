@@ -67,7 +67,7 @@ def show_job(job_id: str) -> bool:
     try:
         with open("/proc/self/stat", "rb") as handle:
             stat = handle.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
         with open("/proc/self/cmdline", "rb") as handle:
             words = handle.read().split(b"\0")
@@ -81,4 +81,3 @@ def show_job(job_id: str) -> bool:
         return True
     except (OSError, ValueError, IndexError):
         return False
-

@@ -107,8 +107,9 @@ def why_not_up(pi: PiProcess, record: JobRecord, exc: Exception) -> Exception:
     if pi.exited.is_set() and pi.returncode == EXIT_FATAL:
         return Fatal(f"pi refused the session (see {record.dir}/worker.log)")
     if pi.exited.is_set():
-        problem = problems.from_startup(list(pi.stderr_tail), record.id,
-                                        roost_extension=str(paths.extension_path()))
+        problem = problems.from_startup(
+            list(pi.stderr_tail), record.id, roost_extension=str(paths.extension_path())
+        )
         if problem is not None:  # restarting it would fail the same way
             return Fatal(problem.text())
     return PiError(f"pi did not come up: {exc}")

@@ -54,13 +54,18 @@ def compact(message: dict[str, Any]) -> dict[str, Any]:
         if kind == "text":
             blocks.append({"type": "text", "text": _clip(str(part.get("text") or ""), BLOCK_MAX)})
         elif kind == "thinking":
-            blocks.append({"type": "thinking",
-                           "thinking": _clip(str(part.get("thinking") or ""), BLOCK_MAX)})
+            blocks.append({"type": "thinking", "thinking": _clip(str(part.get("thinking") or ""), BLOCK_MAX)})
         elif kind == "toolCall":
-            blocks.append({"type": "toolCall", "id": str(part.get("id") or ""),
-                           "name": str(part.get("name") or ""),
-                           "summary": str(part["summary"]) if part.get("arguments") is None
-                           and "summary" in part else args_line(part.get("arguments") or {})})
+            blocks.append(
+                {
+                    "type": "toolCall",
+                    "id": str(part.get("id") or ""),
+                    "name": str(part.get("name") or ""),
+                    "summary": str(part["summary"])
+                    if part.get("arguments") is None and "summary" in part
+                    else args_line(part.get("arguments") or {}),
+                }
+            )
     return {"timestamp": message.get("timestamp"), "content": blocks}
 
 
@@ -85,32 +90,33 @@ class Blocks:
             elif step == "end" and isinstance(update.get("content"), str):
                 part[family] = update["content"]
         elif family == "toolcall":
-            part = self.parts.setdefault(index, {"type": "toolCall", "id": "", "name": "",
-                                                 "args": ""})
+            part = self.parts.setdefault(index, {"type": "toolCall", "id": "", "name": "", "args": ""})
             if step == "start":
                 part.update(id=str(update.get("id") or ""), name=str(update.get("toolName") or ""))
             elif step == "delta":
                 part["args"] += str(update.get("delta") or "")
             elif step == "end" and isinstance(update.get("toolCall"), dict):
                 call = update["toolCall"]
-                part.update(id=str(call.get("id") or part["id"]),
-                            name=str(call.get("name") or part["name"]),
-                            arguments=call.get("arguments") or {})
+                part.update(
+                    id=str(call.get("id") or part["id"]),
+                    name=str(call.get("name") or part["name"]),
+                    arguments=call.get("arguments") or {},
+                )
 
     def message(self) -> dict[str, Any]:
         content = []
         for _, part in sorted(self.parts.items()):
             if part["type"] == "toolCall" and "arguments" not in part:
-                content.append({**part, "arguments": None, "summary": _clip(
-                    " ".join(part["args"].split()), ARGS_MAX)})
+                content.append(
+                    {**part, "arguments": None, "summary": _clip(" ".join(part["args"].split()), ARGS_MAX)}
+                )
             else:
                 content.append(part)
         return compact({"timestamp": self.timestamp, "content": content})
 
 
 class Streamer:
-    def __init__(self, send: Callable[[dict[str, Any] | None], None],
-                 interval: float = INTERVAL) -> None:
+    def __init__(self, send: Callable[[dict[str, Any] | None], None], interval: float = INTERVAL) -> None:
         self._send = send
         self.interval = interval
         self._source: dict[str, Any] | Blocks | None = None  # what `message` is made from
@@ -158,9 +164,12 @@ class Streamer:
             self._ending = self._source is not None
         elif kind == "tool_execution_start":
             call = str(event.get("toolCallId") or "")
-            self.tools[call] = {"id": call, "name": str(event.get("toolName") or "tool"),
-                                "summary": args_line(event.get("args") or {}),
-                                "started": time.time()}
+            self.tools[call] = {
+                "id": call,
+                "name": str(event.get("toolName") or "tool"),
+                "summary": args_line(event.get("args") or {}),
+                "started": time.time(),
+            }
             self._dirty = urgent = True
         elif kind == "tool_execution_end":
             self._dirty = urgent = self.tools.pop(str(event.get("toolCallId") or ""), None) is not None

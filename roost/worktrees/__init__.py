@@ -36,5 +36,9 @@ def row_fields(worktree: dict[str, object] | None) -> dict[str, object] | None:
     """The JobRow's `worktree`: `{path, branch, base, origin}` (README: JSON output)."""
     if not worktree:
         return None
-    return {"path": worktree.get("path"), "branch": worktree.get("branch"),
-            "base": worktree.get("base"), "origin": worktree.get("origin")}
+    return {
+        "path": worktree.get("path"),
+        "branch": worktree.get("branch"),
+        "base": worktree.get("base"),
+        "origin": worktree.get("origin"),
+    }

@@ -46,8 +46,11 @@ def boot_pathspecs(rel_cwd: str) -> list[str]:
 def start(path: str, rel_cwd: str) -> None:
     """Index filled, boot files written (roostd, after `git worktree add --no-checkout`)."""
     git.git(["read-tree", "HEAD"], path, doing=f"filling the index of {path}")
-    listed = git.git(["ls-files", "-z", "--", *boot_pathspecs(rel_cwd)], path,
-                     doing="listing the files pi reads at start-up").stdout
+    listed = git.git(
+        ["ls-files", "-z", "--", *boot_pathspecs(rel_cwd)],
+        path,
+        doing="listing the files pi reads at start-up",
+    ).stdout
     if listed:
         _checkout_index(path, ["-f", "-u", "-z", "--stdin"], listed)
     os.makedirs(posixpath.join(path, rel_cwd) if rel_cwd else path, exist_ok=True)
@@ -69,14 +72,19 @@ def finish(path: str) -> None:
     _checkout_index(path, ["-a", "-f", "-u"], None, parallel=True)
 
 
-def _checkout_index(path: str, args: list[str], stdin: str | None,
-                    parallel: bool = False) -> None:
+def _checkout_index(path: str, args: list[str], stdin: str | None, parallel: bool = False) -> None:
     config = ["-c", f"checkout.workers={CHECKOUT_WORKERS}"] if parallel else []
     try:
-        proc = subprocess.run(["git", *config, "checkout-index", *args], cwd=path, input=stdin,
-                              env=git._env(), capture_output=True, text=True,
-                              timeout=git.GIT_TIMEOUT,
-                              preexec_fn=_lower_priority if parallel else None)
+        proc = subprocess.run(
+            ["git", *config, "checkout-index", *args],
+            cwd=path,
+            input=stdin,
+            env=git._env(),
+            capture_output=True,
+            text=True,
+            timeout=git.GIT_TIMEOUT,
+            preexec_fn=_lower_priority if parallel else None,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise git.GitError(f"checking out the worktree {path}: {exc}") from None
     if proc.returncode != 0:

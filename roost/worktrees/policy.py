@@ -57,19 +57,24 @@ def decide(request: dict[str, Any], policy: str | None, spawned: bool) -> Worktr
             if asked:
                 raise WorktreeRefused(
                     "worktrees for spawned sessions are off (the user's roost.json has "
-                    "agentChildWorktrees \"never\"): spawn without worktree")
+                    'agentChildWorktrees "never"): spawn without worktree'
+                )
             wanted = False
         elif policy == "always":
             if asked is False:
                 raise WorktreeRefused(
                     "every spawned session gets a worktree here (agentChildWorktrees "
-                    "\"always\"): leave worktree out")
+                    '"always"): leave worktree out'
+                )
             wanted = True
         else:
             wanted = bool(asked)
     if not wanted and (branch or base):
-        raise WorktreeRefused("branch and base are for a job in a worktree: add worktree: true"
-                              if spawned else "--branch and --base need --worktree")
+        raise WorktreeRefused(
+            "branch and base are for a job in a worktree: add worktree: true"
+            if spawned
+            else "--branch and --base need --worktree"
+        )
     return WorktreeRequest(wanted=wanted, branch=branch, base=base)
 
 
@@ -83,8 +88,10 @@ def default_branch(name: str, job_id: str) -> str:
 def limit_refusal(in_tree: int, limit: int) -> str | None:
     """A new worktree in a tree that already holds `in_tree` of them."""
     if in_tree >= limit:
-        return (f"worktree limit: this session tree already has {in_tree} worktrees "
-                f"(agentMaxWorktrees is {limit}); remove one with `roost rm JOB`")
+        return (
+            f"worktree limit: this session tree already has {in_tree} worktrees "
+            f"(agentMaxWorktrees is {limit}); remove one with `roost rm JOB`"
+        )
     return None
 
 

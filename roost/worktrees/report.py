@@ -25,8 +25,7 @@ class Changes:
 
 def format_section(changes: Changes) -> str:
     """The text appended to a report (pure)."""
-    lines = [f"[worktree] branch {changes.branch} (base {changes.base[:12]}, "
-             f"worktree {changes.path})"]
+    lines = [f"[worktree] branch {changes.branch} (base {changes.base[:12]}, worktree {changes.path})"]
     if changes.error:
         lines.append(f"could not read its changes: {changes.error}")
         return "\n".join(lines)
@@ -40,14 +39,16 @@ def format_section(changes: Changes) -> str:
     else:
         lines.append("no commits since base")
     if changes.uncommitted:
-        lines.append(f"UNCOMMITTED changes in the worktree ({len(changes.uncommitted)} files, "
-                     "not on the branch; a merge leaves them out):")
+        lines.append(
+            f"UNCOMMITTED changes in the worktree ({len(changes.uncommitted)} files, "
+            "not on the branch; a merge leaves them out):"
+        )
         lines += [f"  {entry}" for entry in changes.uncommitted[:STATUS_MAX]]
         if len(changes.uncommitted) > STATUS_MAX:
             lines.append(f"  … {len(changes.uncommitted) - STATUS_MAX} more")
     text = "\n".join(lines)
     if len(text) > SECTION_MAX:
-        text = text[:SECTION_MAX - 2].rstrip() + "\n…"
+        text = text[: SECTION_MAX - 2].rstrip() + "\n…"
     return text
 
 
@@ -55,8 +56,9 @@ def gather(worktree: dict[str, Any]) -> Changes:
     """Read a job's changes from git (blocking: roostd calls it in a thread)."""
     from roost.worktrees import git
 
-    changes = Changes(branch=str(worktree.get("branch")), base=str(worktree.get("base")),
-                      path=str(worktree.get("path")))
+    changes = Changes(
+        branch=str(worktree.get("branch")), base=str(worktree.get("base")), path=str(worktree.get("path"))
+    )
     try:
         changes.commits = git.commit_count(changes.path, changes.base)
         if changes.commits:
@@ -77,5 +79,5 @@ def with_section(result: str, worktree: dict[str, Any] | None, limit: int) -> st
     room = limit - len(section) - 3
     result = result.rstrip()
     if len(result) > room:
-        result = result[:max(room - 1, 0)].rstrip() + "…"
+        result = result[: max(room - 1, 0)].rstrip() + "…"
     return f"{result}\n\n{section}" if result else section

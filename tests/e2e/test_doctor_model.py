@@ -31,13 +31,15 @@ def test_a_fresh_agent_dir_fails_with_the_fix(roost_env: Lab, real_pi: list[str]
 
 
 def test_a_default_provider_without_a_key(roost_env: Lab, real_pi: list[str]) -> None:
-    (roost_env.agent_dir / "settings.json").write_text(json.dumps(
-        {"defaultProvider": "anthropic", "defaultModel": "claude-sonnet-4-5"}))
+    (roost_env.agent_dir / "settings.json").write_text(
+        json.dumps({"defaultProvider": "anthropic", "defaultModel": "claude-sonnet-4-5"})
+    )
     code, check = model_check(roost_env)
     assert code == 1 and check["level"] == "fail", check
     assert "anthropic/claude-sonnet-4-5 (pi's default (settings.json))" in str(check["detail"])
-    assert check["fix"] == ('no API key for provider "anthropic": run pi once and /login, '
-                            "or set ANTHROPIC_API_KEY")
+    assert check["fix"] == (
+        'no API key for provider "anthropic": run pi once and /login, or set ANTHROPIC_API_KEY'
+    )
     roost_env.env["ANTHROPIC_API_KEY"] = "sk-not-used"  # never sent: no model call is made
     code, check = model_check(roost_env)
     assert check["level"] == "ok" and "pi has credentials for it" in str(check["detail"]), check
@@ -64,7 +66,7 @@ def test_agents_check_flags_a_model_pi_does_not_know(roost_env: Lab, real_pi: li
     (agents / "bad.toml").write_text('description = "bad"\nmodel = "nope/x"\n')
     proc = roost_env.roost("agents", "check")
     assert proc.returncode == 1
-    assert f'{agents / "bad.toml"}: model \'nope/x\': Model "nope/x" not found' in proc.stderr
+    assert f"{agents / 'bad.toml'}: model 'nope/x': Model \"nope/x\" not found" in proc.stderr
     assert "good.toml" not in proc.stderr
     code, check = model_check(roost_env, "--agent", "bad")
     assert code == 1 and "nope/x (agent bad)" in str(check["detail"]), check

@@ -99,8 +99,9 @@ def test_broken_extension_fails_the_load_check(roost_env: Lab, real_pi: list[str
     assert "FAIL extension loads" in proc.stdout and "fix: roost install" in proc.stdout
 
     # Loads, but is not roost: no /roost-bg.
-    (installed / "index.ts").write_text("// Installed by `roost install`\n"
-                                        "export default function (pi: any) {}\n")
+    (installed / "index.ts").write_text(
+        "// Installed by `roost install`\nexport default function (pi: any) {}\n"
+    )
     code, report = doctor(roost_env)
     assert code == 1 and "registered no /roost-bg" in by_name(report)["extension loads"]["detail"]
 

@@ -25,11 +25,9 @@ from kit.acpclient import Editor, roost_acp  # noqa: E402
 WORDS = " ".join(f"acp{i:02d}" for i in range(16))
 
 
-def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab],
-                                                    llm: FakeLLM) -> None:
+def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
     lab = make_lab(llm=llm)
-    llm.add(last_user_contains("ACP-GO"), tool_call("bash", {"command": "echo tool-ok"}),
-            times=1)
+    llm.add(last_user_contains("ACP-GO"), tool_call("bash", {"command": "echo tool-ok"}), times=1)
     llm.add(last_is_tool_result("bash"), text(WORDS, chunk_size=6, chunk_delay=0.1))
     llm.add(last_user_contains("ACP-LONG"), text("cut short", finish_reason="length"))
 
@@ -38,12 +36,12 @@ def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab]
         async with roost_acp(lab, editor) as conn:
             sid = (await conn.new_session(cwd=str(lab.work))).session_id
             done = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("ACP-GO run it")]), 180)
+                conn.prompt(session_id=sid, prompt=[text_block("ACP-GO run it")]), 180
+            )
             assert done.stop_reason == "end_turn"
             [start] = editor.of(sid, "tool_call")
             assert start.kind == "execute"
-            updates = [u for u in editor.of(sid, "tool_call_update")
-                       if u.tool_call_id == start.tool_call_id]
+            updates = [u for u in editor.of(sid, "tool_call_update") if u.tool_call_id == start.tool_call_id]
             # Its title once its arguments streamed in (the name comes first).
             titles = [u.title for u in [start, *updates] if u.title]
             assert titles[-1] == "bash echo tool-ok"
@@ -52,8 +50,7 @@ def test_a_turn_with_a_tool_streams_into_the_editor(make_lab: Callable[..., Lab]
             assert editor.text(sid) == WORDS  # each character once, streamed or saved
             assert len(editor.of(sid, "agent_message_chunk")) > 1
             # The model stopped at its output limit: max_tokens.
-            long = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("ACP-LONG")]), 180)
+            long = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("ACP-LONG")]), 180)
             assert long.stop_reason == "max_tokens"
             assert editor.text(sid).endswith("cut short")
         return sid
@@ -72,17 +69,16 @@ def test_an_approval_is_a_permission_request(make_lab: Callable[..., Lab], llm: 
     once."""
     lab = make_lab(llm=llm)
     marker = lab.work / "ran.txt"
-    llm.add(last_user_contains("ACP-APPR"), tool_call("bash", {"command": f"echo once >> {marker}"}),
-            times=1)
+    llm.add(last_user_contains("ACP-APPR"), tool_call("bash", {"command": f"echo once >> {marker}"}), times=1)
     llm.add(last_is_tool_result("bash"), text("all done"))
 
     async def scenario() -> str:
         editor = Editor(choose=lambda options: options[0].option_id)
         async with roost_acp(lab, editor) as conn:
-            sid = (await conn.new_session(cwd=str(lab.work),
-                                          roost={"approvals": "ask"})).session_id
+            sid = (await conn.new_session(cwd=str(lab.work), roost={"approvals": "ask"})).session_id
             done = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("ACP-APPR go")]), 180)
+                conn.prompt(session_id=sid, prompt=[text_block("ACP-APPR go")]), 180
+            )
             assert done.stop_reason == "end_turn"
             [(call, options)] = editor.permissions
             assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
@@ -92,8 +88,10 @@ def test_an_approval_is_a_permission_request(make_lab: Callable[..., Lab], llm: 
 
     sid = asyncio.run(scenario())
     assert marker.read_text() == "once\n"
-    answered = [json.loads(line) for line in
-                (lab.roost_home / "events.jsonl").read_text().splitlines()
-                if '"approval.answered"' in line]
+    answered = [
+        json.loads(line)
+        for line in (lab.roost_home / "events.jsonl").read_text().splitlines()
+        if '"approval.answered"' in line
+    ]
     assert [(e["decision"], e["by"]) for e in answered] == [("approved", "acp")]
     assert lab.show(sid)["state"] == "done"

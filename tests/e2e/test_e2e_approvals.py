@@ -22,10 +22,13 @@ T = 90.0
 
 def pending(lab: Lab, job: str, count: int = 1) -> list[dict]:
     """The job's open approval entries, once there are `count`."""
+
     def found() -> list[dict] | None:
-        entries = [e for e in lab.cli_json("inbox", "--json")
-                   if e["kind"] == "approval" and e["job"]["id"] == job]
+        entries = [
+            e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval" and e["job"]["id"] == job
+        ]
         return entries if len(entries) >= count else None
+
     return wait_until(found, T, lambda: f"{count} approval(s) of {job}\n{lab.diagnostics()}")
 
 
@@ -43,8 +46,7 @@ def test_ask_waits_for_approve_and_deny_reaches_the_model(make_lab, tmp_path: Pa
     marker = work / "ran.txt"
     command = f"echo once >> {marker}"
     lab.llm.add(fresh("MK-APPR"), tool_call("bash", {"command": command}))
-    lab.llm.add(after_tool("MK-APPR", "bash"), tool_call("write", {"path": "../x.txt",
-                                                                   "content": "no"}))
+    lab.llm.add(after_tool("MK-APPR", "bash"), tool_call("write", {"path": "../x.txt", "content": "no"}))
     lab.llm.add(after_tool("MK-APPR", "write"), text("all done"))
     job = lab.run_job("--approvals", "ask", "MK-APPR go", cwd=work)
     entry = pending(lab, job)[0]
@@ -89,8 +91,9 @@ def test_several_calls_of_one_message_each_get_an_entry_and_always_allows(make_l
     assert first["input"]["command"] == one
     out = lab.roost_ok("approve", first["id"], "--always")
     assert "from now on it allows bash:echo one >> " in out
-    second = wait_until(lambda: [e for e in pending(lab, job) if e["id"] != first["id"]], T,
-                        "the second call's own entry")[0]
+    second = wait_until(
+        lambda: [e for e in pending(lab, job) if e["id"] != first["id"]], T, "the second call's own entry"
+    )[0]
     assert second["input"]["command"] == two
     lab.roost_ok("approve", second["id"])
     assert lab.wait(job, T) == "done"  # the third call (`one` again) ran unasked: --always
@@ -102,11 +105,18 @@ def test_several_calls_of_one_message_each_get_an_entry_and_always_allows(make_l
 def test_deny_rule_and_timeout(make_lab, tmp_path: Path) -> None:
     lab = make_lab()
     lab.llm.add(fresh("MK-DENYRULE"), tool_call("bash", {"command": "git push origin main"}))
-    lab.llm.add(after_tool("MK-DENYRULE", "bash"), tool_call("bash", {"command": "echo hi"}),
-                times=1)
+    lab.llm.add(after_tool("MK-DENYRULE", "bash"), tool_call("bash", {"command": "echo hi"}), times=1)
     lab.llm.add(after_tool("MK-DENYRULE", "bash"), text("ok"))
-    job = lab.run_job("--deny", "bash:git push*", "--ask", "bash:echo*", "--approval-timeout",
-                      "0.05", "MK-DENYRULE go", cwd=tmp_path)
+    job = lab.run_job(
+        "--deny",
+        "bash:git push*",
+        "--ask",
+        "bash:echo*",
+        "--approval-timeout",
+        "0.05",
+        "MK-DENYRULE go",
+        cwd=tmp_path,
+    )
     assert lab.wait(job, T) == "done"  # denied by the rule at once, then timed out (3 s)
     results = json.dumps(lab.tool_results_of("MK-DENYRULE", "bash"))
     assert "deny bash:git push*" in results
@@ -116,8 +126,9 @@ def test_deny_rule_and_timeout(make_lab, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("answered", ["while away", "once asked again"])
-def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp_path: Path,
-                                                                   answered: str) -> None:
+def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(
+    make_lab, tmp_path: Path, answered: str
+) -> None:
     """After the worker's kill the restarted run makes the same call again and takes over the
     pending entry: answered while no worker waited for it, or once it was asked again."""
     lab = make_lab()
@@ -132,8 +143,12 @@ def test_a_pending_call_survives_kills_of_roostd_and_of_the_worker(make_lab, tmp
     assert pending(lab, job)[0]["id"] == entry["id"]
     # The restarted worker continues the run: the model makes the same call again, which
     # takes over the pending entry (same id).
-    lab.llm.add(task("MK-KILL") & new_user_has("Continue the task"),
-                tool_call("bash", {"command": command}), times=1, first=True)
+    lab.llm.add(
+        task("MK-KILL") & new_user_has("Continue the task"),
+        tool_call("bash", {"command": command}),
+        times=1,
+        first=True,
+    )
     # pi saves the assistant message (its tool call) a moment after asking: a worker killed
     # before that leaves a session whose run does not look cut short (not approvals' part).
     wait_until(lambda: '"toolCall"' in json.dumps(lab.session(job)), T, "the call in the session")
@@ -163,21 +178,22 @@ def test_a_call_not_made_again_after_a_restart_is_closed(make_lab, tmp_path: Pat
     entry = pending(lab, job)[0]
     os.kill(lab.show(job)["worker"]["pid"], signal.SIGKILL)
     assert lab.wait(job, T) == "done"
-    wait_until(lambda: not [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"],
-               T, "the lost call's entry closed")
+    wait_until(
+        lambda: not [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"],
+        T,
+        "the lost call's entry closed",
+    )
     again = lab.roost("approve", entry["id"])
     assert again.returncode == 1 and "denied by roost" in again.stderr
 
 
 def test_a_spawned_child_keeps_its_parents_rules(make_lab, tmp_path: Path) -> None:
     lab = make_lab()
-    lab.llm.add(fresh("MK-PARENTAP"), tool_call("roost_spawn", {"task": "MK-CHILDAP kid",
-                                                                 "name": "ap-kid"}))
+    lab.llm.add(fresh("MK-PARENTAP"), tool_call("roost_spawn", {"task": "MK-CHILDAP kid", "name": "ap-kid"}))
     lab.llm.add(after_tool("MK-PARENTAP", "roost_spawn"), text("spawned"))
     lab.llm.add(fresh("MK-CHILDAP"), tool_call("bash", {"command": "echo child"}))
     lab.llm.add(after_tool("MK-CHILDAP", "bash"), text("kid done"))
-    parent = lab.run_job("--approvals", "ask", "--deny", "write:outside", "MK-PARENTAP go",
-                         cwd=tmp_path)
+    parent = lab.run_job("--approvals", "ask", "--deny", "write:outside", "MK-PARENTAP go", cwd=tmp_path)
     kid = wait_until(lambda: lab.job_named("ap-kid"), T, "the child")
     policy = lab.show(kid["id"])["approvals"]
     assert policy["mode"] == "ask" and "write:outside" in policy["deny"]
@@ -186,8 +202,9 @@ def test_a_spawned_child_keeps_its_parents_rules(make_lab, tmp_path: Path) -> No
     assert lab.wait(parent, T) == "done"
 
 
-def test_the_view_inbox_pane_approves_and_denies(make_lab, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_view_inbox_pane_approves_and_denies(
+    make_lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`roost view`'s inbox pane (textual's pilot): a approves, x denies, by `view`."""
     import asyncio
 
@@ -199,8 +216,7 @@ def test_the_view_inbox_pane_approves_and_denies(make_lab, tmp_path: Path,
     lab = make_lab()
     marker = tmp_path / "ran.txt"
     lab.llm.add(fresh("MK-VIEWAP"), tool_call("bash", {"command": f"echo view >> {marker}"}))
-    lab.llm.add(after_tool("MK-VIEWAP", "bash"), tool_call("bash", {"command": "echo nope"}),
-                times=1)
+    lab.llm.add(after_tool("MK-VIEWAP", "bash"), tool_call("bash", {"command": "echo nope"}), times=1)
     lab.llm.add(after_tool("MK-VIEWAP", "bash"), text("view done"))
     job = lab.run_job("--approvals", "ask", "MK-VIEWAP go", cwd=tmp_path)
     first = pending(lab, job)[0]
@@ -212,13 +228,20 @@ def test_the_view_inbox_pane_approves_and_denies(make_lab, tmp_path: Path,
         app = ViewApp()
         async with app.run_test(size=(120, 30)) as pilot:
             await pilot.press("i")
-            pane = await until(pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen,
-                               "the inbox pane")
+            pane = await until(
+                pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen, "the inbox pane"
+            )
             assert [e["id"] for e in pane.entries] == [first["id"]]
             await pilot.press("a")
             await until(pilot, lambda: pane.outcomes == ["approved"], "the approval")
-            await until(pilot, lambda: (pane.action_reload() or True) and pane.entries
-                        and pane.entries[0]["id"] != first["id"], "the second call", timeout=60)
+            await until(
+                pilot,
+                lambda: (
+                    (pane.action_reload() or True) and pane.entries and pane.entries[0]["id"] != first["id"]
+                ),
+                "the second call",
+                timeout=60,
+            )
             await pilot.press("x")
             await until(pilot, lambda: len(pane.outcomes) == 2, "the denial")
             assert pane.outcomes[1] == "denied"

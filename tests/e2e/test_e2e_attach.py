@@ -94,8 +94,9 @@ def open_attach(lab: Lab, tmux: Tmux, job: str) -> int:
     wrapper = attach_wrapper(lab.root / f"attach-{job}.sh", lab.env, job, lab.work)
     tmux.start(str(wrapper))
     cli = tmux.pane_pid()
-    wait_until(lambda: "attach" in " ".join(psutil.Process(cli).cmdline()), 10,
-               "the wrapper to exec roost attach")
+    wait_until(
+        lambda: "attach" in " ".join(psutil.Process(cli).cmdline()), 10, "the wrapper to exec roost attach"
+    )
     return cli
 
 
@@ -104,8 +105,9 @@ def quit_tui(tmux: Tmux, lab: Lab, job: str) -> str:
     tmux.type_text("/quit")
     wait_until(lambda: "/quit" in tmux.capture(), 10, "the TUI's editor to show /quit")
     tmux.send_keys("Enter")
-    wait_until(lambda: tmux.exit_status() is not None, 30,
-               lambda: f"roost attach to end; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: tmux.exit_status() is not None, 30, lambda: f"roost attach to end; screen:\n{tmux.capture()}"
+    )
     screen = tmux.capture()
     assert f"{job} is back in the background" in screen, screen
     assert tmux.exit_status() == 0, screen
@@ -123,8 +125,9 @@ def answers(entries: list[dict]) -> list[str]:
     for entry in entries:
         message = entry.get("message") or {}
         if entry.get("type") == "message" and message.get("role") == "assistant":
-            out.append(" ".join(str(p.get("text", "")) for p in message.get("content") or []
-                                if isinstance(p, dict)))
+            out.append(
+                " ".join(str(p.get("text", "")) for p in message.get("content") or [] if isinstance(p, dict))
+            )
     return out
 
 
@@ -150,17 +153,25 @@ def test_attach_idle_job_message_quit_and_restart(lab: Lab, llm: FakeLLM, tmux: 
         cli = open_attach(lab, tmux, job)
         # 1. The TUI shows the session's earlier content; the job is attached; the TUI pi
         #    (a child of roost attach) holds the session, the old worker and its pi are gone.
-        wait_until(lambda: "EARLIER-ANSWER-AT1" in tmux.capture(), T,
-                   lambda: f"the earlier answer in the TUI; screen:\n{tmux.capture()}")
+        wait_until(
+            lambda: "EARLIER-ANSWER-AT1" in tmux.capture(),
+            T,
+            lambda: f"the earlier answer in the TUI; screen:\n{tmux.capture()}",
+        )
         tui = the_pi_under(cli)
         assert tui.parent().pid == cli
-        wait_until(lambda: lab.record(job).get("status") == "attached", 30,
-                   lambda: f"status attached ({lab.record(job)})")
+        wait_until(
+            lambda: lab.record(job).get("status") == "attached",
+            30,
+            lambda: f"status attached ({lab.record(job)})",
+        )
         row = lab.row(job)
         assert row["status"] == "attached" and row["state"] == "done", row
-        wait_until(lambda: holder_pid(lab, session) == tui.pid, 30,
-                   lambda: f"the TUI pi {tui.pid} to hold the lock "
-                           f"(holder {read_holder(session)})")
+        wait_until(
+            lambda: holder_pid(lab, session) == tui.pid,
+            30,
+            lambda: f"the TUI pi {tui.pid} to hold the lock (holder {read_holder(session)})",
+        )
         assert not alive(old_pi.pid) and not alive(old_worker)
         assert worker_pid(lab, job) is None
 
@@ -168,15 +179,19 @@ def test_attach_idle_job_message_quit_and_restart(lab: Lab, llm: FakeLLM, tmux: 
         peer = RawPeer(lab.roost_home, lab.root / "dummy" / "dummy.jsonl", name="tester")
         try:
             # The TUI pi registers as the session's peer: the job id answers for it.
-            wait_until(lambda: any(p["id"].startswith("f") and p["id"] != peer.id
-                                   for p in peer.client.request("peers", timeout=10)["peers"]),
-                       30, "the TUI pi to register as the session's peer")
+            wait_until(
+                lambda: any(
+                    p["id"].startswith("f") and p["id"] != peer.id
+                    for p in peer.client.request("peers", timeout=10)["peers"]
+                ),
+                30,
+                "the TUI pi to register as the session's peer",
+            )
             since = len(llm.requests)
             sent = peer.send(job, "PING-ATTACHED hello from the test")
             assert sent["status"] == "delivered", sent
             assert sent["relation"] == "external", sent
-            request = wait_request(lab, task("MK-AT1") & last_user_has("PING-ATTACHED"),
-                                   since=since)
+            request = wait_request(lab, task("MK-AT1") & last_user_has("PING-ATTACHED"), since=since)
             # Only the TUI pi runs the session now: the request is its model call.
             assert holder_pid(lab, session) == tui.pid and alive(tui.pid)
             assert worker_pid(lab, job) is None
@@ -185,16 +200,21 @@ def test_attach_idle_job_message_quit_and_restart(lab: Lab, llm: FakeLLM, tmux: 
             assert len(found) == 1, request
             assert found[0]["kind"] == "message" and found[0]["relation"] == "external"
             assert found[0]["id"] == peer.id and "PING-ATTACHED" in found[0]["body"]
-            wait_until(lambda: "✉ message from" in (s := tmux.capture())
-                       and "TUI-ANSWER-AT1" in s, 30,
-                       lambda: f"the message and the answer in the TUI:\n{tmux.capture()}")
+            wait_until(
+                lambda: "✉ message from" in (s := tmux.capture()) and "TUI-ANSWER-AT1" in s,
+                30,
+                lambda: f"the message and the answer in the TUI:\n{tmux.capture()}",
+            )
             # Nothing waits in the job's mailbox: the item went straight to the TUI.
             assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
 
             # 4. /quit: back to the background; nobody holds the session.
             quit_tui(tmux, lab, job)
-            wait_until(lambda: lab.record(job).get("status") != "attached", 30,
-                       lambda: f"the job to leave `attached` ({lab.record(job)})")
+            wait_until(
+                lambda: lab.record(job).get("status") != "attached",
+                30,
+                lambda: f"the job to leave `attached` ({lab.record(job)})",
+            )
             assert not alive(tui.pid)
             assert holder_pid(lab, session) is None
             assert watch.sample().pis == set()
@@ -220,8 +240,10 @@ def test_attach_idle_job_message_quit_and_restart(lab: Lab, llm: FakeLLM, tmux: 
     assert seen["holders"] == [old_pi.pid, tui.pid, new_pi.pid], seen
     entries = assert_single_branch(Path(session))
     said = answers(entries)
-    order = [next(i for i, a in enumerate(said) if key in a)
-             for key in ("EARLIER-ANSWER-AT1", "TUI-ANSWER-AT1", "WORKER-ANSWER-AT1")]
+    order = [
+        next(i for i, a in enumerate(said) if key in a)
+        for key in ("EARLIER-ANSWER-AT1", "TUI-ANSWER-AT1", "WORKER-ANSWER-AT1")
+    ]
     assert order == sorted(order), said
     assert not [t for t in user_texts(entries) if "PING-ATTACHED" in t], "a message became a prompt"
 
@@ -243,8 +265,11 @@ def test_attach_waits_for_a_running_job_to_settle(lab: Lab, llm: FakeLLM, tmux: 
     watch = LockWatch(session, PiSessions(lab.roost_home)).start()
     try:
         cli = open_attach(lab, tmux, job)
-        wait_until(lambda: "waiting for the current run" in tmux.capture(), 30,
-                   lambda: f"the waiting notice; screen:\n{tmux.capture()}")
+        wait_until(
+            lambda: "waiting for the current run" in tmux.capture(),
+            30,
+            lambda: f"the waiting notice; screen:\n{tmux.capture()}",
+        )
         screen = tmux.capture()
         assert f"waiting for the current run of {job}" in screen and "to settle" in screen
         # While the model's answer is held: no TUI pi, the job's pi still holds the session.
@@ -253,18 +278,19 @@ def test_attach_waits_for_a_running_job_to_settle(lab: Lab, llm: FakeLLM, tmux: 
             assert not pi_under(cli), "roost attach started pi before the run settled"
             assert holder_pid(lab, session) == job_pi.pid
             time.sleep(0.1)
-        assert lab.record(job).get("status") in ("attaching", "thinking", "running"), \
-            lab.record(job)
+        assert lab.record(job).get("status") in ("attaching", "thinking", "running"), lab.record(job)
         assert alive(job_pi.pid) and not tmux.pane_dead()
 
         hold.set()
-        wait_until(lambda: "SETTLED-ANSWER-AT2" in tmux.capture(), T,
-                   lambda: f"the TUI with the settled answer; screen:\n{tmux.capture()}")
+        wait_until(
+            lambda: "SETTLED-ANSWER-AT2" in tmux.capture(),
+            T,
+            lambda: f"the TUI with the settled answer; screen:\n{tmux.capture()}",
+        )
         tui = the_pi_under(cli)
         wait_until(lambda: holder_pid(lab, session) == tui.pid, 30, "the TUI pi to hold the lock")
         assert not alive(job_pi.pid) and not alive(worker)
-        row = wait_until(lambda: (r := lab.row(job))["status"] == "attached" and r, 30,
-                         "status attached")
+        row = wait_until(lambda: (r := lab.row(job))["status"] == "attached" and r, 30, "status attached")
         assert row["state"] == "done", row
         quit_tui(tmux, lab, job)
         assert holder_pid(lab, session) is None
@@ -278,9 +304,7 @@ def test_attach_waits_for_a_running_job_to_settle(lab: Lab, llm: FakeLLM, tmux: 
     assert any("SETTLED-ANSWER-AT2" in a for a in answers(entries))
 
 
-def test_attach_given_up_while_waiting_strands_nothing(
-    lab: Lab, llm: FakeLLM, tmux: Tmux
-) -> None:
+def test_attach_given_up_while_waiting_strands_nothing(lab: Lab, llm: FakeLLM, tmux: Tmux) -> None:
     """Ctrl+C while `roost attach` waits for the run: the job stays in the background, and
     a reply queued meanwhile is still delivered once the run is over."""
     hold = threading.Event()
@@ -291,24 +315,31 @@ def test_attach_given_up_while_waiting_strands_nothing(
     wait_request(lab, fresh("MK-AT3"))
     lab.wait_state(job, "running")
     cli = open_attach(lab, tmux, job)
-    wait_until(lambda: "waiting for the current run" in tmux.capture(), 30,
-               lambda: f"the waiting notice; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: "waiting for the current run" in tmux.capture(),
+        30,
+        lambda: f"the waiting notice; screen:\n{tmux.capture()}",
+    )
     wait_until(lambda: lab.record(job).get("attach"), 30, "the job to be attaching")
     assert lab.cli("reply", job, "REPLY-DURING-ATTACH please").stdout.strip() == "queued"
     tmux.send_keys("C-c")
-    wait_until(lambda: tmux.exit_status() is not None, 30,
-               lambda: f"roost attach to give up; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: tmux.exit_status() is not None,
+        30,
+        lambda: f"roost attach to give up; screen:\n{tmux.capture()}",
+    )
     assert not pi_under(cli)
-    wait_until(lambda: lab.record(job).get("attach") == "", 30,
-               lambda: f"the job back in the background ({lab.record(job)})")
+    wait_until(
+        lambda: lab.record(job).get("attach") == "",
+        30,
+        lambda: f"the job back in the background ({lab.record(job)})",
+    )
 
     hold.set()
     wait_request(lab, task("MK-AT3") & last_user_has("REPLY-DURING-ATTACH"))
     assert lab.wait(job, T) == "done"
     assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
     assert_single_branch(Path(lab.record(job)["session"]))
-
-
 
 
 def test_attach_to_a_job_waiting_on_a_dialog_opens_once_a_reply_answers_it(
@@ -324,15 +355,22 @@ def test_attach_to_a_job_waiting_on_a_dialog_opens_once_a_reply_answers_it(
     job = lab.run_job("--name", "att-four", "MK-AT4 pick a colour")
     lab.wait_state(job, "needs_input")
     cli = open_attach(lab, tmux, job)
-    wait_until(lambda: "waiting for the current run" in tmux.capture(), 30,
-               lambda: f"the waiting notice; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: "waiting for the current run" in tmux.capture(),
+        30,
+        lambda: f"the waiting notice; screen:\n{tmux.capture()}",
+    )
     wait_until(lambda: lab.record(job).get("attach"), 30, "the job to be attaching")
     assert lab.cli("reply", job, "green").stdout.strip() in ("queued", "delivered")
-    wait_until(lambda: "COLOUR-ANSWER-AT4" in tmux.capture(), T,
-               lambda: f"the TUI with the answer; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: "COLOUR-ANSWER-AT4" in tmux.capture(),
+        T,
+        lambda: f"the TUI with the answer; screen:\n{tmux.capture()}",
+    )
     tui = the_pi_under(cli)
-    wait_until(lambda: holder_pid(lab, lab.record(job)["session"]) == tui.pid, 30,
-               "the TUI pi to hold the lock")
+    wait_until(
+        lambda: holder_pid(lab, lab.record(job)["session"]) == tui.pid, 30, "the TUI pi to hold the lock"
+    )
     answered = llm.requests_matching(after_tool("MK-AT4", "ask_colour"))
     assert "picked: green" in json.dumps(answered[0]["messages"][-1])
     quit_tui(tmux, lab, job)
@@ -354,10 +392,8 @@ def assert_exits_by_itself(fg: PiRpc) -> None:
     graceful shutdown on SIGTERM exits 143), after telling its client where it went."""
     code = fg.proc.wait(timeout=30)
     assert code in (0, 143), (code, fg.stderr_text())
-    notes = [e for e in fg.log if e.get("type") == "extension_ui_request"
-             and e.get("method") == "notify"]
-    assert any("moved to the background as roost job" in str(e.get("message")) for e in notes), \
-        notes
+    notes = [e for e in fg.log if e.get("type") == "extension_ui_request" and e.get("method") == "notify"]
+    assert any("moved to the background as roost job" in str(e.get("message")) for e in notes), notes
 
 
 def job_of_session(lab: Lab, session: Path) -> dict:
@@ -370,8 +406,7 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM
     """A foreground pi with a running child runs `/roost-bg`: it exits by itself, a job now
     owns its session, and the child's report reaches that job (relation child)."""
     child_hold = threading.Event()
-    llm.add(fresh("MK-HP"), tool_call("roost_spawn", {"task": "MK-HC child task",
-                                                      "name": "hc-kid"}))
+    llm.add(fresh("MK-HP"), tool_call("roost_spawn", {"task": "MK-HC child task", "name": "hc-kid"}))
     llm.add(after_tool("MK-HP", "roost_spawn"), text("PARENT-SPAWNED waiting for the kid"))
     llm.add(task("MK-HP") & last_user_has('kind="report"'), text("PARENT-GOT-REPORT thanks"))
     llm.add(fresh("MK-HC"), text("CHILD-RESULT-HC 42").with_(hold=child_hold))
@@ -382,8 +417,11 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM
     try:
         fg.run_prompt("MK-HP parent task: spawn a kid", timeout=T)
         wait_request(lab, fresh("MK-HC"))  # the child runs; its answer is held
-        kid = wait_until(lambda: [r for r in lab.ls() if r["name"] == "hc-kid"
-                                  and r["state"] == "running"], 30, "the kid to run")[0]
+        kid = wait_until(
+            lambda: [r for r in lab.ls() if r["name"] == "hc-kid" and r["state"] == "running"],
+            30,
+            "the kid to run",
+        )[0]
         assert kid["parentSession"] == str(session), kid
         assert holder_pid(lab, str(session)) == fg.proc.pid
 
@@ -395,9 +433,11 @@ def test_roost_bg_hands_off_and_the_childs_report_follows(lab: Lab, llm: FakeLLM
         bg = row["id"]
         assert bg != kid["id"] and row["kind"] == "pi"
         assert lab.record(kid["id"])["links"]["parentSession"] == str(session)
-        wait_until(lambda: lab.record(bg).get("attach") == ""
-                   and lab.record(bg).get("status") != "handing off", 30,
-                   lambda: f"the job to own the session ({lab.record(bg)})")
+        wait_until(
+            lambda: lab.record(bg).get("attach") == "" and lab.record(bg).get("status") != "handing off",
+            30,
+            lambda: f"the job to own the session ({lab.record(bg)})",
+        )
         assert holder_pid(lab, str(session)) is None
 
         # The child settles: its report goes to the job that now owns the session.
@@ -439,8 +479,7 @@ def test_roost_bg_with_a_task_continues_in_the_background(lab: Lab, llm: FakeLLM
     watch = LockWatch(str(session), PiSessions(lab.roost_home, {os.getpid(): str(session)})).start()
     try:
         fg.run_prompt("MK-HV first, in the foreground", timeout=T)
-        response = fg.send({"type": "prompt", "message": "/roost-bg BG-TASK-MARK carry on"},
-                           timeout=30)
+        response = fg.send({"type": "prompt", "message": "/roost-bg BG-TASK-MARK carry on"}, timeout=30)
         assert response.get("success"), response
         assert_exits_by_itself(fg)
         bg = job_of_session(lab, session)["id"]
@@ -480,8 +519,11 @@ def test_roost_bg_job_counts_the_sessions_usage_from_its_start(lab: Lab, llm: Fa
     finally:
         fg.close()
     bg = job_of_session(lab, session)["id"]
-    wait_until(lambda: lab.record(bg).get("attach") == "", 30,
-               lambda: f"the job to own the session ({lab.record(bg)})")
+    wait_until(
+        lambda: lab.record(bg).get("attach") == "",
+        30,
+        lambda: f"the job to own the session ({lab.record(bg)})",
+    )
     # No worker runs yet (nothing to do): the figures are the foreground's request.
     usage = lab.show(bg)["usage"]
     assert usage["requests"] == 1 and usage["cost"] == pytest.approx(cost), usage
@@ -493,8 +535,11 @@ def test_roost_bg_job_counts_the_sessions_usage_from_its_start(lab: Lab, llm: Fa
     lab.reply(bg, "BG-USAGE-MARK go on")
     wait_request(lab, task("MK-HU") & last_user_has("BG-USAGE-MARK"))
     assert lab.wait(bg, T) == "done"
-    usage = wait_until(lambda: (u := lab.show(bg)["usage"])["requests"] == 2 and u, 30,
-                       lambda: f"two requests counted ({lab.show(bg)['usage']})")
+    usage = wait_until(
+        lambda: (u := lab.show(bg)["usage"])["requests"] == 2 and u,
+        30,
+        lambda: f"two requests counted ({lab.show(bg)['usage']})",
+    )
     assert usage["cost"] == pytest.approx(2 * cost) and usage["output"] == 4000, usage
 
 
@@ -515,8 +560,7 @@ def test_attach_a_handed_off_job_and_back(lab: Lab, llm: FakeLLM, tmux: Tmux) ->
     watch = LockWatch(str(session), PiSessions(lab.roost_home, {os.getpid(): str(session)})).start()
     try:
         fg.run_prompt("MK-HA first, in the foreground", timeout=T)
-        response = fg.send({"type": "prompt", "message": "/roost-bg BG-TASK-HA carry on"},
-                           timeout=30)
+        response = fg.send({"type": "prompt", "message": "/roost-bg BG-TASK-HA carry on"}, timeout=30)
         assert response.get("success"), response
         assert_exits_by_itself(fg)
         job = job_of_session(lab, session)["id"]
@@ -531,31 +575,43 @@ def test_attach_a_handed_off_job_and_back(lab: Lab, llm: FakeLLM, tmux: Tmux) ->
 
         # roost attach: the TUI opens the handed-off session (no refusal, no exit).
         cli = open_attach(lab, tmux, job)
-        wait_until(lambda: "BG-ANSWER-HA" in (s := tmux.capture()) or tmux.exit_status()
-                   is not None and s, T,
-                   lambda: f"the session's answers in the TUI; screen:\n{tmux.capture()}")
+        wait_until(
+            lambda: "BG-ANSWER-HA" in (s := tmux.capture()) or tmux.exit_status() is not None and s,
+            T,
+            lambda: f"the session's answers in the TUI; screen:\n{tmux.capture()}",
+        )
         screen = tmux.capture()
         assert tmux.exit_status() is None and "refusing" not in screen, screen
         assert "FG-ANSWER-HA" in screen, screen
         tui = the_pi_under(cli)
-        wait_until(lambda: holder_pid(lab, str(session)) == tui.pid, 30,
-                   lambda: f"the TUI pi {tui.pid} to hold the lock "
-                           f"(holder {read_holder(session)})")
+        wait_until(
+            lambda: holder_pid(lab, str(session)) == tui.pid,
+            30,
+            lambda: f"the TUI pi {tui.pid} to hold the lock (holder {read_holder(session)})",
+        )
         assert not alive(bg_pi.pid) and not alive(bg_worker)
         wait_until(lambda: lab.row(job)["status"] == "attached", 30, "status attached")
 
         # A message to the job while attached reaches the TUI pi at once.
         peer = RawPeer(lab.roost_home, lab.root / "dummy" / "dummy.jsonl", name="tester")
         try:
-            wait_until(lambda: any(p["id"].startswith("f") and p["id"] != peer.id
-                                   for p in peer.client.request("peers", timeout=10)["peers"]),
-                       30, "the TUI pi to register as the session's peer")
+            wait_until(
+                lambda: any(
+                    p["id"].startswith("f") and p["id"] != peer.id
+                    for p in peer.client.request("peers", timeout=10)["peers"]
+                ),
+                30,
+                "the TUI pi to register as the session's peer",
+            )
             since = len(llm.requests)
             sent = peer.send(job, "PING-HA hello from the test")
             assert sent["status"] == "delivered", sent
             wait_request(lab, task("MK-HA") & last_user_has("PING-HA"), since=since)
-            wait_until(lambda: "TUI-ANSWER-HA" in tmux.capture(), 30,
-                       lambda: f"the answer in the TUI:\n{tmux.capture()}")
+            wait_until(
+                lambda: "TUI-ANSWER-HA" in tmux.capture(),
+                30,
+                lambda: f"the answer in the TUI:\n{tmux.capture()}",
+            )
             assert worker_pid(lab, job) is None and holder_pid(lab, str(session)) == tui.pid
         finally:
             peer.close()
@@ -584,7 +640,9 @@ def test_attach_a_handed_off_job_and_back(lab: Lab, llm: FakeLLM, tmux: Tmux) ->
     assert seen["holders"] == [fg.proc.pid, bg_pi.pid, tui.pid, new_pi.pid], seen
     entries = assert_single_branch(session)
     said = answers(entries)
-    order = [next(i for i, a in enumerate(said) if key in a)
-             for key in ("FG-ANSWER-HA", "BG-ANSWER-HA", "TUI-ANSWER-HA", "WORKER-ANSWER-HA")]
+    order = [
+        next(i for i, a in enumerate(said) if key in a)
+        for key in ("FG-ANSWER-HA", "BG-ANSWER-HA", "TUI-ANSWER-HA", "WORKER-ANSWER-HA")
+    ]
     assert order == sorted(order), said
     assert len([a for a in said if "WORKER-ANSWER-HA" in a]) == 1, said

@@ -35,8 +35,11 @@ def lab() -> Iterator[Lab]:
 
 
 def events_of(lab: Lab, job: str, kind: str | None = None) -> list[dict[str, object]]:
-    return [e for e in eventlog.read_events(lab.roost_home)
-            if (e["job"] or {}).get("id") == job and (kind is None or e["type"] == kind)]
+    return [
+        e
+        for e in eventlog.read_events(lab.roost_home)
+        if (e["job"] or {}).get("id") == job and (kind is None or e["type"] == kind)
+    ]
 
 
 def error_of(lab: Lab, job: str) -> str:
@@ -45,7 +48,8 @@ def error_of(lab: Lab, job: str) -> str:
 
 
 def test_no_model_fails_within_seconds_and_start_after_the_fix_delivers_the_task(
-        lab: Lab, llm: FakeLLM) -> None:
+    lab: Lab, llm: FakeLLM
+) -> None:
     began = time.monotonic()
     job = lab.run("CFG-HELLO say hello")
     assert lab.wait(job, timeout=T) == "failed"  # `roost wait` returns, no time-out

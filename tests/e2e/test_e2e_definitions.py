@@ -20,8 +20,7 @@ SCOUT_TOOLS = {"read", "grep", "find", "ls", "roost_agents", "roost_send"}
 
 
 def define(lab: Lab, name: str, body: str, project: bool = False) -> Path:
-    directory = (lab.work / ".pi" / "roost" / "agents" if project
-                 else lab.agent_dir / "roost" / "agents")
+    directory = lab.work / ".pi" / "roost" / "agents" if project else lab.agent_dir / "roost" / "agents"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.toml"
     path.write_text(body)
@@ -66,26 +65,37 @@ def test_spawn_by_agent_name_with_the_list_in_the_tool(make_lab) -> None:
     tool lists the agents; an unknown name is an error listing them; a hostile project
     definition of the same name changes nothing."""
     lab = make_lab(projectAgents=True)
-    define(lab, "helper", 'description = "HELPER-DESC counts things"\n'
-                          'tools = ["read", "ls", "roost_send"]\nthinking = "low"\n'
-                          'prompt = "HELPER-PROMPT: count carefully."\n'
-                          'task_prefix = "HELPER-PREFIX"\n')
-    define(lab, "helper", 'description = "evil"\ntools = ["read", "bash", "edit", "write"]\n'
-                          'prompt = "EVIL-PROMPT"\n', project=True)
+    define(
+        lab,
+        "helper",
+        'description = "HELPER-DESC counts things"\n'
+        'tools = ["read", "ls", "roost_send"]\nthinking = "low"\n'
+        'prompt = "HELPER-PROMPT: count carefully."\n'
+        'task_prefix = "HELPER-PREFIX"\n',
+    )
+    define(
+        lab,
+        "helper",
+        'description = "evil"\ntools = ["read", "bash", "edit", "write"]\nprompt = "EVIL-PROMPT"\n',
+        project=True,
+    )
     define(lab, "docs", 'description = "DOCS-DESC"\ntools = ["read", "write"]\n', project=True)
     lab.llm.add(fresh("MK-PA"), tool_call("roost_spawn", {"agent": "nope", "task": "MK-X"}))
-    lab.llm.add(after_tool("MK-PA", "roost_spawn") & _results_count("roost_spawn", 1),
-                tool_call("roost_spawn", {"agent": "helper", "task": "MK-HC count the files",
-                                          "name": "counter"}))
+    lab.llm.add(
+        after_tool("MK-PA", "roost_spawn") & _results_count("roost_spawn", 1),
+        tool_call("roost_spawn", {"agent": "helper", "task": "MK-HC count the files", "name": "counter"}),
+    )
     lab.llm.add(after_tool("MK-PA", "roost_spawn"), text("spawned"))
     lab.llm.add(task("MK-HC"), text("3 files"))
 
     parent = lab.run("MK-PA parent task")
     spawns = lab.wait_tool_results("MK-PA", "roost_spawn", 2)
-    assert spawns[0]["text"].startswith("error: unknown agent 'nope'; available: docs, helper, "
-                                        "reviewer, scout, worker"), spawns[0]
-    spawn_tool = next(t for t in lab.requests_of("MK-PA")[0]["tools"]
-                      if t["function"]["name"] == "roost_spawn")["function"]
+    assert spawns[0]["text"].startswith(
+        "error: unknown agent 'nope'; available: docs, helper, reviewer, scout, worker"
+    ), spawns[0]
+    spawn_tool = next(
+        t for t in lab.requests_of("MK-PA")[0]["tools"] if t["function"]["name"] == "roost_spawn"
+    )["function"]
     assert "- helper: HELPER-DESC counts things" in spawn_tool["description"]
     assert "- scout: Read-only" in spawn_tool["description"]
     assert "- docs: DOCS-DESC" in spawn_tool["description"]
@@ -113,15 +123,18 @@ def test_a_spawn_never_widens_the_parents_tools(make_lab) -> None:
     lab = make_lab()
     define(lab, "lead", 'description = "spawns only"\ntools = ["read", "roost_spawn"]\n')
     lab.llm.add(fresh("MK-LD"), tool_call("roost_spawn", {"agent": "scout", "task": "MK-X"}))
-    lab.llm.add(after_tool("MK-LD", "roost_spawn") & _results_count("roost_spawn", 1),
-                tool_call("roost_spawn", {"task": "MK-PLAIN child", "name": "plain"}))
+    lab.llm.add(
+        after_tool("MK-LD", "roost_spawn") & _results_count("roost_spawn", 1),
+        tool_call("roost_spawn", {"task": "MK-PLAIN child", "name": "plain"}),
+    )
     lab.llm.add(after_tool("MK-LD", "roost_spawn"), text("spawned"))
     lab.llm.add(task("MK-PLAIN"), text("plain done"))
 
     run_agent(lab, "lead", "MK-LD lead task")
     spawns = lab.wait_tool_results("MK-LD", "roost_spawn", 2)
-    assert spawns[0]["text"].startswith("error: agent 'scout' has tools this session lacks "
-                                        "(grep, find, ls, roost_agents, roost_send)"), spawns[0]
+    assert spawns[0]["text"].startswith(
+        "error: agent 'scout' has tools this session lacks (grep, find, ls, roost_agents, roost_send)"
+    ), spawns[0]
     assert spawns[1]["text"].startswith("spawned "), spawns[1]
     first = lab.wait_request(task("MK-PLAIN"))
     assert set(tool_names(first)) == {"read", "roost_spawn"}  # the parent's, not the defaults
@@ -133,5 +146,6 @@ def _results_count(tool: str, count: int):
     from roost.testkit.fakellm import Matcher
     from roost.testkit.fakellm.requests import tool_results
 
-    return Matcher(lambda r: sum(1 for x in tool_results(r) if x.get("name") == tool) == count,
-                   f"{count} {tool} results")
+    return Matcher(
+        lambda r: sum(1 for x in tool_results(r) if x.get("name") == tool) == count, f"{count} {tool} results"
+    )

@@ -79,8 +79,9 @@ class SenderReceiver:
             llm.wait_for_request(lambda r: f"BUSY-{n}" in " ".join(new_user_texts(r)), T, since=since)
             wait_until((lab.root / f"inside-{n}").exists, T, "the receiver to be inside its tool")
         before = self.worker_pid()
-        self.fault.write_text(json.dumps({"point": point, "target": target, "text": tag,
-                                          "job": self.receiver}))
+        self.fault.write_text(
+            json.dumps({"point": point, "target": target, "text": tag, "job": self.receiver})
+        )
         if kind == "reply":
             word = lab.reply(self.receiver, tag)
             assert word in ("delivered", "queued", "started"), word
@@ -90,33 +91,50 @@ class SenderReceiver:
         if mode == "busy" and point in ("taken", "before_ack", "after_ack"):
             # A steer is taken only once the tool batch is over: let the tool end as soon as
             # the item is in the mailbox (the worker hands it to pi within milliseconds).
-            wait_until(lambda: any(tag in i.get("text", "")
-                                   for i in lab.mailbox_files(self.receiver, "new")
-                                   + lab.mailbox_files(self.receiver, "cur")), T,
-                       "the item to be posted")
+            wait_until(
+                lambda: any(
+                    tag in i.get("text", "")
+                    for i in lab.mailbox_files(self.receiver, "new") + lab.mailbox_files(self.receiver, "cur")
+                ),
+                T,
+                "the item to be posted",
+            )
             go.touch()
         fired = Path(f"{self.fault}.fired")
         wait_until(fired.exists, T, f"the fault at {point} to fire")
         fired.unlink()
-        wait_until(lambda: (pid := self.worker_pid()) is not None and pid != before, T,
-                   "the receiver's worker to be restarted")
+        wait_until(
+            lambda: (pid := self.worker_pid()) is not None and pid != before,
+            T,
+            "the receiver's worker to be restarted",
+        )
         go.touch()  # the tool of a busy receiver may finish now
         llm.wait_for_request(lambda r: tag in message_text_all(r), T)
-        wait_until(lambda: lab.record(self.receiver).get("state") in ("done", "needs_input"), T,
-                   "the receiver to settle")
+        wait_until(
+            lambda: lab.record(self.receiver).get("state") in ("done", "needs_input"),
+            T,
+            "the receiver to settle",
+        )
         lab.wait(self.receiver)
         if kind == "message":
             lab.wait(self.sender)
         requests = lab.requests_of("KR-RECEIVER")
         received = [r for r in requests if tag in message_text_all(r)]
-        doubled_in_request = [r.index for r in received
-                              if sum(tag in message_text(m) for m in messages(r)) > 1]
-        in_session = sum(tag in json.dumps(e) for e in lab.session(self.receiver)
-                         if e.get("type") in ("message", "custom_message"))
+        doubled_in_request = [
+            r.index for r in received if sum(tag in message_text(m) for m in messages(r)) > 1
+        ]
+        in_session = sum(
+            tag in json.dumps(e)
+            for e in lab.session(self.receiver)
+            if e.get("type") in ("message", "custom_message")
+        )
         pending = [i for i in lab.mailbox_files(self.receiver, "new") if tag in i.get("text", "")]
         return {
-            "tag": tag, "lost": not received, "duplicated": bool(doubled_in_request) or in_session > 1,
-            "in_session": in_session, "pending": len(pending),
+            "tag": tag,
+            "lost": not received,
+            "duplicated": bool(doubled_in_request) or in_session > 1,
+            "in_session": in_session,
+            "pending": len(pending),
         }
 
 
@@ -127,8 +145,15 @@ def message_text_all(request: Mapping[str, Any]) -> str:
 @pytest.fixture
 def pair() -> Iterator[SenderReceiver]:
     # Every case crashes the receiver once: a short window keeps the backoff at its first step.
-    lab = Lab(llm=True, settings={"agentExternalMessages": True, "restartBackoffSeconds": 0.05,
-                                  "restartWindowSeconds": 0.5, "restartMaxCrashes": 1000})
+    lab = Lab(
+        llm=True,
+        settings={
+            "agentExternalMessages": True,
+            "restartBackoffSeconds": 0.05,
+            "restartWindowSeconds": 0.5,
+            "restartMaxCrashes": 1000,
+        },
+    )
     lab.env["ROOST_FAULTS"] = str(lab.root / "fault.json")
     try:
         yield SenderReceiver(lab)
@@ -139,8 +164,9 @@ def pair() -> Iterator[SenderReceiver]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(pair: SenderReceiver,
-                                                                 kind: str, mode: str) -> None:
+def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(
+    pair: SenderReceiver, kind: str, mode: str
+) -> None:
     results = []
     kills: Counter[str] = Counter()
     n = 0

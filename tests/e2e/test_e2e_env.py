@@ -59,8 +59,7 @@ def foreground(lab: Lab) -> tuple[PiRpc, Path]:
 def test_a_foreground_pis_child_gets_its_key(make_lab) -> None:
     lab = make_lab()
     key_from_env(lab)
-    lab.llm.add(fresh("MK-FGENV"), tool_call("roost_spawn", {"task": "MK-KIDENV kid",
-                                                             "name": "env-kid"}))
+    lab.llm.add(fresh("MK-FGENV"), tool_call("roost_spawn", {"task": "MK-KIDENV kid", "name": "env-kid"}))
     lab.llm.add(after_tool("MK-FGENV", "roost_spawn"), text("spawned"))
     lab.llm.add(fresh("MK-KIDENV"), text("kid done"))
     fg, _ = foreground(lab)
@@ -77,11 +76,11 @@ def test_roost_bg_keeps_the_pis_key(make_lab) -> None:
     lab.llm.add(task("MK-FGBG") & new_user_has("MK-BGENV"), text("background done"))
     fg, session = foreground(lab)
     fg.run_prompt("MK-FGBG hello", timeout=T)
-    assert fg.send({"type": "prompt", "message": "/roost-bg MK-BGENV go on"},
-                   timeout=30).get("success")
+    assert fg.send({"type": "prompt", "message": "/roost-bg MK-BGENV go on"}, timeout=30).get("success")
     fg.proc.wait(timeout=30)
     request = lab.wait_request(task("MK-FGBG") & new_user_has("MK-BGENV"), 60)
     assert request.authorization == f"Bearer {KEY}"
-    job = wait_until(lambda: [r for r in lab.ls() if r["session"] == str(session)], 30,
-                     "the hand-off job")[0]["id"]
+    job = wait_until(lambda: [r for r in lab.ls() if r["session"] == str(session)], 30, "the hand-off job")[
+        0
+    ]["id"]
     assert lab.show(job)["environment"]["source"] == "/roost-bg"

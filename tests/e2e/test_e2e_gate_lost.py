@@ -111,8 +111,11 @@ def test_a_lost_worker_decides_no_call_and_an_abort_leaves_the_run_cut_short(lab
     worker = WorkerEnd(sock)
     session = lab.root / "s.jsonl"
     try:
-        pi = lab.spawn_pi(session=session, extensions=[EXTENSION],
-                          extra_env={"ROOST_EXT_SOCK": str(sock), "ROOST_JOB_ID": "gatelost"})
+        pi = lab.spawn_pi(
+            session=session,
+            extensions=[EXTENSION],
+            extra_env={"ROOST_EXT_SOCK": str(sock), "ROOST_JOB_ID": "gatelost"},
+        )
         pi.get_state()
         pi.prompt("GATE-LOST go")
 
@@ -120,11 +123,11 @@ def test_a_lost_worker_decides_no_call_and_an_abort_leaves_the_run_cut_short(lab
         # call, once a worker answers (here at once), and runs on its answer.
         conn, first = worker.next_gate()
         drop(conn)
-        wait_until(lambda: not worker.gates.empty() or len(lab.llm.requests) > 1, T,
-                   "the call asked again")
+        wait_until(lambda: not worker.gates.empty() or len(lab.llm.requests) > 1, T, "the call asked again")
         assert len(lab.llm.requests) == 1, (
             "the lost worker's call was decided without it: "
-            + json.dumps(lab.llm.requests[-1]["messages"][-1])[:300])
+            + json.dumps(lab.llm.requests[-1]["messages"][-1])[:300]
+        )
         conn, again = worker.next_gate()
         assert again["call"] == first["call"]
         worker.send(conn, protocol.ok(again["id"], {"block": False}))
@@ -136,9 +139,14 @@ def test_a_lost_worker_decides_no_call_and_an_abort_leaves_the_run_cut_short(lab
         worker.refuse = True
         seen = worker.connections
         drop(conn)
-        wait_until(lambda: worker.connections >= seen + 2, T,
-                   lambda: f"the call asked again ({len(lab.llm.requests)} model requests: "
-                           f"{json.dumps(lab.llm.requests[-1]['messages'][-1])[:300]})")
+        wait_until(
+            lambda: worker.connections >= seen + 2,
+            T,
+            lambda: (
+                f"the call asked again ({len(lab.llm.requests)} model requests: "
+                f"{json.dumps(lab.llm.requests[-1]['messages'][-1])[:300]})"
+            ),
+        )
         assert len(lab.llm.requests) == 2
         start = pi.mark()
         pi.call("abort")
@@ -147,8 +155,9 @@ def test_a_lost_worker_decides_no_call_and_an_abort_leaves_the_run_cut_short(lab
         worker.close()
     assert len(lab.llm.requests) == 2
     entries = read_session(session)
-    results = [e["message"] for e in entries if e["type"] == "message"
-               and e["message"]["role"] == "toolResult"]
+    results = [
+        e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == "toolResult"
+    ]
     assert "RAN-ONE" in json.dumps(results[0]["content"])
     assert "RAN-TWO" not in json.dumps(results)
     # What a restarted worker reads: a run cut short (roost.worker.restore continues it).
@@ -157,18 +166,25 @@ def test_a_lost_worker_decides_no_call_and_an_abort_leaves_the_run_cut_short(lab
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_a_worker_killed_while_a_call_waits_for_approval_has_its_run_continued(
-        make_lab: Any, tmp_path: Path, attempt: int) -> None:
+    make_lab: Any, tmp_path: Path, attempt: int
+) -> None:
     """The restarted worker continues the run: the model gets roost's note (the run once
     went `done` with the model's answer to 'roost could not ask for this call's approval')."""
     lab = make_lab()
     marker = tmp_path / "ran.txt"
     lab.llm.add(fresh("MK-GONE"), tool_call("bash", {"command": f"echo ran >> {marker}"}))
     lab.llm.add(after_tool("MK-GONE", "bash"), text("answered the lost call"))
-    lab.llm.add(task("MK-GONE") & new_user_has("[roost] Your previous run was interrupted"),
-                text("CONTINUED"), first=True)
+    lab.llm.add(
+        task("MK-GONE") & new_user_has("[roost] Your previous run was interrupted"),
+        text("CONTINUED"),
+        first=True,
+    )
     job = lab.run_job("--approvals", "ask", "MK-GONE go", cwd=tmp_path)
-    wait_until(lambda: [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"],
-               T, "the call's approval entry")
+    wait_until(
+        lambda: [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "approval"],
+        T,
+        "the call's approval entry",
+    )
     wait_until(lambda: '"toolCall"' in json.dumps(lab.session(job)), T, "the call in the session")
     worker = lab.show(job)["worker"]["pid"]
     os.kill(worker, signal.SIGKILL)

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 
 
 def test_the_warm_window_stops_pi_and_a_reply_starts_it_again(
-        make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+    make_lab: Callable[..., Lab], llm: FakeLLM
+) -> None:
     lab = make_lab(llm=llm, warmSeconds=3)
     llm.add(last_user_contains("IDLE-FIRST"), text("FIRST-ANSWER"))
     llm.add(last_user_contains("IDLE-SECOND"), text("SECOND-ANSWER"))
@@ -25,8 +26,9 @@ def test_the_warm_window_stops_pi_and_a_reply_starts_it_again(
     pis = pi_under(worker)
     assert len(pis) == 1 and pid_alive(worker)  # warm: both alive while in the window
 
-    row = wait_until(lambda: (r := lab.show(job))["state"] == "reaped" and r, 60,
-                     what="the end of the warm window")
+    row = wait_until(
+        lambda: (r := lab.show(job))["state"] == "reaped" and r, 60, what="the end of the warm window"
+    )
     assert row["worker"]["pid"] is None
     wait_until(lambda: not pid_alive(worker) and not pid_alive(pis[0].pid), 20, what="worker and pi gone")
 

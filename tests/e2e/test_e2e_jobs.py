@@ -149,8 +149,7 @@ def test_stop_then_reply_is_refused(lab: Lab, llm: FakeLLM) -> None:
         hold.set()
 
 
-def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm: FakeLLM
-                                                                    ) -> None:
+def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm: FakeLLM) -> None:
     """`roost daemon stop --jobs` stops a job waiting on its question: its row (ls, show,
     view) keeps the question, a reply is refused (nothing wakes a stopped job), and `roost
     start` brings it back waiting on the same question, which a reply then answers."""
@@ -173,8 +172,7 @@ def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm
     assert lab.cli("reply", job, "REPLY-DQ early", check=False).returncode == 1  # a refusal
 
     lab.cli("start", job)
-    row = wait_until(lambda: (r := lab.row(job))["state"] != "starting" and r, 60,
-                     "the job to come back")
+    row = wait_until(lambda: (r := lab.row(job))["state"] != "starting" and r, 60, "the job to come back")
     assert (row["state"], row["question"]) == ("needs_input", question), row
     assert len(llm.requests) == 1  # it waits: no run started by itself
     assert lab.cli("reply", job, "REPLY-DQ: yes").stdout.strip() == "started"
@@ -185,14 +183,12 @@ def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm
 # ---- dialogs ---------------------------------------------------------------------------
 
 
-
 def test_dialog_needs_input_then_reply_answers_it(lab: Lab, llm: FakeLLM) -> None:
     # pi loads every extension in <agent dir>/extensions/ by itself (the worker passes
     # only roost's own with -e).
     (lab.agent_dir / "extensions").mkdir()
     shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
-    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(),
-            tool_call("ask_colour", {}), times=1)
+    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(), tool_call("ask_colour", {}), times=1)
     llm.add(last_tool_result_contains("picked:"), text("ANSWER-DIALOG: done."))
     job = lab.run_job("TASK-DIALOG")
 
@@ -233,9 +229,7 @@ export default function (pi: any) {
 """
 
 
-def test_a_reply_that_an_extension_command_handles_is_done_at_once(
-    lab: Lab, llm: FakeLLM
-) -> None:
+def test_a_reply_that_an_extension_command_handles_is_done_at_once(lab: Lab, llm: FakeLLM) -> None:
     """pi 1.x says a prompt was `handled` (no message, no run follows): the reply is
     acknowledged and the job is idle, so `roost wait` returns. (0.73 says nothing: such a
     reply waits in flight until the next run; README, Known limits.)"""
@@ -284,18 +278,18 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: Lab, llm: FakeLL
         assert lab.cli("reply", job, "REPLY-KILL-A").stdout.strip() == "started"
         held = llm.wait_for_request(last_user_contains("REPLY-KILL-A"), timeout=30)
         assert without_notes(user_messages(held)) == ["TASK-KILL", "REPLY-KILL-A"]
-        wait_until(lambda: "REPLY-KILL-A" in user_texts(lab.session(job)), 10,
-                   "the reply to reach the session file")
+        wait_until(
+            lambda: "REPLY-KILL-A" in user_texts(lab.session(job)), 10, "the reply to reach the session file"
+        )
         kill(second)
-        wait_until(lambda: lab.show(job, cli=True)["worker"]["pid"] not in (None, second), 30,
-                   "a new worker")
+        wait_until(lambda: lab.show(job, cli=True)["worker"]["pid"] not in (None, second), 30, "a new worker")
         # The reply is in the session but its run was cut short: roost continues the run,
         # and the model gets the reply once, before roost's note.
         assert lab.wait(job) == "done"
         assert lab.row(job)["summary"] == "CONTINUED"
         cont = llm.wait_for_request(
-            last_user_contains("[roost] Your previous run") & any_message_contains("REPLY-KILL-A"),
-            timeout=5)
+            last_user_contains("[roost] Your previous run") & any_message_contains("REPLY-KILL-A"), timeout=5
+        )
         assert without_notes(user_messages(cont)) == ["TASK-KILL", "REPLY-KILL-A"]
         third = worker_pid(lab, job)
         assert third not in (first, second)
@@ -303,8 +297,7 @@ def test_worker_sigkill_mid_run_restarts_and_loses_nothing(lab: Lab, llm: FakeLL
         assert lab.cli("reply", job, "REPLY-KILL-B").stdout.strip() == "started"
         assert lab.wait(job) == "done"
         last = llm.wait_for_request(last_user_contains("REPLY-KILL-B"), timeout=5)
-        assert without_notes(user_messages(last)) == [
-            "TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
+        assert without_notes(user_messages(last)) == ["TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
         assert user_texts(lab.session(job)) == ["TASK-KILL", "REPLY-KILL-A", "REPLY-KILL-B"]
         assert lab.row(job)["pending"] == {"replies": 0, "agent": 0}
         # One pi per worker: the killed workers' pi processes are gone.
@@ -340,8 +333,11 @@ def test_roostd_sigkill_workers_survive_and_are_adopted(lab: Lab, llm: FakeLLM) 
         assert row["state"] == "running"
         new_status = lab.daemon_status()
         assert new_status["running"] and new_status["pid"] != daemon_pid
-        wait_until(lambda: lab.show(job, cli=True)["worker"]["state"] == "running", 15,
-                   "the worker to reconnect to the new roostd")
+        wait_until(
+            lambda: lab.show(job, cli=True)["worker"]["state"] == "running",
+            15,
+            "the worker to reconnect to the new roostd",
+        )
         assert worker_pid(lab, job) == worker
 
         hold.set()  # the run in flight finishes under the new roostd
@@ -365,8 +361,7 @@ def test_crash_loop_gives_up_with_the_reason(
     broken_pi = tmp_path / "broken-pi"
     broken_pi.write_text("#!/bin/sh\necho 'broken pi: cannot start' >&2\nexit 1\n")
     broken_pi.chmod(0o755)
-    lab = make_lab(llm=llm, env={"ROOST_PI": str(broken_pi)},
-                   restartBackoffSeconds=0.05, restartMaxCrashes=3)
+    lab = make_lab(llm=llm, env={"ROOST_PI": str(broken_pi)}, restartBackoffSeconds=0.05, restartMaxCrashes=3)
     project = lab.work / "project"
     project.mkdir()
     job = lab.run_job("--cwd", str(project), "TASK-CRASH")

@@ -21,15 +21,14 @@ WORDS = " ".join(f"live{i:02d}" for i in range(24))
 
 
 def _texts(seen: list[dict[str, Any] | None]) -> list[str]:
-    return ["".join(b.get("text", "") for b in (p.get("message") or {}).get("content") or [])
-            for p in seen if p]
+    return [
+        "".join(b.get("text", "") for b in (p.get("message") or {}).get("content") or []) for p in seen if p
+    ]
 
 
-def test_a_slow_answer_and_a_tool_stream_through_roostd(
-        make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+def test_a_slow_answer_and_a_tool_stream_through_roostd(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
     lab = make_lab(llm=llm)
-    llm.add(last_user_contains("LIVE-GO"), tool_call("bash", {"command": "sleep 2; echo tool-ok"}),
-            times=1)
+    llm.add(last_user_contains("LIVE-GO"), tool_call("bash", {"command": "sleep 2; echo tool-ok"}), times=1)
     llm.add(last_is_tool_result("bash"), text(WORDS, chunk_size=7, chunk_delay=0.25))
     lab.start_daemon()
     client = lab.client()

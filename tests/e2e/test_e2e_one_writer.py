@@ -56,8 +56,10 @@ def open_fds_to(pid: int, path: str) -> list[str]:
     return out
 
 
-HELD = re.compile(r"held by pid (\d+) \(pi, not under roost\)(?: or by pid ([\d, ]+))?: "
-                  r"quit it or run roost attach (\w+)")
+HELD = re.compile(
+    r"held by pid (\d+) \(pi, not under roost\)(?: or by pid ([\d, ]+))?: "
+    r"quit it or run roost attach (\w+)"
+)
 
 
 def names_holder(text: str, pid: int, job: str) -> bool:
@@ -72,6 +74,7 @@ def names_holder(text: str, pid: int, job: str) -> bool:
 
 def start_when_free(lab: Lab, job: str) -> None:
     """`roost start`, again while unrelated pis (other tests' on this machine) are counted."""
+
     def started() -> bool:
         done = lab.cli("start", job, check=False)
         assert done.returncode == 0 or "held by pid" in done.stderr, done
@@ -81,7 +84,8 @@ def start_when_free(lab: Lab, job: str) -> None:
 
 
 def test_reply_while_a_pi_from_the_resume_hint_holds_the_session(
-    make_lab: Callable[..., Lab], llm: FakeLLM,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
 ) -> None:
     """The issue's case: the job is idle without a worker (reaped, as after `roost attach`),
     a pi without roost's extension runs `pi --session-dir DIR --session ID` (pi's hint),
@@ -154,13 +158,16 @@ def test_reply_while_a_pi_from_the_resume_hint_holds_the_session(
         hold.set()
     entries = assert_single_branch(Path(session))
     said = [str(e) for e in entries]
-    order = [next(i for i, s in enumerate(said) if key in s)
-             for key in ("FIRST-ANSWER-OW1", "FOREIGN-ANSWER-OW1", "WORKER-ANSWER-OW1")]
+    order = [
+        next(i for i, s in enumerate(said) if key in s)
+        for key in ("FIRST-ANSWER-OW1", "FOREIGN-ANSWER-OW1", "WORKER-ANSWER-OW1")
+    ]
     assert order == sorted(order)
 
 
 def test_restarted_worker_refuses_a_pi_that_names_the_session(
-    make_lab: Callable[..., Lab], llm: FakeLLM,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
 ) -> None:
     """The worker's own check (roostd's restart after a crash does not pass through an
     item): a pi without roost's extension runs `pi --session FILE`; the job's worker dies;
@@ -208,7 +215,9 @@ def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
 
 
 def test_quitting_roost_attach_names_roost_attach_not_pi(
-    make_lab: Callable[..., Lab], llm: FakeLLM, tmux: Tmux,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
+    tmux: Tmux,
 ) -> None:
     """The hint at the source: the TUI of `roost attach` quits with "To resume this
     session: roost attach ID" and not pi's own `pi --session-dir … --session …` (pi 1.x
@@ -219,13 +228,17 @@ def test_quitting_roost_attach_names_roost_attach_not_pi(
     assert lab.wait(job, T) == "done"
 
     tmux.start(str(attach_wrapper(lab.root / "attach.sh", lab.env, job, lab.work)))
-    wait_until(lambda: "FIRST-ANSWER-OW3" in tmux.capture(), T,
-               lambda: f"the earlier answer in the TUI; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: "FIRST-ANSWER-OW3" in tmux.capture(),
+        T,
+        lambda: f"the earlier answer in the TUI; screen:\n{tmux.capture()}",
+    )
     tmux.type_text("/quit")
     wait_until(lambda: "/quit" in tmux.capture(), 10, "the TUI's editor to show /quit")
     tmux.send_keys("Enter")
-    wait_until(lambda: tmux.exit_status() is not None, 30,
-               lambda: f"roost attach to end; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: tmux.exit_status() is not None, 30, lambda: f"roost attach to end; screen:\n{tmux.capture()}"
+    )
     screen = tmux.capture()
     assert f"To resume this session: roost attach {job}" in screen, screen
     assert "--session" not in screen, screen
@@ -236,10 +249,11 @@ def submit_once_started(tmux: Tmux, text: str) -> None:
     """Enter on the editor's `text`, again while it stays in the editor: pi 1.x answers an
     Enter before its start-up is over with "Startup is still in progress" and puts the
     text back (on a loaded machine the footer shows seconds before pi takes a submit)."""
+
     def editor() -> str | None:  # between the editor's two rules; None: none drawn
         lines = tmux.capture().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip() and not line.strip("\u2500 ")]
-        return "\n".join(lines[rules[-2] + 1:rules[-1]]) if len(rules) >= 2 else None
+        return "\n".join(lines[rules[-2] + 1 : rules[-1]]) if len(rules) >= 2 else None
 
     wait_until(lambda: text in (editor() or text), T, f"the TUI's editor to show {text}")
     tmux.send_keys("Enter")
@@ -257,7 +271,9 @@ def submit_once_started(tmux: Tmux, text: str) -> None:
 
 
 def test_roost_bg_in_the_tui_names_roost_attach_not_pi(
-    make_lab: Callable[..., Lab], llm: FakeLLM, tmux: Tmux,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
+    tmux: Tmux,
 ) -> None:
     """The other way in: `/roost-bg` in a person's own TUI pi (roost's extension loaded)
     hands the session to a job and quits with "To resume this session: roost attach ID"."""
@@ -273,13 +289,17 @@ def test_roost_bg_in_the_tui_names_roost_attach_not_pi(
     wait_until(lambda: "fake-model" in tmux.capture(), T, "the TUI's footer to come up")
     tmux.type_text("MK-OW4 say hello")
     submit_once_started(tmux, "MK-OW4 say hello")
-    wait_until(lambda: "FG-ANSWER-OW4" in tmux.capture(), T,
-               lambda: f"the answer in the TUI; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: "FG-ANSWER-OW4" in tmux.capture(),
+        T,
+        lambda: f"the answer in the TUI; screen:\n{tmux.capture()}",
+    )
     tmux.type_text("/roost-bg")
     wait_until(lambda: "/roost-bg" in tmux.capture(), 10, "the TUI's editor to show /roost-bg")
     tmux.send_keys("Enter")
-    wait_until(lambda: tmux.exit_status() is not None, 60,
-               lambda: f"the TUI to quit; screen:\n{tmux.capture()}")
+    wait_until(
+        lambda: tmux.exit_status() is not None, 60, lambda: f"the TUI to quit; screen:\n{tmux.capture()}"
+    )
     jobs = [r for r in lab.ls() if r["session"] == str(session)]
     assert len(jobs) == 1, lab.ls()
     screen = tmux.capture()

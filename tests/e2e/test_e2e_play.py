@@ -27,17 +27,27 @@ T = 120.0
 def _base_env(tmpdir: Path) -> dict[str, str]:
     """The caller's environment without its roost and pi (but the choice of pi), TMPDIR
     ours: a newcomer's shell."""
-    env = {k: v for k, v in os.environ.items()
-           if k in KEEP or not (k.startswith(("ROOST_", "PI_")) or k.endswith("_API_KEY"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in KEEP or not (k.startswith(("ROOST_", "PI_")) or k.endswith("_API_KEY"))
+    }
     env.pop("XDG_STATE_HOME", None)
     env["TMPDIR"] = str(tmpdir)
     return env
 
 
-def _roost(env: dict[str, str], *args: str, cwd: Path,
-           timeout: float = T) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+def _roost(
+    env: dict[str, str], *args: str, cwd: Path, timeout: float = T
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "roost.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_demo_keep_leaves_a_sandbox_to_play_in_and_end_removes_it() -> None:
@@ -47,8 +57,7 @@ def test_demo_keep_leaves_a_sandbox_to_play_in_and_end_removes_it() -> None:
     try:
         kept = _roost(base, "demo", "--keep", "--no-scenes", cwd=tmpdir)
         assert kept.returncode == 0, (kept.stdout, kept.stderr)
-        exports = [line.strip() for line in kept.stdout.splitlines()
-                   if line.strip().startswith("export ")]
+        exports = [line.strip() for line in kept.stdout.splitlines() if line.strip().startswith("export ")]
         assert len(exports) == 1, kept.stdout
         assert "roost view" in kept.stdout and "roost demo --end" in kept.stdout
         env = dict(base)
@@ -75,8 +84,9 @@ def test_demo_keep_leaves_a_sandbox_to_play_in_and_end_removes_it() -> None:
         ended = _roost(env, "demo", "--end", cwd=tmpdir)
         assert ended.returncode == 0, (ended.stdout, ended.stderr)
         assert not root.exists()
-        wait_until(lambda: not processes_of(root), 30,
-                   lambda: f"no process of the sandbox: {processes_of(root)}")
+        wait_until(
+            lambda: not processes_of(root), 30, lambda: f"no process of the sandbox: {processes_of(root)}"
+        )
     finally:
         if root is not None:
             kill_processes(processes_of(root))

@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 
 
 def test_a_job_queued_behind_max_running_runs_after_the_first_finishes(
-    make_lab: Callable[..., Lab], llm: FakeLLM,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
 ) -> None:
     lab = make_lab(llm=llm, maxRunning=1)
     hold = threading.Event()

@@ -36,8 +36,7 @@ def commands(page: Path, section: str) -> list[str]:
 def test_the_readme_quick_start_runs_as_written(make_lab, llm: FakeLLM) -> None:
     lines = commands(REPO / "README.md", "## Quick start")
     assert any(line.startswith("roost run ") for line in lines), lines
-    llm.add(last_user_contains("List the files here"),
-            text("A small project: a README and a src/ folder."))
+    llm.add(last_user_contains("List the files here"), text("A small project: a README and a src/ folder."))
     llm.add(last_user_contains("Now write that"), text("Wrote NOTES.md."))
     lab: Lab = make_lab(llm=llm)
     outputs: dict[str, list[str]] = {}

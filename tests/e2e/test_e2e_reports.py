@@ -62,8 +62,11 @@ def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_agai
         fg.close()  # the parent goes away: no peer holds its session, no job has it
 
         hold.set()  # the kid settles now; its report has nowhere to go
-        kept = wait_until(lambda: lab.record(kid).get("reports", {}).get("undelivered"), T,
-                          "the report to be kept on the kid")
+        kept = wait_until(
+            lambda: lab.record(kid).get("reports", {}).get("undelivered"),
+            T,
+            "the report to be kept on the kid",
+        )
         assert "KID-RESULT-42" in str(kept)
         assert not lab.reports_seen("MK-AWAY")
 
@@ -73,8 +76,11 @@ def test_a_disconnected_foreground_parent_gets_the_report_when_it_registers_agai
         report = wait_until(lambda: lab.reports_seen("MK-AWAY"), T, "the kept report")[0]
         assert report["relation"] == "child" and report["id"] == kid
         assert "KID-RESULT-42" in report["raw"]
-        wait_until(lambda: not lab.record(kid).get("reports", {}).get("undelivered"), 10,
-                   "the kid to forget the delivered report")
+        wait_until(
+            lambda: not lab.record(kid).get("reports", {}).get("undelivered"),
+            10,
+            "the kid to forget the delivered report",
+        )
         back.close()
     finally:
         hold.set()
@@ -94,14 +100,17 @@ def test_a_crash_looping_child_gives_its_parent_an_ended_report(lab: Lab) -> Non
         kid = spawned_id(lab.wait_tool_results("MK-CRASHP", "roost_spawn")[0]["text"])
         for crash in (1, 2):
             # Each kill lands while the kid's run is in flight (its reply is held).
-            wait_until(lambda n=crash: len(lab.requests_of("MK-CRASHKID")) >= n, T,
-                       f"the kid's model request {crash}")
+            wait_until(
+                lambda n=crash: len(lab.requests_of("MK-CRASHKID")) >= n,
+                T,
+                f"the kid's model request {crash}",
+            )
             kill_and_wait(lab.record(kid)["process"]["workerPid"])
         row = lab.wait_state(kid, "failed", timeout=T)
         assert "gave up" in (row["error"] or "")
         report = wait_until(
-            lambda: [r for r in lab.reports_seen("MK-CRASHP") if r["id"] == kid], T,
-            "the ended report")[0]
+            lambda: [r for r in lab.reports_seen("MK-CRASHP") if r["id"] == kid], T, "the ended report"
+        )[0]
         assert report["relation"] == "child"
         assert "ended: crashed repeatedly" in report["raw"]
         assert lab.wait(parent) == "done"
@@ -127,21 +136,29 @@ def test_a_hand_back_sent_again_after_roostd_died_reaches_the_parent_once(tmp_pa
         kid = spawned_id(lab.wait_tool_results("MK-ONCE", "roost_spawn")[0]["text"])
         lab.wait(parent)
         first_daemon = lab.daemon_pid()
-        fault.write_text(json.dumps({"point": "report_routed", "target": "roostd",
-                                     "text": "KID-ONCE-7", "job": kid}))
+        fault.write_text(
+            json.dumps({"point": "report_routed", "target": "roostd", "text": "KID-ONCE-7", "job": kid})
+        )
         hold.set()
         wait_until(Path(f"{fault}.fired").exists, T, "roostd to die after routing the report")
         wait_until(lambda: not pid_alive(first_daemon), 10, "the first roostd to be gone")
         lab.cli("daemon", "start")  # the kid's worker reconnects and sends the hand-back again
-        wait_until(lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)), T,
-                   "the parent to answer the report")
+        wait_until(
+            lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)),
+            T,
+            "the parent to answer the report",
+        )
         lab.wait(parent)
         lab.wait(kid)
-        items = [i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub)
-                 if i.get("kind") == "report"]
+        items = [
+            i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub) if i.get("kind") == "report"
+        ]
         assert len(items) == 1 and items[0]["result"] == "KID-ONCE-7", items
-        in_session = [e for e in lab.session(parent)
-                      if e.get("type") == "custom_message" and "KID-ONCE-7" in json.dumps(e)]
+        in_session = [
+            e
+            for e in lab.session(parent)
+            if e.get("type") == "custom_message" and "KID-ONCE-7" in json.dumps(e)
+        ]
         assert len(in_session) == 1, in_session
         assert lab.record(kid)["reports"]["last"] == items[0]["report"]
     finally:
@@ -156,8 +173,7 @@ def test_a_child_killed_around_its_hand_back_reports_once(tmp_path_factory, poin
     was noted and before it was sent (`report_pending`), or after roostd answered it and
     before the worker crossed it off (`report_answered`): the parent gets it once."""
     fault = tmp_path_factory.mktemp("fault") / "fault.json"
-    lab = Lab(llm=True, env={"ROOST_FAULTS": str(fault)},
-              settings={"restartBackoffSeconds": 0.05})
+    lab = Lab(llm=True, env={"ROOST_FAULTS": str(fault)}, settings={"restartBackoffSeconds": 0.05})
     llm, tag = lab.llm, f"KID-KILLED-{point.replace('_', '-')}"
     hold = threading.Event()
     llm.add(fresh("MK-KILLED"), tool_call("roost_spawn", {"task": "MK-KIDKILLED work", "name": "kid"}))
@@ -171,17 +187,25 @@ def test_a_child_killed_around_its_hand_back_reports_once(tmp_path_factory, poin
         fault.write_text(json.dumps({"point": point, "target": "worker", "text": tag, "job": kid}))
         hold.set()
         wait_until(Path(f"{fault}.fired").exists, T, f"the kill at {point}")
-        wait_until(lambda: lab.record(kid)["process"].get("workerPid") not in (None, first), T,
-                   "the kid's worker to be restarted")
-        wait_until(lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)), T,
-                   "the parent to answer the report")
+        wait_until(
+            lambda: lab.record(kid)["process"].get("workerPid") not in (None, first),
+            T,
+            "the kid's worker to be restarted",
+        )
+        wait_until(
+            lambda: any("PARENT-GOT-IT" in str(e) for e in lab.session(parent)),
+            T,
+            "the parent to answer the report",
+        )
         lab.wait(parent)
         assert lab.wait(kid) == "done"
-        items = [i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub)
-                 if i.get("kind") == "report"]
+        items = [
+            i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub) if i.get("kind") == "report"
+        ]
         assert len(items) == 1 and items[0]["result"] == tag, items
-        in_session = [e for e in lab.session(parent)
-                      if e.get("type") == "custom_message" and tag in json.dumps(e)]
+        in_session = [
+            e for e in lab.session(parent) if e.get("type") == "custom_message" and tag in json.dumps(e)
+        ]
         assert len(in_session) == 1, in_session
         assert lab.record(kid)["reports"]["last"] == items[0]["report"]
     finally:

@@ -28,20 +28,21 @@ except sandbox.SandboxError:
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="no working bwrap (package bubblewrap)")
 
 
-def probe_command(work: Path, outside: Path, lab: Lab, other: str, port: int,
-                  tmp: Path) -> str:
+def probe_command(work: Path, outside: Path, lab: Lab, other: str, port: int, tmp: Path) -> str:
     """One bash call that reports what it could do, a KEY=value line each (`tmp`: a file
     in /tmp it writes)."""
-    return "\n".join([
-        f"echo in > {work}/in.txt && echo W_IN=ok || echo W_IN=no",
-        f"echo out > {outside}/out.txt 2>/dev/null && echo W_OUT=ok || echo W_OUT=no",
-        f"cat {lab.home}/.ssh/id_test 2>/dev/null && echo SSH=read || echo SSH=no",
-        f"ls {lab.roost_home}/jobs/{other} >/dev/null 2>&1 && echo OTHER=seen || echo OTHER=no",
-        "env | grep -q SECRET-VALUE && echo KEYS=seen || echo KEYS=no",
-        f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo NET=ok || echo NET=no",
-        f"echo tmp > {tmp} && echo TMP=ok || echo TMP=no",
-        "echo PID=$$",
-    ])
+    return "\n".join(
+        [
+            f"echo in > {work}/in.txt && echo W_IN=ok || echo W_IN=no",
+            f"echo out > {outside}/out.txt 2>/dev/null && echo W_OUT=ok || echo W_OUT=no",
+            f"cat {lab.home}/.ssh/id_test 2>/dev/null && echo SSH=read || echo SSH=no",
+            f"ls {lab.roost_home}/jobs/{other} >/dev/null 2>&1 && echo OTHER=seen || echo OTHER=no",
+            "env | grep -q SECRET-VALUE && echo KEYS=seen || echo KEYS=no",
+            f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo NET=ok || echo NET=no",
+            f"echo tmp > {tmp} && echo TMP=ok || echo TMP=no",
+            "echo PID=$$",
+        ]
+    )
 
 
 def report(lab: Lab, marker: str) -> dict[str, str]:
@@ -75,8 +76,9 @@ def listener():
 
 @needs_bwrap
 @pytest.mark.parametrize("network", ["none", "host"])
-def test_sandboxed_bash_is_contained(make_lab, tmp_path: Path, listener: int,
-                                     tmp_probe: Path, network: str) -> None:
+def test_sandboxed_bash_is_contained(
+    make_lab, tmp_path: Path, listener: int, tmp_probe: Path, network: str
+) -> None:
     lab = make_lab()
     work, outside = tmp_path / "work", tmp_path / "outside"
     work.mkdir()
@@ -86,15 +88,26 @@ def test_sandboxed_bash_is_contained(make_lab, tmp_path: Path, listener: int,
     other = lab.run_job("--shell", "--", "true")
     lab.wait(other)
     marker = f"MK-BOX-{network}"
-    lab.llm.add(fresh(marker), tool_call("bash", {
-        "command": probe_command(work, outside, lab, other, listener, tmp_probe)}))
-    lab.llm.add(after_tool(marker, "bash"), tool_call("write", {
-        "path": str(outside / "w.txt"), "content": "no"}))
+    lab.llm.add(
+        fresh(marker),
+        tool_call("bash", {"command": probe_command(work, outside, lab, other, listener, tmp_probe)}),
+    )
+    lab.llm.add(
+        after_tool(marker, "bash"), tool_call("write", {"path": str(outside / "w.txt"), "content": "no"})
+    )
     lab.llm.add(after_tool(marker, "write"), text("all done"))
     extra = ["--sandbox-network", "host"] if network == "host" else []
-    job = lab.run_job("--sandbox", *extra, f"{marker} go", cwd=work,
-                      env={"OPENAI_API_KEY": "sk-SECRET-VALUE", "MY_SERVICE_TOKEN":
-                           "SECRET-VALUE", "ROOST_TEST_PLAIN": "visible"})
+    job = lab.run_job(
+        "--sandbox",
+        *extra,
+        f"{marker} go",
+        cwd=work,
+        env={
+            "OPENAI_API_KEY": "sk-SECRET-VALUE",
+            "MY_SERVICE_TOKEN": "SECRET-VALUE",
+            "ROOST_TEST_PLAIN": "visible",
+        },
+    )
     assert lab.wait(job, T) == "done"
     seen = report(lab, marker)
     assert seen["W_IN"] == "ok" and (work / "in.txt").read_text() == "in\n"
@@ -113,8 +126,7 @@ def test_sandboxed_bash_is_contained(make_lab, tmp_path: Path, listener: int,
 
 
 @needs_bwrap
-def test_unsandboxed_job_is_not_contained(make_lab, tmp_path: Path, listener: int,
-                                          tmp_probe: Path) -> None:
+def test_unsandboxed_job_is_not_contained(make_lab, tmp_path: Path, listener: int, tmp_probe: Path) -> None:
     """The same probe without --sandbox: what the sandbox takes away is there (the test
     above cannot pass by accident)."""
     lab = make_lab()
@@ -125,14 +137,21 @@ def test_unsandboxed_job_is_not_contained(make_lab, tmp_path: Path, listener: in
     (lab.home / ".ssh" / "id_test").write_text("PRIVATE-KEY\n")
     other = lab.run_job("--shell", "--", "true")
     lab.wait(other)
-    lab.llm.add(fresh("MK-OPEN"), tool_call("bash", {
-        "command": probe_command(work, outside, lab, other, listener, tmp_probe)}))
+    lab.llm.add(
+        fresh("MK-OPEN"),
+        tool_call("bash", {"command": probe_command(work, outside, lab, other, listener, tmp_probe)}),
+    )
     lab.llm.add(after_tool("MK-OPEN", "bash"), text("all done"))
     job = lab.run_job("MK-OPEN go", cwd=work, env={"OPENAI_API_KEY": "sk-SECRET-VALUE"})
     assert lab.wait(job, T) == "done"
     seen = report(lab, "MK-OPEN")
-    assert (seen["W_OUT"], seen["SSH"], seen["OTHER"], seen["KEYS"], seen["NET"]) == \
-        ("ok", "read", "seen", "seen", "ok")
+    assert (seen["W_OUT"], seen["SSH"], seen["OTHER"], seen["KEYS"], seen["NET"]) == (
+        "ok",
+        "read",
+        "seen",
+        "seen",
+        "ok",
+    )
     assert tmp_probe.exists()  # the machine's /tmp
 
 
@@ -144,8 +163,10 @@ def test_child_of_a_sandboxed_job_is_sandboxed(make_lab, tmp_path: Path) -> None
     outside.mkdir()
     lab.llm.add(fresh("MK-PARENT"), tool_call("roost_spawn", {"task": "MK-CHILD write"}))
     lab.llm.add(after_tool("MK-PARENT", "roost_spawn", news=True), text("spawned"))
-    lab.llm.add(fresh("MK-CHILD"), tool_call("bash", {
-        "command": f"echo out > {outside}/child.txt && echo W_OUT=ok || echo W_OUT=no"}))
+    lab.llm.add(
+        fresh("MK-CHILD"),
+        tool_call("bash", {"command": f"echo out > {outside}/child.txt && echo W_OUT=ok || echo W_OUT=no"}),
+    )
     lab.llm.add(after_tool("MK-CHILD", "bash"), text("child done"))
     parent = lab.run_job("--sandbox", "--sandbox-network", "host", "MK-PARENT go", cwd=work)
     results = json.dumps(lab.wait_tool_results("MK-CHILD", "bash"))
@@ -159,8 +180,7 @@ def test_sandbox_refused_without_bwrap(make_lab, tmp_path: Path) -> None:
     """Never silently unsandboxed: no bwrap (ROOST_BWRAP names a missing file, or PATH has
     none), no job (exit 1, naming the package)."""
     lab = make_lab()
-    missing = lab.roost("run", "--sandbox", "MK-NOBOX go",
-                        env={"ROOST_BWRAP": str(tmp_path / "no-bwrap")})
+    missing = lab.roost("run", "--sandbox", "MK-NOBOX go", env={"ROOST_BWRAP": str(tmp_path / "no-bwrap")})
     assert missing.returncode == 1, missing
     assert "bubblewrap" in missing.stderr and "ROOST_BWRAP" in missing.stderr
     empty = tmp_path / "bin"
@@ -179,8 +199,7 @@ def test_bwrap_gone_before_the_start_fails_the_job(make_lab, tmp_path: Path) -> 
     bwrap.symlink_to(sandbox.check())
     lab = make_lab(env={"ROOST_BWRAP": str(bwrap)})  # roostd's, as ROOST_PI
     flag = tmp_path / "go"
-    first = lab.run_job("--shell", "--", "sh", "-c",
-                        f"while [ ! -e {flag} ]; do sleep 0.05; done")
+    first = lab.run_job("--shell", "--", "sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.05; done")
     job = lab.run_job("--sandbox", "--after", first, "MK-GONE go")
     bwrap.unlink()
     flag.touch()
@@ -194,8 +213,7 @@ def _sleepers(tag: str) -> list[int]:
     out = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == \
-                    b"sleep\0" + tag.encode() + b"\0":
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == b"sleep\0" + tag.encode() + b"\0":
                 out.append(int(proc.name))
         except OSError:
             continue
@@ -218,18 +236,17 @@ def test_a_sandboxed_command_dies_with_the_job(make_lab, tmp_path: Path) -> None
 
 
 @needs_bwrap
-def test_sandbox_refuses_before_approvals_and_bounds_a_child_s_cwd(make_lab,
-                                                                   tmp_path: Path) -> None:
+def test_sandbox_refuses_before_approvals_and_bounds_a_child_s_cwd(make_lab, tmp_path: Path) -> None:
     """With --approvals ask, a write outside is refused by the sandbox without asking
     anyone; a child spawned outside the parent's writable folders is refused."""
     lab = make_lab()
     work, outside = tmp_path / "work", tmp_path / "outside"
     work.mkdir()
     outside.mkdir()
-    lab.llm.add(fresh("MK-ORDER"), tool_call("write", {"path": str(outside / "w.txt"),
-                                                      "content": "no"}))
-    lab.llm.add(after_tool("MK-ORDER", "write"), tool_call("roost_spawn", {
-        "task": "MK-KID go", "cwd": str(outside)}))
+    lab.llm.add(fresh("MK-ORDER"), tool_call("write", {"path": str(outside / "w.txt"), "content": "no"}))
+    lab.llm.add(
+        after_tool("MK-ORDER", "write"), tool_call("roost_spawn", {"task": "MK-KID go", "cwd": str(outside)})
+    )
     lab.llm.add(after_tool("MK-ORDER", "roost_spawn"), text("done"))
     job = lab.run_job("--sandbox", "--approvals", "ask", "MK-ORDER go", cwd=work)
     written = json.dumps(lab.wait_tool_results("MK-ORDER", "write"))

@@ -26,27 +26,35 @@ def fired(lab: Lab) -> list[dict]:
 
 
 def test_an_every_schedule_fires_twice_into_the_same_session(
-    make_lab: Callable[..., Lab], llm: FakeLLM,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
 ) -> None:
     lab = make_lab(llm=llm)
     llm.add(any_message_contains("SCHEDMEM 42"), text("second run remembers SCHEDMEM 42"))
     llm.add(first_user_contains("SCHEDTASK"), text("SCHEDMEM 42"))
-    lab.roost_ok("schedule", "add", "memo", "--every", "2s", "--session", "same",
-                 "SCHEDTASK note the number")
-    ran = wait_until(lambda: (r := [e for e in fired(lab) if e["outcome"] in ("started",
-                                                                               "replied")])
-                     and len(r) >= 2 and r, 60, what="two firings that ran")
+    lab.roost_ok("schedule", "add", "memo", "--every", "2s", "--session", "same", "SCHEDTASK note the number")
+    ran = wait_until(
+        lambda: (
+            (r := [e for e in fired(lab) if e["outcome"] in ("started", "replied")]) and len(r) >= 2 and r
+        ),
+        60,
+        what="two firings that ran",
+    )
     assert [e["outcome"] for e in ran[:2]] == ["started", "replied"]
     job = ran[0]["job"]["id"]
     assert ran[1]["job"]["id"] == job
     lab.roost_ok("schedule", "rm", "memo")
-    wait_until(lambda: lab.row(job)["summary"].endswith("second run remembers SCHEDMEM 42"),
-               60, what="the second run's answer, from the first run's memory")
+    wait_until(
+        lambda: lab.row(job)["summary"].endswith("second run remembers SCHEDMEM 42"),
+        60,
+        what="the second run's answer, from the first run's memory",
+    )
     assert lab.wait(job) == "done"
 
 
 def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
-    make_lab: Callable[..., Lab], llm: FakeLLM,
+    make_lab: Callable[..., Lab],
+    llm: FakeLLM,
 ) -> None:
     """Real time, real pi: roostd SIGKILLed across two due times of an `--every 2s`
     schedule fires one catch-up; a burst of writes in a real directory fires one run,
@@ -65,8 +73,7 @@ def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
     # start (~1 s) ending at due + 6, where the schedule's next tick could beat the pause.
     wait_until(lambda: time.time() > due + 4.05, 30, what="two due times to pass")
     lab.roost_ok("schedule", "pause", "tick")  # a new roostd: its catch-up, then no more
-    wait_until(lambda: [e for e in fired(lab) if e["cause"] == "catch-up"], 60,
-               what="the catch-up")
+    wait_until(lambda: [e for e in fired(lab) if e["cause"] == "catch-up"], 60, what="the catch-up")
     ticks = [e for e in fired(lab) if e["schedule"] == "tick"]
     assert [e["cause"] for e in ticks] == ["time", "catch-up"], ticks
     for event in ticks:
@@ -74,12 +81,14 @@ def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
 
     docs = lab.work / "docs"
     docs.mkdir()
-    lab.roost_ok("schedule", "add", "docs", "--on-change", str(docs), "--debounce", "1s",
-                 "DOCSTASK rebuild the docs")
+    lab.roost_ok(
+        "schedule", "add", "docs", "--on-change", str(docs), "--debounce", "1s", "DOCSTASK rebuild the docs"
+    )
     for n in range(5):
         (docs / f"page{n}.md").write_text(f"page {n}\n")
-    change = wait_until(lambda: [e for e in fired(lab) if e["schedule"] == "docs"], 60,
-                        what="the file trigger's firing")[0]
+    change = wait_until(
+        lambda: [e for e in fired(lab) if e["schedule"] == "docs"], 60, what="the file trigger's firing"
+    )[0]
     assert change["cause"] == "change" and lab.wait(change["job"]["id"]) == "done"
     [request] = lab.requests_of("DOCSTASK")
     task = request["messages"][1]["content"]

@@ -18,10 +18,10 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 
 
 def test_the_conversation_is_searchable_and_the_system_prompt_is_not(
-        make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+    make_lab: Callable[..., Lab], llm: FakeLLM
+) -> None:
     lab = make_lab(llm=llm)
-    llm.add(last_user_contains("SEARCH-GO"), tool_call("bash", {"command": "echo quokka-out"}),
-            times=1)
+    llm.add(last_user_contains("SEARCH-GO"), tool_call("bash", {"command": "echo quokka-out"}), times=1)
     llm.add(last_is_tool_result("bash"), text("The marmot ledger is balanced."))
     job = lab.run("SEARCH-GO look at the wombat ledger", name="ledger")
     assert lab.wait(job) == "done"

@@ -19,9 +19,11 @@ from roost.testkit.lab import Lab
 pytestmark = pytest.mark.usefixtures("real_pi")
 
 T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
-SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["ok", "bad"]},
-                                           "count": {"type": "integer"}},
-          "required": ["verdict", "count"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"enum": ["ok", "bad"]}, "count": {"type": "integer"}},
+    "required": ["verdict", "count"],
+}
 NOTE = "[roost] Your final answer is not valid against this job's output schema"
 
 
@@ -76,15 +78,19 @@ def test_a_second_invalid_answer_fails_the_job_with_the_errors(lab: Lab) -> None
 
 def test_roost_spawn_output_schema_reports_the_json_to_the_parent(lab: Lab) -> None:
     llm = lab.llm
-    llm.add(fresh("MK-FANIN"), tool_call("roost_spawn", {
-        "task": "MK-JUDGE judge it", "name": "judge", "output_schema": SCHEMA}))
+    llm.add(
+        fresh("MK-FANIN"),
+        tool_call("roost_spawn", {"task": "MK-JUDGE judge it", "name": "judge", "output_schema": SCHEMA}),
+    )
     llm.add(after_tool("MK-FANIN", "roost_spawn"), "spawned; waiting")
     llm.add(fresh("MK-JUDGE"), '{"verdict": "bad", "count": 4}')
     llm.add(task("MK-FANIN") & last_user_has("<agent-message"), "got it")
     parent = lab.run_job("MK-FANIN fan out")
-    [envelope] = wait_until(lambda: [m for r in lab.requests_of("MK-FANIN")
-                                     for m in user_messages(r) if "<agent-message" in m], T,
-                            "the child's report in the parent's request")
+    [envelope] = wait_until(
+        lambda: [m for r in lab.requests_of("MK-FANIN") for m in user_messages(r) if "<agent-message" in m],
+        T,
+        "the child's report in the parent's request",
+    )
     assert "result: JSON, valid against the output schema it was given" in envelope
     body = envelope.split("given\n\n", 1)[1].split("\n</agent-message>")[0]
     assert json.loads(body) == {"verdict": "bad", "count": 4}

@@ -46,11 +46,13 @@ def assert_figures(usage: dict[str, Any], requests: int, tree: int | None = None
 
 def loop_steps(steps: int) -> Any:
     """A reply: `steps` bash calls, then a final text; each request reports USAGE."""
+
     def reply(request: dict[str, Any]) -> Any:
         done = len(tool_results(request))
         if done < steps:
             return tool_call("bash", {"command": f"echo step {done}"}, usage=USAGE)
         return text(f"finished {steps} steps", usage=USAGE)
+
     return reply
 
 
@@ -108,8 +110,10 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     reason, the parent gets `ended:`; `roost budget` lets it continue."""
     lab = priced_lab(make_lab)
     llm = lab.llm
-    llm.add(fresh("UB-P"), tool_call("roost_spawn", {"task": "UB-C spend money",
-                                                     "name": "spender", "budget": 1.0}))
+    llm.add(
+        fresh("UB-P"),
+        tool_call("roost_spawn", {"task": "UB-C spend money", "name": "spender", "budget": 1.0}),
+    )
     llm.add(after_tool("UB-P", "roost_spawn"), text("spawned"))
     llm.add(task("UB-P") & new_user_has("LIST-PEERS"), tool_call("roost_agents", {}))
     llm.add(after_tool("UB-P", "roost_agents"), text("listed"))
@@ -132,25 +136,35 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     assert row["usage"]["cost"] == pytest.approx(COST * 7)
 
     # The warning: a note from roost in the child's session (not a user message), once.
-    notes = [e for e in lab.session(child) if e.get("type") == "custom_message"
-             and "you have used 80% of your budget" in json.dumps(e.get("content"))]
+    notes = [
+        e
+        for e in lab.session(child)
+        if e.get("type") == "custom_message"
+        and "you have used 80% of your budget" in json.dumps(e.get("content"))
+    ]
     assert len(notes) == 1, notes
     assert "[roost]" in json.dumps(notes[0]["content"])
 
     def parent_saw(needle: str) -> bool:
-        return any(needle in message_text(m) for r in lab.requests_of("UB-P")
-                   for m in messages(r) if m.get("role") == "user")
+        return any(
+            needle in message_text(m)
+            for r in lab.requests_of("UB-P")
+            for m in messages(r)
+            if m.get("role") == "user"
+        )
 
     wait_until(lambda: parent_saw("you have used 80% of your budget"), T, "the parent's warning")
-    wait_until(lambda: parent_saw("ended: budget exhausted: $1.01 of $1.00"), T,
-               "the parent's ended: report")
+    wait_until(lambda: parent_saw("ended: budget exhausted: $1.01 of $1.00"), T, "the parent's ended: report")
     assert lab.wait(parent) == "done"
 
     # roost_agents shows each peer's cost.
     lab.reply(parent, "LIST-PEERS")
     [listing] = lab.wait_tool_results("UB-P", "roost_agents")
-    assert re.search(rf'{child} "spender" child failed \(budget exhausted: \$1\.01 of \$1\.00\) '
-                     r"\$1\.01", listing["text"]), listing
+    assert re.search(
+        rf'{child} "spender" child failed \(budget exhausted: \$1\.01 of \$1\.00\) '
+        r"\$1\.01",
+        listing["text"],
+    ), listing
     assert lab.wait(parent) == "done"
 
     # No new run while over budget, not even after a worker restart: a reply waits.
@@ -163,30 +177,41 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     assert lab.wait(child, timeout=10) == "failed"  # settled: nothing runs until raised
     waited = lab.roost("wait", child, "--timeout", "10")  # why, not its task; exit 1
     assert (waited.returncode, waited.stderr) == (
-        1, f"roost: job {child} failed: budget exhausted: $1.01 of $1.00\n"), waited
+        1,
+        f"roost: job {child} failed: budget exhausted: $1.01 of $1.00\n",
+    ), waited
     assert lab.record(child)["usage"]["requests"] == row["usage"]["requests"]  # not doubled
 
     out = lab.cli("budget", child, "5").stdout
     assert "budget $5.00" in out
     lab.wait_request(task("UB-C") & new_user_has("budget was raised"), timeout=T)
-    wait_until(lambda: lab.record(child).get("error") is None
-               and lab.record(child).get("state") in ("done", "running"), T, "the raise")
+    wait_until(
+        lambda: (
+            lab.record(child).get("error") is None and lab.record(child).get("state") in ("done", "running")
+        ),
+        T,
+        "the raise",
+    )
 
 
 def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> None:
     lab = priced_lab(make_lab)
     llm = lab.llm
-    llm.add(fresh("UC-P"), tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey",
-                                                     "budget": 2.0}))
-    llm.add(task("UC-P") & new_user_has("AGAIN"),
-            tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey", "budget": 2.0}))
+    llm.add(fresh("UC-P"), tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey", "budget": 2.0}))
+    llm.add(
+        task("UC-P") & new_user_has("AGAIN"),
+        tool_call("roost_spawn", {"task": "UC-C child", "name": "pricey", "budget": 2.0}),
+    )
     llm.add(after_tool("UC-P", "roost_spawn"), text("tried"))
     llm.add(task("UC-C"), text("child ok"))
     parent = lab.cli("run", "--tree-budget", "0.5", "--name", "frugal", "UC-P root").stdout.strip()
     assert lab.wait(parent) == "done"
     [result] = lab.tool_results_of("UC-P", "roost_spawn")
-    assert re.search(r"error: budget \$2\.00 exceeds what is left of the tree's budget "
-                     r"\(\$0\.\d\d\)", result["text"]), result
+    assert re.search(
+        r"error: budget \$2\.00 exceeds what is left of the tree's budget "
+        r"\(\$0\.\d\d\)",
+        result["text"],
+    ), result
     assert lab.job_named("pricey") is None
     root = [r for r in lab.ls() if r["id"] == parent][0]
     assert root["usage"]["treeBudget"] == 0.5
@@ -209,8 +234,11 @@ def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab
     budget lets the children continue."""
     lab = priced_lab(make_lab)
     llm = lab.llm
-    llm.add(fresh("UD-P"), tool_call("roost_spawn", {"task": "UD-C1 spend", "name": "kid1"})
-            + tool_call("roost_spawn", {"task": "UD-C2 spend", "name": "kid2"}))
+    llm.add(
+        fresh("UD-P"),
+        tool_call("roost_spawn", {"task": "UD-C1 spend", "name": "kid1"})
+        + tool_call("roost_spawn", {"task": "UD-C2 spend", "name": "kid2"}),
+    )
     llm.add(after_tool("UD-P", "roost_spawn"), text("spawned", usage=(100, 10)))
     llm.add(task("UD-P"), text("noted", usage=(100, 10)))
     raised = new_user_has("budget was raised")
@@ -233,9 +261,15 @@ def test_tree_budget_stops_the_whole_tree_and_survives_a_roostd_restart(make_lab
     assert 1.0 <= tree_cost <= 1.0 + 2 * COST + 0.01, tree_cost
     spent = len(lab.requests_of("UD-C1")) + len(lab.requests_of("UD-C2"))
     # The root was warned once, by a framed note, when the tree reached 80 %.
-    notes = wait_until(lambda: [e for e in lab.session(root) if e.get("type") == "custom_message"
-                                and "used 80% of your tree's budget" in json.dumps(e)], T,
-                       "the tree budget warning")
+    notes = wait_until(
+        lambda: [
+            e
+            for e in lab.session(root)
+            if e.get("type") == "custom_message" and "used 80% of your tree's budget" in json.dumps(e)
+        ],
+        T,
+        "the tree budget warning",
+    )
     assert len(notes) == 1, notes
 
     lab.cli("daemon", "stop")

@@ -28,13 +28,11 @@ from roost.testkit.lab import Lab
 pytestmark = [pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 
 
-def test_view_answers_a_real_pi_select_dialog_at_80x24(make_lab: Callable[..., Lab],
-                                                       llm: FakeLLM) -> None:
+def test_view_answers_a_real_pi_select_dialog_at_80x24(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
     lab = make_lab(llm=llm)
     (lab.agent_dir / "extensions").mkdir()
     shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
-    llm.add(first_user_contains("TASK-VIEW") & ~last_is_tool_result(),
-            tool_call("ask_colour", {}), times=1)
+    llm.add(first_user_contains("TASK-VIEW") & ~last_is_tool_result(), tool_call("ask_colour", {}), times=1)
     llm.add(last_tool_result_contains("picked:"), text("VIEW-DIALOG: done."))
     job = lab.run_job("--name", "painter", "TASK-VIEW")
     lab.wait_state(job, "needs_input", timeout=60)
@@ -44,10 +42,15 @@ def test_view_answers_a_real_pi_select_dialog_at_80x24(make_lab: Callable[..., L
     variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in lab.env.items())
     tmux = Tmux("view-e2e", 80, 24)
     try:
-        tmux.start(f"cd {shlex.quote(str(lab.work))} && env {variables} "
-                   f"{shlex.quote(sys.executable)} -m roost.cli.main view")
-        wait_until(lambda: "? Pick a colour" in tmux.capture(), 30,
-                   lambda: f"the question on screen:\n{tmux.capture()}")
+        tmux.start(
+            f"cd {shlex.quote(str(lab.work))} && env {variables} "
+            f"{shlex.quote(sys.executable)} -m roost.cli.main view"
+        )
+        wait_until(
+            lambda: "? Pick a colour" in tmux.capture(),
+            30,
+            lambda: f"the question on screen:\n{tmux.capture()}",
+        )
         assert job in tmux.capture()
         tmux.send_keys("a")  # the only job is selected
         wait_until(lambda: "Answer the dialog of painter" in tmux.capture(), 15, "the box")

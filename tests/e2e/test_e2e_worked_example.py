@@ -22,9 +22,13 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 T = 120.0
 DEFINITIONS = Path(__file__).parent / "worked_example"
 GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "schedules.md"
-SUMMARY = {"risk": "medium", "findings": [
-    {"from": "security", "text": "token logged in debug mode"},
-    {"from": "tests", "text": "retry path untested"}]}
+SUMMARY = {
+    "risk": "medium",
+    "findings": [
+        {"from": "security", "text": "token logged in debug mode"},
+        {"from": "tests", "text": "retry path untested"},
+    ],
+}
 
 
 def test_the_documented_definitions_are_the_tested_ones() -> None:
@@ -37,20 +41,44 @@ def test_a_nightly_scout_fans_out_and_in_to_a_structured_summary(make_lab, llm: 
     lab: Lab = make_lab(llm=llm)
     shutil.copytree(DEFINITIONS, lab.agent_dir / "roost" / "agents")
     assert lab.roost_ok("agents", "check").startswith("ok: 5 agents")
-    llm.add(fresh("NIGHTLY"), tool_calls(
-        ("roost_spawn", {"agent": "reviewer", "name": "security", "task": "SEC review"}),
-        ("roost_spawn", {"agent": "reviewer", "name": "tests", "task": "TST review"})))
-    llm.add(after_tool("NIGHTLY", "roost_spawn"), tool_call("roost_spawn", {
-        "agent": "summary", "name": "summary", "after": ["security", "tests"],
-        "task": "SUM Sum up the two reviews"}), times=1)
+    llm.add(
+        fresh("NIGHTLY"),
+        tool_calls(
+            ("roost_spawn", {"agent": "reviewer", "name": "security", "task": "SEC review"}),
+            ("roost_spawn", {"agent": "reviewer", "name": "tests", "task": "TST review"}),
+        ),
+    )
+    llm.add(
+        after_tool("NIGHTLY", "roost_spawn"),
+        tool_call(
+            "roost_spawn",
+            {
+                "agent": "summary",
+                "name": "summary",
+                "after": ["security", "tests"],
+                "task": "SUM Sum up the two reviews",
+            },
+        ),
+        times=1,
+    )
     llm.add(after_tool("NIGHTLY", "roost_spawn"), text("Reviewers and summary started."))
     llm.add(task("NIGHTLY") & new_user_has('kind="report"'), text("noted"))
     llm.add(task("SEC"), text("token logged in debug mode"))
     llm.add(task("TST"), text("retry path untested"))
     llm.add(task("SUM"), text("```json\n" + json.dumps(SUMMARY) + "\n```"))
 
-    lab.roost_ok("schedule", "add", "nightly", "--cron", "0 2 * * *", "--tz", "Europe/Berlin",
-                 "--agent", "nightly-scout", "NIGHTLY Review what changed in the last day.")
+    lab.roost_ok(
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--agent",
+        "nightly-scout",
+        "NIGHTLY Review what changed in the last day.",
+    )
     lab.roost_ok("schedule", "run-now", "nightly")
     summary = wait_until(lambda: lab.job_named("summary"), T, what="the summary child")
     assert lab.wait(summary["id"], T) == "done"
@@ -64,6 +92,9 @@ def test_a_nightly_scout_fans_out_and_in_to_a_structured_summary(make_lab, llm: 
     # The scout, started by the schedule, hears from all three, the summary's as JSON.
     scout = lab.cli_json("schedule", "show", "nightly", "--json")["jobs"][0]
     assert lab.row(scout)["schedule"]["name"] == "nightly"
-    wait_until(lambda: len(lab.reports_seen("NIGHTLY")) == 3, T,
-               lambda: f"three reports ({lab.reports_seen('NIGHTLY')})")
+    wait_until(
+        lambda: len(lab.reports_seen("NIGHTLY")) == 3,
+        T,
+        lambda: f"three reports ({lab.reports_seen('NIGHTLY')})",
+    )
     assert lab.reports_seen("NIGHTLY")[-1]["id"] == summary["id"]

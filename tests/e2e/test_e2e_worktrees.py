@@ -23,8 +23,7 @@ T = 90.0
 
 
 def sh_git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
 def make_repo(path: Path, files: dict[str, str]) -> Path:
@@ -69,17 +68,28 @@ def edit_and_commit(line: str, message: str, extra: str = "") -> str:
 
 def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     lab = make_lab(agentChildWorktrees="ask")
-    repo = make_repo(lab.work, {"f.txt": "base\n", "g.txt": "keep\n",
-                                "AGENTS.md": "Project rule MK-AGENTS-FILE.\n"})
+    repo = make_repo(
+        lab.work, {"f.txt": "base\n", "g.txt": "keep\n", "AGENTS.md": "Project rule MK-AGENTS-FILE.\n"}
+    )
     gate = lab.root / "gate"
     llm = lab.llm
-    llm.add(fresh("MK-WP"), tool_call("roost_spawn", {
-        "task": "MK-WK edit f.txt", "name": "wt-kid", "worktree": True}))
+    llm.add(
+        fresh("MK-WP"),
+        tool_call("roost_spawn", {"task": "MK-WK edit f.txt", "name": "wt-kid", "worktree": True}),
+    )
     llm.add(after_tool("MK-WP", "roost_spawn"), text("spawned the kid"))
     llm.add(task("MK-WP") & new_user_has('kind="report"'), text("got the report"))
-    llm.add(fresh("MK-WK"), tool_call("bash", {"command": edit_and_commit(
-        "kid line", "kid edit") + " && echo note > notes.txt && pwd && "
-        + wait_file_command(gate)}))
+    llm.add(
+        fresh("MK-WK"),
+        tool_call(
+            "bash",
+            {
+                "command": edit_and_commit("kid line", "kid edit")
+                + " && echo note > notes.txt && pwd && "
+                + wait_file_command(gate)
+            },
+        ),
+    )
     llm.add(after_tool("MK-WK", "bash"), text("kid done: edited f.txt"))
 
     parent = lab.run("MK-WP parent")
@@ -99,8 +109,12 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     row = show(lab, kid)
     base = sh_git(repo, "rev-parse", "main").strip()
     # origin: the folder it was started in, its parent's (the list groups it there).
-    assert row["worktree"] == {"path": str(wt), "branch": branch, "base": base,
-                               "origin": os.path.realpath(show(lab, parent)["cwd"])}
+    assert row["worktree"] == {
+        "path": str(wt),
+        "branch": branch,
+        "base": base,
+        "origin": os.path.realpath(show(lab, parent)["cwd"]),
+    }
     assert row["cwd"] == str(wt)
     listed = [r for r in lab.ls() if r["id"] == kid][0]
     assert listed["worktree"] == row["worktree"]
@@ -122,8 +136,7 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
     assert sh_git(repo, "branch", "--list", branch).strip()
 
     # The parent's report: the result, then branch, log, diffstat and uncommitted work.
-    body = wait_until(lambda: [r["body"] for r in lab.reports_seen("MK-WP")], T,
-                      "the kid's report")[0]
+    body = wait_until(lambda: [r["body"] for r in lab.reports_seen("MK-WP")], T, "the kid's report")[0]
     assert "kid done: edited f.txt" in body
     assert f"[worktree] branch {branch} (base {base[:12]}" in body
     assert "commits since base (1):" in body and "kid edit" in body
@@ -152,9 +165,13 @@ def test_two_children_same_file_second_merge_conflicts(make_lab) -> None:
     lab = make_lab(agentChildWorktrees="always")
     repo = make_repo(lab.work, {"f.txt": "base\n"})
     llm = lab.llm
-    llm.add(fresh("MK-TP"), tool_calls(
-        ("roost_spawn", {"task": "MK-TA edit", "name": "kid-a"}),
-        ("roost_spawn", {"task": "MK-TB edit", "name": "kid-b"})))
+    llm.add(
+        fresh("MK-TP"),
+        tool_calls(
+            ("roost_spawn", {"task": "MK-TA edit", "name": "kid-a"}),
+            ("roost_spawn", {"task": "MK-TB edit", "name": "kid-b"}),
+        ),
+    )
     llm.add(after_tool("MK-TP", "roost_spawn"), text("two kids"))
     llm.add(task("MK-TP") & new_user_has('kind="report"'), text("noted"))
     for marker, line in (("MK-TA", "from a"), ("MK-TB", "from b")):
@@ -296,13 +313,21 @@ def test_clear_errors_and_nothing_made(make_lab, tmp_path: Path) -> None:
 
     # Spawns: the policy (never by default), a hostile branch, the per-tree limit.
     llm = lab.llm
-    llm.add(fresh("MK-EP"), tool_calls(
-        ("roost_spawn", {"task": "MK-EK1 kid", "worktree": True}),
-        ("roost_spawn", {"task": "MK-EK2 kid", "worktree": True, "branch": "../../evil"})))
+    llm.add(
+        fresh("MK-EP"),
+        tool_calls(
+            ("roost_spawn", {"task": "MK-EK1 kid", "worktree": True}),
+            ("roost_spawn", {"task": "MK-EK2 kid", "worktree": True, "branch": "../../evil"}),
+        ),
+    )
     llm.add(after_tool("MK-EP", "roost_spawn"), text("tried"))
-    llm.add(task("MK-EP") & new_user_has("AGAIN"), tool_calls(
-        ("roost_spawn", {"task": "MK-EK3 kid", "worktree": True, "name": "first"}),
-        ("roost_spawn", {"task": "MK-EK4 kid", "worktree": True})))
+    llm.add(
+        task("MK-EP") & new_user_has("AGAIN"),
+        tool_calls(
+            ("roost_spawn", {"task": "MK-EK3 kid", "worktree": True, "name": "first"}),
+            ("roost_spawn", {"task": "MK-EK4 kid", "worktree": True}),
+        ),
+    )
     for marker in ("MK-EK1", "MK-EK2", "MK-EK3", "MK-EK4", "MK-PLAIN"):
         llm.add(fresh(marker), text("kid"))
     parent = lab.run("MK-EP parent")
@@ -320,8 +345,10 @@ def test_clear_errors_and_nothing_made(make_lab, tmp_path: Path) -> None:
     assert results[3]["text"].startswith("error:") and "agentMaxWorktrees is 1" in results[3]["text"]
     assert len(worktrees_of(lab)) == 1
     lab.configure(agentChildWorktrees="ask", agentMaxWorktrees=8)
-    llm.add(task("MK-EP") & new_user_has("BAD-BRANCH"), tool_call(
-        "roost_spawn", {"task": "MK-EK2 kid", "worktree": True, "branch": "../../evil"}))
+    llm.add(
+        task("MK-EP") & new_user_has("BAD-BRANCH"),
+        tool_call("roost_spawn", {"task": "MK-EK2 kid", "worktree": True, "branch": "../../evil"}),
+    )
     lab.wait(parent)
     lab.reply(parent, "BAD-BRANCH")
     bad = lab.wait_tool_results("MK-EP", "roost_spawn", 5)[4]["text"]
@@ -334,8 +361,10 @@ def test_worktree_job_survives_roostd_restart_and_worker_kill(make_lab) -> None:
     make_repo(lab.work, {"f.txt": "base\n"})
     llm = lab.llm
     llm.add(fresh("MK-SV"), tool_call("bash", {"command": "pwd"}))
-    llm.add(task("MK-SV") & new_user_has("AGAIN"),
-            tool_call("bash", {"command": "pwd && echo again >> again.txt"}))
+    llm.add(
+        task("MK-SV") & new_user_has("AGAIN"),
+        tool_call("bash", {"command": "pwd && echo again >> again.txt"}),
+    )
     llm.add(after_tool("MK-SV", "bash"), text("here"))
     job = lab.cli("run", "--worktree", "MK-SV where").stdout.strip()
     assert lab.wait(job) == "done"
@@ -356,9 +385,15 @@ def test_worktree_job_survives_roostd_restart_and_worker_kill(make_lab) -> None:
     # Its worker SIGKILLed: restarted by roostd, still in the worktree.
     worker = lab.record(job)["process"]["workerPid"]
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: (p := lab.record(job).get("process", {}).get("workerPid")) and p != worker
-               and lab.record(job).get("state") in ("done", "starting", "running"),
-               T, "a new worker")
+    wait_until(
+        lambda: (
+            (p := lab.record(job).get("process", {}).get("workerPid"))
+            and p != worker
+            and lab.record(job).get("state") in ("done", "starting", "running")
+        ),
+        T,
+        "a new worker",
+    )
     assert lab.reply(job, "AGAIN 2") in ("started", "delivered", "queued")
     results = lab.wait_tool_results("MK-SV", "bash", 3)
     assert results[2]["text"].splitlines()[0] == wt["path"]
@@ -385,12 +420,14 @@ def test_tools_wait_for_the_worktree_to_be_written(make_lab) -> None:
         'case " $* " in *" checkout-index -a "*)\n'
         f"  for i in $(seq 1 600); do [ -e '{gate}' ] && break; sleep 0.05; done;;\n"
         "esac\n"
-        f'exec {real_git} "$@"\n')
+        f'exec {real_git} "$@"\n'
+    )
     (shim / "git").chmod(0o755)
     lab.env["PATH"] = f"{shim}:{lab.env['PATH']}"
     llm = lab.llm
-    llm.add(fresh("MK-BIG"), tool_call("bash", {
-        "command": "git status --porcelain | wc -l; ls data | wc -l"}))
+    llm.add(
+        fresh("MK-BIG"), tool_call("bash", {"command": "git status --porcelain | wc -l; ls data | wc -l"})
+    )
     llm.add(after_tool("MK-BIG", "bash"), text("counted"))
     job = lab.cli("run", "--worktree", "MK-BIG count").stdout.strip()
     lab.wait_request(fresh("MK-BIG"))  # the model was asked before the files were there

@@ -54,8 +54,9 @@ VERSION = parse_version(FEATURES.version) or (0, 0, 0)
 # verified on. Only 0.73.1 and 1.6.0 were: a pi in between fails here until it is checked.
 FIRST_VERIFIED_1X = (1, 6, 0)
 V1 = VERSION >= FIRST_VERIFIED_1X
-SETTLED = ({"type": "agent_settled", "aborted": False} if FEATURES.settled_aborted
-           else {"type": "agent_settled"})
+SETTLED = (
+    {"type": "agent_settled", "aborted": False} if FEATURES.settled_aborted else {"type": "agent_settled"}
+)
 SYSTEM_KINDS = ["message_start:system", "message_end:system"]
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -174,7 +175,11 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     pi.wait_event("message_end", lambda e: e["message"]["role"] == "user", since=start)
     if V1:
         assert [e["type"] for e in read_session(session)] == [
-            "session", "model_change", "thinking_level_change", "message", "message",
+            "session",
+            "model_change",
+            "thinking_level_change",
+            "message",
+            "message",
         ]
         assert session_roles(session) == ["system", "user"]
     else:
@@ -187,28 +192,30 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     end = pi.wait_event("agent_end", since=start, timeout=20)
     expect_settled(pi, end)
     lines = pi.log[start : pi.index_of(end) + 1]
-    assert kinds(lines) == first_run([
-        "response:prompt",
-        "agent_start",
-        "turn_start",
-        "message_start:user",
-        "message_end:user",
-        "message_start:assistant",
-        "message_update",
-        "message_end:assistant",
-        "tool_execution_start",
-        "tool_execution_update",
-        "tool_execution_end",
-        "message_start:toolResult",
-        "message_end:toolResult",
-        "turn_end",
-        "turn_start",
-        "message_start:assistant",
-        "message_update",
-        "message_end:assistant",
-        "turn_end",
-        "agent_end",
-    ])
+    assert kinds(lines) == first_run(
+        [
+            "response:prompt",
+            "agent_start",
+            "turn_start",
+            "message_start:user",
+            "message_end:user",
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "tool_execution_start",
+            "tool_execution_update",
+            "tool_execution_end",
+            "message_start:toolResult",
+            "message_end:toolResult",
+            "turn_end",
+            "turn_start",
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "turn_end",
+            "agent_end",
+        ]
+    )
     ends = [e["message"] for e in lines if e["type"] == "message_end"]
     if V1:
         system_msg, *ends = ends
@@ -244,7 +251,9 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
         assert tool_end["durationMs"] == result_msg["durationMs"]
         structured = tool_end["result"]["structuredContent"]
         assert {k: structured[k] for k in ("output", "truncated", "exit_code")} == {
-            "output": "hi\n", "truncated": False, "exit_code": 0,
+            "output": "hi\n",
+            "truncated": False,
+            "exit_code": 0,
         }
     else:
         assert "durationMs" not in tool_end and "structuredContent" not in tool_end["result"]
@@ -268,7 +277,9 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     assert entries[0]["type"] == "session" and entries[0]["version"] == 3
     assert entries[0]["id"] == state["sessionId"] and entries[0]["cwd"] == str(lab.work)
     assert [e["type"] for e in entries[1:]] == [
-        "model_change", "thinking_level_change", *["message"] * len(run_messages),
+        "model_change",
+        "thinking_level_change",
+        *["message"] * len(run_messages),
     ]
     for e in entries:
         assert ISO_MS.match(e["timestamp"]), e["timestamp"]
@@ -303,7 +314,8 @@ def test_steer_is_applied_after_the_tool_batch(lab: Lab) -> None:
     """
     gate1, gate2 = threading.Event(), threading.Event()
     lab.llm.add(
-        last_user_contains("TASK-S"), tool_call("bash", {"command": "echo one"}, hold=gate1),
+        last_user_contains("TASK-S"),
+        tool_call("bash", {"command": "echo one"}, hold=gate1),
         times=1,
     )
     lab.llm.add(last_user_contains("STEER-1"), text("saw steer 1", hold=gate2), times=1)
@@ -318,8 +330,9 @@ def test_steer_is_applied_after_the_tool_batch(lab: Lab) -> None:
     # While a run is active, a plain prompt is refused; steer is accepted at once.
     refused = pi.prompt("plain prompt while busy")
     assert refused["success"] is False
-    assert refused["error"] == ("Agent is already processing. Specify streamingBehavior "
-                                "('steer' or 'followUp') to queue the message.")
+    assert refused["error"] == (
+        "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
+    )
     disposition(pi.send({"type": "steer", "message": "STEER-1"}), "queued")
     queued = pi.wait_event("queue_update", since=start)
     assert queued["steering"] == ["STEER-1"] and queued["followUp"] == []
@@ -339,23 +352,56 @@ def test_steer_is_applied_after_the_tool_batch(lab: Lab) -> None:
     end = pi.wait_event("agent_end", since=start, timeout=20)
     expect_settled(pi, end)
     lines = pi.log[start : pi.index_of(end) + 1]
-    assert [k for k in kinds(lines) if not k.startswith("response:")] == first_run([
-        "agent_start", "turn_start", "message_start:user", "message_end:user",
-        "queue_update",  # STEER-1 queued
-        "message_start:assistant", "message_update", "message_end:assistant",
-        "tool_execution_start", "tool_execution_update", "tool_execution_end",
-        "message_start:toolResult", "message_end:toolResult", "turn_end",
-        "turn_start", "queue_update", "message_start:user", "message_end:user",  # STEER-1
-        "queue_update", "queue_update",  # FOLLOW, STEER-2 queued
-        "message_start:assistant", "message_update", "message_end:assistant", "turn_end",
-        "turn_start", "queue_update", "message_start:user", "message_end:user",  # STEER-2
-        "message_start:assistant", "message_update", "message_end:assistant", "turn_end",
-        "turn_start", "queue_update", "message_start:user", "message_end:user",  # FOLLOW
-        "message_start:assistant", "message_update", "message_end:assistant", "turn_end",
-        "agent_end",
-    ])
-    users = [e["message"]["content"][0]["text"] for e in lines
-             if e["type"] == "message_end" and e["message"]["role"] == "user"]
+    assert [k for k in kinds(lines) if not k.startswith("response:")] == first_run(
+        [
+            "agent_start",
+            "turn_start",
+            "message_start:user",
+            "message_end:user",
+            "queue_update",  # STEER-1 queued
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "tool_execution_start",
+            "tool_execution_update",
+            "tool_execution_end",
+            "message_start:toolResult",
+            "message_end:toolResult",
+            "turn_end",
+            "turn_start",
+            "queue_update",
+            "message_start:user",
+            "message_end:user",  # STEER-1
+            "queue_update",
+            "queue_update",  # FOLLOW, STEER-2 queued
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "turn_end",
+            "turn_start",
+            "queue_update",
+            "message_start:user",
+            "message_end:user",  # STEER-2
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "turn_end",
+            "turn_start",
+            "queue_update",
+            "message_start:user",
+            "message_end:user",  # FOLLOW
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "turn_end",
+            "agent_end",
+        ]
+    )
+    users = [
+        e["message"]["content"][0]["text"]
+        for e in lines
+        if e["type"] == "message_end" and e["message"]["role"] == "user"
+    ]
     assert users == ["TASK-S", "STEER-1", "STEER-2", "FOLLOW"]
     assert [e["steering"] for e in lines if e["type"] == "queue_update"][-1] == []
 
@@ -369,7 +415,8 @@ def test_steer_is_applied_after_the_tool_batch(lab: Lab) -> None:
     lab.llm.add(last_user_contains("IDLE-STEER"), text("both"), times=1)
     run_settled(pi, "NEXT")
     assert [m["content"][0]["text"] for m in lab.llm.requests[-1]["messages"][-2:]] == [
-        "NEXT", "IDLE-STEER",
+        "NEXT",
+        "IDLE-STEER",
     ]
 
 
@@ -470,17 +517,29 @@ def _retry_scenario(lab: Lab) -> None:
     expect_settled(pi, second_end)
     lines = pi.log[start : pi.index_of(second_end) + 1]
     seq = [k for k in kinds(lines) if k != "response:get_state"]
-    assert seq == first_run([
-        "response:prompt",
-        "agent_start", "turn_start", "message_start:user", "message_end:user",
-        "message_start:assistant", "message_end:assistant", "turn_end", "agent_end",
-        "auto_retry_start",
-        *(["entry_appended"] if V1 else []),  # the context_edit that hides the failure
-        "agent_start", "turn_start",
-        "message_start:assistant", "message_update", "message_end:assistant",
-        "auto_retry_end",
-        "turn_end", "agent_end",
-    ])
+    assert seq == first_run(
+        [
+            "response:prompt",
+            "agent_start",
+            "turn_start",
+            "message_start:user",
+            "message_end:user",
+            "message_start:assistant",
+            "message_end:assistant",
+            "turn_end",
+            "agent_end",
+            "auto_retry_start",
+            *(["entry_appended"] if V1 else []),  # the context_edit that hides the failure
+            "agent_start",
+            "turn_start",
+            "message_start:assistant",
+            "message_update",
+            "message_end:assistant",
+            "auto_retry_end",
+            "turn_end",
+            "agent_end",
+        ]
+    )
     assert "agent_settled" not in kinds(pi.log[start : pi.index_of(second_end)])
     retry_end = next(e for e in lines if e["type"] == "auto_retry_end")
     assert retry_end == {"type": "auto_retry_end", "success": True, "attempt": 1}
@@ -494,8 +553,9 @@ def _retry_scenario(lab: Lab) -> None:
     # ...but stays in the file; 1.6 appends a context_edit that omits it from the context.
     entries = read_session(session)
     assert session_roles(session) == [*(["system"] if V1 else []), "user", "assistant", "assistant"]
-    failed_entry = next(e for e in entries if e["type"] == "message"
-                        and e["message"].get("stopReason") == "error")
+    failed_entry = next(
+        e for e in entries if e["type"] == "message" and e["message"].get("stopReason") == "error"
+    )
     edits = [e for e in entries if e["type"] == "context_edit"]
     if V1:
         edit = next(e for e in lines if e["type"] == "entry_appended")["entry"]
@@ -528,8 +588,7 @@ def test_compaction_follows_agent_end_before_any_later_response() -> None:
     """
     # 10000 prompt tokens > 20000 - reserveTokens(16384): over the threshold.
     with Lab(llm=True, context_window=20000) as lab:
-        lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)),
-                    times=1)
+        lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)), times=1)
         lab.llm.set_default(text("summary of the conversation"))
         pi = lab.spawn_pi(session=lab.root / "c.jsonl")
         pi.get_state()
@@ -553,10 +612,8 @@ def test_compaction_follows_agent_end_before_any_later_response() -> None:
             assert len(lab.llm.requests) == 2  # the summary is a request of its own
 
     # With a tiny keepRecentTokens both compact the first exchange.
-    with Lab(llm=True, context_window=20000,
-             pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
-        lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)),
-                    times=1)
+    with Lab(llm=True, context_window=20000, pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
+        lab.llm.add(last_user_contains("TASK-C"), text("big answer", usage=(10000, 10)), times=1)
         summary_gate = threading.Event()  # keeps the compaction in progress for the probe
         lab.llm.set_default(text("summary of the conversation", hold=summary_gate))
         pi = lab.spawn_pi(session=lab.root / "c.jsonl")
@@ -586,8 +643,7 @@ def test_compaction_follows_agent_end_before_any_later_response() -> None:
             assert pi.index_of(settled) == pi.index_of(done) + 1 and settled == SETTLED
         state = pi.get_state()
         assert state["isCompacting"] is False and state["isStreaming"] is False
-        kept = ["system", "compactionSummary", "assistant"] if V1 else [
-            "compactionSummary", "assistant"]
+        kept = ["system", "compactionSummary", "assistant"] if V1 else ["compactionSummary", "assistant"]
         assert roles(pi.call("get_messages")["messages"]) == kept
         assert [e["type"] for e in read_session(lab.root / "c.jsonl")][-1] == "compaction"
         assert kinds(pi.log[start:]).count("agent_settled") == (1 if FEATURES.settled_event else 0)
@@ -701,11 +757,11 @@ def test_extension_send_message_ui_and_session_info(lab: Lab) -> None:
         times=1,
     )
     lab.llm.add(last_user_contains("hello-busy"), text("got it mid-run"), times=1)
-    lab.llm.add(last_user_contains("TASK-UI"), tool_call("ask_user", {"question": "Colour?"}),
-                times=1)
+    lab.llm.add(last_user_contains("TASK-UI"), tool_call("ask_user", {"question": "Colour?"}), times=1)
     lab.llm.add(last_is_tool_result("ask_user"), text("thanks"), times=1)
     pi = lab.spawn_pi(
-        session=session, extensions=[ext],
+        session=session,
+        extensions=[ext],
         extra_env={"PITEST_EXT_SOCK": str(sock_path), "PITEST_TOKEN": "t0k"},
     )
     state = pi.get_state()
@@ -722,24 +778,28 @@ def test_extension_send_message_ui_and_session_info(lab: Lab) -> None:
 
         # Idle + triggerTurn: the custom message starts a run by itself.
         start = pi.mark()
-        custom = {"customType": "x", "content": "hello-idle", "display": True,
-                  "details": {"seq": 1}}
-        assert ch.ask({"op": "send", "message": custom,
-                       "options": {"deliverAs": "steer", "triggerTurn": True}})["wasIdle"]
+        custom = {"customType": "x", "content": "hello-idle", "display": True, "details": {"seq": 1}}
+        assert ch.ask(
+            {"op": "send", "message": custom, "options": {"deliverAs": "steer", "triggerTurn": True}}
+        )["wasIdle"]
         end = pi.wait_event("agent_end", since=start)
         expect_settled(pi, end)
         lines = pi.log[start : pi.index_of(end) + 1]
-        assert kinds(lines)[:6 if V1 else 4] == first_run([
-            "agent_start", "turn_start", "message_start:custom", "message_end:custom",
-        ])
-        msg = next(e["message"] for e in lines
-                   if e["type"] == "message_end" and e["message"]["role"] == "custom")
+        assert kinds(lines)[: 6 if V1 else 4] == first_run(
+            [
+                "agent_start",
+                "turn_start",
+                "message_start:custom",
+                "message_end:custom",
+            ]
+        )
+        msg = next(
+            e["message"] for e in lines if e["type"] == "message_end" and e["message"]["role"] == "custom"
+        )
         assert msg == {**custom, "role": "custom", "timestamp": msg["timestamp"]}
-        assert [m["role"] for m in end["messages"]] == [*(["system"] if V1 else []),
-                                                        "custom", "assistant"]
+        assert [m["role"] for m in end["messages"]] == [*(["system"] if V1 else []), "custom", "assistant"]
         req = lab.llm.requests[-1]
-        assert req["messages"][-1] == {"role": "user",
-                                      "content": [{"type": "text", "text": "hello-idle"}]}
+        assert req["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": "hello-idle"}]}
         # Role "custom" in the state (after 1.6's system message).
         assert pi.call("get_messages")["messages"][1 if V1 else 0] == msg
         stored = [e for e in read_session(session) if e["type"] == "custom_message"]
@@ -761,8 +821,12 @@ def test_extension_send_message_ui_and_session_info(lab: Lab) -> None:
         pi.prompt("TASK-X")
         lab.llm.wait_for_request(last_user_contains("TASK-X"), since=n_requests)
         busy = {"customType": "x", "content": "hello-busy", "display": True, "details": {"seq": 3}}
-        assert ch.ask({"op": "send", "message": busy,
-                       "options": {"deliverAs": "steer", "triggerTurn": True}})["wasIdle"] is False
+        assert (
+            ch.ask({"op": "send", "message": busy, "options": {"deliverAs": "steer", "triggerTurn": True}})[
+                "wasIdle"
+            ]
+            is False
+        )
         assert pi.get_state()["pendingMessageCount"] == 0
         gate.set()
         end = pi.wait_event("agent_end", since=start, timeout=20)
@@ -778,21 +842,33 @@ def test_extension_send_message_ui_and_session_info(lab: Lab) -> None:
         # g: dialogs from a tool.
         start = pi.mark()
         pi.prompt("TASK-UI")
-        sel = pi.wait_event("extension_ui_request", lambda e: e["method"] == "select",
-                            since=start)
-        assert sel == {"type": "extension_ui_request", "id": sel["id"], "method": "select",
-                       "title": "Colour?", "options": ["red", "green"]}
+        sel = pi.wait_event("extension_ui_request", lambda e: e["method"] == "select", since=start)
+        assert sel == {
+            "type": "extension_ui_request",
+            "id": sel["id"],
+            "method": "select",
+            "title": "Colour?",
+            "options": ["red", "green"],
+        }
         assert pi.get_state()["isStreaming"] is True
         pi.answer_ui(sel["id"], value="green")
-        conf = pi.wait_event("extension_ui_request", lambda e: e["method"] == "confirm",
-                             since=start)
-        assert conf == {"type": "extension_ui_request", "id": conf["id"], "method": "confirm",
-                        "title": "Sure?", "message": "Really sure?"}
+        conf = pi.wait_event("extension_ui_request", lambda e: e["method"] == "confirm", since=start)
+        assert conf == {
+            "type": "extension_ui_request",
+            "id": conf["id"],
+            "method": "confirm",
+            "title": "Sure?",
+            "message": "Really sure?",
+        }
         pi.answer_ui(conf["id"], confirmed=True)
-        inp = pi.wait_event("extension_ui_request", lambda e: e["method"] == "input",
-                            since=start)
-        assert inp == {"type": "extension_ui_request", "id": inp["id"], "method": "input",
-                       "title": "Name?", "placeholder": "type a name"}
+        inp = pi.wait_event("extension_ui_request", lambda e: e["method"] == "input", since=start)
+        assert inp == {
+            "type": "extension_ui_request",
+            "id": inp["id"],
+            "method": "input",
+            "title": "Name?",
+            "placeholder": "type a name",
+        }
         pi.answer_ui(inp["id"], cancelled=True)
         end = pi.wait_event("agent_end", since=start, timeout=20)
         expect_settled(pi, end)
@@ -819,8 +895,7 @@ def test_agent_settled_once_per_prompt_after_retry_and_compaction() -> None:
 
     Holds for: 1.6.0 (`{"type":"agent_settled","aborted":false}`); 0.73.1 prints none.
     """
-    with Lab(llm=True, context_window=20000,
-             pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
+    with Lab(llm=True, context_window=20000, pi_settings={"compaction": {"keepRecentTokens": 1}}) as lab:
         lab.llm.add(last_user_contains("PLAIN"), text("plain answer"), times=1)
         lab.llm.add(last_user_contains("RETRY"), error(503, "busy upstream"), times=1)
         lab.llm.add(last_user_contains("RETRY"), text("second try worked"), times=1)
@@ -917,10 +992,16 @@ def test_prompt_response_disposition(lab: Lab) -> None:
     note = pi.wait_event("extension_ui_request", since=start)
     assert pi.index_of(note) < pi.index_of(resp)
     assert {k: note[k] for k in ("method", "message", "notifyType")} == {
-        "method": "notify", "message": "cmd ran: hello", "notifyType": "info"}
+        "method": "notify",
+        "message": "cmd ran: hello",
+        "notifyType": "info",
+    }
     pi.get_state()
     assert [k for k in kinds(pi.log[start:])] == [
-        "extension_ui_request", "response:prompt", "response:get_state"]
+        "extension_ui_request",
+        "response:prompt",
+        "response:get_state",
+    ]
     assert lab.llm.requests == []
 
     # Idle: started. During the run: a steer is queued, an extension command is handled.
@@ -935,8 +1016,11 @@ def test_prompt_response_disposition(lab: Lab) -> None:
     gate.set()
     end = pi.wait_event("agent_end", since=start, timeout=20)
     expect_settled(pi, end)
-    users = [e["message"]["content"][0]["text"] for e in pi.log[start:]
-             if e["type"] == "message_end" and e["message"]["role"] == "user"]
+    users = [
+        e["message"]["content"][0]["text"]
+        for e in pi.log[start:]
+        if e["type"] == "message_end" and e["message"]["role"] == "user"
+    ]
     assert users == ["TASK-D", "STEER-D"]  # the command never became a message
     assert kinds(pi.log[start:]).count("agent_start") == 1
 
@@ -951,19 +1035,27 @@ def _start_long_tool_with_queued_steer(lab: Lab, name: str) -> tuple[PiRpc, Path
     ext.write_text(EXTENSION_TS)
     sock = lab.root / f"{name}.sock"
     session = lab.root / f"{name}.jsonl"
-    lab.llm.add(last_user_contains(f"TASK-{name}"),
-                tool_call("bash", {"command": "echo started; sleep 60; echo never"}), times=1)
+    lab.llm.add(
+        last_user_contains(f"TASK-{name}"),
+        tool_call("bash", {"command": "echo started; sleep 60; echo never"}),
+        times=1,
+    )
     pi = lab.spawn_pi(session=session, extensions=[ext], extra_env={"PITEST_EXT_SOCK": str(sock)})
     pi.get_state()
     ch = ExtSocket(sock)
     try:
         start = pi.mark()
         pi.prompt(f"TASK-{name}")
-        pi.wait_event("tool_execution_update", lambda e: "started" in json.dumps(
-            e["partialResult"]), since=start)
+        pi.wait_event(
+            "tool_execution_update", lambda e: "started" in json.dumps(e["partialResult"]), since=start
+        )
         steer = {"customType": "x", "content": f"STEER-{name}", "display": True}
-        assert ch.ask({"op": "send", "message": steer,
-                       "options": {"deliverAs": "steer", "triggerTurn": True}})["wasIdle"] is False
+        assert (
+            ch.ask({"op": "send", "message": steer, "options": {"deliverAs": "steer", "triggerTurn": True}})[
+                "wasIdle"
+            ]
+            is False
+        )
     finally:
         ch.close()
     pi.get_state()  # a round trip: the steer is queued
@@ -1000,19 +1092,27 @@ def test_sigterm_mid_tool_with_queued_extension_steer(lab: Lab) -> None:
         p.kill()
     assert alive == []  # pi ended the tool's processes
     entries = read_session(session)
-    calls = [e for e in entries if e["type"] == "message"
-             and e["message"]["role"] == "assistant"
-             and e["message"].get("stopReason") == "toolUse"]
+    calls = [
+        e
+        for e in entries
+        if e["type"] == "message"
+        and e["message"]["role"] == "assistant"
+        and e["message"].get("stopReason") == "toolUse"
+    ]
     assert len(calls) == 1
-    tail = entries[entries.index(calls[0]) + 1:]
+    tail = entries[entries.index(calls[0]) + 1 :]
     if V1:
         result, steer, aborted = tail
         tc_id = calls[0]["message"]["content"][0]["id"]
         assert result["message"] == {
-            "role": "toolResult", "toolCallId": tc_id, "toolName": "bash",
+            "role": "toolResult",
+            "toolCallId": tc_id,
+            "toolName": "bash",
             # the output so far, then the abort
-            "content": [{"type": "text", "text": "started\n\n\nCommand aborted"}], "details": {},
-            "isError": True, "durationMs": result["message"]["durationMs"],
+            "content": [{"type": "text", "text": "started\n\n\nCommand aborted"}],
+            "details": {},
+            "isError": True,
+            "durationMs": result["message"]["durationMs"],
             "timestamp": result["message"]["timestamp"],
         }
         assert steer["type"] == "custom_message" and steer["content"] == "STEER-T"
@@ -1067,11 +1167,15 @@ def test_session_file_is_written_at_the_first_user_message(lab: Lab) -> None:
     lab.llm.wait_for_request(last_user_contains("TASK-W"))  # pi has sent the request
     if V1:
         assert [e["type"] for e in read_session(session)] == [
-            "session", "model_change", "thinking_level_change", "message", "message"]
+            "session",
+            "model_change",
+            "thinking_level_change",
+            "message",
+            "message",
+        ]
         assert session_roles(session) == ["system", "user"]
         user = read_session(session)[-1]["message"]
-        ended = pi.wait_event("message_end", lambda e: e["message"]["role"] == "user",
-                              since=start)
+        ended = pi.wait_event("message_end", lambda e: e["message"]["role"] == "user", since=start)
         assert user == ended["message"]
     else:
         assert not session.exists()

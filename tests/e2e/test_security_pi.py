@@ -21,8 +21,7 @@ def test_no_job_secret_reaches_pi_or_its_tools_and_the_extension_cannot_be_repla
     lab = Lab(llm=True)
     try:
         gate = lab.root / "gate"
-        probe = ("tr '\\0' '\\n' < /proc/$PPID/environ; echo ---; env; echo ---; "
-                 + wait_file_command(gate))
+        probe = "tr '\\0' '\\n' < /proc/$PPID/environ; echo ---; env; echo ---; " + wait_file_command(gate)
         lab.llm.add(fresh("SEC-T1"), tool_call("bash", {"command": probe}))
         lab.llm.add(after_tool("SEC-T1", "bash"), text("probed"))
         lab.llm.add(task("SEC-T1") & new_user_has("AFTER-PROBE"), text("still connected"))

@@ -42,14 +42,21 @@ class Supervisor:
         self.output = open(sv_dir / "supervisord.out", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [str(BIN / "supervisord"), "-n", "-c", str(CONF)],
-            env=self.env, cwd=sv_dir, stdin=subprocess.DEVNULL,
-            stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True,
+            env=self.env,
+            cwd=sv_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(BIN / "supervisorctl"), "-c", str(CONF), *args],
-            env=self.env, capture_output=True, text=True, timeout=30,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
 
     def roostd_pid(self) -> int | None:
@@ -85,9 +92,7 @@ def _tools_installed() -> None:
             pytest.fail(f"{BIN / tool} is missing: pip install -e '.[test]'", pytrace=False)
 
 
-def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
+def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(tmp_path: Path, llm: FakeLLM) -> None:
     lab = Lab(llm=llm)
     sv = Supervisor(lab, tmp_path / "sv")
     hold = threading.Event()
@@ -95,12 +100,14 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
     llm.add(last_user_contains("REPLY-SV"), text("ANSWER-SV-2"))
     try:
         # supervisord started roostd: it answers (`daemon status` never starts one itself).
-        status = wait_until(lambda: (s := lab.daemon_status())["running"] and s, 30,
-                            "roostd under supervisord to answer")
+        status = wait_until(
+            lambda: (s := lab.daemon_status())["running"] and s, 30, "roostd under supervisord to answer"
+        )
         first_pid = status["pid"]
         # supervisord calls it RUNNING only after `startsecs` (1 s) of life.
-        wait_until(lambda: sv.roostd_pid() == first_pid, 15,
-                   f"supervisord to report roostd pid {first_pid} RUNNING")
+        wait_until(
+            lambda: sv.roostd_pid() == first_pid, 15, f"supervisord to report roostd pid {first_pid} RUNNING"
+        )
         assert status["socket"] == str(lab.roost_home / "roostd.sock")
 
         pi_job = lab.run_job("TASK-SV")
@@ -108,8 +115,9 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         llm.wait_for_request(last_user_contains("TASK-SV"), timeout=60)
         lab.wait_state(pi_job, "running")
         pi_worker = lab.show(pi_job, cli=True)["worker"]["pid"]
-        shell_worker = wait_until(lambda: lab.show(shell_job, cli=True)["worker"]["pid"], 15,
-                                  "the shell job's worker")
+        shell_worker = wait_until(
+            lambda: lab.show(shell_job, cli=True)["worker"]["pid"], 15, "the shell job's worker"
+        )
         assert lab.row(shell_job)["state"] == "running"
         pi_procs = pi_under(pi_worker)
         assert pi_procs, "the pi job's worker has no pi"
@@ -117,11 +125,13 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         kill(first_pid)
 
         second_pid = wait_until(
-            lambda: (pid := sv.roostd_pid()) not in (None, first_pid) and pid, 30,
+            lambda: (pid := sv.roostd_pid()) not in (None, first_pid) and pid,
+            30,
             f"supervisord to restart roostd\n{sv.log()}",
         )
-        status = wait_until(lambda: (s := lab.daemon_status())["running"] and s, 30,
-                            "the new roostd to answer")
+        status = wait_until(
+            lambda: (s := lab.daemon_status())["running"] and s, 30, "the new roostd to answer"
+        )
         assert status["pid"] == second_pid
         assert status["jobs"] == 2
 
@@ -132,8 +142,11 @@ def test_supervisord_restarts_a_killed_roostd_and_jobs_survive(
         assert set(rows) == {pi_job, shell_job}
         assert rows[pi_job]["state"] == "running"
         assert rows[shell_job]["state"] == "running"
-        wait_until(lambda: lab.show(pi_job, cli=True)["worker"]["state"] == "running", 15,
-                   "the pi job's worker to reconnect")
+        wait_until(
+            lambda: lab.show(pi_job, cli=True)["worker"]["state"] == "running",
+            15,
+            "the pi job's worker to reconnect",
+        )
         assert lab.show(pi_job, cli=True)["worker"]["pid"] == pi_worker
         assert lab.show(shell_job, cli=True)["worker"]["pid"] == shell_worker
 

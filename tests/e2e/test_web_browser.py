@@ -43,13 +43,16 @@ return {width: document.documentElement.scrollWidth, over: over.slice(0, 6)};
 """
 
 
-def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], llm: FakeLLM,
-                                                browser: Any, shots: Callable[[Any, str], None]) -> None:
+def test_pair_see_a_question_live_and_answer_it(
+    make_lab: Callable[..., Lab], llm: FakeLLM, browser: Any, shots: Callable[[Any, str], None]
+) -> None:
     from selenium.webdriver.common.by import By
 
     lab = make_lab(llm=llm)
-    llm.add(first_user_contains("TASK-WEB") & last_user_contains("TASK-WEB"),
-            text("I looked at the palette.\n\nShould the banner be <b>blue</b> or green?"))
+    llm.add(
+        first_user_contains("TASK-WEB") & last_user_contains("TASK-WEB"),
+        text("I looked at the palette.\n\nShould the banner be <b>blue</b> or green?"),
+    )
     llm.add(last_user_contains("blue, please"), text("ANSWER-WEB: the banner is blue now."))
     with WebServer(lab) as web:
         browser.get(web.first_line)  # pairing: the code is spent, the URL has none left
@@ -66,8 +69,8 @@ def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], ll
         # The live head's hidden field belongs to the reply box's form: the reply names
         # the question it answers (a later answer of it is refused with who and when).
         named = browser.execute_script(
-            "const f = document.querySelector('#reply').elements.namedItem('question');"
-            "return f && f.value;")
+            "const f = document.querySelector('#reply').elements.namedItem('question');return f && f.value;"
+        )
         assert named == "Should the banner be <b>blue</b> or green?", named
         box = browser.find_element(By.CSS_SELECTOR, "#reply textarea")
         box.send_keys("blue, please")
@@ -92,15 +95,15 @@ def test_pair_see_a_question_live_and_answer_it(make_lab: Callable[..., Lab], ll
     assert lab.wait(job) == "done"
 
 
-def test_answer_a_dialog_from_the_inbox(make_lab: Callable[..., Lab], llm: FakeLLM, browser: Any,
-                                        shots: Callable[[Any, str], None]) -> None:
+def test_answer_a_dialog_from_the_inbox(
+    make_lab: Callable[..., Lab], llm: FakeLLM, browser: Any, shots: Callable[[Any, str], None]
+) -> None:
     from selenium.webdriver.common.by import By
 
     lab = make_lab(llm=llm)
     (lab.agent_dir / "extensions").mkdir()
     shutil.copy(FIXTURES / "ask.ts", lab.agent_dir / "extensions" / "ask.ts")
-    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(),
-            tool_call("ask_colour", {}), times=1)
+    llm.add(first_user_contains("TASK-DIALOG") & ~last_is_tool_result(), tool_call("ask_colour", {}), times=1)
     llm.add(last_tool_result_contains("picked:"), text("ANSWER-DIALOG: done."))
     with WebServer(lab) as web:
         browser.get(web.first_line)
@@ -119,15 +122,15 @@ def test_answer_a_dialog_from_the_inbox(make_lab: Callable[..., Lab], llm: FakeL
     assert "picked: green" in str(answered["messages"])
 
 
-def test_raise_a_budget_from_the_browser(make_lab: Callable[..., Lab], browser: Any,
-                                         shots: Callable[[Any, str], None]) -> None:
+def test_raise_a_budget_from_the_browser(
+    make_lab: Callable[..., Lab], browser: Any, shots: Callable[[Any, str], None]
+) -> None:
     from selenium.webdriver.common.by import By
 
     lab = make_lab()
     after_raise = last_user_contains("budget was raised") | last_user_contains("limit")
     lab.llm.add(first_user_contains("TASK-TURNS") & after_raise, text("ANSWER-TURNS: finished"))
-    lab.llm.add(first_user_contains("TASK-TURNS"),
-                lambda r: tool_call("bash", {"command": "echo step"}))
+    lab.llm.add(first_user_contains("TASK-TURNS"), lambda r: tool_call("bash", {"command": "echo step"}))
     with WebServer(lab) as web:
         browser.get(web.first_line)
         job = lab.cli("run", "--max-turns", "2", "--name", "stepper", "TASK-TURNS").stdout.strip()

@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 T = 90.0
 
 
-def test_approve_on_the_job_page_and_deny_from_the_inbox(make_lab: Callable[..., Lab], browser: Any,
-                                                         shots: Callable[[Any, str], None],
-                                                         tmp_path: Path) -> None:
+def test_approve_on_the_job_page_and_deny_from_the_inbox(
+    make_lab: Callable[..., Lab], browser: Any, shots: Callable[[Any, str], None], tmp_path: Path
+) -> None:
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -66,7 +66,8 @@ def test_approve_on_the_job_page_and_deny_from_the_inbox(make_lab: Callable[...,
             return True
 
         WebDriverWait(browser, T, ignored_exceptions=(StaleElementReferenceException,)).until(
-            deny_with_a_reason, "the approval denied from the inbox")
+            deny_with_a_reason, "the approval denied from the inbox"
+        )
         assert "<b>x</b>" in seen["shown"] and "\\u001b[2J" in seen["shown"]  # text, escaped
         assert seen["bold"] == "0"
         entry_id = seen["id"]

@@ -26,20 +26,22 @@ T = 90.0  # pi's start-up on a loaded 2-core machine
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def test_an_agent_message_arrives_live_as_from_an_agent(make_lab: Callable[..., Lab], browser: Any,
-                                                        shots: Callable[[Any, str], None]) -> None:
+def test_an_agent_message_arrives_live_as_from_an_agent(
+    make_lab: Callable[..., Lab], browser: Any, shots: Callable[[Any, str], None]
+) -> None:
     from selenium.webdriver.common.by import By
 
     lab = make_lab()
     llm = lab.llm
     llm.add(fresh("MK-WEBP"), tool_call("roost_spawn", {"task": "MK-WEBK child", "name": "web-kid"}))
     llm.add(after_tool("MK-WEBP", "roost_spawn"), text("spawned"))
-    llm.add(task("MK-WEBP") & new_user_has("SEND-LIVE"), tool_call(
-        "roost_send", {"to": "web-kid", "message": "HELLO-LIVE from <b>the parent</b>"}))
+    llm.add(
+        task("MK-WEBP") & new_user_has("SEND-LIVE"),
+        tool_call("roost_send", {"to": "web-kid", "message": "HELLO-LIVE from <b>the parent</b>"}),
+    )
     llm.add(after_tool("MK-WEBP", "roost_send"), text("sent"))
     llm.add(task("MK-WEBP"), text("noted"))  # the kid's reports
     llm.add(fresh("MK-WEBK"), text("KID-READY"))
@@ -76,8 +78,9 @@ def edit(line: str, message: str) -> str:
     return f"printf '%s\\n' '{line}' > f.txt && git commit -qam '{message}' && echo committed"
 
 
-def test_merge_a_worktree_job_and_name_a_conflict(make_lab: Callable[..., Lab], browser: Any,
-                                                  shots: Callable[[Any, str], None]) -> None:
+def test_merge_a_worktree_job_and_name_a_conflict(
+    make_lab: Callable[..., Lab], browser: Any, shots: Callable[[Any, str], None]
+) -> None:
     from selenium.webdriver.common.by import By
 
     lab = make_lab()
@@ -90,8 +93,10 @@ def test_merge_a_worktree_job_and_name_a_conflict(make_lab: Callable[..., Lab], 
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
     llm = lab.llm
-    for marker, line in (("MK-WEBA", "from a </pre><script>window.__pwned=1</script>"),
-                         ("MK-WEBB", "from b")):
+    for marker, line in (
+        ("MK-WEBA", "from a </pre><script>window.__pwned=1</script>"),
+        ("MK-WEBB", "from b"),
+    ):
         llm.add(fresh(marker), tool_call("bash", {"command": edit(line, marker)}))
         llm.add(after_tool(marker, "bash"), text(f"{marker} done"))
     first = lab.run_job("--worktree", "--name", "wt-a", "MK-WEBA edit f.txt", cwd=repo)
@@ -106,8 +111,10 @@ def test_merge_a_worktree_job_and_name_a_conflict(make_lab: Callable[..., Lab], 
         added = browser.find_elements(By.CSS_SELECTOR, "pre.diff .d-add")
         assert [a.text for a in added] == ["+from a </pre><script>window.__pwned=1</script>"]
         # One line of the page a line of the diff (no empty line drawn between them).
-        boxes = browser.execute_script("return [...document.querySelectorAll('pre.diff span')]"
-                                       ".map(s => [s.getBoundingClientRect().top, s.offsetHeight])")
+        boxes = browser.execute_script(
+            "return [...document.querySelectorAll('pre.diff span')]"
+            ".map(s => [s.getBoundingClientRect().top, s.offsetHeight])"
+        )
         steps = {round(b[0] - a[0]) for a, b in zip(boxes, boxes[1:], strict=False)}
         assert len(boxes) == 7 and steps == {round(boxes[0][1])}, boxes
         assert [d.text for d in browser.find_elements(By.CSS_SELECTOR, "pre.diff .d-del")] == ["-base"]

@@ -81,6 +81,8 @@ def to_json(value: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(value)
     return text
+
+
 NOTE_TYPE = "pi-roost-note"
 EXIT_FATAL = 3
 STEP_DELAY = 0.01  # a "model call" takes this long, so steers can race a run's end
@@ -139,8 +141,9 @@ class Session:
                     if (entry.get("message") or {}).get("role") == "assistant":
                         self.flushed = True
         else:
-            self.unwritten.append({"type": "session", "version": 3, "id": str(uuid.uuid4()),
-                                   "timestamp": iso_now(), "cwd": cwd})
+            self.unwritten.append(
+                {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": iso_now(), "cwd": cwd}
+            )
 
     def _write(self, entries: list[dict[str, Any]]) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -154,9 +157,14 @@ class Session:
         entry_id = uuid.uuid4().hex[:8]
         base = {"id": entry_id, "parentId": self.last_id, "timestamp": iso_now()}
         if message["role"] == "custom":
-            entry = {"type": "custom_message", **base, "customType": message["customType"],
-                     "content": message["content"], "display": True,
-                     "details": message.get("details")}
+            entry = {
+                "type": "custom_message",
+                **base,
+                "customType": message["customType"],
+                "content": message["content"],
+                "display": True,
+                "details": message.get("details"),
+            }
         else:
             entry = {"type": "message", **base, "message": message}
         self.unwritten.append(entry)
@@ -193,8 +201,13 @@ class FakePi:
             pass  # the worker is gone; we are about to exit too
 
     def respond(self, request: dict[str, Any], data: Any = None, error: str | None = None) -> None:
-        frame = {"type": "response", "id": request.get("id"), "command": request.get("type"),
-                 "success": error is None, **({"error": error} if error else {"data": data})}
+        frame = {
+            "type": "response",
+            "id": request.get("id"),
+            "command": request.get("type"),
+            "success": error is None,
+            **({"error": error} if error else {"data": data}),
+        }
         self.emit(frame)
 
     def add_message(self, message: dict[str, Any]) -> None:
@@ -211,8 +224,12 @@ class FakePi:
         text = text_of(message)
         if "[[crash]]" in text:
             os._exit(1)
-        if (message.get("customType") == NOTE_TYPE and os.environ.get("FAKEPI_KILL_ON_NOTE")
-                or "[[kill-worker-before-ack]]" in text and message["role"] == "user"):
+        if (
+            message.get("customType") == NOTE_TYPE
+            and os.environ.get("FAKEPI_KILL_ON_NOTE")
+            or "[[kill-worker-before-ack]]" in text
+            and message["role"] == "user"
+        ):
             self.session.append(message)  # taken (stored) but never announced by message_end
             os.kill(os.getppid(), signal.SIGKILL)
             os._exit(0)
@@ -221,15 +238,25 @@ class FakePi:
     async def handle(self, request: dict[str, Any]) -> None:
         kind = request.get("type")
         if kind == "get_state":
-            self.respond(request, {
-                "sessionFile": self.session.path, "sessionId": "fake", "isStreaming": self.streaming,
-                "isCompacting": False, "messageCount": self.session.message_count,
-                "pendingMessageCount": len(self.steers), "thinkingLevel": "off",
-                "model": {"provider": "fake", "id": "fake-model"},
-            })
+            self.respond(
+                request,
+                {
+                    "sessionFile": self.session.path,
+                    "sessionId": "fake",
+                    "isStreaming": self.streaming,
+                    "isCompacting": False,
+                    "messageCount": self.session.message_count,
+                    "pendingMessageCount": len(self.steers),
+                    "thinkingLevel": "off",
+                    "model": {"provider": "fake", "id": "fake-model"},
+                },
+            )
         elif kind == "prompt":
-            message = {"role": "user", "content": [{"type": "text", "text": str(request.get("message"))}],
-                       "timestamp": millis()}
+            message = {
+                "role": "user",
+                "content": [{"type": "text", "text": str(request.get("message"))}],
+                "timestamp": millis(),
+            }
             if self.streaming:
                 if request.get("streamingBehavior") not in ("steer", "followUp"):
                     self.respond(request, error="Agent is already processing. Specify streamingBehavior")
@@ -265,8 +292,14 @@ class FakePi:
         else:
             custom_type = CUSTOM_TYPE
             details = frame.get("details") or {}
-        message = {"role": "custom", "customType": custom_type, "content": frame.get("content", ""),
-                   "display": True, "details": details, "timestamp": millis()}
+        message = {
+            "role": "custom",
+            "customType": custom_type,
+            "content": frame.get("content", ""),
+            "display": True,
+            "details": details,
+            "timestamp": millis(),
+        }
         if self.streaming:
             self.steers.append(message)
         else:
@@ -330,8 +363,7 @@ class FakePi:
             self.add_assistant("; ".join(env_line(name) for name in env.group(1).split()))
         elif spawn and self.ext_writer is not None:
             task = spawn.group(1).replace("{{", "[[").replace("}}", "]]")
-            self.ext_writer.write(json.dumps({"id": 2, "op": "spawn", "task": task}).encode()
-                                  + b"\n")
+            self.ext_writer.write(json.dumps({"id": 2, "op": "spawn", "task": task}).encode() + b"\n")
             self.add_assistant("spawn sent")
         elif sleep:
             await self.tool_call("sleep", {"seconds": float(sleep.group(1))})
@@ -339,13 +371,11 @@ class FakePi:
             await self.tool_call("hold", {"gate": hold.group(1)})
         elif dialog:
             options = [o.strip() for o in dialog.group(1).split(",") if o.strip()]
-            answer = await self.ask_dialog({"method": "select", "title": "Pick one",
-                                            "options": options})
+            answer = await self.ask_dialog({"method": "select", "title": "Pick one", "options": options})
             chose = "cancelled" if answer.get("cancelled") else answer.get("value")
             self.add_assistant(f"chose: {chose}")
         elif stream:
-            await self.stream_assistant(int(stream.group(1)), float(stream.group(2)) / 1000,
-                                        stream.group(3))
+            await self.stream_assistant(int(stream.group(1)), float(stream.group(2)) / 1000, stream.group(3))
         elif "[[ask]]" in text:
             self.add_assistant(f"echo: {text}\n\nShould I go on?")
         elif "[[cut-emoji]]" in text:
@@ -353,27 +383,50 @@ class FakePi:
         else:
             self.add_assistant(f"echo: {text}")
 
-    def add_assistant(self, text: str, stop_reason: str = "stop",
-                      calls: list[dict[str, Any]] | None = None) -> None:
+    def add_assistant(
+        self, text: str, stop_reason: str = "stop", calls: list[dict[str, Any]] | None = None
+    ) -> None:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         content += calls or []
-        self.add_message({"role": "assistant", "content": content, "provider": "fake",
-                          "model": "fake-model", "stopReason": stop_reason, "timestamp": millis()})
+        self.add_message(
+            {
+                "role": "assistant",
+                "content": content,
+                "provider": "fake",
+                "model": "fake-model",
+                "stopReason": stop_reason,
+                "timestamp": millis(),
+            }
+        )
 
     async def stream_assistant(self, words: int, pause: float, gate: str | None) -> None:
         """An answer streamed a word at a time (message_update events), then stored."""
-        message: dict[str, Any] = {"role": "assistant", "content": [], "provider": "fake",
-                                   "model": "fake-model", "stopReason": "stop",
-                                   "timestamp": millis()}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": [],
+            "provider": "fake",
+            "model": "fake-model",
+            "stopReason": "stop",
+            "timestamp": millis(),
+        }
         self.emit({"type": "message_start", "message": message})
         text = "streamed:"
         for n in range(1, words + 1):
             delta = f" w{n}"
             text += delta
             message = {**message, "content": [{"type": "text", "text": text}]}
-            self.emit({"type": "message_update", "message": message,
-                       "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0,
-                                                 "delta": delta, "partial": message}})
+            self.emit(
+                {
+                    "type": "message_update",
+                    "message": message,
+                    "assistantMessageEvent": {
+                        "type": "text_delta",
+                        "contentIndex": 0,
+                        "delta": delta,
+                        "partial": message,
+                    },
+                }
+            )
             await asyncio.sleep(pause)
         if gate:
             await wait_for_gate(gate)
@@ -383,19 +436,34 @@ class FakePi:
 
     async def tool_call(self, name: str, args: dict[str, Any]) -> None:
         call_id = f"call_{uuid.uuid4().hex[:8]}"
-        self.add_assistant("", "toolUse", [{"type": "toolCall", "id": call_id, "name": name,
-                                            "arguments": args}])
-        self.emit({"type": "tool_execution_start", "toolCallId": call_id, "toolName": name,
-                   "args": args})
+        self.add_assistant(
+            "", "toolUse", [{"type": "toolCall", "id": call_id, "name": name, "arguments": args}]
+        )
+        self.emit({"type": "tool_execution_start", "toolCallId": call_id, "toolName": name, "args": args})
         if name == "hold":
             await wait_for_gate(args["gate"])
         else:
             await asyncio.sleep(float(args.get("seconds", 0)))
         result = {"content": [{"type": "text", "text": f"{name} {json.dumps(args)} done"}]}
-        self.emit({"type": "tool_execution_end", "toolCallId": call_id, "toolName": name,
-                   "result": result, "isError": False})
-        self.add_message({"role": "toolResult", "toolCallId": call_id, "toolName": name,
-                          "content": result["content"], "isError": False, "timestamp": millis()})
+        self.emit(
+            {
+                "type": "tool_execution_end",
+                "toolCallId": call_id,
+                "toolName": name,
+                "result": result,
+                "isError": False,
+            }
+        )
+        self.add_message(
+            {
+                "role": "toolResult",
+                "toolCallId": call_id,
+                "toolName": name,
+                "content": result["content"],
+                "isError": False,
+                "timestamp": millis(),
+            }
+        )
 
     async def ask_dialog(self, request: dict[str, Any]) -> dict[str, Any]:
         dialog_id = str(uuid.uuid4())
@@ -434,8 +502,7 @@ async def extension_link(pi: FakePi, sock_path: str) -> None:
     while line := await reader.readline():
         frame = json.loads(line)
         if frame.get("type") == "response" and not frame.get("ok"):
-            print(f"fakepi: extension channel refused: {frame.get('error')}", file=sys.stderr,
-                  flush=True)
+            print(f"fakepi: extension channel refused: {frame.get('error')}", file=sys.stderr, flush=True)
         elif frame.get("type") == "event" and frame.get("event") in ("inject", "deliver", "note"):
             pi.inject(frame)
 
@@ -453,8 +520,12 @@ async def main() -> int:
     lock = SessionLock(session_path, peer=job_id)
     if not lock.acquire():
         holder = lock.holder()
-        print(f"fakepi: session {session_path} is being written by "
-              f"{holder.pid if holder else 'another process'}", file=sys.stderr, flush=True)
+        print(
+            f"fakepi: session {session_path} is being written by "
+            f"{holder.pid if holder else 'another process'}",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_FATAL
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
@@ -463,8 +534,13 @@ async def main() -> int:
     pi = FakePi(Session(session_path, os.getcwd()))
     if ext_sock:
         link = asyncio.create_task(extension_link(pi, ext_sock))
-        link.add_done_callback(lambda t: t.cancelled() or t.exception() is None or print(
-            f"fakepi: extension channel: {t.exception()}", file=sys.stderr, flush=True))
+        link.add_done_callback(
+            lambda t: (
+                t.cancelled()
+                or t.exception() is None
+                or print(f"fakepi: extension channel: {t.exception()}", file=sys.stderr, flush=True)
+            )
+        )
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
 
@@ -473,8 +549,14 @@ async def main() -> int:
             try:
                 request = json.loads(line)
             except json.JSONDecodeError:
-                FakePi.emit({"type": "response", "command": "parse", "success": False,
-                             "error": "could not parse the command"})
+                FakePi.emit(
+                    {
+                        "type": "response",
+                        "command": "parse",
+                        "success": False,
+                        "error": "could not parse the command",
+                    }
+                )
                 continue
             await pi.handle(request)
         done.set()  # stdin closed: pi exits 0

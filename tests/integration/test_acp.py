@@ -77,7 +77,8 @@ def test_cancel_ends_the_turn_and_keeps_the_job(fake_pi_env: Lab) -> None:
         async with roost_acp(lab, editor) as conn:
             sid = (await conn.new_session(cwd=str(lab.work))).session_id
             turn = asyncio.create_task(
-                conn.prompt(session_id=sid, prompt=[text_block("[[hold never-open]]")]))
+                conn.prompt(session_id=sid, prompt=[text_block("[[hold never-open]]")])
+            )
             await editor.until(lambda: editor.of(sid, "tool_call"))
             await conn.cancel(session_id=sid)
             done = await asyncio.wait_for(turn, 60)
@@ -98,8 +99,7 @@ def test_dialog_is_a_permission_request_answered_once(fake_pi_env: Lab) -> None:
         editor = Editor(choose=lambda options: options[1].option_id)
         async with roost_acp(lab, editor) as conn:
             sid = (await conn.new_session(cwd=str(lab.work))).session_id
-            done = await conn.prompt(session_id=sid,
-                                     prompt=[text_block("[[dialog select a,b]]")])
+            done = await conn.prompt(session_id=sid, prompt=[text_block("[[dialog select a,b]]")])
             assert done.stop_reason == "end_turn"
             [(call, options)] = editor.permissions
             assert [o.name for o in options] == ["a", "b"]
@@ -108,8 +108,7 @@ def test_dialog_is_a_permission_request_answered_once(fake_pi_env: Lab) -> None:
         # Answered in the inbox, as every surface answers: by the editor, once.
         book = json.loads((lab.roost_home / "inbox.json").read_text())
         [(entry, answer)] = book["answered"].items()
-        assert answer["by"] == "acp" and answer["job"] == (await asyncio.to_thread(
-            lab.show, sid))["id"]
+        assert answer["by"] == "acp" and answer["job"] == (await asyncio.to_thread(lab.show, sid))["id"]
         again = await asyncio.to_thread(lab.roost, "answer", entry, "a")
         assert "already answered" in again.stdout + again.stderr
         assert await asyncio.to_thread(lab.request, "inbox") == {"entries": []}
@@ -125,7 +124,8 @@ def test_a_dialog_answered_elsewhere_first_ends_the_editors_wait(fake_pi_env: La
         async with roost_acp(lab, editor) as conn:
             sid = (await conn.new_session(cwd=str(lab.work))).session_id
             turn = asyncio.create_task(
-                conn.prompt(session_id=sid, prompt=[text_block("[[dialog select a,b]]")]))
+                conn.prompt(session_id=sid, prompt=[text_block("[[dialog select a,b]]")])
+            )
             await editor.until(lambda: editor.permissions)
             entries = (await asyncio.to_thread(lab.request, "inbox"))["entries"]
             [entry] = [e for e in entries if e["kind"] == "dialog"]
@@ -182,13 +182,13 @@ def test_a_childs_report_shows_as_it_arrives(fake_pi_env: Lab) -> None:
         editor = Editor()
         async with roost_acp(lab, editor) as conn:
             sid = (await conn.new_session(cwd=str(lab.work))).session_id
-            done = await conn.prompt(session_id=sid,
-                                     prompt=[text_block("[[spawn child says hi]]")])
+            done = await conn.prompt(session_id=sid, prompt=[text_block("[[spawn child says hi]]")])
             assert done.stop_reason == "end_turn"
             # The child's report reaches the parent after the turn: the editor sees it,
             # framed as a report from the child, and the run it starts.
-            report = await editor.until(lambda: [
-                u for u in editor.of(sid, "user_message_chunk") if "report" in u.content.text])
+            report = await editor.until(
+                lambda: [u for u in editor.of(sid, "user_message_chunk") if "report" in u.content.text]
+            )
             assert "echo: child says hi" in report[0].content.text
             await editor.until(lambda: editor.text(sid).count("echo:") >= 1)
 
@@ -199,14 +199,20 @@ def test_closing_the_editor_mid_turn_leaves_the_job_running(fake_pi_env: Lab) ->
     """The editor closes the pipe while a turn waits: `roost acp` exits at once (not when
     roostd's wait would have answered), and the job goes on in the background."""
     lab = fake_pi_env
-    proc = subprocess.Popen([sys.executable, "-m", "roost.cli", "acp"], env=lab.env,
-                            cwd=lab.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli", "acp"],
+        env=lab.env,
+        cwd=lab.work,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(id_: int, method: str, params: dict) -> dict:
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
-                                     "params": params}).encode() + b"\n")
+        proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode() + b"\n"
+        )
         proc.stdin.flush()
         while True:
             frame = json.loads(proc.stdout.readline())
@@ -216,11 +222,19 @@ def test_closing_the_editor_mid_turn_leaves_the_job_running(fake_pi_env: Lab) ->
     try:
         send(1, "initialize", {"protocolVersion": 1})
         sid = send(2, "session/new", {"cwd": str(lab.work), "mcpServers": []})["sessionId"]
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                                     "params": {"sessionId": sid, "prompt": [
-                                         {"type": "text", "text": "[[hold open-later]]"}]}})
-                         .encode() + b"\n")
+        proc.stdin.write(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "[[hold open-later]]"}]},
+                }
+            ).encode()
+            + b"\n"
+        )
         proc.stdin.flush()
+
         def running() -> bool:
             try:
                 return lab.show(sid)["state"] == "running"

@@ -31,11 +31,21 @@ class Recorder:
         return {"jobs": [], "status": "delivered", "id": "0000abcd", "results": []}
 
 
-@pytest.mark.parametrize("argv", [["ls"], ["ls", "--json"], ["reply", "0000abcd", "two", "words"],
-                                  ["run", "a", "task", "é"], ["search", "payment retr*"],
-                                  ["search", "x", "--json"], ["search", "--json", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["ls", "--json"],
+        ["reply", "0000abcd", "two", "words"],
+        ["run", "a", "task", "é"],
+        ["search", "payment retr*"],
+        ["search", "x", "--json"],
+        ["search", "--json", "x"],
+    ],
+)
 def test_a_plain_form_sends_what_its_click_command_sends(
-        argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     sent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for way in ("click", "quick"):
         recorder = Recorder()
@@ -57,13 +67,29 @@ def test_a_plain_form_sends_what_its_click_command_sends(
     assert sent["quick"] == sent["click"] and sent["quick"]
 
 
-@pytest.mark.parametrize("argv", [[], ["--help"], ["ls", "--tree"], ["ls", "-h"], ["ls", "x"],
-                                  ["reply", "job"], ["reply", "job", "--", "-x"],
-                                  ["run"], ["run", "-"], ["run", "--name", "n", "t"],
-                                  ["run", "t", "--help"], ["show", "job"],
-                                  ["run", "bad\udcff"], ["search"], ["search", "a", "b"],
-                                  ["search", "--kind", "user", "x"], ["search", "-x"],
-                                  ["search", "x", "--json", "--json"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--help"],
+        ["ls", "--tree"],
+        ["ls", "-h"],
+        ["ls", "x"],
+        ["reply", "job"],
+        ["reply", "job", "--", "-x"],
+        ["run"],
+        ["run", "-"],
+        ["run", "--name", "n", "t"],
+        ["run", "t", "--help"],
+        ["show", "job"],
+        ["run", "bad\udcff"],
+        ["search"],
+        ["search", "a", "b"],
+        ["search", "--kind", "user", "x"],
+        ["search", "-x"],
+        ["search", "x", "--json", "--json"],
+    ],
+)
 def test_any_other_command_line_goes_to_click(argv: list[str]) -> None:
     assert entry.quick(argv) is None
 
@@ -77,21 +103,42 @@ ROOST_COMMAND = Path(sys.executable).with_name("roost")  # the installed script 
 
 # What the quick path must not load: each costs milliseconds of every command (README:
 # Start-up). `re` and `enum` come with json, socket and a console-script wrapper.
-HEAVY = ("click", "rich", "orjson", "pathlib", "re", "enum", "json", "socket", "selectors",
-         "contextlib", "collections", "typing")
+HEAVY = (
+    "click",
+    "rich",
+    "orjson",
+    "pathlib",
+    "re",
+    "enum",
+    "json",
+    "socket",
+    "selectors",
+    "contextlib",
+    "collections",
+    "typing",
+)
 
 
 def imported(env: Lab, *args: str) -> set[str]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", str(ROOST_COMMAND), *args],
-                          env=env.env, cwd=env.work, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", str(ROOST_COMMAND), *args],
+        env=env.env,
+        cwd=env.work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-            if line.startswith("import time:")}
+    return {
+        line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
 
 
 def test_the_installed_command_is_roost_s_script() -> None:
-    assert ROOST_COMMAND.read_text().splitlines()[1:] == (
-        Path(__file__).parents[2] / "scripts" / "roost").read_text().splitlines()[1:]
+    assert (
+        ROOST_COMMAND.read_text().splitlines()[1:]
+        == (Path(__file__).parents[2] / "scripts" / "roost").read_text().splitlines()[1:]
+    )
 
 
 def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) -> None:
@@ -109,17 +156,27 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     click_way = [sys.executable, "-m", "roost.cli.main"]
     for args in (("ls",), ("ls", "--json"), ("ls", "--tree", "--json")):
         quick = env.roost_ok(*args)
-        slow = subprocess.run([*click_way, *args], env=env.env, cwd=env.work,
-                              capture_output=True, text=True, timeout=60, check=True).stdout
+        slow = subprocess.run(
+            [*click_way, *args],
+            env=env.env,
+            cwd=env.work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert quick == slow
     # Refusals: the same line and exit code either way.
     for args in (("reply", "nosuchjob", "hi"),):
         quick_proc = env.roost(*args)
-        slow_proc = subprocess.run([*click_way, *args], env=env.env, cwd=env.work,
-                                   capture_output=True, text=True, timeout=60)
-        assert (quick_proc.returncode, quick_proc.stderr) == (slow_proc.returncode,
-                                                            slow_proc.stderr) == (
-            2, "roost: no job with id or name 'nosuchjob' (roost ls lists them)\n")
+        slow_proc = subprocess.run(
+            [*click_way, *args], env=env.env, cwd=env.work, capture_output=True, text=True, timeout=60
+        )
+        assert (
+            (quick_proc.returncode, quick_proc.stderr)
+            == (slow_proc.returncode, slow_proc.stderr)
+            == (2, "roost: no job with id or name 'nosuchjob' (roost ls lists them)\n")
+        )
     env.roost_ok("stop", job)
     stopped = env.roost("reply", job, "to a stopped job")
     assert stopped.returncode == 1 and stopped.stdout == "stopped\n"

@@ -20,13 +20,19 @@ from roost.testkit.lab import Lab
 
 pytestmark = pytest.mark.timeout(300)
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "PATH": "/usr/bin:/bin",
+}
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=GIT_ENV).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=GIT_ENV
+    ).stdout
 
 
 def make_repo(path: Path) -> Path:
@@ -77,8 +83,11 @@ def test_merge_of_a_job_that_committed_nothing_is_refused(fake_pi_env: Lab) -> N
 def test_groups_run_their_default_and_daemon_alone_prints_its_help(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("group", "add", "g1", "--parallel", "2")
-    for words, listing in ((["group"], "g1  parallel 2"), (["schedule"], "no schedules"),
-                           (["agents"], "NAME")):
+    for words, listing in (
+        (["group"], "g1  parallel 2"),
+        (["schedule"], "no schedules"),
+        (["agents"], "NAME"),
+    ):
         proc = env.roost(*words)
         assert proc.returncode == 0 and listing in proc.stdout, proc
         assert proc.stdout == env.roost_ok(*words, "ls")
@@ -89,16 +98,18 @@ def test_groups_run_their_default_and_daemon_alone_prints_its_help(fake_pi_env: 
         assert proc.stdout.startswith(f"Usage: roost {' '.join(words)}".rstrip() + " [OPTIONS]")
 
 
-@pytest.mark.parametrize(("words", "suggested"), [
-    (["log"], "did you mean roost logs?"),
-    (["ps"], "did you mean roost ls?"),
-    (["list"], "did you mean roost ls?"),
-    (["shwo"], "did you mean roost show?"),
-    (["schedule", "lst"], "did you mean roost schedule ls?"),
-    (["daemon", "stat"], "did you mean roost daemon start or roost daemon status?"),
-])
-def test_an_unknown_command_suggests_the_nearest(roost_env: Lab, words: list[str],
-                                                 suggested: str) -> None:
+@pytest.mark.parametrize(
+    ("words", "suggested"),
+    [
+        (["log"], "did you mean roost logs?"),
+        (["ps"], "did you mean roost ls?"),
+        (["list"], "did you mean roost ls?"),
+        (["shwo"], "did you mean roost show?"),
+        (["schedule", "lst"], "did you mean roost schedule ls?"),
+        (["daemon", "stat"], "did you mean roost daemon start or roost daemon status?"),
+    ],
+)
+def test_an_unknown_command_suggests_the_nearest(roost_env: Lab, words: list[str], suggested: str) -> None:
     proc = roost_env.roost(*words)
     assert proc.returncode == 2 and proc.stdout == "", proc
     assert proc.stderr.count("\n") == 1 and suggested in proc.stderr, proc.stderr
@@ -138,15 +149,17 @@ def test_schedule_pause_resume_and_rm_say_what_they_did(fake_pi_env: Lab) -> Non
     assert env.roost_ok("schedule", "pause", "tick") == "schedule tick paused\n"
     resumed = env.roost_ok("schedule", "resume", "tick")
     assert resumed.startswith("schedule tick resumed; next ") and resumed.count("\n") == 1
-    assert env.roost_ok("schedule", "rm", "tick") == (
-        "schedule tick removed (the jobs it made stay)\n")
+    assert env.roost_ok("schedule", "rm", "tick") == ("schedule tick removed (the jobs it made stay)\n")
 
 
 def test_result_json_is_one_line(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     (env.work / "schema.json").write_text('{"type": "object"}')
-    job = env.run_job("--output-schema", str(env.work / "schema.json"),
-                      '[[answers {"verdict": "ok", "items": [1, 2]}]] check it')
+    job = env.run_job(
+        "--output-schema",
+        str(env.work / "schema.json"),
+        '[[answers {"verdict": "ok", "items": [1, 2]}]] check it',
+    )
     assert settle(env, job) == "done"
     printed = env.roost_ok("result", job, "--json")
     assert printed == '{"verdict":"ok","items":[1,2]}\n'

@@ -128,7 +128,8 @@ def lab() -> Iterator[tuple[Lab, dict[str, str]]]:
 
 @pytest.mark.parametrize(("line", "code", "fragment"), CASES, ids=[c[0] for c in CASES])
 def test_a_bad_input_gets_one_line_and_its_exit_code_and_changes_nothing(
-        lab: tuple[Lab, dict[str, str]], line: str, code: int, fragment: str) -> None:
+    lab: tuple[Lab, dict[str, str]], line: str, code: int, fragment: str
+) -> None:
     import shlex
 
     env, jobs = lab
@@ -149,7 +150,8 @@ def test_a_bad_input_gets_one_line_and_its_exit_code_and_changes_nothing(
 
 
 def test_budget_flags_are_spelled_as_run_s_and_the_old_spellings_still_work(
-        lab: tuple[Lab, dict[str, str]]) -> None:
+    lab: tuple[Lab, dict[str, str]],
+) -> None:
     env, jobs = lab
     helped = env.roost_ok("budget", "--help")
     assert "--budget-tokens" in helped and "--tree-budget" in helped
@@ -166,8 +168,7 @@ def test_budget_flags_are_spelled_as_run_s_and_the_old_spellings_still_work(
     assert tree["tree"] is True and tree["usage"]["treeBudget"] == 4
 
 
-def test_a_big_task_comes_from_a_file_or_stdin_and_show_shortens_it(
-        lab: tuple[Lab, dict[str, str]]) -> None:
+def test_a_big_task_comes_from_a_file_or_stdin_and_show_shortens_it(lab: tuple[Lab, dict[str, str]]) -> None:
     env, _ = lab
     # Over 128 KiB, more than one shell argument can hold (MAX_ARG_STRLEN).
     task = "Refactor this:\n" + "x = compute(y)  # step\n" * 9000
@@ -189,26 +190,43 @@ def test_a_big_task_comes_from_a_file_or_stdin_and_show_shortens_it(
     assert proc.returncode == USAGE and "a task must fit in one mailbox item" in proc.stderr
 
 
-def test_mailbox_json_keeps_the_item_s_own_keys_under_extra(
-        lab: tuple[Lab, dict[str, str]]) -> None:
+def test_mailbox_json_keeps_the_item_s_own_keys_under_extra(lab: tuple[Lab, dict[str, str]]) -> None:
     from roost.mailbox import Mailbox
 
     env, jobs = lab
     stopped = jobs["STOPPED"]
     box = Mailbox(Path(env.show(stopped)["mailbox"]))
-    report = box.post(kind="report", text="done: all pass", result="All 3 tests pass.",
-                      state="done", question=None, error=None, report="ab12",
-                      sender={"id": "c0ffee00", "name": "checker", "relation": "child"})
+    report = box.post(
+        kind="report",
+        text="done: all pass",
+        result="All 3 tests pass.",
+        state="done",
+        question=None,
+        error=None,
+        report="ab12",
+        sender={"id": "c0ffee00", "name": "checker", "relation": "child"},
+    )
     try:
         items = json.loads(env.roost_ok("mailbox", stopped, "--all", "--json"))
         by_seq = {item["seq"]: item for item in items}
-        assert by_seq[1] == {"state": "acked", "seq": 1, "kind": "reply", "from": None,
-                             "text": "to be stopped", "created": by_seq[1]["created"],
-                             "extra": {"cause": "task"}}
+        assert by_seq[1] == {
+            "state": "acked",
+            "seq": 1,
+            "kind": "reply",
+            "from": None,
+            "text": "to be stopped",
+            "created": by_seq[1]["created"],
+            "extra": {"cause": "task"},
+        }
         got = by_seq[report.seq]
         assert got["state"] == "pending"  # not the child's "done"
-        assert got["extra"] == {"result": "All 3 tests pass.", "state": "done",
-                                "question": None, "error": None, "report": "ab12"}
+        assert got["extra"] == {
+            "result": "All 3 tests pass.",
+            "state": "done",
+            "question": None,
+            "error": None,
+            "report": "ab12",
+        }
         assert set(got) == {"state", "seq", "kind", "from", "text", "created", "extra"}
         pending = json.loads(env.roost_ok("mailbox", stopped, "--json"))
         assert [(i["seq"], i["state"]) for i in pending] == [(report.seq, "pending")]
@@ -242,14 +260,15 @@ def test_every_option_has_help_and_roostd_prints_help(tmp_path: Path) -> None:
 
     home = tmp_path / "rh"
     env = dict(os.environ, ROOST_HOME=str(home))
-    code = ("from roost.cli.main import roostd_main; import sys; sys.argv[0] = 'roostd'; "
-            "roostd_main()")
-    helped = subprocess.run([sys.executable, "-c", code, "--help"], env=env,
-                            capture_output=True, text=True, timeout=30)
+    code = "from roost.cli.main import roostd_main; import sys; sys.argv[0] = 'roostd'; roostd_main()"
+    helped = subprocess.run(
+        [sys.executable, "-c", code, "--help"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert helped.returncode == 0 and helped.stdout.startswith("Usage: roostd"), helped
     assert daemon_run.help and daemon_run.help.split("\n")[0] in helped.stdout
-    bad = subprocess.run([sys.executable, "-c", code, "--bogus"], env=env,
-                         capture_output=True, text=True, timeout=30)
+    bad = subprocess.run(
+        [sys.executable, "-c", code, "--bogus"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert bad.returncode == USAGE and bad.stderr.count("\n") == 1, bad
     assert not home.exists()  # neither started a roostd
 
@@ -276,14 +295,16 @@ def _bin(tmp_path: Path, env: Lab, race: Path | None = None) -> dict[str, str]:
             (bin_dir / tool).write_text(
                 f'#!/bin/sh\nout=$({shutil.which(tool)} "$@") || exit\n'
                 f'case "$*" in *{race}/new*) mv {race}/new/*.json {race}/cur/ ;; esac\n'
-                'printf "%s\\n" "$out"\n')
+                'printf "%s\\n" "$out"\n'
+            )
     for path in bin_dir.iterdir():
         path.chmod(0o755)
     return dict(env.env, PATH=f"{bin_dir}:{env.env['PATH']}")
 
 
 def test_the_readme_s_mailbox_script_works_also_when_items_move_while_listed(
-        lab: tuple[Lab, dict[str, str]], tmp_path: Path) -> None:
+    lab: tuple[Lab, dict[str, str]], tmp_path: Path
+) -> None:
     import subprocess
 
     from roost.mailbox import Mailbox
@@ -295,15 +316,26 @@ def test_the_readme_s_mailbox_script_works_also_when_items_move_while_listed(
     script.chmod(0o755)
     assert len(readme_script().splitlines()) <= 25
     box = Mailbox(Path(env.show(stopped)["mailbox"]))
-    report = box.post(kind="report", text="done: x", result="All 3 tests\npass.",
-                      state="done", question=None, error=None,
-                      sender={"id": "c0ffee00", "name": "checker", "relation": "child"})
+    report = box.post(
+        kind="report",
+        text="done: x",
+        result="All 3 tests\npass.",
+        state="done",
+        question=None,
+        error=None,
+        sender={"id": "c0ffee00", "name": "checker", "relation": "child"},
+    )
     reply = box.post(kind="reply", text="also\tthe \x1b[31mchangelog", cause="reply")
 
     def inbox(race: bool) -> list[list[str]]:
-        proc = subprocess.run([str(script), "later"], env=_bin(tmp_path, env, race=(
-            box.path if race else None)), cwd=env.work, capture_output=True, text=True,
-            timeout=60)
+        proc = subprocess.run(
+            [str(script), "later"],
+            env=_bin(tmp_path, env, race=(box.path if race else None)),
+            cwd=env.work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         assert lines[0] == "task: to be stopped"
@@ -312,10 +344,14 @@ def test_the_readme_s_mailbox_script_works_also_when_items_move_while_listed(
     acked = [row for row in inbox(race=False) if row[0] == "acked"]
     assert acked[0] == ["acked", "1", "reply", "user", "to be stopped"]
     rows = {int(row[1]): row for row in inbox(race=False)}
-    assert rows[report.seq] == ["pending", str(report.seq), "report", "checker",
-                                "done: All 3 tests pass."]
-    assert rows[reply.seq] == ["pending", str(reply.seq), "reply", "user",
-                               "also the  [31mchangelog"]  # no ESC reaches the terminal
+    assert rows[report.seq] == ["pending", str(report.seq), "report", "checker", "done: All 3 tests pass."]
+    assert rows[reply.seq] == [
+        "pending",
+        str(reply.seq),
+        "reply",
+        "user",
+        "also the  [31mchangelog",
+    ]  # no ESC reaches the terminal
     # Acknowledged right after new/ was listed: each item still shows, once, as acked.
     raced = {int(row[1]): row[0] for row in inbox(race=True)}
     assert raced[report.seq] == raced[reply.seq] == "acked"
@@ -324,18 +360,25 @@ def test_the_readme_s_mailbox_script_works_also_when_items_move_while_listed(
 
 
 def test_roost_mailbox_script_shows_an_item_acknowledged_while_it_lists(
-        lab: tuple[Lab, dict[str, str]], tmp_path: Path) -> None:
+    lab: tuple[Lab, dict[str, str]], tmp_path: Path
+) -> None:
     import subprocess
 
     from roost.mailbox import Mailbox
 
     env, jobs = lab
     box = Mailbox(Path(env.show(jobs["STOPPED"])["mailbox"]))
-    item = box.post(kind="message", text="moving", sender={"id": "c0ffee00", "name": "x",
-                                                           "relation": "child"})
+    item = box.post(
+        kind="message", text="moving", sender={"id": "c0ffee00", "name": "x", "relation": "child"}
+    )
     script = Path(__file__).resolve().parents[2] / "scripts" / "roost-mailbox"
-    proc = subprocess.run([str(script), str(box.path)], capture_output=True, text=True,
-                          env=_bin(tmp_path, env, race=box.path), timeout=60)
+    proc = subprocess.run(
+        [str(script), str(box.path)],
+        capture_output=True,
+        text=True,
+        env=_bin(tmp_path, env, race=box.path),
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:]]
     assert ["acked", str(item.seq), "message"] in rows, proc.stdout

@@ -20,8 +20,7 @@ def _held_jobs(env: Lab, count: int) -> dict[str, int]:
     """`count` jobs busy in a tool until their gate opens: job id -> worker pid."""
     jobs = [env.run_job("--name", f"held-{i}", f"[[hold gate-{i}]] work") for i in range(count)]
     for job in jobs:
-        wait_until(lambda job=job: env.show(job)["status"].startswith("running"), WAIT,
-                   f"job {job}'s tool")
+        wait_until(lambda job=job: env.show(job)["status"].startswith("running"), WAIT, f"job {job}'s tool")
     return {job: env.show(job)["worker"]["pid"] for job in jobs}
 
 
@@ -56,8 +55,9 @@ def test_stop_says_which_workers_it_left_and_stop_jobs_ends_them_without_roostd(
         decoy.mkdir()
         record = env.record(next(iter(workers)))
         record.update(id="decoy0", name="decoy")
-        record["process"].update(workerPid=stranger.pid,
-                                 workerStart=procid.live_start_time(stranger.pid) - 100)
+        record["process"].update(
+            workerPid=stranger.pid, workerStart=procid.live_start_time(stranger.pid) - 100
+        )
         (decoy / "job.json").write_text(json.dumps(record))
 
         out = env.roost_ok("daemon", "stop", "--jobs", timeout=WAIT)
@@ -66,9 +66,14 @@ def test_stop_says_which_workers_it_left_and_stop_jobs_ends_them_without_roostd(
     finally:
         stranger.kill()
         stranger.wait()
-    wait_until(lambda: not any(procid.alive(pid) for pid in workers.values())
-               and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in pis),
-               WAIT, "the workers and their pi to be gone")
+    wait_until(
+        lambda: (
+            not any(procid.alive(pid) for pid in workers.values())
+            and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in pis)
+        ),
+        WAIT,
+        "the workers and their pi to be gone",
+    )
     for job in workers:
         assert env.record(job)["state"] == "stopped"
     # the next roostd neither adopts nor restarts them

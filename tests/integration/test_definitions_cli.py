@@ -31,7 +31,10 @@ def agents_ls(env) -> dict[str, dict]:
 def test_builtins_and_user_override(roost_env) -> None:
     rows = agents_ls(roost_env)
     assert {n: r["source"] for n, r in rows.items()} == {
-        "scout": "builtin", "worker": "builtin", "reviewer": "builtin"}
+        "scout": "builtin",
+        "worker": "builtin",
+        "reviewer": "builtin",
+    }
     write(user_dir(roost_env), "scout", 'description = "my own scout"\ntools = ["read"]\n')
     rows = agents_ls(roost_env)
     assert rows["scout"]["source"] == "user" and rows["scout"]["description"] == "my own scout"
@@ -54,15 +57,20 @@ def test_hostile_project_cannot_override_or_raise_limits(roost_env) -> None:
     roost_env.configure(projectAgents=True)
     rows = agents_ls(roost_env)
     assert {n: r["source"] for n, r in rows.items()} == {
-        "helper": "user", "scout": "builtin", "worker": "builtin", "reviewer": "builtin",
-        "docs": "project"}
+        "helper": "user",
+        "scout": "builtin",
+        "worker": "builtin",
+        "reviewer": "builtin",
+        "docs": "project",
+    }
     assert rows["helper"]["description"] == "the user's helper"
     check = roost_env.roost("agents", "check")
     assert check.returncode == 1
     assert "helper.toml: ignored: a user agent named 'helper' exists" in check.stderr
     assert "scout.toml: ignored: a builtin agent named 'scout' exists" in check.stderr
-    assert ("wide.toml: a project agent may not grant tools beyond pi's built-in and "
-            "roost's: codemode") in check.stderr
+    assert (
+        "wide.toml: a project agent may not grant tools beyond pi's built-in and roost's: codemode"
+    ) in check.stderr
     assert "costly.toml: a project agent may not set model" in check.stderr
     unknown = roost_env.roost("agents", "show", "wide")
     assert unknown.returncode == 2 and "may not grant tools" in unknown.stderr
@@ -70,8 +78,7 @@ def test_hostile_project_cannot_override_or_raise_limits(roost_env) -> None:
 
 def test_bad_toml_and_unknown_keys_name_file_and_line(roost_env) -> None:
     broken = write(user_dir(roost_env), "broken", 'description = "x"\ntools = [read]\n')
-    extra = write(user_dir(roost_env), "extra",
-                  'description = "x"\nbudget = 5\n\n[worktree]\npath = "x"\n')
+    extra = write(user_dir(roost_env), "extra", 'description = "x"\nbudget = 5\n\n[worktree]\npath = "x"\n')
     check = roost_env.roost("agents", "check")
     assert check.returncode == 1
     lines = check.stderr.splitlines()

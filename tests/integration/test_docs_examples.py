@@ -28,7 +28,7 @@ def table(page: Path, header: str) -> list[tuple[str, str]]:
     lines = page.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -80,7 +80,8 @@ def test_job_rows_have_the_documented_keys_and_types(lab: Lab) -> None:
     row = lab.row(job)
     assert set(row) == set(spec), (
         f"keys only in the output: {sorted(set(row) - set(spec))}; "
-        f"only in docs/reference/json.md: {sorted(set(spec) - set(row))}")
+        f"only in docs/reference/json.md: {sorted(set(spec) - set(row))}"
+    )
     wrong = {key: (spec[key], row[key]) for key in spec if not accepts(spec[key], row[key])}
     assert not wrong, wrong
     # `roost ls --tree --json` adds `depth`, and `roost show --json` the detail fields
@@ -88,8 +89,21 @@ def test_job_rows_have_the_documented_keys_and_types(lab: Lab) -> None:
     assert set(lab.ls(tree=True)[0]) == set(spec) | {"depth"}
     text = JSON_PAGE.read_text(encoding="utf-8")
     detail = text.split("extra detail fields (", 1)[1].split("| JobRow key |", 1)[0]
-    named = {"task", "command", "model", "thinking", "error", "exitCode", "worker", "dir",
-             "mailbox", "depth", "agentDefinition", "environment", "outputSchema"}
+    named = {
+        "task",
+        "command",
+        "model",
+        "thinking",
+        "error",
+        "exitCode",
+        "worker",
+        "dir",
+        "mailbox",
+        "depth",
+        "agentDefinition",
+        "environment",
+        "outputSchema",
+    }
     assert all(f"`{key}`" in detail for key in named)
     shown = lab.cli_json("show", job, "--json")
     assert set(shown) >= set(spec) | named, sorted(set(spec) | named - set(shown))
@@ -107,14 +121,14 @@ def test_daemon_status_json_is_as_documented(lab: Lab) -> None:
     for key, words in documented.items():
         allowed = tuple(kinds[word] for word in words.split("|"))
         assert isinstance(status[key], allowed) and not (
-            isinstance(status[key], bool) and bool not in allowed), (key, status[key])
+            isinstance(status[key], bool) and bool not in allowed
+        ), (key, status[key])
 
 
 def test_a_mailbox_item_is_as_documented(lab: Lab) -> None:
     job = lab.run("DOCS-BOX a task", name="docs-box")
     lab.wait(job)
-    own = [re.findall(r"`(\w+)`", key)[0] for key, _ in table(MAILBOX_PAGE, "key")
-           if key != "extras"]
+    own = [re.findall(r"`(\w+)`", key)[0] for key, _ in table(MAILBOX_PAGE, "key") if key != "extras"]
     assert own == ["seq", "id", "kind", "from", "text", "created"]
     # The page's example line has the documented keys, in order, then the report's extras.
     text = MAILBOX_PAGE.read_text(encoding="utf-8")
@@ -128,10 +142,12 @@ def test_a_mailbox_item_is_as_documented(lab: Lab) -> None:
     assert line.endswith("\n") and line.count("\n") == 1
     item = json.loads(line)
     extras = re.findall(r"`(\w+)`", dict(table(MAILBOX_PAGE, "key"))["extras"])
-    undocumented = [key for key in item if key not in own and key not in extras
-                    and key != "cause"]  # a reply's cause: see the JSON page's mailbox --json
+    undocumented = [
+        key for key in item if key not in own and key not in extras and key != "cause"
+    ]  # a reply's cause: see the JSON page's mailbox --json
     assert not undocumented, (
-        f"a stored item's keys {undocumented} are not in docs/reference/mailbox.md's Item format")
+        f"a stored item's keys {undocumented} are not in docs/reference/mailbox.md's Item format"
+    )
     assert [key for key in item if key in own] == own, list(item)
     assert item["kind"] == "reply" and item["from"] is None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", item["created"])

@@ -48,7 +48,8 @@ def test_version_names_roost_and_pi(roost_env: Lab, real_pi: list[str]) -> None:
     proc = roost_env.roost("--version")
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[1] == (
-        f"pi: not found (ROOST_PI: {roost_env.root / 'no-such-pi'} does not exist)")
+        f"pi: not found (ROOST_PI: {roost_env.root / 'no-such-pi'} does not exist)"
+    )
 
 
 # -- a ROOST_HOME roost cannot write in --------------------------------------------------------
@@ -67,8 +68,7 @@ def test_a_read_only_or_full_roost_home_fails_with_the_reason(roost_env: Lab) ->
     roost_env.env["ROOST_PI"] = str(roost_env.root / "no-such-pi")  # no pi: a quick doctor
     mount = roost_env.root / "mnt"
     mount.mkdir()
-    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs",
-                                       str(mount)):
+    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount)):
         pytest.skip("needs root and mount(8): test_write_problem_names_the_failure covers it")
     try:
         home = mount / "rh"
@@ -77,8 +77,9 @@ def test_a_read_only_or_full_roost_home_fails_with_the_reason(roost_env: Lab) ->
         assert by_name(doctor(roost_env)[1])["ROOST_HOME"]["level"] == "ok"
 
         filler = mount / "filler"
-        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k"], capture_output=True,
-                       check=False)  # until the filesystem is full
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={filler}", "bs=4k"], capture_output=True, check=False
+        )  # until the filesystem is full
         code, report = doctor(roost_env)
         check = by_name(report)["ROOST_HOME"]
         assert code == 1 and check["level"] == "fail", check
@@ -112,8 +113,7 @@ def test_write_problem_names_the_failure(tmp_path, monkeypatch) -> None:  # type
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "write", full)
-    assert doctor_module.write_problem(tmp_path) == (
-        f"cannot write in {tmp_path}: No space left on device")
+    assert doctor_module.write_problem(tmp_path) == (f"cannot write in {tmp_path}: No space left on device")
     monkeypatch.setattr(os, "write", real_write)
     assert list(tmp_path.iterdir()) == []  # the probe file is gone either way
 

@@ -64,8 +64,13 @@ def test_rotation_keeps_older_files_and_reading_spans_them(tmp_path: Path) -> No
 
 
 def test_event_filters() -> None:
-    event = {"seq": 1, "type": "message.sent", "job": {"id": "f1234567", "name": "me"},
-             "from": {"id": "f1234567", "name": "me"}, "to": {"id": "a1b2c3d4", "name": "w"}}
+    event = {
+        "seq": 1,
+        "type": "message.sent",
+        "job": {"id": "f1234567", "name": "me"},
+        "from": {"id": "f1234567", "name": "me"},
+        "to": {"id": "a1b2c3d4", "name": "w"},
+    }
     assert eventlog.matches(event, None, "w") and eventlog.matches(event, ["message."], None)
     assert not eventlog.matches(event, ["job.state"], None)
     assert not eventlog.matches(event, None, "other")
@@ -81,8 +86,9 @@ def events(env: Lab) -> list[dict[str, Any]]:
 
 
 def of_type(env: Lab, kind: str, job: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in events(env) if e["type"] == kind
-            and (job is None or (e["job"] or {}).get("id") == job)]
+    return [
+        e for e in events(env) if e["type"] == kind and (job is None or (e["job"] or {}).get("id") == job)
+    ]
 
 
 def check_fields(event: dict[str, Any]) -> None:
@@ -133,8 +139,12 @@ def test_lifecycle_events_in_order_with_their_fields_and_seq_across_a_restart(
     assert asked["options"] == ["A", "B"] and asked["dialog"] is True
     assert asked["job"] == {"id": job, "name": "chooser"}
     moves = [(e["from"], e["to"]) for e in of_type(env, "job.state", job)]
-    assert moves[:4] == [("starting", "running"), ("running", "needs_input"),
-                         ("needs_input", "running"), ("running", "done")], moves
+    assert moves[:4] == [
+        ("starting", "running"),
+        ("running", "needs_input"),
+        ("needs_input", "running"),
+        ("running", "done"),
+    ], moves
     assert moves[-1][1] == "stopped" and len(of_type(env, "job.removed", job)) == 1
     # Every crash has its worker.crashed, the last one too (it made roostd give up).
     crashed = of_type(env, "worker.crashed", crasher)
@@ -147,8 +157,10 @@ def test_lifecycle_events_in_order_with_their_fields_and_seq_across_a_restart(
     text = env.roost_ok("events", "--job", "chooser")
     assert "running -> needs_input" in text and "asks: Pick one" in text
     assert "crasher" not in text
-    only = [json.loads(x) for x in env.roost_ok("events", "--json", "--type", "worker.",
-                                                "--since", "3").splitlines()]
+    only = [
+        json.loads(x)
+        for x in env.roost_ok("events", "--json", "--type", "worker.", "--since", "3").splitlines()
+    ]
     assert [e["type"] for e in only] == ["worker.crashed", "worker.crashed", "worker.gave_up"]
 
 
@@ -160,8 +172,11 @@ def test_follow_started_mid_stream_gets_every_event_exactly_once(fake_pi_env: La
     out = env.root / "follow.out"
     with open(out, "w") as handle:
         follower = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "events", "--follow", "--json",
-             "--since", str(mid)], env=env.env, cwd=env.work, stdout=handle)
+            [sys.executable, "-m", "roost.cli.main", "events", "--follow", "--json", "--since", str(mid)],
+            env=env.env,
+            cwd=env.work,
+            stdout=handle,
+        )
     try:
         # Events while the follower reads history and subscribes, and across a restart.
         jobs = [run_job(env, f"job {i}") for i in range(3)]
@@ -175,8 +190,11 @@ def test_follow_started_mid_stream_gets_every_event_exactly_once(fake_pi_env: La
         def seen() -> list[int]:
             return [json.loads(x)["seq"] for x in out.read_text().splitlines() if x.strip()]
 
-        wait_until(lambda: seen() and seen()[-1] >= last, WAIT,
-                   lambda: f"the follower to reach seq {last} (has {seen()[-3:]})")
+        wait_until(
+            lambda: seen() and seen()[-1] >= last,
+            WAIT,
+            lambda: f"the follower to reach seq {last} (has {seen()[-3:]})",
+        )
         assert seen() == list(range(mid + 1, last + 1))
     finally:
         follower.kill()
@@ -187,8 +205,13 @@ def test_follow_pushes_without_polling(fake_pi_env: Lab) -> None:
     """A follower with nothing to print uses no CPU: it blocks on roostd's socket."""
     env = fake_pi_env
     env.roost_ok("daemon", "start")
-    follower = subprocess.Popen([sys.executable, "-m", "roost.cli.main", "events", "-f"],
-                                env=env.env, cwd=env.work, stdout=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli.main", "events", "-f"],
+        env=env.env,
+        cwd=env.work,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert follower.stdout is not None
         first = run_job(env, "first")
@@ -214,16 +237,24 @@ def test_follow_pushes_without_polling(fake_pi_env: Lab) -> None:
 def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     seen = env.root / "seen.jsonl"
-    env.configure(hooks={"job.created": [*hook_script(env, "rec", RECORD_HOOK), str(seen)],
-                         "bogus.type": ["true"], "job.failed": "not a list"})
+    env.configure(
+        hooks={
+            "job.created": [*hook_script(env, "rec", RECORD_HOOK), str(seen)],
+            "bogus.type": ["true"],
+            "job.failed": "not a list",
+        }
+    )
     job = run_job(env, "hooked")
     line = wait_until(lambda: seen.exists() and seen.read_text().strip(), WAIT, "the hook")
     got = json.loads(line)
     (created,) = of_type(env, "job.created", job)
     assert got == {"event": created, "type": "job.created", "job": job}
     # roostd logs the hook's exit once it reaped it, which may be after its output is written.
-    log = wait_until(lambda: "exited 0" in (t := (env.roost_home / "roostd.log").read_text()) and t,
-                     WAIT, "the hook's exit in roostd.log")
+    log = wait_until(
+        lambda: "exited 0" in (t := (env.roost_home / "roostd.log").read_text()) and t,
+        WAIT,
+        "the hook's exit in roostd.log",
+    )
     assert "for job.created (seq" in log and "exited 0" in log
     assert "ignoring the hook for 'bogus.type'" in log and "job.failed='not a list'" in log
 
@@ -231,16 +262,26 @@ def test_a_hook_gets_the_event_json_and_its_environment(fake_pi_env: Lab) -> Non
 def test_a_hanging_hook_is_killed(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     pidfile = env.root / "hook.pid"
-    hang = hook_script(env, "hang", "import os, sys, time\n"
-                       "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
-                       "sys.stderr.write('stuck\\n'); sys.stderr.flush(); time.sleep(600)\n")
+    hang = hook_script(
+        env,
+        "hang",
+        "import os, sys, time\n"
+        "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "sys.stderr.write('stuck\\n'); sys.stderr.flush(); time.sleep(600)\n",
+    )
     env.configure(hooks={"job.created": [*hang, str(pidfile)]}, hookTimeoutSeconds=1)
     run_job(env, "hang on")
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), WAIT, "the hook"))
-    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
-               WAIT, "the hook to be killed")
-    wait_until(lambda: "killed after 1s" in (env.roost_home / "roostd.log").read_text(), WAIT,
-               "the kill in roostd.log")
+    wait_until(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
+        WAIT,
+        "the hook to be killed",
+    )
+    wait_until(
+        lambda: "killed after 1s" in (env.roost_home / "roostd.log").read_text(),
+        WAIT,
+        "the kill in roostd.log",
+    )
 
 
 def test_slow_hooks_do_not_delay_delivery(fake_pi_env: Lab) -> None:
@@ -261,10 +302,8 @@ def test_hooks_in_a_project_directory_are_ignored(fake_pi_env: Lab) -> None:
     marker = env.root / "project-hook-ran"
     project = env.work / ".pi"
     project.mkdir()
-    (project / "roost.json").write_text(json.dumps(
-        {"hooks": {"job.created": ["touch", str(marker)]}}))
-    (env.work / "roost.json").write_text(json.dumps(
-        {"hooks": {"job.created": ["touch", str(marker)]}}))
+    (project / "roost.json").write_text(json.dumps({"hooks": {"job.created": ["touch", str(marker)]}}))
+    (env.work / "roost.json").write_text(json.dumps({"hooks": {"job.created": ["touch", str(marker)]}}))
     seen = env.root / "seen.jsonl"
     env.configure(hooks={"job.state": [*hook_script(env, "rec", RECORD_HOOK), str(seen)]})
     job = run_job(env, "in a project")
@@ -281,10 +320,12 @@ def test_wait_any_returns_the_job_that_got_there_and_all_waits_for_every_one(
     a = run_job(env, "[[hold gate-a]] a", "--name", "a")
     b = run_job(env, "[[hold gate-b]] b", "--name", "b")
     cmd = [sys.executable, "-m", "roost.cli.main", "wait"]
-    any_wait = subprocess.Popen([*cmd, "--any", a, b, "--for", "done"], env=env.env,
-                                stdout=subprocess.PIPE, text=True)
-    all_wait = subprocess.Popen([*cmd, "--all", "a", "b", "--for", "done"], env=env.env,
-                                stdout=subprocess.PIPE, text=True)
+    any_wait = subprocess.Popen(
+        [*cmd, "--any", a, b, "--for", "done"], env=env.env, stdout=subprocess.PIPE, text=True
+    )
+    all_wait = subprocess.Popen(
+        [*cmd, "--all", "a", "b", "--for", "done"], env=env.env, stdout=subprocess.PIPE, text=True
+    )
     timed = env.roost("wait", "--any", a, b, "--for", "failed", "--timeout", "0.5")
     assert timed.returncode == 1 and "timed out" in timed.stderr
     (env.work / "gate-b").touch()

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 # The extension's imports pi provides, stubbed: these tests only push events.
 STUBS = {
     "stub_typebox.cjs": "const any = new Proxy(function () {}, { get: () => any, apply: () => ({}) });\n"
-                        "module.exports = { Type: any };\n",
+    "module.exports = { Type: any };\n",
     "stub_tui.cjs": "class Text { constructor(text) { this.text = text; } }\nmodule.exports = { Text };\n",
 }
 DRIVER = r"""
@@ -58,30 +58,73 @@ const jiti = createJiti(__filename, { moduleCache: false, alias: {
 DETAILS = {"seq": 7, "kind": "message", "title": "✉ from a", "body": "hi"}
 # Each event pushed, and the pi.sendMessage call it must make (message, options).
 CASES: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
-    (protocol.event("inject", content="<envelope>", details=DETAILS),
-     {"message": {"customType": CUSTOM_TYPE, "content": "<envelope>", "display": True,
-                  "details": DETAILS}, "options": {"deliverAs": "steer", "triggerTurn": True}}),
-    (protocol.event("deliver", content="<fg envelope>", details=DETAILS),
-     {"message": {"customType": CUSTOM_TYPE, "content": "<fg envelope>", "display": True,
-                  "details": DETAILS}, "options": {"deliverAs": "steer", "triggerTurn": True}}),
-    (protocol.event("note", content="continue"),
-     {"message": {"customType": NOTE_TYPE, "content": "continue", "display": True,
-                  "details": {}}, "options": {"triggerTurn": True}}),
-    (protocol.event("budget_note", content="80% used", steer=True),
-     {"message": {"customType": NOTE_TYPE, "content": "80% used", "display": True,
-                  "details": {}}, "options": {"deliverAs": "steer", "triggerTurn": True}}),
-    (protocol.event("budget_note", content="90% used", steer=False),
-     {"message": {"customType": NOTE_TYPE, "content": "90% used", "display": True,
-                  "details": {}}, "options": {"triggerTurn": False}}),
-    (protocol.event("kick"),
-     {"message": {"customType": "pi-roost-kick", "content": "(queued input follows)",
-                  "display": False, "details": {}}, "options": {"triggerTurn": True}}),
+    (
+        protocol.event("inject", content="<envelope>", details=DETAILS),
+        {
+            "message": {
+                "customType": CUSTOM_TYPE,
+                "content": "<envelope>",
+                "display": True,
+                "details": DETAILS,
+            },
+            "options": {"deliverAs": "steer", "triggerTurn": True},
+        },
+    ),
+    (
+        protocol.event("deliver", content="<fg envelope>", details=DETAILS),
+        {
+            "message": {
+                "customType": CUSTOM_TYPE,
+                "content": "<fg envelope>",
+                "display": True,
+                "details": DETAILS,
+            },
+            "options": {"deliverAs": "steer", "triggerTurn": True},
+        },
+    ),
+    (
+        protocol.event("note", content="continue"),
+        {
+            "message": {"customType": NOTE_TYPE, "content": "continue", "display": True, "details": {}},
+            "options": {"triggerTurn": True},
+        },
+    ),
+    (
+        protocol.event("budget_note", content="80% used", steer=True),
+        {
+            "message": {"customType": NOTE_TYPE, "content": "80% used", "display": True, "details": {}},
+            "options": {"deliverAs": "steer", "triggerTurn": True},
+        },
+    ),
+    (
+        protocol.event("budget_note", content="90% used", steer=False),
+        {
+            "message": {"customType": NOTE_TYPE, "content": "90% used", "display": True, "details": {}},
+            "options": {"triggerTurn": False},
+        },
+    ),
+    (
+        protocol.event("kick"),
+        {
+            "message": {
+                "customType": "pi-roost-kick",
+                "content": "(queued input follows)",
+                "display": False,
+                "details": {},
+            },
+            "options": {"triggerTurn": True},
+        },
+    ),
     # Not declared for the extension: ignored (an object's own keys only, no prototype's).
     ({"type": "event", "event": "constructor"}, None),
     ({"type": "event", "event": "stop", "reason": "x"}, None),
-    (protocol.event("note", content="last"),  # the next call is this one's
-     {"message": {"customType": NOTE_TYPE, "content": "last", "display": True, "details": {}},
-      "options": {"triggerTurn": True}}),
+    (
+        protocol.event("note", content="last"),  # the next call is this one's
+        {
+            "message": {"customType": NOTE_TYPE, "content": "last", "display": True, "details": {}},
+            "options": {"triggerTurn": True},
+        },
+    ),
 ]
 
 
@@ -113,13 +156,24 @@ def test_each_event_pushed_to_the_extension_becomes_its_send_message(tmp_path: P
 
     thread = threading.Thread(target=worker, daemon=True)
     thread.start()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JITI_PATH": str(JITI),
-           "ROOST_TS": str(roost_ts),
-           "STUB_TYPEBOX": str(tmp_path / "stub_typebox.cjs"),
-           "STUB_TUI": str(tmp_path / "stub_tui.cjs"), "ROOST_EXT_SOCK": str(sock_path),
-           "ROOST_HOME": str(tmp_path / "home"), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
-    node = subprocess.Popen([NODE, str(tmp_path / "driver.cjs")], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "JITI_PATH": str(JITI),
+        "ROOST_TS": str(roost_ts),
+        "STUB_TYPEBOX": str(tmp_path / "stub_typebox.cjs"),
+        "STUB_TUI": str(tmp_path / "stub_tui.cjs"),
+        "ROOST_EXT_SOCK": str(sock_path),
+        "ROOST_HOME": str(tmp_path / "home"),
+        "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
+    }
+    node = subprocess.Popen(
+        [NODE, str(tmp_path / "driver.cjs")],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert node.stdout is not None
         expected = [call for _frame, call in CASES if call is not None]

@@ -18,13 +18,29 @@ from roost import protocol
 from roost.protocol import MAX_FRAME, ProtocolError
 from roost.testkit.lab import Lab
 
-OPS = ["status", "run", "list", "show", "reply", "wait", "stop", "start", "rm", "attach",
-       "detach", "peers", "send", "spawn", "peer_register", "worker_hello", "handback",
-       "no_such_op"]
+OPS = [
+    "status",
+    "run",
+    "list",
+    "show",
+    "reply",
+    "wait",
+    "stop",
+    "start",
+    "rm",
+    "attach",
+    "detach",
+    "peers",
+    "send",
+    "spawn",
+    "peer_register",
+    "worker_hello",
+    "handback",
+    "no_such_op",
+]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                               max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
 
@@ -40,8 +56,11 @@ def test_decode_returns_an_object_or_raises_a_protocol_error(raw: bytes) -> None
 
 
 def test_decode_refuses_deep_nesting_and_oversize() -> None:
-    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-                b'"' + b"x" * (MAX_FRAME + 1) + b'"'):
+    for raw in (
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+        b'"' + b"x" * (MAX_FRAME + 1) + b'"',
+    ):
         with pytest.raises(ProtocolError):
             protocol.decode(raw)
 
@@ -83,24 +102,54 @@ def _error_code(raw: Raw) -> str | None:
 
 def _frames() -> st.SearchStrategy[tuple[bytes, set[str | None]]]:
     """(bytes ending in a newline, the error codes that frame may get)."""
-    anything: set[str | None] = {protocol.BAD_FRAME, protocol.BAD_REQUEST, protocol.UNKNOWN_OP,
-                                 protocol.NOT_FOUND, protocol.REFUSED, protocol.UNAUTHORIZED}
-    garbage = st.binary(min_size=1, max_size=300).filter(
-        lambda b: b"\n" not in b and b.strip()).map(lambda b: (b + b"\n", anything))
+    anything: set[str | None] = {
+        protocol.BAD_FRAME,
+        protocol.BAD_REQUEST,
+        protocol.UNKNOWN_OP,
+        protocol.NOT_FOUND,
+        protocol.REFUSED,
+        protocol.UNAUTHORIZED,
+    }
+    garbage = (
+        st.binary(min_size=1, max_size=300)
+        .filter(lambda b: b"\n" not in b and b.strip())
+        .map(lambda b: (b + b"\n", anything))
+    )
     not_utf8 = st.just((b'{"op": "status", "x": "\xff\xfe"}\n', {protocol.BAD_FRAME}))
     not_object = json_values.filter(lambda v: not isinstance(v, dict)).map(
-        lambda v: (json.dumps(v).encode() + b"\n", {protocol.BAD_FRAME}))
+        lambda v: (json.dumps(v).encode() + b"\n", {protocol.BAD_FRAME})
+    )
     nested = st.integers(min_value=2_000, max_value=200_000).map(
-        lambda n: (b"[" * n + b"]" * n + b"\n", {protocol.BAD_FRAME}))
-    no_op = st.dictionaries(st.text(max_size=8).filter(lambda k: k != "op"), json_values,
-                            max_size=4).map(lambda d: (json.dumps(d).encode() + b"\n",
-                                                       {protocol.BAD_REQUEST}))
+        lambda n: (b"[" * n + b"]" * n + b"\n", {protocol.BAD_FRAME})
+    )
+    no_op = st.dictionaries(st.text(max_size=8).filter(lambda k: k != "op"), json_values, max_size=4).map(
+        lambda d: (json.dumps(d).encode() + b"\n", {protocol.BAD_REQUEST})
+    )
     # Any op with arguments of any type: a refusal, never an internal error or a crash.
-    wrong_args = st.tuples(st.sampled_from(OPS), st.dictionaries(
-        st.sampled_from(["job", "text", "timeout", "task", "to", "message", "cwd", "name",
-                         "session", "pid", "token", "cause", "peer"]), json_values,
-        max_size=5)).map(lambda t: (json.dumps({"id": 7, "op": t[0], **t[1]}).encode() + b"\n",
-                                    anything | {None}))
+    wrong_args = st.tuples(
+        st.sampled_from(OPS),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "job",
+                    "text",
+                    "timeout",
+                    "task",
+                    "to",
+                    "message",
+                    "cwd",
+                    "name",
+                    "session",
+                    "pid",
+                    "token",
+                    "cause",
+                    "peer",
+                ]
+            ),
+            json_values,
+            max_size=5,
+        ),
+    ).map(lambda t: (json.dumps({"id": 7, "op": t[0], **t[1]}).encode() + b"\n", anything | {None}))
     return st.one_of(garbage, not_utf8, not_object, nested, no_op, wrong_args)
 
 
@@ -126,8 +175,9 @@ def test_hostile_frames_get_their_error_and_change_nothing(
     finally:
         raw.close()
     after = env.request("list")["jobs"]
-    assert [(j["id"], j["name"], j["kind"]) for j in after if j["id"] in {b["id"] for b in before}] \
-        == [(j["id"], j["name"], j["kind"]) for j in before]
+    assert [(j["id"], j["name"], j["kind"]) for j in after if j["id"] in {b["id"] for b in before}] == [
+        (j["id"], j["name"], j["kind"]) for j in before
+    ]
 
 
 def test_oversize_truncated_and_closed_frames(live: tuple[Lab, list[dict[str, Any]]]) -> None:

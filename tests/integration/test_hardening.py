@@ -152,14 +152,18 @@ def test_a_worker_lock_holder_no_record_names_is_stopped_not_adopted(
     path.write_text(json.dumps(data))
 
     env.roost_ok("ls")  # a new roostd
-    wait_until(lambda: not alive(worker) and not alive(pi.pid), 20,
-               what="the unrecorded worker and its pi to be stopped")
-    wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20,
-               what="a fresh worker")
+    wait_until(
+        lambda: not alive(worker) and not alive(pi.pid),
+        20,
+        what="the unrecorded worker and its pi to be stopped",
+    )
+    wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20, what="a fresh worker")
     fresh = env.show(job)["worker"]["pid"]
-    workers = [p for p in psutil.process_iter(["cmdline"])
-               if p.info["cmdline"] and "roost.worker" in p.info["cmdline"]
-               and job in p.info["cmdline"]]
+    workers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] and "roost.worker" in p.info["cmdline"] and job in p.info["cmdline"]
+    ]
     assert [p.pid for p in workers] == [fresh] and fresh != worker
     (env.work / "gate").touch()
     # its run was cut short by the stop (SIGTERM): it says so, and waits for a reply
@@ -176,8 +180,9 @@ def test_a_second_worker_for_a_job_exits_at_once(fake_pi_env: Lab) -> None:
     import subprocess
     import sys
 
-    second = subprocess.run([sys.executable, "-m", "roost.worker", job], env=env.env,
-                            capture_output=True, text=True, timeout=30)
+    second = subprocess.run(
+        [sys.executable, "-m", "roost.worker", job], env=env.env, capture_output=True, text=True, timeout=30
+    )
     assert second.returncode != 0
     assert "already" in second.stderr + second.stdout
     assert sock.stat().st_ino == inode  # its socket was not replaced
@@ -205,8 +210,11 @@ def test_every_persisted_field_of_a_job_record_has_a_checked_type() -> None:
 
     from roost.jobs import _FIELD_TYPES, _GROUPS, JobRecord
 
-    persisted = {f.name for f in dataclasses.fields(JobRecord)
-                 if not f.metadata.get("transient") and f.name not in _GROUPS}
+    persisted = {
+        f.name
+        for f in dataclasses.fields(JobRecord)
+        if not f.metadata.get("transient") and f.name not in _GROUPS
+    }
     for group in _GROUPS.values():  # links, process, limits, reports: checked field by field
         persisted |= {f.name for f in dataclasses.fields(group)}
     assert persisted <= set(_FIELD_TYPES), persisted - set(_FIELD_TYPES)

@@ -144,7 +144,8 @@ def holders() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_idle_connections_never_lock_out_the_cli(
-        roost_env: Lab, holders: list[subprocess.Popen[str]]) -> None:
+    roost_env: Lab, holders: list[subprocess.Popen[str]]
+) -> None:
     """1,100 idle connections (from one process and from several) under a 1,024 fd limit:
     roostd keeps a reserve of descriptors, makes room by closing the oldest idle ones, and
     answers `roost ls` at once; its log stays small (repeats summarised)."""
@@ -152,9 +153,14 @@ def test_idle_connections_never_lock_out_the_cli(
     start(lab, nofile=(1024, 1024))
     assert roostd(lab).rlimit(psutil.RLIMIT_NOFILE) == (1024, 1024)
     for count in (1100, 275, 275, 275, 275):  # one greedy process, then four more
-        holders.append(subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(lab.socket_path), str(count)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        holders.append(
+            subprocess.Popen(
+                [sys.executable, "-c", HOLDER, str(lab.socket_path), str(count)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
     for proc in holders:
         assert proc.stdout is not None
         proc.stdout.readline()
@@ -271,8 +277,10 @@ def test_a_subscriber_that_never_reads_is_dropped(fake_pi_env: Lab) -> None:
 def test_a_hook_that_floods_stderr_costs_roostd_nothing(fake_pi_env: Lab) -> None:
     """300 MB of a hook's stderr: roostd keeps its head and tail, never all of it."""
     lab = fake_pi_env
-    lab.configure(hooks={"job.created": ["sh", "-c", "head -c 300000000 /dev/zero | tr '\\0' x >&2"]},
-                  hookTimeoutSeconds=60)
+    lab.configure(
+        hooks={"job.created": ["sh", "-c", "head -c 300000000 /dev/zero | tr '\\0' x >&2"]},
+        hookTimeoutSeconds=60,
+    )
     start(lab)
     log = lab.roost_home / "roostd.log"
     with Sampler(lab) as rss:

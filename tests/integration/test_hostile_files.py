@@ -26,8 +26,7 @@ from roost.testkit import intruder
 from roost.testkit.lab import Lab
 from roost.testkit.procs import wait_until
 
-needs_intruder = pytest.mark.skipif(intruder.skip_reason() is not None,
-                                    reason=str(intruder.skip_reason()))
+needs_intruder = pytest.mark.skipif(intruder.skip_reason() is not None, reason=str(intruder.skip_reason()))
 
 PLANTED = 'description = "PLANTED by another user"\nprompt = "PLANTED-PROMPT obey me"\n'
 
@@ -50,13 +49,14 @@ def shared() -> Iterator[Path]:
 def plant_project(where: Path) -> None:
     """As the intruder: `.git`, a definition and a FIFO in `<where>/.pi/roost/agents`."""
     agents = where / ".pi" / "roost" / "agents"
-    intruder.sh(f"mkdir -p '{where}/.git' '{agents}' && printf '%s' '{PLANTED}' > "
-                f"'{agents}/planted.toml' && mkfifo '{agents}/fifo.toml'")
+    intruder.sh(
+        f"mkdir -p '{where}/.git' '{agents}' && printf '%s' '{PLANTED}' > "
+        f"'{agents}/planted.toml' && mkfifo '{agents}/fifo.toml'"
+    )
 
 
 @needs_intruder
-def test_a_project_planted_in_a_shared_folder_is_no_project(roost_env: Lab,
-                                                            shared: Path) -> None:
+def test_a_project_planted_in_a_shared_folder_is_no_project(roost_env: Lab, shared: Path) -> None:
     plant_project(shared)
     mine = shared / "mine"
     mine.mkdir(mode=0o755)  # the user's own folder, inside the shared one
@@ -131,8 +131,12 @@ def test_special_files_are_refused_quickly_never_read(roost_env: Lab) -> None:
 def test_an_empty_git_in_a_shared_tmpdir_breaks_no_worktree(shared: Path) -> None:
     intruder.sh(f": > '{shared}/.git'")  # any user can do this in a shared TMPDIR
     with Lab(pi="fake", env={"TMPDIR": str(shared)}) as lab:
-        for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.invalid"],
-                     ["config", "user.name", "t"], ["commit", "-q", "--allow-empty", "-m", "b"]):
+        for args in (
+            ["init", "-q", "-b", "main"],
+            ["config", "user.email", "t@example.invalid"],
+            ["config", "user.name", "t"],
+            ["commit", "-q", "--allow-empty", "-m", "b"],
+        ):
             subprocess.run(["git", *args], cwd=lab.work, check=True, capture_output=True)
         proc = lab.roost("run", "--worktree", "--branch", "roost/ok", "a task", timeout=30)
         assert proc.returncode == 0, proc.stderr + lab.diagnostics()
@@ -167,14 +171,24 @@ while True:
 """
 
 
-def start_fake(python: str, sock: Path, log: Path, answers: dict[str, Any],
-               as_intruder: bool) -> subprocess.Popen[bytes]:
-    argv = [python, "-c", FAKE_ROOSTD, str(sock), str(log),
-            json.dumps(protocol.greeting()), json.dumps(answers)]
-    proc = (intruder.popen(argv, stderr=subprocess.DEVNULL) if as_intruder
-            else subprocess.Popen(argv, stderr=subprocess.DEVNULL))
-    wait_until(lambda: sock.exists() and log.exists(), timeout=10,
-               what="the fake roostd to start")
+def start_fake(
+    python: str, sock: Path, log: Path, answers: dict[str, Any], as_intruder: bool
+) -> subprocess.Popen[bytes]:
+    argv = [
+        python,
+        "-c",
+        FAKE_ROOSTD,
+        str(sock),
+        str(log),
+        json.dumps(protocol.greeting()),
+        json.dumps(answers),
+    ]
+    proc = (
+        intruder.popen(argv, stderr=subprocess.DEVNULL)
+        if as_intruder
+        else subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    )
+    wait_until(lambda: sock.exists() and log.exists(), timeout=10, what="the fake roostd to start")
     return proc
 
 
@@ -192,17 +206,31 @@ def precious(root: Path) -> Path:
 
 
 def untouched(box: Path) -> bool:
-    return ((box / "tmp" / "thesis.tex").exists() and (box / "new" / "notes.txt").exists()
-            and not any((box / "bad").iterdir()))
+    return (
+        (box / "tmp" / "thesis.tex").exists()
+        and (box / "new" / "notes.txt").exists()
+        and not any((box / "bad").iterdir())
+    )
 
 
 def answers_naming(box: Path) -> dict[str, Any]:
-    row = {"id": "j1", "name": "j", "kind": "pi", "state": "done", "status": "",
-           "mailbox": str(box), "dir": str(box), "session": str(box / "session.jsonl"),
-           "worktree": {"path": str(box), "branch": "b", "base": "HEAD"}}
-    return {"show": {"job": row}, "attach": {"session": str(box / "session.jsonl"),
-                                             "cwd": str(box)},
-            "list": {"jobs": [row]}, "detach": {"outcome": "detached"}}
+    row = {
+        "id": "j1",
+        "name": "j",
+        "kind": "pi",
+        "state": "done",
+        "status": "",
+        "mailbox": str(box),
+        "dir": str(box),
+        "session": str(box / "session.jsonl"),
+        "worktree": {"path": str(box), "branch": "b", "base": "HEAD"},
+    }
+    return {
+        "show": {"job": row},
+        "attach": {"session": str(box / "session.jsonl"), "cwd": str(box)},
+        "list": {"jobs": [row]},
+        "detach": {"outcome": "detached"},
+    }
 
 
 @needs_intruder
@@ -214,14 +242,21 @@ def test_the_cli_never_talks_to_another_users_roostd(roost_env: Lab) -> None:
     try:
         box = precious(roost_env.root)
         log = theirs / "received"
-        fake = start_fake(intruder.python(), theirs / "roostd.sock", log,
-                          answers_naming(box), as_intruder=True)
+        fake = start_fake(
+            intruder.python(), theirs / "roostd.sock", log, answers_naming(box), as_intruder=True
+        )
         link = roost_env.root / "rh-link"
         link.symlink_to(theirs)
         (theirs / "events.jsonl").write_text('{"seq": 1, "type": "job.created"}\n')
         before = os.stat(theirs).st_mtime_ns
-        for command in (["mailbox", "j1"], ["ls"], ["rm", "j1"], ["daemon", "status"],
-                        ["events", "--since", "0"], ["doctor"]):
+        for command in (
+            ["mailbox", "j1"],
+            ["ls"],
+            ["rm", "j1"],
+            ["daemon", "status"],
+            ["events", "--since", "0"],
+            ["doctor"],
+        ):
             proc = roost_env.roost(*command, env={"ROOST_HOME": str(link)}, timeout=60)
             assert proc.returncode == 1, proc
             if command != ["doctor"]:  # doctor: a report, this line in it
@@ -253,8 +288,7 @@ def test_the_cli_checks_who_answers_on_the_socket(roost_env: Lab) -> None:
     try:
         box = precious(roost_env.root)
         log = theirs / "received"
-        fake = start_fake(intruder.python(), theirs / "s.sock", log, answers_naming(box),
-                          as_intruder=True)
+        fake = start_fake(intruder.python(), theirs / "s.sock", log, answers_naming(box), as_intruder=True)
         roost_env.roost_home.mkdir(mode=0o700)
         sock = roost_env.roost_home / "roostd.sock"
         os.rename(theirs / "s.sock", sock)  # still bound to the intruder's listener
@@ -277,12 +311,22 @@ def test_the_cli_acts_on_no_path_outside_roost_home(roost_env: Lab) -> None:
     path from an answer is used only inside ROOST_HOME."""
     box = precious(roost_env.root)
     roost_env.roost_home.mkdir(mode=0o700)
-    fake = start_fake(sys.executable, roost_env.roost_home / "roostd.sock",
-                      roost_env.root / "received", answers_naming(box), as_intruder=False)
+    fake = start_fake(
+        sys.executable,
+        roost_env.roost_home / "roostd.sock",
+        roost_env.root / "received",
+        answers_naming(box),
+        as_intruder=False,
+    )
     os.chmod(roost_env.roost_home / "roostd.sock", 0o600)  # as roostd leaves it
     try:
-        for command in (["mailbox", "j1"], ["mailbox", "--all", "j1"], ["logs", "j1"],
-                        ["diff", "j1"], ["attach", "j1"]):
+        for command in (
+            ["mailbox", "j1"],
+            ["mailbox", "--all", "j1"],
+            ["logs", "j1"],
+            ["diff", "j1"],
+            ["attach", "j1"],
+        ):
             proc = roost_env.roost(*command, timeout=20)
             assert proc.returncode == 1, proc
             assert "outside" in proc.stderr and str(box) in proc.stderr, proc.stderr
@@ -297,8 +341,9 @@ def test_roostd_refuses_a_roost_home_it_does_not_own(roost_env: Lab) -> None:
     theirs = intruder.own_dir()
     try:
         env = dict(roost_env.env, ROOST_HOME=str(theirs))
-        proc = subprocess.run([sys.executable, "-m", "roost.supervise"], env=env,
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "roost.supervise"], env=env, capture_output=True, text=True, timeout=30
+        )
         assert proc.returncode == 1 and "not by you" in proc.stderr, proc
         assert not (theirs / "roostd.sock").exists() and not (theirs / "jobs").exists()
     finally:
@@ -355,10 +400,16 @@ def test_the_extension_refuses_another_users_roost_home(roost_env: Lab) -> None:
         driver = roost_env.root / "driver.cjs"
         driver.write_text(OWN_HOME_DRIVER)
         proc = subprocess.run(
-            [node_binary(), str(driver), json.dumps(homes)], capture_output=True,
-            text=True, timeout=60, env=dict(os.environ, JITI_PATH=str(jiti),
-                                            OWN_HOME_TS=str(Path(paths.extension_path()).parent
-                                                            / "own_home.ts")))
+            [node_binary(), str(driver), json.dumps(homes)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(
+                os.environ,
+                JITI_PATH=str(jiti),
+                OWN_HOME_TS=str(Path(paths.extension_path()).parent / "own_home.ts"),
+            ),
+        )
         answers = [json.loads(line) for line in proc.stdout.splitlines()]
         assert len(answers) == 3, proc.stderr
         assert "not yours alone" in answers[0]["error"] and "owned by uid" in answers[0]["error"]

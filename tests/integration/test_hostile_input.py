@@ -24,9 +24,22 @@ LONE = "\ud800"
 def lone_frames(env: Lab) -> list[dict]:
     """Every op, named by a lone surrogate (with what it needs to reach its handler), and
     the same surrogate deeper: in a task, a command, an environment key and value."""
-    base = {"cwd": str(env.work), "pid": os.getpid(), "session": None, "task": "t",
-            "to": "nobody", "message": "m", "job": "nojob", "text": "t", "jobs": [],
-            "until": "done", "token": "x", "state": "done", "kind": "note", "reason": "r"}
+    base = {
+        "cwd": str(env.work),
+        "pid": os.getpid(),
+        "session": None,
+        "task": "t",
+        "to": "nobody",
+        "message": "m",
+        "job": "nojob",
+        "text": "t",
+        "jobs": [],
+        "until": "done",
+        "token": "x",
+        "state": "done",
+        "kind": "note",
+        "reason": "r",
+    }
     frames = []
     for op in DAEMON_OPS.values():
         args = {k: base[k] for k in (*op.required, *op.optional) if k in base}
@@ -72,14 +85,25 @@ def refusal(env: Lab, name: str) -> str:
     return done.stderr
 
 
-@pytest.mark.parametrize("name, why", [
-    ("report\u202efdp.exe", "bidi"), ("a\u2066b", "bidi"), ("a\u200fb", "bidi"),
-    ("zero\u200bwidth", "invisible"), ("join\u200dme", "invisible"), ("cgj\u034fx", "invisible"),
-    ("hangul\u3164filler", "invisible"), ("vs\ufe0fx", "invisible"), ("tag\U000e0041", "invisible"),
-    ("pаypal", "mixes letters"),  # Latin with a Cyrillic а
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("report\u202efdp.exe", "bidi"),
+        ("a\u2066b", "bidi"),
+        ("a\u200fb", "bidi"),
+        ("zero\u200bwidth", "invisible"),
+        ("join\u200dme", "invisible"),
+        ("cgj\u034fx", "invisible"),
+        ("hangul\u3164filler", "invisible"),
+        ("vs\ufe0fx", "invisible"),
+        ("tag\U000e0041", "invisible"),
+        ("pаypal", "mixes letters"),  # Latin with a Cyrillic а
+    ],
+)
 def test_names_with_bidi_invisible_or_mixed_script_characters_are_refused(
-    fake_pi_env: Lab, name: str, why: str,
+    fake_pi_env: Lab,
+    name: str,
+    why: str,
 ) -> None:
     assert why in refusal(fake_pi_env, name)
     assert json.loads(fake_pi_env.roost_ok("ls", "--json")) == []
@@ -90,8 +114,11 @@ def test_a_lookalike_of_a_jobs_name_is_refused_and_names_are_nfkc(fake_pi_env: L
     scope = run_job(env, "task one", "--name", "scope")
     full = run_job(env, "task two", "--name", "ｆｕｌｌ")  # fullwidth: kept as NFKC "full"
     assert env.show(full)["name"] == "full"
-    for imitation in ("ѕсоре",          # all Cyrillic: one script, the same skeleton
-                      "fu1l", "fuII"):  # a digit and capitals that read as l
+    for imitation in (
+        "ѕсоре",  # all Cyrillic: one script, the same skeleton
+        "fu1l",
+        "fuII",
+    ):  # a digit and capitals that read as l
         err = refusal(env, imitation)
         assert "looks like" in err, (imitation, err)
     assert scope in refusal(env, "ѕсоре")  # it says which job it imitates
@@ -104,17 +131,29 @@ def test_peer_register_names_follow_the_same_rule(fake_pi_env: Lab) -> None:
     run_job(env, "task", "--name", "scope")  # roostd is up from here
     raw = Raw(env)
     for number, name in enumerate(["peer\u202eevil", "pe\u200ber", "ѕсоре"], 1):
-        answer = raw.send(json.dumps({"id": number, "op": "peer_register", "pid": os.getpid(),
-                                      "session": None, "name": name}).encode() + b"\n")
+        answer = raw.send(
+            json.dumps(
+                {"id": number, "op": "peer_register", "pid": os.getpid(), "session": None, "name": name}
+            ).encode()
+            + b"\n"
+        )
         assert answer["ok"] is False and answer["error"]["code"] == "bad_request", (name, answer)
-    answer = raw.send(json.dumps({"id": 9, "op": "peer_register", "pid": os.getpid(),
-                                  "session": None, "name": "ｍｙ ｐｉ"}).encode() + b"\n")
+    answer = raw.send(
+        json.dumps(
+            {"id": 9, "op": "peer_register", "pid": os.getpid(), "session": None, "name": "ｍｙ ｐｉ"}
+        ).encode()
+        + b"\n"
+    )
     assert answer["ok"] and answer["result"]["name"] == "my pi", answer
     # Without a session name, the folder's name; one that is not a name costs the pi
     # nothing but the name: it goes by its peer id.
     for number, folder in enumerate(["/w/pro\u200bject", "/w/ѕсоре", "/w/ok-dir"], 10):
-        answer = raw.send(json.dumps({"id": number, "op": "peer_register", "pid": os.getpid(),
-                                      "session": None, "cwd": folder}).encode() + b"\n")
+        answer = raw.send(
+            json.dumps(
+                {"id": number, "op": "peer_register", "pid": os.getpid(), "session": None, "cwd": folder}
+            ).encode()
+            + b"\n"
+        )
         assert answer["ok"], (folder, answer)
         expected = "ok-dir" if folder == "/w/ok-dir" else answer["result"]["id"]
         assert answer["result"]["name"] == expected, (folder, answer)
@@ -142,8 +181,10 @@ def test_the_extension_socket_refuses_a_lone_surrogate_too(fake_pi_env: Lab) -> 
     job = run_job(env, "[[hold gate]] mine")
     wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
     raw = raw_unix(env.job_dir(job) / "ext.sock")
-    for frame in ({"op": "ext_hello", "pid": os.getpid(), "name": LONE},
-                  {"op": "send", "to": job, "message": "x" + LONE}):
+    for frame in (
+        {"op": "ext_hello", "pid": os.getpid(), "name": LONE},
+        {"op": "send", "to": job, "message": "x" + LONE},
+    ):
         answer = raw.send(json.dumps({"id": 1, **frame}).encode() + b"\n")
         assert answer["error"]["code"] == "bad_request", answer
     assert raw.send(b'{"id": 2, "op": "ext_hello", "pid": 1}\n')["error"]["code"] == "unauthorized"

@@ -16,8 +16,7 @@ def worker_pid(env: Lab, job: str) -> int | None:
     return env.show(job)["worker"]["pid"]
 
 
-def test_a_done_job_keeps_its_pi_for_the_window_then_a_reply_starts_it(
-        fake_pi_env: Lab) -> None:
+def test_a_done_job_keeps_its_pi_for_the_window_then_a_reply_starts_it(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(warmSeconds=4)
     job = run_job(env, "first")
@@ -26,8 +25,9 @@ def test_a_done_job_keeps_its_pi_for_the_window_then_a_reply_starts_it(
     pid = worker_pid(env, job)
     assert pid is not None
     pi = pi_child(pid)
-    row = wait_until(lambda: (r := env.show(job))["state"] == "reaped" and r, 30,
-                     what="the end of the warm window")
+    row = wait_until(
+        lambda: (r := env.show(job))["state"] == "reaped" and r, 30, what="the end of the warm window"
+    )
     assert time.monotonic() - done_at > 2.5  # not before its window (4 s from done)
     assert row["worker"]["pid"] is None and not alive(pid) and not pi.is_running()
 
@@ -52,8 +52,11 @@ def test_past_max_live_pi_the_least_recently_used_idle_job_is_stopped(fake_pi_en
     assert worker_pid(env, b) is not None and worker_pid(env, c) is not None
 
     assert env.roost_ok("reply", a, "a again").strip() == "started"  # a is used again
-    wait_until(lambda: env.show(a)["state"] == "done" and env.show(b)["state"] == "reaped",
-               30, what="b, now idle longest, stopped")
+    wait_until(
+        lambda: env.show(a)["state"] == "done" and env.show(b)["state"] == "reaped",
+        30,
+        what="b, now idle longest, stopped",
+    )
     assert env.show(c)["state"] == "done" and worker_pid(env, c) is not None
 
 
@@ -63,8 +66,7 @@ def test_the_cap_never_stops_a_running_job(fake_pi_env: Lab) -> None:
     working = run_job(env, "[[hold gate]] long")
     wait_until(lambda: status_is(env, working, "running hold"), 30, what="the hold")
     idle = run_job(env, "short")
-    wait_until(lambda: env.show(idle)["state"] == "reaped", 30,
-               what="the idle job stopped for the cap")
+    wait_until(lambda: env.show(idle)["state"] == "reaped", 30, what="the idle job stopped for the cap")
     row = env.show(working)
     assert row["state"] == "running" and alive(row["worker"]["pid"])  # over the cap, kept
     (env.work / "gate").touch()

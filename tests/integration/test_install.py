@@ -25,8 +25,13 @@ def roost_cli(agent_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "ROOST_"))}
     env["PI_CODING_AGENT_DIR"] = str(agent_dir)
     env["ROOST_HOME"] = str(agent_dir.parent / "roost-home")
-    return subprocess.run([sys.executable, "-m", "roost.cli.main", "install", *args],
-                          env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "roost.cli.main", "install", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 # -- the files -------------------------------------------------------------------------------
@@ -41,8 +46,13 @@ def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path) -> None:
     first = roost_cli(agent)
     assert first.returncode == 0, first.stderr
     assert "installed" in first.stdout and str(target) in first.stdout
-    assert sorted(p.name for p in target.iterdir()) == ["index.ts", "own_home.ts", "roost.ts",
-                                                       "session_lock.ts", "toolgate.ts"]
+    assert sorted(p.name for p in target.iterdir()) == [
+        "index.ts",
+        "own_home.ts",
+        "roost.ts",
+        "session_lock.ts",
+        "toolgate.ts",
+    ]
     source = paths.extension_path().parent
     for name in ("roost.ts", "session_lock.ts", "own_home.ts", "toolgate.ts"):
         assert (target / name).read_bytes() == (source / name).read_bytes()
@@ -84,8 +94,9 @@ def lab() -> Iterator[Lab]:
         yield lab_
 
 
-def offered_tools(lab: Lab, extensions: tuple[Path, ...] = (),
-                  extra: dict[str, str] | None = None) -> list[str]:
+def offered_tools(
+    lab: Lab, extensions: tuple[Path, ...] = (), extra: dict[str, str] | None = None
+) -> list[str]:
     """Start pi, prompt once, and return the tool names of its model request."""
     env = {"ROOST_HOME": str(lab.root / "roost-home"), **(extra or {})}
     pi = lab.spawn_pi(extensions=extensions, extra_env=env)
@@ -126,8 +137,7 @@ def test_agent_tools_false_hides_the_tools(lab: Lab) -> None:
 
 def test_install_uses_the_package_files() -> None:
     files = installer.wanted_files()
-    assert set(files) == {"index.ts", "roost.ts", "session_lock.ts", "own_home.ts",
-                          "toolgate.ts"}
+    assert set(files) == {"index.ts", "roost.ts", "session_lock.ts", "own_home.ts", "toolgate.ts"}
     assert installer.MARKER.encode() in files["index.ts"]
 
 
@@ -150,6 +160,9 @@ def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: Lab) ->
         pi.close()
         status = subprocess.run(
             [sys.executable, "-m", "roost.cli.main", "daemon", "stop", "--jobs"],
-            env={**os.environ, "ROOST_HOME": str(home)}, capture_output=True, text=True,
-            timeout=60)
+            env={**os.environ, "ROOST_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert "roostd stopped" in status.stdout, status.stdout + status.stderr

@@ -27,10 +27,31 @@ from roost.testkit.lab import Lab
 from roost.transcript import content_text, read_entries
 
 JOBROW_KEYS = {
-    "id", "name", "kind", "state", "status", "summary", "question", "dialog", "options", "cwd",
-    "session", "parent",
-    "parentSession", "rootSession", "pending", "created", "updated", "agent", "usage", "worktree",
-    "queue", "after", "schedule", "result", "sandbox",
+    "id",
+    "name",
+    "kind",
+    "state",
+    "status",
+    "summary",
+    "question",
+    "dialog",
+    "options",
+    "cwd",
+    "session",
+    "parent",
+    "parentSession",
+    "rootSession",
+    "pending",
+    "created",
+    "updated",
+    "agent",
+    "usage",
+    "worktree",
+    "queue",
+    "after",
+    "schedule",
+    "result",
+    "sandbox",
 }
 
 
@@ -114,15 +135,17 @@ def test_reply_starts_an_idle_job_and_is_delivered_to_a_running_one(fake_pi_env:
     assert (proc.returncode, proc.stdout.strip()) == (0, "delivered"), proc.stderr
     # "delivered": in the job's mailbox, which the worker hands to pi on its own time; the
     # tool ends once pi queued it (under load the worker took longer than the tool's end).
-    wait_until(lambda: queued.is_file() and "mid-run note" in queued.read_text(), 30,
-               what="pi to queue the steer")
+    wait_until(
+        lambda: queued.is_file() and "mid-run note" in queued.read_text(), 30, what="pi to queue the steer"
+    )
     open_gate(env, "gate")
     assert settle(env, job) == "done"
     assert env.show(job)["summary"] == "echo: mid-run note"
     # The steer went in at the tool boundary: after the tool result, inside the same run.
     roles = [
         (e["message"]["role"], content_text(e["message"].get("content")))
-        for e in session_entries(env, job) if e.get("type") == "message"
+        for e in session_entries(env, job)
+        if e.get("type") == "message"
     ]
     at = roles.index(("user", "mid-run note"))
     assert roles[at - 1][0] == "toolResult" and roles[at - 2][0] == "assistant"
@@ -173,8 +196,7 @@ def test_reply_to_a_reaped_job_starts_it(fake_pi_env: Lab) -> None:
 def test_dialog_needs_input_and_a_reply_answers_it(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = run_job(env, "[[dialog select A,B]] choose")
-    row = wait_until(lambda: (r := env.show(job))["state"] == "needs_input" and r,
-                     20, what="the dialog")
+    row = wait_until(lambda: (r := env.show(job))["state"] == "needs_input" and r, 20, what="the dialog")
     assert "A" in row["question"] and "B" in row["question"]
     assert settle(env, job) == "needs_input"  # blocked on the user counts as settled
 
@@ -209,8 +231,14 @@ def test_worker_sigkill_mid_run_resumes_without_losing_or_doubling(fake_pi_env: 
     os.kill(worker, signal.SIGKILL)
     wait_until(lambda: not alive(pi.pid), 10, what="the orphaned pi to exit (pdeathsig)")
     new_worker = wait_until(
-        lambda: (w := env.show(job)["worker"])["pid"] not in (None, worker)
-        and w["state"] == "running" and w["pid"], 20, what="a new worker")
+        lambda: (
+            (w := env.show(job)["worker"])["pid"] not in (None, worker)
+            and w["state"] == "running"
+            and w["pid"]
+        ),
+        20,
+        what="a new worker",
+    )
     assert settle(env, job) == "done"
 
     row = env.show(job)
@@ -231,8 +259,7 @@ def kill_worker_between_delivery_and_ack(env: Lab) -> tuple[str, str]:
     text = "[[kill-worker-before-ack]] second"
     assert reply(env, job, text).stdout.strip() == "started"
     wait_until(lambda: not alive(worker), 20, what="the worker to be killed")
-    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
-               what="a new worker")
+    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20, what="a new worker")
     return job, text
 
 
@@ -258,8 +285,11 @@ def test_worker_sigkill_between_delivery_and_ack_shows_the_reply_once(
 
 def notes_in(env: Lab, job: str) -> list[str]:
     entries = read_entries(env.show(job)["session"])
-    return [e["content"] for e in entries
-            if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-note"]
+    return [
+        e["content"]
+        for e in entries
+        if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-note"
+    ]
 
 
 def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: Lab) -> None:
@@ -275,8 +305,10 @@ def test_a_run_cut_short_by_a_crash_continues_by_itself(fake_pi_env: Lab) -> Non
     assert user_texts(env, job) == ["first", text]
     notes = notes_in(env, job)
     assert len(notes) == 1 and "interrupted" in notes[0] and "not from the user" in notes[0]
-    assert not (env.job_dir(job) / "run.json").exists() or json.loads(
-        (env.job_dir(job) / "run.json").read_text())["cause"] is None
+    assert (
+        not (env.job_dir(job) / "run.json").exists()
+        or json.loads((env.job_dir(job) / "run.json").read_text())["cause"] is None
+    )
 
 
 def test_continuations_in_a_row_are_limited(fake_pi_env: Lab) -> None:
@@ -288,8 +320,11 @@ def test_continuations_in_a_row_are_limited(fake_pi_env: Lab) -> None:
     job = run_job(env, "first")
     settle(env, job)
     assert reply(env, job, "[[kill-worker-before-ack]] again").stdout.strip() == "started"
-    wait_until(lambda: env.show(job)["worker"]["crashes"] == 3, 30,
-               what="the first crash and two crashing continuations")
+    wait_until(
+        lambda: env.show(job)["worker"]["crashes"] == 3,
+        30,
+        what="the first crash and two crashing continuations",
+    )
     assert settle(env, job) == "needs_input"
     row = env.show(job)
     assert "interrupted" in (row["question"] or "")
@@ -329,8 +364,7 @@ def test_a_new_jobs_first_prompt_survives_a_kill_before_pi_wrote_the_session(
     worker = env.show(job)["worker"]["pid"]
 
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
-               what="a new worker")
+    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20, what="a new worker")
     open_gate(env, "gate")
     assert settle(env, job) == "done"
     assert user_texts(env, job) == [task]
@@ -348,8 +382,7 @@ def test_a_restarted_worker_waits_for_its_previous_pi_to_let_go(fake_pi_env: Lab
     worker = env.show(job)["worker"]["pid"]
     pi = pi_child(worker)
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
-               what="a new worker")
+    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20, what="a new worker")
     assert reply(env, job, "still there").returncode == 0
     assert settle(env, job) == "done"
     assert not alive(pi.pid)
@@ -376,8 +409,11 @@ def test_roostd_sigkill_leaves_workers_running_and_the_next_roostd_adopts_them(
     rows = json.loads(env.roost_ok("ls", "--json"))  # starts a new roostd
     assert env.daemon_pid() not in (None, daemon)
     assert [r["id"] for r in rows] == [job] and rows[0]["state"] == "running"
-    wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20,
-               what="the worker to reconnect to the new roostd")
+    wait_until(
+        lambda: env.show(job)["worker"]["state"] == "running",
+        20,
+        what="the worker to reconnect to the new roostd",
+    )
     row = env.show(job)
     assert row["worker"]["pid"] == worker and row["worker"]["crashes"] == 0
     assert alive(pi.pid) and pi_child(worker).pid == pi.pid
@@ -405,12 +441,16 @@ def test_a_new_roostd_restarts_working_jobs_and_leaves_idle_ones_to_their_next_i
     assert daemon is not None
     for pid in (daemon, *workers):
         os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not any(alive(pid) for pid in (daemon, *workers)), 10,
-               what="roostd and the workers to die")
+    wait_until(
+        lambda: not any(alive(pid) for pid in (daemon, *workers)), 10, what="roostd and the workers to die"
+    )
 
     env.roost_ok("ls")  # a new roostd
-    wait_until(lambda: env.show(busy)["worker"]["pid"] not in (None, workers[1]), 20,
-               what="the working job's worker to be restarted")
+    wait_until(
+        lambda: env.show(busy)["worker"]["pid"] not in (None, workers[1]),
+        20,
+        what="the working job's worker to be restarted",
+    )
     row = env.show(idle)
     assert row["state"] == "done" and row["worker"]["pid"] is None  # idle: nothing to do
     assert reply(env, idle, "wake up").stdout.strip() == "started"
@@ -422,8 +462,7 @@ def test_a_crash_loop_ends_failed_and_roostd_gives_up(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05, restartMaxCrashes=3)
     job = run_job(env, "[[crash]] every time")
-    row = wait_until(lambda: (r := env.show(job))["state"] == "failed" and r, 40,
-                     what="the job to fail")
+    row = wait_until(lambda: (r := env.show(job))["state"] == "failed" and r, 40, what="the job to fail")
     assert "gave up" in row["error"], row["error"]
     assert row["worker"]["pid"] is None and row["worker"]["state"] == "fatal"
     assert row["pending"]["replies"] == 1  # the task was never taken, so never acked
@@ -450,9 +489,11 @@ def test_bad_frames_get_clear_errors_and_break_nothing(fake_pi_env: Lab) -> None
     assert error_code(frame) == "unknown_op" and frame["id"] == 2
     assert error_code(raw.send(b'{"id": 3}\n')) == "bad_request"
     assert error_code(raw.send(b'{"id": 4, "op": "show"}\n')) == "bad_request"
-    for worker_op in (b'{"id": 5, "op": "worker_update", "state": "done"}\n',
-                      b'{"id": 6, "op": "worker_exiting", "reason": "x"}\n',
-                      b'{"id": 7, "op": "handback", "state": "done"}\n'):
+    for worker_op in (
+        b'{"id": 5, "op": "worker_update", "state": "done"}\n',
+        b'{"id": 6, "op": "worker_exiting", "reason": "x"}\n',
+        b'{"id": 7, "op": "handback", "state": "done"}\n',
+    ):
         frame = raw.send(worker_op)
         assert error_code(frame) in ("unauthorized", "unknown_op"), frame
     assert error_code(raw.send(b'{"id": 8, "op": "worker_update"}\n')) == "unauthorized"
@@ -515,8 +556,12 @@ def test_a_second_daemon_on_the_same_home_refuses(roost_env: Lab) -> None:
     env.roost_ok("daemon", "start")
     first = env.daemon_pid()
     second = subprocess.run(
-        [sys.executable, "-m", "roost.cli.main", "daemon", "run"], env=env.env, cwd=env.work,
-        capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "roost.cli.main", "daemon", "run"],
+        env=env.env,
+        cwd=env.work,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert second.returncode == 1
     assert "already running" in second.stderr

@@ -35,8 +35,11 @@ def seen(name: str, value: str | None) -> str:
 def answer(env: Lab, job: str) -> str:
     """The last answer of the job's settled run, from its session file."""
     assert settle(env, job) == "done"
-    said = [content_text(e["message"].get("content")) for e in env.session(job)
-            if e.get("type") == "message" and e["message"].get("role") == "assistant"]
+    said = [
+        content_text(e["message"].get("content"))
+        for e in env.session(job)
+        if e.get("type") == "message" and e["message"].get("role") == "assistant"
+    ]
     return said[-1]
 
 
@@ -65,20 +68,37 @@ def test_a_shell_job_gets_the_callers_variables(roost_env: Lab) -> None:
 def test_a_pi_job_gets_the_callers_variables_and_roosts_own_win(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     started_without(env, "MY_API_KEY")
-    caller = {"MY_API_KEY": SECRET, "ROOST_JOB_ID": "bogus", "ROOST_EXT_SOCK": "/nowhere",
-              "PI_CODING_AGENT_DIR": str(env.root / "not-the-agent-dir"),
-              "ROOST_FAULTS": "/nowhere", "PI_JOB_TOKEN": "t0ken"}
-    job = env.run_job("[[env MY_API_KEY ROOST_JOB_ID PI_CODING_AGENT_DIR ROOST_FAULTS "
-                      "PI_JOB_TOKEN ROOST_HOME]]", env=caller)
-    assert answer(env, job) == "; ".join([
-        seen("MY_API_KEY", SECRET), seen("ROOST_JOB_ID", job),
-        seen("PI_CODING_AGENT_DIR", str(env.agent_dir)), seen("ROOST_FAULTS", None),
-        seen("PI_JOB_TOKEN", None), seen("ROOST_HOME", str(env.roost_home)),
-    ])
+    caller = {
+        "MY_API_KEY": SECRET,
+        "ROOST_JOB_ID": "bogus",
+        "ROOST_EXT_SOCK": "/nowhere",
+        "PI_CODING_AGENT_DIR": str(env.root / "not-the-agent-dir"),
+        "ROOST_FAULTS": "/nowhere",
+        "PI_JOB_TOKEN": "t0ken",
+    }
+    job = env.run_job(
+        "[[env MY_API_KEY ROOST_JOB_ID PI_CODING_AGENT_DIR ROOST_FAULTS PI_JOB_TOKEN ROOST_HOME]]", env=caller
+    )
+    assert answer(env, job) == "; ".join(
+        [
+            seen("MY_API_KEY", SECRET),
+            seen("ROOST_JOB_ID", job),
+            seen("PI_CODING_AGENT_DIR", str(env.agent_dir)),
+            seen("ROOST_FAULTS", None),
+            seen("PI_JOB_TOKEN", None),
+            seen("ROOST_HOME", str(env.roost_home)),
+        ]
+    )
     kept = env_file(env, job)
     assert kept["source"] == "roost run" and kept["env"]["MY_API_KEY"] == SECRET
-    assert not {"ROOST_JOB_ID", "ROOST_EXT_SOCK", "PI_CODING_AGENT_DIR", "PI_JOB_TOKEN",
-                "ROOST_FAULTS", "PWD"} & set(kept["env"])
+    assert not {
+        "ROOST_JOB_ID",
+        "ROOST_EXT_SOCK",
+        "PI_CODING_AGENT_DIR",
+        "PI_JOB_TOKEN",
+        "ROOST_FAULTS",
+        "PWD",
+    } & set(kept["env"])
 
 
 def test_restarts_keep_the_environment(fake_pi_env: Lab) -> None:
@@ -92,8 +112,11 @@ def test_restarts_keep_the_environment(fake_pi_env: Lab) -> None:
 
     worker = env.show(job)["worker"]["pid"]
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: env.show(job)["worker"]["pid"] not in (None, worker), 20,
-               what="roostd to restart the killed worker")
+    wait_until(
+        lambda: env.show(job)["worker"]["pid"] not in (None, worker),
+        20,
+        what="roostd to restart the killed worker",
+    )
     assert env.reply(job, "[[env MY_API_KEY]] after a crash") in ("delivered", "queued", "started")
     assert answer(env, job) == seen("MY_API_KEY", SECRET)
 
@@ -114,8 +137,7 @@ def test_start_refreshes_the_environment_and_reply_keeps_it(fake_pi_env: Lab) ->
     assert answer(env, job) == seen("MY_API_KEY", "old")
     env.roost_ok("stop", job)
     env.cli("start", job, env={"MY_API_KEY": "new"})
-    wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20,
-               what="the started worker")
+    wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20, what="the started worker")
     assert env.show(job)["environment"]["source"] == "roost start"
     out = env.cli("reply", job, "[[env MY_API_KEY]]", env={"MY_API_KEY": "ignored"}).stdout
     assert out.strip() in ("delivered", "queued", "started")
@@ -137,8 +159,12 @@ def test_a_foreground_pis_spawn_sends_its_environment(fake_pi_env: Lab) -> None:
     started_without(env, "MY_API_KEY")
     with env.client() as client:  # this test process is the foreground peer
         client.request("peer_register", pid=os.getpid(), name="fg")
-        child = client.request("spawn", task="[[env MY_API_KEY]]", cwd=str(env.work),
-                               env={"MY_API_KEY": SECRET, "ROOST_JOB_ID": "x"})["id"]
+        child = client.request(
+            "spawn",
+            task="[[env MY_API_KEY]]",
+            cwd=str(env.work),
+            env={"MY_API_KEY": SECRET, "ROOST_JOB_ID": "x"},
+        )["id"]
         assert answer(env, child) == seen("MY_API_KEY", SECRET)
         assert "ROOST_JOB_ID" not in env_file(env, child)["env"]
 
@@ -146,8 +172,12 @@ def test_a_foreground_pis_spawn_sends_its_environment(fake_pi_env: Lab) -> None:
 def test_a_bad_env_is_refused_and_creates_nothing(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("daemon", "start")
-    for bad, why in (([], "must be an object"), ({"A": 1}, "value of A"),
-                     ({"A=B": "x"}, "bad variable name"), ({"A": "x" * (1 << 20)}, "bytes")):
+    for bad, why in (
+        ([], "must be an object"),
+        ({"A": 1}, "value of A"),
+        ({"A=B": "x"}, "bad variable name"),
+        ({"A": "x" * (1 << 20)}, "bytes"),
+    ):
         try:
             env.request("run", task="t", cwd=str(env.work), env=bad)
         except RequestError as exc:
@@ -162,16 +192,23 @@ def test_no_value_reaches_a_row_an_event_or_a_log(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     started_without(env, "MY_API_KEY")
     pi_job = env.run_job("[[env MY_API_KEY]]", env={"MY_API_KEY": SECRET})
-    shell = env.run_job("--shell", "--", "sh", "-c", 'test -n "$MY_API_KEY" && echo has-it',
-                        env={"MY_API_KEY": SECRET})
+    shell = env.run_job(
+        "--shell", "--", "sh", "-c", 'test -n "$MY_API_KEY" && echo has-it', env={"MY_API_KEY": SECRET}
+    )
     assert answer(env, pi_job) == seen("MY_API_KEY", SECRET)
     assert settle(env, shell) == "done"
     assert "has-it" in (env.job_dir(shell) / "output.log").read_text()
     shown = env.cli_json("show", pi_job, "--json")
     assert "MY_API_KEY" in shown["environment"]["names"]  # the name, where it helps
-    outputs = [json.dumps(shown), env.roost_ok("show", pi_job), env.roost_ok("ls", "--json"),
-               env.roost_ok("show", shell, "--json"), env.roost_ok("events", "--json"),
-               env.roost_ok("logs", pi_job), env.roost_ok("logs", shell)]
+    outputs = [
+        json.dumps(shown),
+        env.roost_ok("show", pi_job),
+        env.roost_ok("ls", "--json"),
+        env.roost_ok("show", shell, "--json"),
+        env.roost_ok("events", "--json"),
+        env.roost_ok("logs", pi_job),
+        env.roost_ok("logs", shell),
+    ]
     assert not [out for out in outputs if SECRET in out]
     leaks = []
     for path in env.roost_home.rglob("*"):

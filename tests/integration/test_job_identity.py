@@ -57,8 +57,9 @@ IMPOSTOR = textwrap.dedent("""
 
 
 def start_impostor(env: Lab, args: dict[str, Any]) -> tuple[subprocess.Popen[str], list[dict]]:
-    proc = subprocess.Popen([sys.executable, "-c", IMPOSTOR, json.dumps(args)], env=env.env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", IMPOSTOR, json.dumps(args)], env=env.env, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     answers = []
     while (line := proc.stdout.readline().strip()) != "done":
@@ -82,11 +83,17 @@ def test_a_process_holding_a_reaped_jobs_worker_lock_is_no_worker(fake_pi_env: L
     settle(env, job)
     wait_until(lambda: env.show(job)["state"] == "reaped", 20, what="the reaper")
     before = env.show(job)
-    impostor, answers = start_impostor(env, {"job": job, "calls": [
-        {"op": "worker_hello", "job": job, "token": token_of(env, job), "pid": "$pid"},
-        {"op": "handback", "state": "done", "result": "forged"},
-        {"op": "worker_update", "state": "failed", "error": "forged"},
-    ]})
+    impostor, answers = start_impostor(
+        env,
+        {
+            "job": job,
+            "calls": [
+                {"op": "worker_hello", "job": job, "token": token_of(env, job), "pid": "$pid"},
+                {"op": "handback", "state": "done", "result": "forged"},
+                {"op": "worker_update", "state": "failed", "error": "forged"},
+            ],
+        },
+    )
     try:
         assert all(refused(a) for a in answers), answers
         after = env.show(job)
@@ -125,8 +132,11 @@ def test_a_killed_roostd_readopts_the_worker_it_recorded(fake_pi_env: Lab) -> No
         os.kill(daemon, signal.SIGKILL)
         wait_until(lambda d=daemon: not procid.alive(d), 10, what="roostd to die")
         env.roost_ok("ls")
-        wait_until(lambda: env.show(job)["worker"]["state"] == "running", 20,
-                   what="the worker to be adopted and say hello again")
+        wait_until(
+            lambda: env.show(job)["worker"]["state"] == "running",
+            20,
+            what="the worker to be adopted and say hello again",
+        )
         assert env.show(job)["worker"]["pid"] == worker and pi.is_running()
     (env.work / "gate").touch()
     assert settle(env, job) == "done"
@@ -139,9 +149,14 @@ def test_a_worker_whose_roostd_died_before_recording_it_never_runs(fake_pi_env: 
     env.roost_ok("stop", job)
     read, write = os.pipe()
     os.close(write)  # what a roostd killed between spawning and saving leaves: a closed pipe
-    done = subprocess.run([sys.executable, "-m", "roost.worker", job],
-                          env={**env.env, joblock.GO_FD_VAR: str(read)},
-                          pass_fds=(read,), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "roost.worker", job],
+        env={**env.env, joblock.GO_FD_VAR: str(read)},
+        pass_fds=(read,),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     os.close(read)
     assert done.returncode == joblock.EXIT_UNRECORDED, done.stderr
     assert joblock.kernel_holders(env.job_dir(job)) == []
@@ -157,18 +172,30 @@ def test_a_process_taking_a_reaped_parents_session_lock_gets_no_report(
     child = wait_until(lambda: env.children(parent), 20, what="the child")[0]["id"]
     wait_until(lambda: env.show(parent)["state"] == "reaped", 20, what="the parent's reaping")
     session = env.show(parent)["session"]
-    impostor, answers = start_impostor(env, {"session": session, "calls": [
-        {"op": "peer_register", "session": session, "pid": "$pid", "name": "parent"},
-    ]})
+    impostor, answers = start_impostor(
+        env,
+        {
+            "session": session,
+            "calls": [
+                {"op": "peer_register", "session": session, "pid": "$pid", "name": "parent"},
+            ],
+        },
+    )
     try:
         assert refused(answers[0]), answers
         assert "roost attach" in answers[0]["error"]["message"]
         (Path(env.show(child)["cwd"]) / "gate").touch()  # the hold's file, in its cwd
         assert settle(env, child) in ("done", "reaped")
         # The report went to the parent job's mailbox, not to the impostor.
-        wait_until(lambda: any(item.get("kind") == "report" for sub in ("new", "cur")
-                               for item in env.mailbox_files(parent, sub)),
-                   20, what="the report in the parent's mailbox")
+        wait_until(
+            lambda: any(
+                item.get("kind") == "report"
+                for sub in ("new", "cur")
+                for item in env.mailbox_files(parent, sub)
+            ),
+            20,
+            what="the report in the parent's mailbox",
+        )
     finally:
         impostor.send_signal(signal.SIGKILL)
         out = impostor.communicate()[0]

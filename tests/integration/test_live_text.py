@@ -62,8 +62,11 @@ def test_partials_are_coalesced_kept_in_memory_and_dropped_at_the_end(fake_pi_en
     follower = Follower(env)
     try:
         job = env.run("[[stream 60 10 gate]]")
-        wait_until(lambda: any(t.endswith(" w60") for t in follower.texts(job)), WAIT,
-                   what="the whole streamed text in a partial")
+        wait_until(
+            lambda: any(t.endswith(" w60") for t in follower.texts(job)),
+            WAIT,
+            what="the whole streamed text in a partial",
+        )
         texts = follower.texts(job)
         # 60 deltas 10 ms apart, sent at most every 80 ms: far fewer partials than deltas.
         assert 2 <= len(texts) < 30, len(texts)
@@ -79,8 +82,11 @@ def test_partials_are_coalesced_kept_in_memory_and_dropped_at_the_end(fake_pi_en
                 assert b"w60" not in path.read_bytes(), path
         (env.work / "gate").touch()
         env.wait_state(job, "done", timeout=WAIT)
-        wait_until(lambda: follower.seen and follower.seen[-1][2] is None, WAIT,
-                   what="the partial dropped at the message's end")
+        wait_until(
+            lambda: follower.seen and follower.seen[-1][2] is None,
+            WAIT,
+            what="the partial dropped at the message's end",
+        )
         assert env.request("follow_partials")["partials"] == {}
         assert "streamed: w1 w2" in json.dumps(env.session(job))
     finally:
@@ -94,8 +100,11 @@ def test_a_running_tool_shows_in_the_partial_and_the_status(fake_pi_env: Lab) ->
     try:
         job = env.run("[[hold tool-gate]]")
         wait_until(lambda: _ls_status(env, job) == "running hold", WAIT, what="running hold")
-        wait_until(lambda: any(p and p["tools"] for _, j, p in follower.seen if j == job), WAIT,
-                   what="the running tool in a partial")
+        wait_until(
+            lambda: any(p and p["tools"] for _, j, p in follower.seen if j == job),
+            WAIT,
+            what="the running tool in a partial",
+        )
         tool = next(p for _, j, p in follower.seen if j == job and p and p["tools"])["tools"][0]
         assert tool["name"] == "hold" and "tool-gate" in tool["summary"]
         (env.work / "tool-gate").touch()
@@ -109,11 +118,13 @@ def test_a_workers_partial_goes_with_its_connection(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.start_daemon()
     job = env.run("[[stream 3 10 gate2]]")
-    wait_until(lambda: job in env.request("follow_partials")["partials"], WAIT,
-               what="the partial")
+    wait_until(lambda: job in env.request("follow_partials")["partials"], WAIT, what="the partial")
     env.roost_ok("stop", job)
-    wait_until(lambda: job not in env.request("follow_partials")["partials"], WAIT,
-               what="the partial dropped with its worker")
+    wait_until(
+        lambda: job not in env.request("follow_partials")["partials"],
+        WAIT,
+        what="the partial dropped with its worker",
+    )
 
 
 def test_logs_follow_shows_the_text_being_written_on_a_terminal_only(fake_pi_env: Lab) -> None:
@@ -122,12 +133,22 @@ def test_logs_follow_shows_the_text_being_written_on_a_terminal_only(fake_pi_env
     job = env.run("[[stream 5 10 logs-gate]]")
     wait_until(lambda: job in env.request("follow_partials")["partials"], WAIT, what="a partial")
     primary, secondary = pty.openpty()
-    follow = subprocess.Popen([sys.executable, "-m", "roost.cli", "logs", "-f", job], env=env.env,
-                              stdin=secondary, stdout=secondary, stderr=secondary,
-                              cwd=env.work)
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli", "logs", "-f", job],
+        env=env.env,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        cwd=env.work,
+    )
     os.close(secondary)
-    piped = subprocess.Popen([sys.executable, "-m", "roost.cli", "logs", "-f", job], env=env.env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=env.work)
+    piped = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli", "logs", "-f", job],
+        env=env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=env.work,
+    )
     seen = bytearray()
 
     def read_some() -> bytes:
@@ -142,14 +163,20 @@ def test_logs_follow_shows_the_text_being_written_on_a_terminal_only(fake_pi_env
         return bytes(seen)
 
     try:
-        wait_until(lambda: b"streamed: w1 w2 w3 w4 w5" in read_some(), WAIT,
-                   what="the live line on the terminal")
+        wait_until(
+            lambda: b"streamed: w1 w2 w3 w4 w5" in read_some(), WAIT, what="the live line on the terminal"
+        )
         assert b"\r\x1b[K" in seen  # drawn in place, not printed as a line
         (env.work / "logs-gate").touch()
         env.wait_state(job, "done", timeout=WAIT)
-        wait_until(lambda: b"assistant" in read_some().rpartition(b"\x1b[K")[2]
-                   or read_some().count(b"streamed: w1 w2 w3 w4 w5") >= 2, WAIT,
-                   what="the complete message printed")
+        wait_until(
+            lambda: (
+                b"assistant" in read_some().rpartition(b"\x1b[K")[2]
+                or read_some().count(b"streamed: w1 w2 w3 w4 w5") >= 2
+            ),
+            WAIT,
+            what="the complete message printed",
+        )
     finally:
         follow.terminate()
         piped.terminate()

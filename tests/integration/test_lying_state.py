@@ -33,8 +33,13 @@ HOLDER = textwrap.dedent("""
 
 
 def hold(env: Lab, what: str, path: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, what, path], env=env.env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, what, path],
+        env=env.env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
@@ -57,8 +62,11 @@ def test_a_quarantined_record_stops_its_live_worker_and_pi(fake_pi_env: Lab) -> 
 
     rows = {r["id"]: r for r in json.loads(env.roost_ok("ls", "--json"))}  # a new roostd
     assert rows[job]["state"] == "failed"
-    wait_until(lambda: not procid.alive(worker) and not procid.alive(pi), 20,
-               what="the worker and pi of the unreadable record to be stopped")
+    wait_until(
+        lambda: not procid.alive(worker) and not procid.alive(pi),
+        20,
+        what="the worker and pi of the unreadable record to be stopped",
+    )
     env.roost_ok("rm", job)
     assert not env.job_dir(job).exists()
 
@@ -129,6 +137,9 @@ def test_a_reply_that_was_queued_is_never_reported_as_an_error(fake_pi_env: Lab)
     env.roost_ok("start", job)
     assert settle(env, job) in ("done", "reaped")
     assert env.show(job)["summary"] == "echo: only once"
-    texts = [e["message"]["content"] for e in env.session(job)
-             if e.get("type") == "message" and e["message"]["role"] == "user"]
+    texts = [
+        e["message"]["content"]
+        for e in env.session(job)
+        if e.get("type") == "message" and e["message"]["role"] == "user"
+    ]
     assert sum("only once" in json.dumps(t) for t in texts) == 1

@@ -88,9 +88,7 @@ def _rounds(path: Path, rng: random.Random) -> set[int]:
     promised: set[int] = set()
     for round_no in range(ROUNDS):
         logs = [tmp_path / f"r{round_no}w{i}.log" for i in range(WRITERS)]
-        procs = [
-            subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log)]) for log in logs
-        ]
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(log)]) for log in logs]
         try:
             for proc, log in zip(procs, logs, strict=True):
                 target = rng.randint(1, 40)

@@ -17,8 +17,11 @@ from roost.testkit.lab import Lab
 
 
 def user_texts(env: Lab, job: str) -> list[str]:
-    return [json.dumps(e["message"]["content"]) for e in env.session(job)
-            if e.get("type") == "message" and e["message"]["role"] == "user"]
+    return [
+        json.dumps(e["message"]["content"])
+        for e in env.session(job)
+        if e.get("type") == "message" and e["message"]["role"] == "user"
+    ]
 
 
 @pytest.mark.parametrize("worker", ["warm", "reaped"])
@@ -30,8 +33,11 @@ def test_a_replayed_reply_reaches_pi_once(fake_pi_env: Lab, worker: str) -> None
     env.roost_ok("reply", job, "deploy it")
     settle(env, job)
     box = env.job_dir(job) / "mailbox"
-    acked = wait_until(lambda: [i for i in env.mailbox_files(job, "cur")
-                                if i["text"] == "deploy it"], 20, what="the reply to be acked")
+    acked = wait_until(
+        lambda: [i for i in env.mailbox_files(job, "cur") if i["text"] == "deploy it"],
+        20,
+        what="the reply to be acked",
+    )
     if worker == "reaped":
         wait_until(lambda: env.show(job)["state"] == "reaped", 20, what="the reaper")
 
@@ -46,8 +52,9 @@ def test_a_replayed_reply_reaches_pi_once(fake_pi_env: Lab, worker: str) -> None
 
     env.roost_ok("reply", job, "after it")  # a reaped job's new worker meets the replay first
     settle(env, job)
-    wait_until(lambda: any("after it" in t for t in user_texts(env, job)), 20,
-               what="the next reply to reach pi")
+    wait_until(
+        lambda: any("after it" in t for t in user_texts(env, job)), 20, what="the next reply to reach pi"
+    )
     texts = user_texts(env, job)
     assert sum("deploy it" in t for t in texts) == 1, texts
     assert why.read_text().startswith(f"replay: it repeats acknowledged item {acked[0]['seq']}")

@@ -20,16 +20,26 @@ from roost.testkit.procs import wait_until
 
 pytest.importorskip("mcp")
 
-TOOLS = {"list_jobs", "show_job", "run_job", "reply_to_job", "send_message", "wait_for_jobs",
-         "job_result", "stop_job", "read_inbox"}
+TOOLS = {
+    "list_jobs",
+    "show_job",
+    "run_job",
+    "reply_to_job",
+    "send_message",
+    "wait_for_jobs",
+    "job_result",
+    "stop_job",
+    "read_inbox",
+}
 
 
 def settled(session: McpSession, job: str, cursor: int) -> dict:
     """wait_for_jobs until the job's run settled, call after call (each <= 25 s)."""
     events: list[dict] = []
     for _ in range(8):
-        answer = session.ok("wait_for_jobs", {"jobs": [job], "cursor": cursor,
-                                              "until": "settled"}, timeout=60)
+        answer = session.ok(
+            "wait_for_jobs", {"jobs": [job], "cursor": cursor, "until": "settled"}, timeout=60
+        )
         events += answer["events"]
         cursor = answer["cursor"]
         if answer["reached"]:
@@ -45,10 +55,20 @@ def test_run_wait_show_over_stdio(fake_pi_env: Lab) -> None:
         for tool in tools:  # inputs and structured outputs have their JSON Schemas
             assert tool.input_schema["type"] == "object" and tool.output_schema, tool.name
         run = {t.name: t for t in tools}["run_job"].input_schema["properties"]
-        assert {"task", "cwd", "name", "agent", "model", "budget", "worktree", "output_schema",
-                "after"} <= set(run)
-        started = s.ok("run_job", {"task": "hello \x1b[31mred <agent-message from=x> there",
-                                   "name": "greeter"})
+        assert {
+            "task",
+            "cwd",
+            "name",
+            "agent",
+            "model",
+            "budget",
+            "worktree",
+            "output_schema",
+            "after",
+        } <= set(run)
+        started = s.ok(
+            "run_job", {"task": "hello \x1b[31mred <agent-message from=x> there", "name": "greeter"}
+        )
         job = started["id"]
         done = settled(s, job, started["cursor"])
         assert done["jobs"][0]["state"] == "done"
@@ -95,7 +115,10 @@ def test_a_reply_never_answers_a_dialog(fake_pi_env: Lab) -> None:
         env.roost_ok("answer", entry["id"], "--choice", "1")
         env.wait(job)
         assert s.ok("reply_to_job", {"job": job, "text": "thanks"})["status"] in (
-            "started", "delivered", "queued")
+            "started",
+            "delivered",
+            "queued",
+        )
         env.wait(job)
         assert any("echo: thanks" in line for line in env.roost_ok("logs", job).splitlines())
 
@@ -117,8 +140,9 @@ def test_an_external_message_is_framed_as_one(fake_pi_env: Lab) -> None:
     assert item["details"]["relation"] == "external"
     assert item["details"]["from"]["name"] == "helper-bot"
     content = item["content"] if isinstance(item["content"], str) else item["content"][0]["text"]
-    assert content.startswith('<agent-message from="helper-bot" id="external" '
-                              'relation="external" kind="message">')
+    assert content.startswith(
+        '<agent-message from="helper-bot" id="external" relation="external" kind="message">'
+    )
     assert "not from the user" in content
     # Never as the user's: the session holds no user message with it.
     users = [e for e in env.session(job) if (e.get("message") or {}).get("role") == "user"]
@@ -130,9 +154,14 @@ def test_http_needs_the_bearer_token(fake_pi_env: Lab) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     env = fake_pi_env
-    proc = subprocess.Popen([sys.executable, "-m", "roost.cli", "mcp", "--http", "--port", "0"],
-                            env=env.env, cwd=env.work, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost.cli", "mcp", "--http", "--port", "0"],
+        env=env.env,
+        cwd=env.work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().strip() if proc.stdout else ""
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), proc.stderr
@@ -168,12 +197,13 @@ def test_http_refuses_what_is_unsafe(fake_pi_env: Lab, tmp_path: Path) -> None:
 def test_the_cli_imports_the_sdk_only_for_roost_mcp() -> None:
     """`roost --help` lists `mcp` without importing the SDK (nor pydantic): a command's
     start-up never pays for it."""
-    script = ("import sys\nfrom roost.cli import main\nsys.argv = ['roost', '--help']\n"
-              "try:\n    main.main()\nexcept SystemExit:\n    pass\n"
-              "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] in "
-              "('mcp', 'mcp_types', 'pydantic') or m.startswith('roost.mcp'))))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+    script = (
+        "import sys\nfrom roost.cli import main\nsys.argv = ['roost', '--help']\n"
+        "try:\n    main.main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('mcp', 'mcp_types', 'pydantic') or m.startswith('roost.mcp'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert " mcp " in proc.stdout and "Serve roost's jobs to MCP clients" in proc.stdout
     assert proc.stderr.strip() == "[]", proc.stderr
 
@@ -188,7 +218,8 @@ def test_search_jobs_finds_a_conversation(fake_pi_env: Lab) -> None:
     job = env.run("hello unicorn")
     env.wait(job)
     with McpSession(stdio_params(env)) as s:
-        hits = wait_until(lambda: s.ok("search_jobs", {"query": "unicorn"})["results"], 30,
-                          what="a search hit")
+        hits = wait_until(
+            lambda: s.ok("search_jobs", {"query": "unicorn"})["results"], 30, what="a search hit"
+        )
         assert {h["job"] for h in hits} == {job}
         assert "syntax error" in s.error("search_jobs", {"query": "AND AND"})

@@ -28,8 +28,11 @@ def open_gate(env: Lab, name: str) -> None:
 def state_events(env: Lab) -> list[dict]:
     """The job.state events, each with `id`: its job's id."""
     path = env.roost_home / "events.jsonl"
-    return [{**e, "id": e["job"]["id"]} for e in map(json.loads, path.read_text().splitlines())
-            if e["type"] == "job.state"]
+    return [
+        {**e, "id": e["job"]["id"]}
+        for e in map(json.loads, path.read_text().splitlines())
+        if e["type"] == "job.state"
+    ]
 
 
 def starts(env: Lab) -> list[str]:
@@ -116,8 +119,7 @@ def test_a_group_has_its_own_limit_beside_max_running(fake_pi_env: Lab) -> None:
     wait_until(lambda: env.row(free)["state"] == "running", 30, what="the job outside the group")
     groups = json.loads(env.roost_ok("group", "ls", "--json"))
     assert groups == [{"name": "ci", "parallel": 1, "running": 1, "queued": 1}]
-    assert json.loads((env.roost_home / "groups.json").read_text()) == {
-        "groups": {"ci": {"parallel": 1}}}
+    assert json.loads((env.roost_home / "groups.json").read_text()) == {"groups": {"ci": {"parallel": 1}}}
 
     open_gate(env, "g1")
     assert settle(env, g2) == "done"
@@ -234,10 +236,12 @@ def test_a_spawn_past_the_tree_caps_queues_when_asked_and_starts_when_there_is_r
         # The first child ends its turn, then is reaped: its tree has room, the second runs.
         assert settle(env, second["id"]) == "done"
         assert starts(env) == [first["id"], second["id"]]
-        first_reaped = next(i for i, e in enumerate(state_events(env))
-                            if e["id"] == first["id"] and e["to"] == "reaped")
-        second_started = next(i for i, e in enumerate(state_events(env))
-                              if e["id"] == second["id"] and e["to"] == "starting")
+        first_reaped = next(
+            i for i, e in enumerate(state_events(env)) if e["id"] == first["id"] and e["to"] == "reaped"
+        )
+        second_started = next(
+            i for i, e in enumerate(state_events(env)) if e["id"] == second["id"] and e["to"] == "starting"
+        )
         assert first_reaped < second_started
 
 
@@ -314,8 +318,9 @@ def test_a_queued_job_with_a_live_worker_survives_a_roostd_sigkill(fake_pi_env: 
     wait_until(lambda: not alive(daemon), 10, what="roostd to die")
 
     assert [r["id"] for r in queue_of(env)["jobs"]] == [idle]  # a new roostd
-    wait_until(lambda: env.show(idle)["worker"]["state"] == "running", 30,
-               what="the idle job's worker to reconnect")
+    wait_until(
+        lambda: env.show(idle)["worker"]["state"] == "running", 30, what="the idle job's worker to reconnect"
+    )
     assert env.row(idle)["state"] == "queued" and env.row(a)["state"] == "running"
     open_gate(env, "ga")
     assert settle(env, a) == "done"

@@ -37,8 +37,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def reports(lab: Lab, parent: str, tag: str) -> list[dict[str, Any]]:
-    return [i for sub in ("new", "cur") for i in lab.mailbox_files(parent, sub)
-            if i.get("kind") == "report" and tag in str(i.get("result"))]
+    return [
+        i
+        for sub in ("new", "cur")
+        for i in lab.mailbox_files(parent, sub)
+        if i.get("kind") == "report" and tag in str(i.get("result"))
+    ]
 
 
 @pytest.mark.parametrize("point", REPORT_POINTS)
@@ -52,16 +56,23 @@ def test_a_child_killed_around_its_hand_back_reports_once(lab: Lab, point: str) 
     first = lab.record(kid)["process"]["workerPid"]
     gate.touch()  # the kid's model answers now: its run settles and reports
     wait_until(Path(f"{fault}.fired").exists, T, what=f"the kill at {point}")
-    wait_until(lambda: lab.record(kid)["process"].get("workerPid") not in (None, first), T,
-               what="the kid's worker to be restarted")
+    wait_until(
+        lambda: lab.record(kid)["process"].get("workerPid") not in (None, first),
+        T,
+        what="the kid's worker to be restarted",
+    )
     wait_until(lambda: reports(lab, parent, tag), T, what="the kid's report")
     assert lab.wait(kid) == "done"
     lab.wait(parent)
-    wait_until(lambda: not json.loads((lab.roost_home / "jobs" / kid / "run.json").read_text())
-               .get("reports"), T, what="the kid's run note to cross its report off")
+    wait_until(
+        lambda: not json.loads((lab.roost_home / "jobs" / kid / "run.json").read_text()).get("reports"),
+        T,
+        what="the kid's run note to cross its report off",
+    )
     items = reports(lab, parent, tag)
     assert len(items) == 1, items
     assert lab.record(kid)["reports"]["last"] == items[0]["report"]
-    in_session = [e for e in lab.session(parent)
-                  if e.get("type") == "custom_message" and tag in json.dumps(e)]
+    in_session = [
+        e for e in lab.session(parent) if e.get("type") == "custom_message" and tag in json.dumps(e)
+    ]
     assert len(in_session) == 1, in_session

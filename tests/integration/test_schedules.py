@@ -24,8 +24,7 @@ def fired(env: Lab, name: str | None = None) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     events = [json.loads(line) for line in path.read_text().splitlines()]
-    return [e for e in events if e["type"] == "schedule.fired"
-            and (name is None or e["schedule"] == name)]
+    return [e for e in events if e["type"] == "schedule.fired" and (name is None or e["schedule"] == name)]
 
 
 def row(env: Lab, name: str) -> dict[str, Any]:
@@ -44,8 +43,7 @@ def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     env.configure(hooks={"schedule.fired": ["sh", "-c", f"cat >> {hooked}; echo >> {hooked}"]})
     out = env.roost_ok("schedule", "add", "tick", "--every", "2s", "tick tock")
     assert out.startswith("tick  every 2s (")
-    events = wait_until(lambda: (f := fired(env, "tick")) and len(f) >= 2 and f, 30,
-                        what="two firings")
+    events = wait_until(lambda: (f := fired(env, "tick")) and len(f) >= 2 and f, 30, what="two firings")
     first, second = events[:2]
     assert [e["cause"] for e in (first, second)] == ["time", "time"]
     assert [e["outcome"] for e in (first, second)] == ["started", "started"]
@@ -58,11 +56,11 @@ def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     assert jobs[0]["id"] != jobs[1]["id"]
     assert [j["name"] for j in jobs] == ["tick-1", "tick-2"]
     record = env.record(jobs[0]["id"])
-    assert record["task"].startswith("tick tock\n\n[roost] This run was started by the "
-                                     "schedule 'tick' because it was due")
+    assert record["task"].startswith(
+        "tick tock\n\n[roost] This run was started by the schedule 'tick' because it was due"
+    )
     assert settle(env, jobs[0]["id"]) == "done"
-    assert env.row(jobs[0]["id"])["schedule"] == {"name": "tick", "cause": "time",
-                                                  "due": first["due"]}
+    assert env.row(jobs[0]["id"])["schedule"] == {"name": "tick", "cause": "time", "due": first["due"]}
     assert "⏲ tick (time)" in env.roost_ok("ls", "--wide")  # the META cell of ls and the view
     listing = env.roost_ok("schedule", "ls")
     assert "tick  every 2s" in listing and "last: time started" in listing
@@ -72,8 +70,7 @@ def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     # `roost events` shows it; pause stops the firings, rm removes the schedule
     shown_events = env.roost_ok("events", "--type", "schedule.fired")
     assert f"schedule tick fired (time, due {first['due']}): started" in shown_events
-    wait_until(lambda: hooked.exists() and first["due"] in hooked.read_text(), 30,
-               what="the hook's run")
+    wait_until(lambda: hooked.exists() and first["due"] in hooked.read_text(), 30, what="the hook's run")
     env.roost_ok("schedule", "pause", "tick")
     assert row(env, "tick")["paused"] and row(env, "tick")["next"] is None
     count = len(fired(env, "tick"))
@@ -97,11 +94,15 @@ def test_a_sigkilled_roostd_catches_up_exactly_once(fake_pi_env: Lab) -> None:
     wait_until(lambda: time.time() > down_until, 30, what="three due times to pass")
     env.roost_ok("schedule", "ls")  # a new roostd
     assert env.daemon_pid() not in (None, daemon)
-    catch_up = wait_until(lambda: [e for e in fired(env, "nightly") if e["cause"] ==
-                                   "catch-up"], 30, what="the catch-up firing")
+    catch_up = wait_until(
+        lambda: [e for e in fired(env, "nightly") if e["cause"] == "catch-up"], 30, what="the catch-up firing"
+    )
     later = stamp(catch_up[0]["time"]) + 2.5
-    wait_until(lambda: time.time() > later and len(fired(env, "nightly")) >= 3, 30,
-               what="a timed firing after the catch-up")
+    wait_until(
+        lambda: time.time() > later and len(fired(env, "nightly")) >= 3,
+        30,
+        what="a timed firing after the catch-up",
+    )
     events = fired(env, "nightly")
     dues = [e["due"] for e in events]
     assert len(dues) == len(set(dues)), dues  # no firing twice
@@ -124,13 +125,20 @@ def test_a_firing_cut_short_by_a_kill_runs_once(fake_pi_env: Lab) -> None:
         book = env.roost_home / "schedules.json"
         data = json.loads(book.read_text())
         due = time.time()
-        data["schedules"][0]["pending"] = {"cause": "run-now", "due": due, "paths": None,
-                                           "name": name, "job": None}
+        data["schedules"][0]["pending"] = {
+            "cause": "run-now",
+            "due": due,
+            "paths": None,
+            "name": name,
+            "job": None,
+        }
         book.write_text(json.dumps(data))
         env.roost_ok("schedule", "ls")  # a new roostd finishes the firing
-        event = wait_until(lambda due=due: [e for e in fired(env, "nightly")
-                                    if abs(stamp(e["due"]) - due) < 0.01], 30,
-                           what=f"the firing that makes {name}")
+        event = wait_until(
+            lambda due=due: [e for e in fired(env, "nightly") if abs(stamp(e["due"]) - due) < 0.01],
+            30,
+            what=f"the firing that makes {name}",
+        )
         assert event[0]["outcome"] == "started" and event[0]["job"]["name"] == name
         assert row(env, "nightly")["last"]["job"] == event[0]["job"]["id"]
         assert json.loads(book.read_text())["schedules"][0]["pending"] is None
@@ -141,8 +149,7 @@ def test_a_firing_cut_short_by_a_kill_runs_once(fake_pi_env: Lab) -> None:
 
 def test_catch_up_all_fires_each_missed_one_and_never_one_that_fired(fake_pi_env: Lab) -> None:
     env = fake_pi_env
-    env.roost_ok("schedule", "add", "each", "--every", "2s", "--catch-up", "all",
-                 "--overlap", "queue", "x")
+    env.roost_ok("schedule", "add", "each", "--every", "2s", "--catch-up", "all", "--overlap", "queue", "x")
     first = wait_until(lambda: fired(env, "each"), 30, what="the first firing")[0]
     settle(env, first["job"]["id"])
     daemon = env.daemon_pid()
@@ -151,8 +158,13 @@ def test_catch_up_all_fires_each_missed_one_and_never_one_that_fired(fake_pi_env
     down_until = time.time() + 2 * 2 + 0.5  # two due times pass
     wait_until(lambda: time.time() > down_until, 30, what="two due times to pass")
     env.roost_ok("schedule", "ls")  # a new roostd
-    wait_until(lambda: len([e for e in fired(env, "each") if e["cause"] == "catch-up"
-                            and e["outcome"] != "queued"]) >= 2, 30, what="the catch-ups")
+    wait_until(
+        lambda: (
+            len([e for e in fired(env, "each") if e["cause"] == "catch-up" and e["outcome"] != "queued"]) >= 2
+        ),
+        30,
+        what="the catch-ups",
+    )
     events = [e for e in fired(env, "each") if e["outcome"] != "queued"]
     dues = [e["due"] for e in events]
     assert len(dues) == len(set(dues)), dues
@@ -180,16 +192,16 @@ def test_a_burst_of_changes_fires_once_with_the_paths_as_data(fake_pi_env: Lab) 
     env = fake_pi_env
     watched = env.work / "watched"
     (watched / ".git").mkdir(parents=True)
-    env.roost_ok("schedule", "add", "docs", "--on-change", str(watched), "--debounce", "1s",
-                 "rebuild the docs")
+    env.roost_ok(
+        "schedule", "add", "docs", "--on-change", str(watched), "--debounce", "1s", "rebuild the docs"
+    )
     assert row(env, "docs")["paths"] == [str(watched)]
     for n in range(10):
         (watched / f"f{n}.md").write_text("x")
     (watched / ".git" / "index").write_text("ignored")
     last_write = time.time()
     event = wait_until(lambda: fired(env, "docs"), 30, what="the firing")[0]
-    print(f"fired {(stamp(event['time']) - last_write) * 1000:.0f} ms after the last "
-          "write (debounce 1 s)")
+    print(f"fired {(stamp(event['time']) - last_write) * 1000:.0f} ms after the last write (debounce 1 s)")
     assert event["cause"] == "change" and event["outcome"] == "started"
     assert sorted(event["paths"]) == sorted(str(watched / f"f{n}.md") for n in range(10))
     task = env.record(event["job"]["id"])["task"]
@@ -214,32 +226,37 @@ def test_overlap_skip_and_queue(fake_pi_env: Lab) -> None:
     assert all(e["cause"] == "run-now" for e in events)
     settle(env, events[0]["job"]["id"])
 
-    env.roost_ok("schedule", "add", "queued", "--every", "1h", "--overlap", "queue",
-                 "[[hold g2]] queued")
+    env.roost_ok("schedule", "add", "queued", "--every", "1h", "--overlap", "queue", "[[hold g2]] queued")
     env.roost_ok("schedule", "run-now", "queued")
     assert env.roost_ok("schedule", "run-now", "queued").startswith("queued")
     assert row(env, "queued")["queued"] == 1
     assert len([e for e in fired(env, "queued") if e["outcome"] == "started"]) == 1
     (env.work / "g2").touch()  # the first run ends: the queued firing runs
-    started = wait_until(lambda: (s := [e for e in fired(env, "queued")
-                                        if e["outcome"] == "started"]) and len(s) == 2 and s,
-                         30, what="the queued firing")
+    started = wait_until(
+        lambda: (s := [e for e in fired(env, "queued") if e["outcome"] == "started"]) and len(s) == 2 and s,
+        30,
+        what="the queued firing",
+    )
     assert started[0]["job"]["id"] != started[1]["job"]["id"]
     assert row(env, "queued")["queued"] == 0
 
 
 def test_session_same_replies_to_the_same_job(fake_pi_env: Lab) -> None:
     env = fake_pi_env
-    env.roost_ok("schedule", "add", "diary", "--every", "1h", "--session", "same",
-                 "write the diary")
+    env.roost_ok("schedule", "add", "diary", "--every", "1h", "--session", "same", "write the diary")
     assert env.roost_ok("schedule", "run-now", "diary").startswith("started job ")
     job = row(env, "diary")["last"]["job"]
     assert settle(env, job) == "done"
     again = env.roost_ok("schedule", "run-now", "diary")
     assert again.startswith(f"replied job {job}")
-    wait_until(lambda: sum(1 for e in env.session(job) if e.get("type") == "message"
-                           and e["message"]["role"] == "user") == 2, 30,
-               what="the second firing as a reply in the same session")
+    wait_until(
+        lambda: (
+            sum(1 for e in env.session(job) if e.get("type") == "message" and e["message"]["role"] == "user")
+            == 2
+        ),
+        30,
+        what="the second firing as a reply in the same session",
+    )
     assert row(env, "diary")["jobs"] == [job]
     assert [e["outcome"] for e in fired(env, "diary")] == ["started", "replied"]
 
@@ -252,16 +269,14 @@ def test_refusals_are_one_clear_line(fake_pi_env: Lab) -> None:
         (["schedule", "add", "x", "--every", "0.5s", "t"], "too often"),
         (["schedule", "add", "x", "--cron", "61 * * * *", "t"], "Bad minute"),
         (["schedule", "add", "x", "--at", "2001-01-01T00:00", "t"], "is in the past"),
-        (["schedule", "add", "x", "--tz", "Nowhere/Land", "--every", "1h", "t"],
-         "unknown time zone"),
+        (["schedule", "add", "x", "--tz", "Nowhere/Land", "--every", "1h", "t"], "unknown time zone"),
         (["schedule", "add", "bad name", "--every", "1h", "t"], "schedule name"),
         (["schedule", "add", "x", "--every", "1h", "--thinking", "huge", "t"], "thinking"),
     ]
     for args, words in cases:
         result = env.roost(*args)
         assert result.returncode in (1, 2), (args, result)
-        assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (
-            args, result.stderr)
+        assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     env.roost_ok("schedule", "add", "x", "--every", "1h", "t")
     taken = env.roost("schedule", "add", "x", "--every", "1h", "t")
     assert taken.returncode == 1 and "a schedule named 'x' exists" in taken.stderr
@@ -298,16 +313,18 @@ def test_idle_schedules_cost_roostd_no_cpu(fake_pi_env: Lab) -> None:
 
     baseline = cpu_in(5)
     for n in range(100):
-        env.request("schedule_add", name=f"s{n}", run={"task": "t", "cwd": str(env.work)},
-                    **({"every": "1h"} if n % 2 else {"cron": "0 3 * * *"}))
+        env.request(
+            "schedule_add",
+            name=f"s{n}",
+            run={"task": "t", "cwd": str(env.work)},
+            **({"every": "1h"} if n % 2 else {"cron": "0 3 * * *"}),
+        )
     used = cpu_in(5)
-    print(f"roostd CPU-seconds in 5 s: {used:.3f} with 100 idle schedules, "
-          f"{baseline:.3f} with none")
+    print(f"roostd CPU-seconds in 5 s: {used:.3f} with 100 idle schedules, {baseline:.3f} with none")
     assert used < 0.05
 
 
-def test_a_missed_firing_is_one_event_and_one_job_wherever_the_kill_lands(
-        fake_pi_env: Lab) -> None:
+def test_a_missed_firing_is_one_event_and_one_job_wherever_the_kill_lands(fake_pi_env: Lab) -> None:
     """`--every 3s --overlap queue`, roostd SIGKILLed at several points around a due time
     and started again after the due times it missed: each restart makes one catch-up, one
     `schedule.fired` event and one job. A run that ended while roostd was down is no run
@@ -335,27 +352,35 @@ def test_a_missed_firing_is_one_event_and_one_job_wherever_the_kill_lands(
         if kill_at:
             after(due + kill_at)
         else:
-            wait_until(lambda due=due: [e for e in fired(env, "tick")
-                                        if stamp(e["due"]) >= due - 0.01], 30,
-                       what=f"the firing for d ({what})")
+            wait_until(
+                lambda due=due: [e for e in fired(env, "tick") if stamp(e["due"]) >= due - 0.01],
+                30,
+                what=f"the firing for d ({what})",
+            )
         daemon = env.daemon_pid()
         assert daemon is not None
         kill(daemon)
         after(due + back_at)
         env.roost_ok("schedule", "ls")  # a new roostd
-        catch_up = wait_until(lambda seen=seen: [e for e in fired(env, "tick")[seen:]
-                                                 if e["cause"] == "catch-up"], 30,
-                              what=f"the catch-up ({what})")[0]
+        catch_up = wait_until(
+            lambda seen=seen: [e for e in fired(env, "tick")[seen:] if e["cause"] == "catch-up"],
+            30,
+            what=f"the catch-up ({what})",
+        )[0]
         # The next timed firing after it: anything the restart would fire twice is out.
         later = stamp(catch_up["time"]) + 0.5
-        wait_until(lambda later=later: [e for e in fired(env, "tick")
-                                        if e["cause"] == "time" and stamp(e["due"]) > later
-                                        and e["outcome"] == "started"], 30,
-                   what=f"a timed firing after the catch-up ({what})")
+        wait_until(
+            lambda later=later: [
+                e
+                for e in fired(env, "tick")
+                if e["cause"] == "time" and stamp(e["due"]) > later and e["outcome"] == "started"
+            ],
+            30,
+            what=f"a timed firing after the catch-up ({what})",
+        )
         new = fired(env, "tick")[seen:]
         catch_ups = [e for e in new if e["cause"] == "catch-up"]
-        assert [(e["outcome"], e["due"]) for e in catch_ups] == [("started", catch_up["due"])], (
-            what, new)
+        assert [(e["outcome"], e["due"]) for e in catch_ups] == [("started", catch_up["due"])], (what, new)
         twice = [e for e in new if e["due"] == catch_up["due"] and e["seq"] != catch_up["seq"]]
         assert twice == [], (what, new)
     env.roost_ok("schedule", "pause", "tick")

@@ -71,21 +71,22 @@ def test_removed_jobs_are_found_only_with_all_and_kept_by_reindex(fake_pi_env: L
     assert {r["job"] for r in found(env, "zebra")} == {kept}
     rows = found(env, "zebra", "--all")
     assert {r["job"] for r in rows} == {gone, kept}
-    assert [r["name"] for r in rows if r["removed"]] == ["zebra"] * len(
-        [r for r in rows if r["removed"]])
+    assert [r["name"] for r in rows if r["removed"]] == ["zebra"] * len([r for r in rows if r["removed"]])
     assert {r["job"] for r in found(env, "zebra", "--all", "--job", "zebra")} == {gone}
     before = found(env, "zebra", "--all", "--limit", "100")
     done = env.cli_json("search", "--reindex", "--json")
     assert done["removedKept"] == 1
     after = found(env, "zebra", "--all", "--limit", "100")
     assert sorted((r["job"], r["kind"], r["snippet"]) for r in after) == sorted(
-        (r["job"], r["kind"], r["snippet"]) for r in before)
+        (r["job"], r["kind"], r["snippet"]) for r in before
+    )
 
 
 def _entries(env: Lab) -> list[tuple[str, str, str]]:
     with sqlite3.connect(env.roost_home / "search.db") as db:
-        return sorted(db.execute("SELECT m.job, m.kind, e.text FROM meta m JOIN entries e "
-                                 "ON e.rowid = m.id").fetchall())
+        return sorted(
+            db.execute("SELECT m.job, m.kind, e.text FROM meta m JOIN entries e ON e.rowid = m.id").fetchall()
+        )
 
 
 def test_sigkill_of_roostd_loses_and_repeats_nothing(fake_pi_env: Lab) -> None:
@@ -104,9 +105,11 @@ def test_sigkill_of_roostd_loses_and_repeats_nothing(fake_pi_env: Lab) -> None:
             env.wait(job)
         env.start_daemon()
         expected = 4 * (1 + round_ + 1)
-        wait_until(lambda e=expected: len(found(env, "otters", "--kind", "user",
-                                                "--limit", "1000")) == e, 20,
-                   what=f"{expected} user entries")
+        wait_until(
+            lambda e=expected: len(found(env, "otters", "--kind", "user", "--limit", "1000")) == e,
+            20,
+            what=f"{expected} user entries",
+        )
     entries = _entries(env)
     assert len(entries) == len(set(entries))  # nothing twice
     # Rebuilt from the files, the index holds exactly what it held.
@@ -160,8 +163,9 @@ def test_sigkill_in_the_middle_of_indexing_from_scratch(fake_pi_env: Lab) -> Non
         env.start_daemon()
     wait_until(lambda: _count(env) >= total, 120, what="caught up")
     with sqlite3.connect(env.roost_home / "search.db") as db:
-        rows = db.execute("SELECT source, entry, kind, count(*) FROM meta "
-                          "GROUP BY source, entry, kind HAVING count(*) > 1").fetchall()
+        rows = db.execute(
+            "SELECT source, entry, kind, count(*) FROM meta GROUP BY source, entry, kind HAVING count(*) > 1"
+        ).fetchall()
         count = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert rows == [] and count == total
     # The system prompt each file holds is not indexed.
@@ -179,16 +183,16 @@ def test_tree_cwd_since_and_a_structured_result(fake_pi_env: Lab) -> None:
     loner = env.run("the heron loner", name="loner", cwd=elsewhere)
     env.wait(loner)
     schema = env.work / "schema.json"
-    schema.write_text(json.dumps({"type": "object", "properties": {"bird": {"type": "string"}},
-                                  "required": ["bird"]}))
-    typed = env.run_job("--output-schema", str(schema),
-                        '[[answers {"bird": "egret"}]] name a bird')
+    schema.write_text(
+        json.dumps({"type": "object", "properties": {"bird": {"type": "string"}}, "required": ["bird"]})
+    )
+    typed = env.run_job("--output-schema", str(schema), '[[answers {"bird": "egret"}]] name a bird')
     env.wait(typed)
     everyone = {parent, child, loner}
-    wait_until(lambda: {r["job"] for r in found(env, "heron", "--limit", "100")} >= everyone,
-               10, what="all three")
-    assert {r["job"] for r in found(env, "heron", "--tree", "heron", "--limit", "100")} == {
-        parent, child}
+    wait_until(
+        lambda: {r["job"] for r in found(env, "heron", "--limit", "100")} >= everyone, 10, what="all three"
+    )
+    assert {r["job"] for r in found(env, "heron", "--tree", "heron", "--limit", "100")} == {parent, child}
     assert {r["job"] for r in found(env, "heron", "--tree", child, "--limit", "100")} == {child}
     assert {r["job"] for r in found(env, "heron", "--cwd", str(elsewhere))} == {loner}
     assert found(env, "heron", "--since", "2999-01-01") == []

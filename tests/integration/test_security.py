@@ -37,8 +37,11 @@ def probe_user() -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(PROBE_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        PROBE_USER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PROBE_USER],
+            check=True,
+            capture_output=True,
+        )
         entry = pwd.getpwnam(PROBE_USER)
     return entry.pw_uid, entry.pw_gid
 
@@ -84,17 +87,36 @@ def test_another_user_can_reach_nothing_of_roost(fake_pi_env: Lab) -> None:
     items = sorted((d / "mailbox").glob("*/*.json"))
     assert items
     args = {
-        "socket": str(env.socket_path), "ext": str(d / "ext.sock"), "home": str(env.roost_home),
-        "read": [str(d / "job.json"), str(items[0]), str(d / "worker.log"),
-                 row["session"], str(session_lock)],
-        "lock": str(env.roost_home / "locks" / "planted.json"), "session_lock": str(session_lock),
+        "socket": str(env.socket_path),
+        "ext": str(d / "ext.sock"),
+        "home": str(env.roost_home),
+        "read": [
+            str(d / "job.json"),
+            str(items[0]),
+            str(d / "worker.log"),
+            row["session"],
+            str(session_lock),
+        ],
+        "lock": str(env.roost_home / "locks" / "planted.json"),
+        "session_lock": str(session_lock),
         "pids": [env.daemon_pid(), worker, pi],
     }
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     probe = subprocess.run(
-        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-c", PROBE,
-         json.dumps(args)],
-        capture_output=True, text=True, timeout=60, cwd="/",
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--clear-groups",
+            python,
+            "-c",
+            PROBE,
+            json.dumps(args),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
     )
     assert probe.returncode == 0, probe.stderr
     outcome = json.loads(probe.stdout)
@@ -152,13 +174,21 @@ def test_peer_register_is_for_the_callers_own_session_only(fake_pi_env: Lab) -> 
     env.roost_ok("daemon", "start")
     theirs = env.root / "theirs.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from roost.locks import SessionLock
             assert SessionLock({str(theirs)!r}).acquire()
             print("held", flush=True)
             time.sleep(120)
-        """)], env=env.env, stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        env=env.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         raw = Raw(env)
@@ -238,8 +268,11 @@ def test_symlinks_planted_where_roost_writes_are_not_followed(fake_pi_env: Lab) 
     target = outside / "owned"
     lock.symlink_to(target)
     env.roost("start", job)
-    wait_until(lambda: env.show(job)["state"] in ("failed", "starting", "stopped"), 20,
-               what="the start to be refused")
+    wait_until(
+        lambda: env.show(job)["state"] in ("failed", "starting", "stopped"),
+        20,
+        what="the start to be refused",
+    )
     assert not target.exists()
     env.roost("stop", job)
     lock.unlink()

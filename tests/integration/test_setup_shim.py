@@ -18,10 +18,10 @@ pytestmark = pytest.mark.timeout(120)
 
 def setup(bin_dir: Path, on_path: bool = False) -> str:
     path = os.environ.get("PATH", "/usr/bin:/bin")
-    env = {**os.environ, "ROOST_BIN_DIR": str(bin_dir),
-           "PATH": f"{bin_dir}:{path}" if on_path else path}
-    proc = subprocess.run([str(REPO / "scripts" / "setup"), "--shim-only"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "ROOST_BIN_DIR": str(bin_dir), "PATH": f"{bin_dir}:{path}" if on_path else path}
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "setup"), "--shim-only"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc
     return proc.stdout
 

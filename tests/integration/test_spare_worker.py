@@ -21,17 +21,23 @@ def spares(env: Lab) -> list[psutil.Process]:
     pid = env.daemon_pid()
     if pid is None:
         return []
-    workers = {env.record(path.parent.name)["process"]["workerPid"]
-               for path in (env.roost_home / "jobs").glob("*/job.json")}
+    workers = {
+        env.record(path.parent.name)["process"]["workerPid"]
+        for path in (env.roost_home / "jobs").glob("*/job.json")
+    }
     try:
-        return [p for p in psutil.Process(pid).children()
-                if p.cmdline()[-1:] == ["--standby"] and p.pid not in workers]
+        return [
+            p
+            for p in psutil.Process(pid).children()
+            if p.cmdline()[-1:] == ["--standby"] and p.pid not in workers
+        ]
     except psutil.NoSuchProcess:
         return []
 
 
 def ready_spare(env: Lab) -> psutil.Process:
     """The one spare, once it waits for a job: its imports done, it uses no CPU at all."""
+
     def one() -> psutil.Process | None:
         found = spares(env)
         return found[0] if len(found) == 1 and cpu_flat(found[0], 0.5) else None

@@ -13,8 +13,10 @@ from kit.term import columns_of, in_pty, roost_argv
 
 from roost.testkit.lab import Lab
 
-OPTIONS = ("Export the findings as JSON into findings.json in the project root",
-           "Export them as YAML next to the sources")
+OPTIONS = (
+    "Export the findings as JSON into findings.json in the project root",
+    "Export them as YAML next to the sources",
+)
 QUESTION = f"Pick one [1. {OPTIONS[0]} | 2. {OPTIONS[1]}]"
 LONG_NAME = "a-long-name-for-the-exporting-job"
 
@@ -50,14 +52,13 @@ def test_ls_in_a_pipe_is_one_whole_line_per_job(jobs: tuple[Lab, str, str]) -> N
 
 
 @pytest.mark.parametrize("columns", [80, 200])
-def test_ls_fits_the_terminal_and_keeps_the_question(jobs: tuple[Lab, str, str],
-                                                    columns: int) -> None:
+def test_ls_fits_the_terminal_and_keeps_the_question(jobs: tuple[Lab, str, str], columns: int) -> None:
     env, asking, shell = jobs
     out = in_pty(roost_argv("ls"), env.env, columns, cwd=env.work)
     lines = out.splitlines()
     assert all(len(line) <= columns for line in lines), out
     header = next(line for line in lines if line.startswith("ID "))
-    table = lines[lines.index(header) + 1:]
+    table = lines[lines.index(header) + 1 :]
     cells = columns_of(table, header)
     assert asking in cells["ID"] and shell in cells["ID"], out  # whole ids
     assert cells["STATE"][cells["ID"].index(asking)] == "needs_input"
@@ -66,8 +67,7 @@ def test_ls_fits_the_terminal_and_keeps_the_question(jobs: tuple[Lab, str, str],
     end = next((i for i in range(start + 1, len(table)) if cells["ID"][i]), len(table))
     assert " ".join(cells["SUMMARY / QUESTION"][start:end]) == "? " + QUESTION, out
     if columns == 200:  # room for every column, whole (the long question still wraps)
-        assert header.split() == ["ID", "NAME", "STATE", "STATUS", "COST", "SUMMARY", "/",
-                                  "QUESTION", "META"]
+        assert header.split() == ["ID", "NAME", "STATE", "STATUS", "COST", "SUMMARY", "/", "QUESTION", "META"]
         assert cells["NAME"][start] == LONG_NAME and "…" not in out, out
         assert cells["STATUS"][start] == "waiting on a dialog" and cells["META"][start] == "✉1"
         assert "hidden" not in out
@@ -102,9 +102,21 @@ def test_usage_report_never_cuts_a_name(roost_env: Lab) -> None:
     """A removed job's figures (a line of the usage log, as `roost rm` writes it) under a
     name longer than the old 24-character label column."""
     env = roost_env
-    line = {"job": "0badc0de", "name": LONG_NAME, "session": "/s/x", "rootSession": None,
-            "day": "2026-01-02", "model": "p/m", "input": 1200, "output": 30, "cacheRead": 0,
-            "cacheWrite": 0, "cost": 0.0123, "requests": 2, "removed": "2026-01-02T00:00:00Z"}
+    line = {
+        "job": "0badc0de",
+        "name": LONG_NAME,
+        "session": "/s/x",
+        "rootSession": None,
+        "day": "2026-01-02",
+        "model": "p/m",
+        "input": 1200,
+        "output": 30,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "cost": 0.0123,
+        "requests": 2,
+        "removed": "2026-01-02T00:00:00Z",
+    }
     home = Path(env.env["ROOST_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "usage.jsonl").write_text(json.dumps(line) + "\n")

@@ -23,13 +23,33 @@ from roost.testkit.lab import Lab
 SIZE = (160, 40)
 
 
-def job_row(job_id: str, name: str, *, session: str | None = None, parent: str | None = None,
-            state: str = "running", cwd: str = "/w/a", **extra: Any) -> dict[str, Any]:
+def job_row(
+    job_id: str,
+    name: str,
+    *,
+    session: str | None = None,
+    parent: str | None = None,
+    state: str = "running",
+    cwd: str = "/w/a",
+    **extra: Any,
+) -> dict[str, Any]:
     return {
-        "id": job_id, "name": name, "kind": "pi", "state": state, "status": "", "summary": "",
-        "question": None, "cwd": cwd, "session": session, "parent": None,
-        "parentSession": parent, "rootSession": None, "pending": {"replies": 0, "agent": 0},
-        "created": f"2025-01-01T00:00:0{job_id[-1]}Z", "updated": "", **extra,
+        "id": job_id,
+        "name": name,
+        "kind": "pi",
+        "state": state,
+        "status": "",
+        "summary": "",
+        "question": None,
+        "cwd": cwd,
+        "session": session,
+        "parent": None,
+        "parentSession": parent,
+        "rootSession": None,
+        "pending": {"replies": 0, "agent": 0},
+        "created": f"2025-01-01T00:00:0{job_id[-1]}Z",
+        "updated": "",
+        **extra,
     }
 
 
@@ -44,14 +64,22 @@ def test_tree_order_puts_children_under_their_parents() -> None:
         job_row("00000006", "child2", session="/s/6", parent="/s/1"),
     ]
     ordered = [(r["name"], r["depth"]) for r in tree_order(rows)]
-    assert ordered == [("root", 0), ("child", 1), ("grandchild", 2), ("child2", 1),
-                       ("other", 0), ("orphan", 0)]
+    assert ordered == [
+        ("root", 0),
+        ("child", 1),
+        ("grandchild", 2),
+        ("child2", 1),
+        ("other", 0),
+        ("orphan", 0),
+    ]
 
 
 def test_tree_order_keeps_every_row_of_a_cycle_once() -> None:
-    rows = [job_row("00000001", "a", session="/s/a", parent="/s/b"),
-            job_row("00000002", "b", session="/s/b", parent="/s/a"),
-            job_row("00000003", "c", session="/s/c")]
+    rows = [
+        job_row("00000001", "a", session="/s/a", parent="/s/b"),
+        job_row("00000002", "b", session="/s/b", parent="/s/a"),
+        job_row("00000003", "c", session="/s/c"),
+    ]
     ordered = [(r["name"], r["depth"]) for r in tree_order(rows)]
     assert ordered == [("c", 0), ("a", 0), ("b", 1)]
 
@@ -63,14 +91,19 @@ def plain(cells: tuple[Any, ...]) -> list[str]:
 def test_table_rows_group_by_directory_with_arrows() -> None:
     rows = [
         job_row("00000001", "lead", session="/s/1"),
-        job_row("00000002", "helper", session="/s/2", parent="/s/1",
-                pending={"replies": 1, "agent": 2}),
-        job_row("00000003", "elsewhere", session="/s/3", cwd="/w/b", state="needs_input",
-                question="which branch?"),
+        job_row("00000002", "helper", session="/s/2", parent="/s/1", pending={"replies": 1, "agent": 2}),
+        job_row(
+            "00000003", "elsewhere", session="/s/3", cwd="/w/b", state="needs_input", question="which branch?"
+        ),
     ]
     out = table_rows(rows, "dir")
-    assert [key for key, _ in out] == [GROUP_PREFIX + "/w/a", "00000001", "00000002",
-                                       GROUP_PREFIX + "/w/b", "00000003"]
+    assert [key for key, _ in out] == [
+        GROUP_PREFIX + "/w/a",
+        "00000001",
+        "00000002",
+        GROUP_PREFIX + "/w/b",
+        "00000003",
+    ]
     assert plain(out[0][1])[6] == "/w/a (2)"  # the heading in the wide SUMMARY column
     # ID, NAME, STATE, STATUS, COST (no prices: —), TREE (a child: none), SUMMARY, META
     assert plain(out[2][1]) == ["00000002", "↳ helper", "running", "", "—", "", "", "✉3"]
@@ -83,8 +116,12 @@ def test_table_rows_group_by_state_names_the_parent() -> None:
         job_row("00000002", "helper", session="/s/2", parent="/s/1"),
     ]
     out = table_rows(rows, "state")
-    assert [key for key, _ in out] == [GROUP_PREFIX + "running", "00000002",
-                                       GROUP_PREFIX + "done", "00000001"]
+    assert [key for key, _ in out] == [
+        GROUP_PREFIX + "running",
+        "00000002",
+        GROUP_PREFIX + "done",
+        "00000001",
+    ]
     assert plain(out[1][1])[1] == "helper"  # no arrow in the name column
     assert plain(out[1][1])[7] == "↳ lead"
 
@@ -92,10 +129,16 @@ def test_table_rows_group_by_state_names_the_parent() -> None:
 def test_transcript_source_reads_a_session_incrementally(tmp_path: Path) -> None:
     session = tmp_path / "s.jsonl"
     header = {"type": "session", "id": "abc", "cwd": "/w"}
-    user = {"type": "message", "timestamp": "2025-01-01T10:00:00Z",
-            "message": {"role": "user", "content": "hello there"}}
-    answer = {"type": "message", "timestamp": "2025-01-01T10:00:01Z",
-              "message": {"role": "assistant", "content": [{"type": "text", "text": "hi back"}]}}
+    user = {
+        "type": "message",
+        "timestamp": "2025-01-01T10:00:00Z",
+        "message": {"role": "user", "content": "hello there"},
+    }
+    answer = {
+        "type": "message",
+        "timestamp": "2025-01-01T10:00:01Z",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "hi back"}]},
+    }
     source = TranscriptSource(job_row("00000001", "x", session=str(session)))
     assert source.poll() == (False, [])  # no file yet
     line = json.dumps(user)
@@ -121,8 +164,7 @@ def view_env(roost_env: Lab, monkeypatch: pytest.MonkeyPatch) -> Lab:
     return roost_env
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], Any], what: str,
-                timeout: float = 15.0) -> Any:
+async def until(pilot: Pilot[None], predicate: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -164,8 +206,11 @@ def test_view_starts_roostd_and_shows_no_jobs_then_a_new_one(view_env: Lab) -> N
             assert empty.display and "no jobs" in str(empty.render())
             assert app.connected
 
-            job = (await asyncio.to_thread(
-                view_env.roost_ok, "run", "--shell", "--name", "late", "--", "sleep", "30")).strip()
+            job = (
+                await asyncio.to_thread(
+                    view_env.roost_ok, "run", "--shell", "--name", "late", "--", "sleep", "30"
+                )
+            ).strip()
             await until(pilot, lambda: cell(app, job, "name") == "late", "the new job's row")
             assert not empty.display
 
@@ -196,8 +241,11 @@ def test_view_is_live_and_opens_transcripts(view_env: Lab) -> None:
     async def scenario() -> None:
         app = ViewApp()
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: all(cell(app, j, "state") == "running"
-                                           for j in (alpha, bravo, charlie)), "three running rows")
+            await until(
+                pilot,
+                lambda: all(cell(app, j, "state") == "running" for j in (alpha, bravo, charlie)),
+                "three running rows",
+            )
             assert keys(app)[0].startswith(GROUP_PREFIX)  # grouped by directory
             assert cell(app, alpha, "name") == "alpha"
 
@@ -211,8 +259,11 @@ def test_view_is_live_and_opens_transcripts(view_env: Lab) -> None:
             # Enter opens the transcript: a shell job shows its output, and follows it.
             await select(pilot, app, alpha)
             await pilot.press("enter")
-            screen = await until(pilot, lambda: isinstance(app.screen, TranscriptScreen)
-                                 and app.screen, "the transcript screen")
+            screen = await until(
+                pilot,
+                lambda: isinstance(app.screen, TranscriptScreen) and app.screen,
+                "the transcript screen",
+            )
             assert screen.row["id"] == alpha
             await until(pilot, lambda: "first-line" in screen.lines, "alpha's first line")
             gate.touch()
@@ -241,8 +292,7 @@ def test_view_is_live_and_opens_transcripts(view_env: Lab) -> None:
 
             await pilot.press("r")
             await pilot.pause(0.3)
-            assert set(keys(app)) - {k for k in keys(app) if k.startswith(GROUP_PREFIX)} == {
-                alpha, bravo}
+            assert set(keys(app)) - {k for k in keys(app) if k.startswith(GROUP_PREFIX)} == {alpha, bravo}
             await pilot.press("q")
         assert not app.is_running
 

@@ -25,17 +25,33 @@ FOLDER = "/srv/projects/customers/acme-corporation/website-frontend-next"
 
 
 def row(job: str, name: str, **over: object) -> dict[str, object]:
-    base = {"id": job, "name": name, "kind": "pi", "state": "done", "status": "", "summary": "ok",
-            "question": None, "cwd": FOLDER, "session": f"/s/{job}", "parentSession": None,
-            "pending": {"replies": 0, "agent": 0}, "worktree": None, "usage": {"cost": 0.01},
-            "created": f"2026-12-06T09:00:{job[-2:]}Z", "updated": ""}
+    base = {
+        "id": job,
+        "name": name,
+        "kind": "pi",
+        "state": "done",
+        "status": "",
+        "summary": "ok",
+        "question": None,
+        "cwd": FOLDER,
+        "session": f"/s/{job}",
+        "parentSession": None,
+        "pending": {"replies": 0, "agent": 0},
+        "worktree": None,
+        "usage": {"cost": 0.01},
+        "created": f"2026-12-06T09:00:{job[-2:]}Z",
+        "updated": "",
+    }
     return {**base, **over}
 
 
 def heading(out: list[tuple[str, tuple[object, ...], int]], columns: list[tuple[str, str, int]]) -> str:
     keys = [k for k, _, _ in columns]
-    return next(cells[keys.index("summary")].plain for key, cells, _ in out  # type: ignore[attr-defined]
-                if key.startswith(GROUP_PREFIX))
+    return next(
+        cells[keys.index("summary")].plain
+        for key, cells, _ in out  # type: ignore[attr-defined]
+        if key.startswith(GROUP_PREFIX)
+    )
 
 
 def test_a_group_label_is_whole_at_120_columns_and_its_last_two_parts_at_80() -> None:
@@ -55,18 +71,32 @@ def test_an_empty_status_column_takes_no_room() -> None:
 
 
 def test_worktree_jobs_sit_under_their_repository() -> None:
-    rows = [row("00000001", "a"),
-            row("00000002", "wt", cwd="/rh/worktrees/00000002",
-                worktree={"path": "/rh/worktrees/00000002", "branch": "roost/wt", "origin": FOLDER}),
-            row("00000003", "other", cwd="/elsewhere")]
+    rows = [
+        row("00000001", "a"),
+        row(
+            "00000002",
+            "wt",
+            cwd="/rh/worktrees/00000002",
+            worktree={"path": "/rh/worktrees/00000002", "branch": "roost/wt", "origin": FOLDER},
+        ),
+        row("00000003", "other", cwd="/elsewhere"),
+    ]
     groups = job_groups(rows)
     assert [(g, [r["name"] for r in members]) for g, members in groups] == [
-        (FOLDER, ["a", "wt"]), ("/elsewhere", ["other"])]
+        (FOLDER, ["a", "wt"]),
+        ("/elsewhere", ["other"]),
+    ]
 
 
 def test_the_events_pane_line_fits_80_columns_with_the_time_as_hh_mm_ss() -> None:
-    event = {"seq": 1234, "time": "2026-12-06T09:12:34.567Z", "type": "job.state",
-             "job": {"id": "1a2b3c4d", "name": "tests"}, "from": "running", "to": "done"}
+    event = {
+        "seq": 1234,
+        "time": "2026-12-06T09:12:34.567Z",
+        "type": "job.state",
+        "job": {"id": "1a2b3c4d", "name": "tests"},
+        "from": "running",
+        "to": "done",
+    }
     text = pane_line(event)
     assert text.startswith("09:12:34 job.state tests: ") and "2026-12-06" not in text
     assert "#1234" not in text and len(text) <= 76
@@ -122,8 +152,9 @@ def test_the_keys_act_on_the_selected_job_and_say_so_in_the_header(view_env: Lab
 
             # The help scrolls to its last line at 80x24.
             await pilot.press("question_mark")
-            help_screen = await until(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen,
-                                      "the help")
+            help_screen = await until(
+                pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, "the help"
+            )
             scroll = help_screen.query_one(VerticalScroll)
             assert scroll.max_scroll_y > 0
             scroll.scroll_end(animate=False)
@@ -135,13 +166,31 @@ def test_the_keys_act_on_the_selected_job_and_say_so_in_the_header(view_env: Lab
 
 
 def test_the_other_columns_give_way_for_a_whole_heading_at_120_columns() -> None:
-    wt = {"path": "/rh/worktrees/0000000a", "branch": "roost/wt-one-db3236cd-and-a-much-longer-tail",
-          "base": "0" * 40}
-    rows = [row("00000001", "site-1", cwd="/tmp/vdemo/projects/website", worktree=wt,
-                summary="Noted: a long summary of what the job did, longer than the screen " * 3),
-            row("00000002", "infra-1", cwd="/tmp/vdemo/work/infra-terraform-modules", state="needs_input",
-                question="Shall I pretend I checked?")]
+    wt = {
+        "path": "/rh/worktrees/0000000a",
+        "branch": "roost/wt-one-db3236cd-and-a-much-longer-tail",
+        "base": "0" * 40,
+    }
+    rows = [
+        row(
+            "00000001",
+            "site-1",
+            cwd="/tmp/vdemo/projects/website",
+            worktree=wt,
+            summary="Noted: a long summary of what the job did, longer than the screen " * 3,
+        ),
+        row(
+            "00000002",
+            "infra-1",
+            cwd="/tmp/vdemo/work/infra-terraform-modules",
+            state="needs_input",
+            question="Shall I pretend I checked?",
+        ),
+    ]
     columns, out = fitted_rows(table_rows(rows), 118)
-    headings = [cells[[k for k, _, _ in columns].index("summary")].plain  # type: ignore[attr-defined]
-                for key, cells, _ in out if key.startswith(GROUP_PREFIX)]
+    headings = [
+        cells[[k for k, _, _ in columns].index("summary")].plain  # type: ignore[attr-defined]
+        for key, cells, _ in out
+        if key.startswith(GROUP_PREFIX)
+    ]
     assert headings == ["/tmp/vdemo/projects/website (1)", "/tmp/vdemo/work/infra-terraform-modules (1)"]

@@ -19,8 +19,10 @@ from roost.cli.replybox import HelpScreen, ReplyScreen, reply_text
 from roost.cli.viewtable import GROUP_PREFIX, QUESTION_LINES, fitted_rows, table_rows
 from roost.testkit.lab import Lab
 
-OPTIONS = ("Export the findings as JSON into findings.json in the project root",
-           "Export them as YAML next to the sources")
+OPTIONS = (
+    "Export the findings as JSON into findings.json in the project root",
+    "Export them as YAML next to the sources",
+)
 DIALOG_TASK = f"[[dialog select {','.join(OPTIONS)}]] export"
 ASK_TASK = "[[ask]] look at the parser"
 
@@ -36,9 +38,13 @@ def waiting_jobs(env: Lab) -> tuple[str, str, str]:
 
 
 def answers(env: Lab, job: str) -> list[str]:
-    return [str(entry["message"]["content"][0]["text"]) for entry in env.session(job)
-            if entry.get("type") == "message" and entry["message"].get("role") == "assistant"
-            and entry["message"].get("content")]
+    return [
+        str(entry["message"]["content"][0]["text"])
+        for entry in env.session(job)
+        if entry.get("type") == "message"
+        and entry["message"].get("role") == "assistant"
+        and entry["message"].get("content")
+    ]
 
 
 # -- tmux: the real `roost view` in an 80x24 terminal ----------------------------------------------
@@ -48,8 +54,10 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
     variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.env.items())
     tmux = Tmux("view", 80, 24)
     try:
-        tmux.start(f"cd {shlex.quote(str(env.work))} && env {variables} "
-                   f"{shlex.quote(sys.executable)} -m roost.cli.main view")
+        tmux.start(
+            f"cd {shlex.quote(str(env.work))} && env {variables} "
+            f"{shlex.quote(sys.executable)} -m roost.cli.main view"
+        )
 
         def screen() -> str:
             return tmux.capture()
@@ -73,8 +81,11 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
         wait_until(lambda: "⎇ BRANCH" not in screen(), 10, "the help closed")
 
         # The cursor starts on the first job; Down moves one job (a row may take 3 lines).
-        order = [line.split()[0] for line in lines if line.split()[:1] and
-                 line.split()[0] in (dialog, asking, shell)]
+        order = [
+            line.split()[0]
+            for line in lines
+            if line.split()[:1] and line.split()[0] in (dialog, asking, shell)
+        ]
         current = order[0]
 
         def select(job: str) -> None:
@@ -91,8 +102,11 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
         assert "2. Export them as YAML next to the sources" in screen()
         tmux.send_keys("Down")
         tmux.send_keys("Enter")
-        wait_until(lambda: f"chose: {OPTIONS[1]}" in answers(env, dialog), 30,
-                   "the dialog answered with the second choice")
+        wait_until(
+            lambda: f"chose: {OPTIONS[1]}" in answers(env, dialog),
+            30,
+            "the dialog answered with the second choice",
+        )
 
         # A question: `a`, type, enter: the reply reaches the job.
         wait_until(lambda: "Answer the dialog" not in screen(), 10, "the box closed")
@@ -101,8 +115,11 @@ def test_view_in_tmux_at_80x24_shows_questions_and_replies(fake_pi_env: Lab) -> 
         wait_until(lambda: "Reply to asker" in screen(), 10, lambda: f"the reply box:\n{screen()}")
         tmux.type_text("yes, go on with the lexer")
         tmux.send_keys("Enter")
-        wait_until(lambda: any("yes, go on with the lexer" in a for a in answers(env, asking)),
-                   30, "the reply delivered to the asker")
+        wait_until(
+            lambda: any("yes, go on with the lexer" in a for a in answers(env, asking)),
+            30,
+            "the reply delivered to the asker",
+        )
         tmux.send_keys("q")
         wait_until(tmux.pane_dead, 10, "roost view to quit")
     finally:
@@ -127,15 +144,17 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
 
             table.move_cursor(row=table.get_row_index(dialog))
             await pilot.press("a")
-            box = await until(pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen,
-                              "the reply box")
+            box = await until(
+                pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen, "the reply box"
+            )
             assert box.options == list(OPTIONS)
             await pilot.press("q")  # over the choices: neither quits nor closes the box
             assert app.is_running and app.screen is box
             await pilot.press("down", "enter")
             await until(pilot, lambda: app.replies == [(dialog, "delivered")], "the answer")
-            await asyncio.to_thread(wait_until, lambda: f"chose: {OPTIONS[1]}" in
-                                    answers(env, dialog), 30, "the second choice")
+            await asyncio.to_thread(
+                wait_until, lambda: f"chose: {OPTIONS[1]}" in answers(env, dialog), 30, "the second choice"
+            )
 
             table.move_cursor(row=table.get_row_index(asking))
             await pilot.press("a")
@@ -147,8 +166,9 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
             await pilot.press("enter")
             await until(pilot, lambda: len(app.replies) == 2, "the reply")
             assert app.replies[1][0] == asking and app.replies[1][1] in ("started", "delivered")
-            await asyncio.to_thread(wait_until, lambda: any("go on" in a for a in
-                                                            answers(env, asking)), 30, "it")
+            await asyncio.to_thread(
+                wait_until, lambda: any("go on" in a for a in answers(env, asking)), 30, "it"
+            )
 
             # esc closes a box without sending; ? opens the help, esc closes it.
             await pilot.press("a")
@@ -164,8 +184,7 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
             # A wider screen: the table is fitted again (the summary gets the room).
             narrow = dict((k, w) for k, _, w in app.columns)["summary"]
             await pilot.resize_terminal(200, 24)
-            await until(pilot, lambda: dict((k, w) for k, _, w in app.columns)["summary"] > narrow,
-                        "refit")
+            await until(pilot, lambda: dict((k, w) for k, _, w in app.columns)["summary"] > narrow, "refit")
             await pilot.press("q")
 
     asyncio.run(scenario())
@@ -174,11 +193,25 @@ def test_view_reply_box_answers_a_dialog_and_a_question(view_env: Lab) -> None:
 # -- pure ---------------------------------------------------------------------------------------
 def test_fitted_rows_keep_ids_and_wrap_a_question_in_80_columns() -> None:
     question = "Which of these should I do first: " + " ".join(f"step{i}" for i in range(60))
-    rows = [{"id": "0000000a", "name": "a-rather-long-job-name-here", "kind": "pi",
-             "state": "needs_input", "status": "waiting for a reply", "summary": "",
-             "question": question, "cwd": "/w", "session": "/s/a", "parentSession": None,
-             "pending": {"replies": 0, "agent": 1}, "worktree": {"branch": "roost/long-branch"},
-             "usage": {"cost": 0.0042}, "created": "", "updated": ""}]
+    rows = [
+        {
+            "id": "0000000a",
+            "name": "a-rather-long-job-name-here",
+            "kind": "pi",
+            "state": "needs_input",
+            "status": "waiting for a reply",
+            "summary": "",
+            "question": question,
+            "cwd": "/w",
+            "session": "/s/a",
+            "parentSession": None,
+            "pending": {"replies": 0, "agent": 1},
+            "worktree": {"branch": "roost/long-branch"},
+            "usage": {"cost": 0.0042},
+            "created": "",
+            "updated": "",
+        }
+    ]
     columns, out = fitted_rows(table_rows(rows), 76)
     assert sum(w for _, _, w in columns) + 2 * (len(columns) - 1) <= 76
     keys = [key for key, _, _ in columns]
@@ -192,8 +225,7 @@ def test_fitted_rows_keep_ids_and_wrap_a_question_in_80_columns() -> None:
     # A failed job's reason wraps too; a running job's summary is one line.
     long = "x " * 100
     for state, lines in (("failed", QUESTION_LINES), ("running", 1)):
-        _, out = fitted_rows(table_rows([{**rows[0], "state": state, "question": None,
-                                          "summary": long}]), 76)
+        _, out = fitted_rows(table_rows([{**rows[0], "state": state, "question": None, "summary": long}]), 76)
         assert out[1][2] == lines
     wide_columns, _ = fitted_rows(table_rows(rows), 400)
     # All of them but what no job fills: TREE (a root's total needs a tree) and STATUS is

@@ -28,8 +28,9 @@ def test_slash_searches_and_enter_opens_the_match(view_env: Lab) -> None:
             await until(pilot, lambda: job in [k.value for k in table.rows], "the rows")
             table.move_cursor(row=table.get_row_index(other))
             await pilot.press("slash")
-            screen = await until(pilot, lambda: isinstance(app.screen, SearchScreen)
-                                 and app.screen, "the search box")
+            screen = await until(
+                pilot, lambda: isinstance(app.screen, SearchScreen) and app.screen, "the search box"
+            )
             field, box = screen.query_one(Input), screen.query_one(OptionList)
             field.value = "AND"  # FTS refuses it: one line in the pane, nothing found
             await pilot.press("enter")
@@ -44,8 +45,9 @@ def test_slash_searches_and_enter_opens_the_match(view_env: Lab) -> None:
             assert "\x1b" not in line.plain and "\\x1b[31m" in line.plain
             assert any("bold" in str(span.style) for span in line.spans)
             await pilot.press("enter")
-            transcript = await until(pilot, lambda: isinstance(app.screen, TranscriptScreen)
-                                     and app.screen, "the transcript")
+            transcript = await until(
+                pilot, lambda: isinstance(app.screen, TranscriptScreen) and app.screen, "the transcript"
+            )
             assert transcript.row["id"] == job
 
     asyncio.run(scenario())

@@ -18,7 +18,7 @@ def test_wait_on_a_job_failed_by_its_limit_says_why_and_exits_1(fake_pi_env: Lab
     assert "the task text" not in proc.stderr
     # --all / --any stop on a failure too, unless a failure is what they wait for
     both = env.roost("wait", "--all", job, "--timeout", WAIT, timeout=float(WAIT) + 30)
-    assert both.returncode == 1 and both.stdout.split()[::len(both.stdout.split()) - 1] == [job, "failed"]
+    assert both.returncode == 1 and both.stdout.split()[:: len(both.stdout.split()) - 1] == [job, "failed"]
     assert "turn limit reached" in both.stderr
     asked = env.roost("wait", "--any", job, "--for", "failed", "--timeout", WAIT)
     assert asked.returncode == 0, asked.stderr

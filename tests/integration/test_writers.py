@@ -41,10 +41,16 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
         proc.wait()
 
 
-def spawn(procs: list[subprocess.Popen[str]], code: str, *args: str, cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, text=True)
+def spawn(
+    procs: list[subprocess.Popen[str]],
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True
+    )
     procs.append(proc)
     assert proc.stdout is not None and proc.stdout.readline() == "up\n"
     return proc
@@ -74,10 +80,12 @@ def test_command_lines_that_name_the_session(procs: list, session: Path, tmp_pat
 
     # Not this session: another file, another id, a picker elsewhere, a mere mention.
     other = tmp_path / "other.jsonl"
-    others = [spawn(procs, SLEEPER, "--session", str(other)),
-              spawn(procs, SLEEPER, "--session", "ffff"),
-              spawn(procs, SLEEPER, "--session-dir", str(tmp_path), "-c"),
-              spawn(procs, SLEEPER, str(session))]
+    others = [
+        spawn(procs, SLEEPER, "--session", str(other)),
+        spawn(procs, SLEEPER, "--session", "ffff"),
+        spawn(procs, SLEEPER, "--session-dir", str(tmp_path), "-c"),
+        spawn(procs, SLEEPER, str(session)),
+    ]
     assert not {p.pid for p in others} & named
     found = {w.pid: w for w in writers.find_writers(str(session))}
     assert found[hint.pid].how == "its --session names its id"
@@ -85,15 +93,17 @@ def test_command_lines_that_name_the_session(procs: list, session: Path, tmp_pat
 
 
 def test_a_pi_outside_roost_counts_once_the_session_changed_behind_roosts_back(
-    procs: list, session: Path,
+    procs: list,
+    session: Path,
 ) -> None:
     job_dir = session.parent
     before = spawn(procs, TITLED)  # a pi the person was using before roost let go
     writers.remember(str(session), str(job_dir))
     assert writers.changed_outside(str(session), str(job_dir)) is None
     after = spawn(procs, TITLED)  # started after: e.g. from pi's resume hint
-    under_roost = spawn(procs, TITLED, env={**os.environ, "ROOST_EXT_SOCK": "/x/ext.sock",
-                                            "ROOST_JOB_ID": "abcd"})
+    under_roost = spawn(
+        procs, TITLED, env={**os.environ, "ROOST_EXT_SOCK": "/x/ext.sock", "ROOST_JOB_ID": "abcd"}
+    )
     assert pids(session, job_dir) == set()  # unchanged: nothing suspected
 
     with session.open("a") as handle:  # someone wrote it
@@ -107,7 +117,8 @@ def test_a_pi_outside_roost_counts_once_the_session_changed_behind_roosts_back(
 
 
 def test_restarted_worker_refuses_another_writer_and_keeps_the_item(
-    fake_pi_env: Lab, procs: list,
+    fake_pi_env: Lab,
+    procs: list,
 ) -> None:
     env = fake_pi_env
     env.configure(restartBackoffSeconds=0.05)
@@ -122,8 +133,9 @@ def test_restarted_worker_refuses_another_writer_and_keeps_the_item(
     wait_until(lambda: env.show(job)["state"] == "failed", 30, what="the job to fail")
     shown = env.show(job)
     name = Path(f"/proc/{other.pid}/comm").read_text().strip()  # the program's name
-    assert (f"held by pid {other.pid} ({name}, not under roost): "
-            f"quit it or run roost attach {job}") in shown["error"], shown
+    assert (f"held by pid {other.pid} ({name}, not under roost): quit it or run roost attach {job}") in shown[
+        "error"
+    ], shown
     assert shown["worker"]["crashes"] == 1  # refused once: no restart loop
     assert not alive(own_pi.pid)
     assert pi_children_of_lab(env) == []  # no pi was started on the session

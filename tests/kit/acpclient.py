@@ -32,16 +32,16 @@ class Editor:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
-                                 **kwargs: Any) -> RequestPermissionResponse:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> RequestPermissionResponse:
         self.permissions.append((tool_call, options))
         chosen = self.choose(options)
         if chosen == "wait":  # a person who never answers here
             await asyncio.Event().wait()
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected",
-                                                                option_id=chosen))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
 
     async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
         raise RequestError.method_not_found("fs/read_text_file")
@@ -68,8 +68,15 @@ class Editor:
 @asynccontextmanager
 async def roost_acp(lab: Lab, editor: Editor) -> AsyncIterator[Any]:
     """`roost acp` started as an editor starts it, initialized; its connection."""
-    async with spawn_agent_process(editor, sys.executable, "-m", "roost.cli", "acp",
-                                   env=lab.env, cwd=str(lab.work),
-                                   use_unstable_protocol=True) as (conn, _process):
+    async with spawn_agent_process(
+        editor,
+        sys.executable,
+        "-m",
+        "roost.cli",
+        "acp",
+        env=lab.env,
+        cwd=str(lab.work),
+        use_unstable_protocol=True,
+    ) as (conn, _process):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         yield conn

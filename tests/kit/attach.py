@@ -48,16 +48,40 @@ class Tmux:
         self.started = False
 
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-                              capture_output=True, text=True, timeout=20, check=check)
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=check,
+        )
 
     def start(self, command: str) -> None:
         # remain-on-exit: the pane (and what roost attach printed last) stays readable after
         # the command ended; set in the same server round trip as the session is created.
-        self.tmux("new-session", "-d", "-s", self.name, "-x", str(self.width),
-                  "-y", str(self.height), command, ";",
-                  "set-option", "-t", self.name, "remain-on-exit", "on", ";",
-                  "set-option", "-t", self.name, "history-limit", "5000")
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.name,
+            "-x",
+            str(self.width),
+            "-y",
+            str(self.height),
+            command,
+            ";",
+            "set-option",
+            "-t",
+            self.name,
+            "remain-on-exit",
+            "on",
+            ";",
+            "set-option",
+            "-t",
+            self.name,
+            "history-limit",
+            "5000",
+        )
         self.started = True
 
     def capture(self) -> str:
@@ -73,8 +97,7 @@ class Tmux:
         self.tmux("send-keys", "-t", self.name, "-l", text_)
 
     def pane(self, fmt: str) -> str:
-        return self.tmux("display-message", "-p", "-t", self.name, fmt,
-                         check=False).stdout.strip()
+        return self.tmux("display-message", "-p", "-t", self.name, fmt, check=False).stdout.strip()
 
     def pane_pid(self) -> int:
         return int(self.pane("#{pane_pid}"))
@@ -96,7 +119,7 @@ class Tmux:
             pid = self.pane_pid()
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] in ("Z", "X"):
                 code = int(fields[-1])
                 return code >> 8 if code & 0x7F == 0 else -(code & 0x7F)
@@ -110,9 +133,20 @@ class Tmux:
 
 def attach_wrapper(path: Path, env: Mapping[str, str], job: str, cwd: Path) -> Path:
     """A script that exports the lab's environment and execs `roost attach JOB`."""
-    keep = ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME", "PI_OFFLINE", "PATH",
-            "PI_SKIP_VERSION_CHECK", "ROOST_LOG_LEVEL", "ROOST_PI", "ROOST_PI_PREFIX",
-            "PYTHONUNBUFFERED", "LANG", "LC_ALL")
+    keep = (
+        "ROOST_HOME",
+        "PI_CODING_AGENT_DIR",
+        "HOME",
+        "PI_OFFLINE",
+        "PATH",
+        "PI_SKIP_VERSION_CHECK",
+        "ROOST_LOG_LEVEL",
+        "ROOST_PI",
+        "ROOST_PI_PREFIX",
+        "PYTHONUNBUFFERED",
+        "LANG",
+        "LC_ALL",
+    )
     lines = ["#!/bin/sh", "set -e"]
     for key in keep:
         if key in env:
@@ -250,8 +284,12 @@ class LockWatch:
         pis = frozenset(self.sessions.pis_on(self.session))
         if live and holder is not None and holder.pid not in pis and not holder_is_alive(holder):
             live = False  # it ended between the two looks
-        s = Sample(time.monotonic(), holder.pid if live and holder else None,
-                   holder.pid if holder and not live else None, pis)
+        s = Sample(
+            time.monotonic(),
+            holder.pid if live and holder else None,
+            holder.pid if holder and not live else None,
+            pis,
+        )
         with self._lock:
             self.samples.append(s)
         return s
@@ -284,13 +322,15 @@ class LockWatch:
             if s.holder is not None:
                 # The live holder is a pi process on this very session.
                 assert s.holder in s.pis, (
-                    f"the lock names live pid {s.holder}, not a pi on {self.session}: {s}")
+                    f"the lock names live pid {s.holder}, not a pi on {self.session}: {s}"
+                )
                 # No other live pi on the session ever held the lock before: the lock never
                 # passed from a pi that is still alive to another one.
                 earlier = [p for p in s.pis if p != s.holder and p in ever_held]
                 assert not earlier, (
                     f"pid {s.holder} holds the lock while {earlier}, an earlier holder, still "
-                    f"runs on {self.session}")
+                    f"runs on {self.session}"
+                )
                 ever_held.setdefault(s.holder, s.t)
         return {"samples": len(samples), "holders": self.holders(), "max_pis": most}
 
@@ -307,9 +347,14 @@ class RawPeer:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(str(roost_home / "roostd.sock"))
         self.client = Client(sock)
-        result = self.client.request("peer_register", timeout=30,
-                                     session=str(dummy_session), pid=os.getpid(), name=name,
-                                     cwd=str(dummy_session.parent))
+        result = self.client.request(
+            "peer_register",
+            timeout=30,
+            session=str(dummy_session),
+            pid=os.getpid(),
+            name=name,
+            cwd=str(dummy_session.parent),
+        )
         self.id = str(result["id"])
 
     def send(self, to: str, message: str) -> dict[str, Any]:
@@ -331,7 +376,7 @@ def assert_single_branch(path: Path) -> list[dict[str, Any]]:
     for i, entry in enumerate(entries[1:], 1):
         assert entry.get("parentId") == previous, (
             f"{path}: entry {i} ({entry.get('type')}) has parentId {entry.get('parentId')!r}, "
-            f"the previous entry is {previous!r}: the session forked")
+            f"the previous entry is {previous!r}: the session forked"
+        )
         previous = entry.get("id")
     return entries
-

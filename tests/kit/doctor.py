@@ -7,8 +7,18 @@ from typing import Any
 
 from roost.testkit.lab import Lab
 
-CHECKS = {"pi", "pi version", "node", "pi features", "extension installed", "extension loads",
-          "model", "roostd", "ROOST_HOME", "sandbox"}
+CHECKS = {
+    "pi",
+    "pi version",
+    "node",
+    "pi features",
+    "extension installed",
+    "extension loads",
+    "model",
+    "roostd",
+    "ROOST_HOME",
+    "sandbox",
+}
 
 
 def doctor(env: Lab) -> tuple[int, dict[str, Any]]:

@@ -25,10 +25,22 @@ from roost.testkit.fakellm.requests import (
 )
 
 __all__ = [
-    "after_tool", "agent_messages_in", "all_tool_results", "entry_text", "envelopes", "fresh",
-    "last_user_has", "new_user_has", "new_user_texts", "session_custom_messages", "task",
-    "user_messages", "user_texts", "wait_file_command",
+    "after_tool",
+    "agent_messages_in",
+    "all_tool_results",
+    "entry_text",
+    "envelopes",
+    "fresh",
+    "last_user_has",
+    "new_user_has",
+    "new_user_texts",
+    "session_custom_messages",
+    "task",
+    "user_messages",
+    "user_texts",
+    "wait_file_command",
 ]
+
 
 # -- matchers -------------------------------------------------------------------------------
 def _last(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,8 +114,7 @@ def agent_messages_in(request: Mapping[str, Any]) -> list[str]:
 
 
 def session_custom_messages(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in entries
-            if e.get("type") == "custom_message" and e.get("customType") == CUSTOM_TYPE]
+    return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == CUSTOM_TYPE]
 
 
 def user_texts(entries: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -123,5 +134,4 @@ def entry_text(entry: Mapping[str, Any]) -> str:
 def wait_file_command(path: Path, limit: float = 60.0) -> str:
     """A bash command that returns once `path` exists (bounded, so nothing hangs forever)."""
     rounds = int(limit / 0.05)
-    return (f"for i in $(seq 1 {rounds}); do [ -e '{path}' ] && break; sleep 0.05; done; "
-            f"echo released")
+    return f"for i in $(seq 1 {rounds}); do [ -e '{path}' ] && break; sleep 0.05; done; echo released"

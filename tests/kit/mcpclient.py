@@ -22,8 +22,12 @@ T = TypeVar("T")
 def stdio_params(lab: Lab, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     """`roost mcp ARGS` as a client starts it, with the lab's variables (a client passes
     only HOME, LOGNAME, PATH, SHELL, TERM and USER unless told: docs/guides/mcp.md)."""
-    return StdioServerParameters(command=sys.executable, args=["-m", "roost.cli", "mcp", *args],
-                                 env={**lab.env, **(env or {})}, cwd=str(lab.work))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "roost.cli", "mcp", *args],
+        env={**lab.env, **(env or {})},
+        cwd=str(lab.work),
+    )
 
 
 class McpSession:
@@ -47,8 +51,7 @@ class McpSession:
         from mcp_types import Implementation
 
         try:
-            async with Client(self.server, client_info=Implementation(name=self.name,
-                                                                      version="1")) as client:
+            async with Client(self.server, client_info=Implementation(name=self.name, version="1")) as client:
                 self.client = client
                 self._ready.set_result(None)
                 await anyio.to_thread.run_sync(self._done.wait)
@@ -61,6 +64,7 @@ class McpSession:
         async def go() -> T:
             with anyio.fail_after(timeout):
                 return await make(self.client)
+
         return self.portal.call(go)
 
     def call(self, tool: str, args: dict[str, Any] | None = None, timeout: float = 90.0) -> Any:

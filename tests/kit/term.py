@@ -24,8 +24,15 @@ def roost_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "roost.cli", *args]  # the console script's entry
 
 
-def in_pty(argv: Sequence[str], env: Mapping[str, str], columns: int, rows: int = 24,
-           cwd: Path | None = None, stdin: str | None = None, timeout: float = 60.0) -> str:
+def in_pty(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    columns: int,
+    rows: int = 24,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    timeout: float = 60.0,
+) -> str:
     """The command's stdout (and stderr) as written to a `columns`-wide terminal, without
     colours, with `\\n` line ends; AssertionError when it exits non-zero or hangs."""
     colours = {key: value for key, value in env.items() if key != "NO_COLOR"}
@@ -36,16 +43,28 @@ def in_pty(argv: Sequence[str], env: Mapping[str, str], columns: int, rows: int 
     return text
 
 
-def on_pty(argv: Sequence[str], env: Mapping[str, str], columns: int = 200, rows: int = 50,
-           cwd: Path | None = None, stdin: str | None = None,
-           timeout: float = 60.0) -> tuple[int, str]:
+def on_pty(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    columns: int = 200,
+    rows: int = 50,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    timeout: float = 60.0,
+) -> tuple[int, str]:
     """(exit code, every byte written, as text) by `argv` with its stdout and stderr on a
     `columns` x `rows` pseudo-terminal; AssertionError when it hangs."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     full_env = {**env, "COLUMNS": str(columns), "LINES": str(rows), "TERM": "xterm-256color"}
-    proc = subprocess.Popen(list(argv), env=full_env, cwd=cwd, stdout=slave, stderr=slave,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        list(argv),
+        env=full_env,
+        cwd=cwd,
+        stdout=slave,
+        stderr=slave,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+    )
     os.close(slave)
     if stdin is not None and proc.stdin is not None:
         proc.stdin.write(stdin.encode())

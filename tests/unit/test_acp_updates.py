@@ -25,9 +25,15 @@ def test_streamed_then_saved_each_character_once() -> None:
     shown = Shown()
     sent = shown.partial(_partial("hel")) + shown.partial(_partial("hello wo"))
     sent += shown.partial(_partial("hello"))  # an older partial: nothing
-    saved = {"type": "message", "message": {"role": "assistant", "timestamp": 1,
-                                            "stopReason": "stop",
-                                            "content": [{"type": "text", "text": "hello world"}]}}
+    saved = {
+        "type": "message",
+        "message": {
+            "role": "assistant",
+            "timestamp": 1,
+            "stopReason": "stop",
+            "content": [{"type": "text", "text": "hello world"}],
+        },
+    }
     sent += shown.entry(saved) + shown.entry(saved)
     assert _texts(sent) == "hello world"
     assert [u.content.text for u in sent] == ["hel", "lo wo", "rld"]
@@ -38,13 +44,29 @@ def test_a_tool_call_title_follows_its_arguments_and_its_result() -> None:
     call = {"type": "toolCall", "id": "c1", "name": "bash", "summary": ""}
     first = shown.partial(_partial("", [call]))
     assert [(u.session_update, u.title) for u in first] == [("tool_call", "bash")]
-    grown = shown.partial(_partial("", [{**call, "summary": "make test"}],
-                                   tools=[{"id": "c1", "name": "bash", "summary": "make test"}]))
+    grown = shown.partial(
+        _partial(
+            "",
+            [{**call, "summary": "make test"}],
+            tools=[{"id": "c1", "name": "bash", "summary": "make test"}],
+        )
+    )
     assert [(u.session_update, u.title, u.status) for u in grown] == [
-        ("tool_call_update", "bash make test", None), ("tool_call_update", None, "in_progress")]
-    done = shown.entry({"type": "message", "message": {
-        "role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": True,
-        "content": [{"type": "text", "text": "\x1b[31mboom <agent-message from=x>"}]}})
+        ("tool_call_update", "bash make test", None),
+        ("tool_call_update", None, "in_progress"),
+    ]
+    done = shown.entry(
+        {
+            "type": "message",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "c1",
+                "toolName": "bash",
+                "isError": True,
+                "content": [{"type": "text", "text": "\x1b[31mboom <agent-message from=x>"}],
+            },
+        }
+    )
     [result] = done
     assert result.status == "failed"
     body = result.content[0].content.text
@@ -65,18 +87,24 @@ def test_the_clients_own_prompt_is_not_echoed_but_others_are() -> None:
 
 def test_thinking_is_a_thought_chunk() -> None:
     shown = Shown()
-    message = {"timestamp": 2, "content": [{"type": "thinking", "thinking": "let me see"},
-                                           {"type": "text", "text": "yes"}]}
+    message = {
+        "timestamp": 2,
+        "content": [{"type": "thinking", "thinking": "let me see"}, {"type": "text", "text": "yes"}],
+    }
     sent = shown.partial({"message": message, "tools": []})
     assert [(u.session_update, u.content.text) for u in sent] == [
-        ("agent_thought_chunk", "let me see"), ("agent_message_chunk", "yes")]
+        ("agent_thought_chunk", "let me see"),
+        ("agent_message_chunk", "yes"),
+    ]
 
 
 def test_a_clipped_partial_loses_no_character() -> None:
     shown = Shown()
     whole = "x" * 100_005
     sent = shown.partial(_partial(whole[:99_999] + "…"))  # streaming's BLOCK_MAX cut
-    saved = {"type": "message", "message": {"role": "assistant", "timestamp": 1,
-                                            "content": [{"type": "text", "text": whole}]}}
+    saved = {
+        "type": "message",
+        "message": {"role": "assistant", "timestamp": 1, "content": [{"type": "text", "text": whole}]},
+    }
     sent += shown.entry(saved)
     assert _texts(sent) == whole

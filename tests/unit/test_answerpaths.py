@@ -71,8 +71,9 @@ def test_a_handed_off_session_not_written_yet_is_used(home: Path, tmp_path: Path
     assert session_file("j1", str(session)) == session
 
 
-def test_a_path_the_record_does_not_name_is_refused(home: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_path_the_record_does_not_name_is_refused(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The answer alone vouches for nothing: even a real pi session of the user's is refused
     unless the job's own record names it."""
     other = pi_session(tmp_path / "pi-sessions" / "other.jsonl")
@@ -85,8 +86,9 @@ def test_a_path_the_record_does_not_name_is_refused(home: Path, tmp_path: Path,
     assert "the job's record names None" in refused("j1", str(other), capsys)
 
 
-def test_a_record_that_is_a_symlink_is_not_read(home: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_record_that_is_a_symlink_is_not_read(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = pi_session(tmp_path / "s" / "fg.jsonl")
     elsewhere = tmp_path / "planted.json"
     elsewhere.write_text(json.dumps({"session": str(session)}))
@@ -113,8 +115,9 @@ def test_a_recorded_file_that_is_no_pi_session_is_refused_untouched(
     assert not missing.exists()
 
 
-def test_a_recorded_symlink_is_refused(home: Path, tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_recorded_symlink_is_refused(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A symlink, even to a real pi session, is refused; so is a dangling one (pi would
     create its target)."""
     session = pi_session(tmp_path / "s" / "real.jsonl")
@@ -129,8 +132,7 @@ def test_a_recorded_symlink_is_refused(home: Path, tmp_path: Path,
     assert not (tmp_path / "s" / "nowhere.jsonl").exists()
 
 
-def test_a_fifo_is_refused_at_once(home: Path, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fifo_is_refused_at_once(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "s" / "fg.jsonl"
     fifo.parent.mkdir()
     os.mkfifo(fifo)
@@ -140,8 +142,9 @@ def test_a_fifo_is_refused_at_once(home: Path, tmp_path: Path,
     assert time.monotonic() - started < 5
 
 
-def test_a_file_or_folder_others_may_write_is_refused(home: Path, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_or_folder_others_may_write_is_refused(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = pi_session(tmp_path / "s" / "fg.jsonl")
     record(home, str(session))
     session.chmod(0o666)
@@ -156,8 +159,7 @@ def test_a_file_or_folder_others_may_write_is_refused(home: Path, tmp_path: Path
     assert session_file("j1", str(session)) == session
 
 
-def test_no_path_and_relative_paths_are_refused(home: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_path_and_relative_paths_are_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for path in (None, "", "a\0b", 7):
         refused("j1", path, capsys)
     record(home, "fg.jsonl")

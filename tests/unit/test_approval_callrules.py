@@ -113,8 +113,7 @@ def test_compose_request_over_definition_over_settings() -> None:
     assert p is not None and p["mode"] == "auto" and p["allow"] == ["bash"] and p["timeout"] == 60
     assert compose({}, "ask", False, "auto", {}, 1800.0)["mode"] == "ask"  # type: ignore[index]
     # a project's definition only adds strictness
-    p = compose({}, {"mode": "auto", "allow": ["bash"], "deny": ["write:outside"]}, True,
-                "ask", {}, 1800.0)
+    p = compose({}, {"mode": "auto", "allow": ["bash"], "deny": ["write:outside"]}, True, "ask", {}, 1800.0)
     assert p is not None and p["mode"] == "ask" and p["allow"] == [] and p["deny"] == ["write:outside"]
     # a child cannot ask for auto under an asking parent
     parent = compose({"approvals": "ask"}, None, False, "auto", {}, 1800.0)

@@ -35,8 +35,14 @@ class Conn:
 
 
 def attached_job(attach: Attach = Attach.ATTACHED) -> JobRecord:
-    record = JobRecord(id="0000000b", name="n", kind=JobKind.PI, cwd="/", state=JobState.DONE,
-                       session=str(paths.job_dir("0000000b") / "session.jsonl"))
+    record = JobRecord(
+        id="0000000b",
+        name="n",
+        kind=JobKind.PI,
+        cwd="/",
+        state=JobState.DONE,
+        session=str(paths.job_dir("0000000b") / "session.jsonl"),
+    )
     paths.ensure_dir(record.dir)
     Path(record.session or "").touch()
     if attach != Attach.DETACHED:

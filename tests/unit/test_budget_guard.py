@@ -22,9 +22,19 @@ from roost.worker.runs import RunTracker
 
 def costing(cost: float) -> dict[str, Any]:
     """An assistant message (pi's message_end) that cost `cost`."""
-    return {"role": "assistant", "stopReason": "toolUse", "content": [],
-            "usage": {"input": 10, "output": 1, "cacheRead": 0, "cacheWrite": 0,
-                      "totalTokens": 11, "cost": {"total": cost}}}
+    return {
+        "role": "assistant",
+        "stopReason": "toolUse",
+        "content": [],
+        "usage": {
+            "input": 10,
+            "output": 1,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 11,
+            "cost": {"total": cost},
+        },
+    }
 
 
 class FakeWorker:
@@ -41,9 +51,14 @@ class FakeWorker:
         self.spawned: list[tuple[str, Coroutine[Any, Any, None]]] = []
 
     def ports(self) -> Ports:
-        return Ports(report=self.report, wake=self.wake, to_extension=self.send_ext,
-                     to_roostd=lambda kind, text: self.to_roostd.append((kind, text)),
-                     pi_command=self.command, spawn=self.spawn)
+        return Ports(
+            report=self.report,
+            wake=self.wake,
+            to_extension=self.send_ext,
+            to_roostd=lambda kind, text: self.to_roostd.append((kind, text)),
+            pi_command=self.command,
+            spawn=self.spawn,
+        )
 
     def report(self) -> None:
         self.reports += 1
@@ -76,13 +91,25 @@ class FakeWorker:
         return names
 
 
-def guard_for(tmp_path: Path, limits: Limits, *, spawned: bool = False, extension: bool = True,
-              stats_from_pi: bool = False) -> tuple[BudgetGuard, RunTracker, FakeWorker]:
+def guard_for(
+    tmp_path: Path,
+    limits: Limits,
+    *,
+    spawned: bool = False,
+    extension: bool = True,
+    stats_from_pi: bool = False,
+) -> tuple[BudgetGuard, RunTracker, FakeWorker]:
     runs = RunTracker()
     worker = FakeWorker(extension)
     meter = Meter(limits, warn_at=0.8)
-    guard = BudgetGuard(meter, runs, worker.ports(), stop_note=tmp_path / STOP_NOTE,
-                        spawned=spawned, stats_from_pi=stats_from_pi)
+    guard = BudgetGuard(
+        meter,
+        runs,
+        worker.ports(),
+        stop_note=tmp_path / STOP_NOTE,
+        spawned=spawned,
+        stats_from_pi=stats_from_pi,
+    )
     guard.load([])
     runs.enter(JobState.DONE)
     return guard, runs, worker
@@ -93,8 +120,7 @@ def start_run(runs: RunTracker, cause: RunCause = RunCause.TASK) -> None:
     runs.on_event({"type": "agent_start"})
 
 
-def test_messages_move_the_row_and_one_warning_goes_to_the_job_and_its_parent(
-        tmp_path: Path) -> None:
+def test_messages_move_the_row_and_one_warning_goes_to_the_job_and_its_parent(tmp_path: Path) -> None:
     guard, runs, worker = guard_for(tmp_path, Limits(budget=1.0), spawned=True)
     start_run(runs)
     guard.on_message(costing(0.5))
@@ -117,8 +143,7 @@ def test_a_root_job_warns_only_itself_and_no_extension_is_no_error(tmp_path: Pat
     assert worker.to_ext == [] and worker.to_roostd == []
 
 
-def test_crossing_the_limit_aborts_a_streaming_run_and_its_settle_blocks_the_job(
-        tmp_path: Path) -> None:
+def test_crossing_the_limit_aborts_a_streaming_run_and_its_settle_blocks_the_job(tmp_path: Path) -> None:
     guard, runs, worker = guard_for(tmp_path, Limits(budget=1.0), spawned=True)
     start_run(runs, RunCause.PARENT_MESSAGE)
     guard.on_message(costing(1.2))
@@ -190,8 +215,13 @@ def test_a_lower_limit_or_an_exhausted_tree_stops_the_run(tmp_path: Path) -> Non
     assert worker.run_spawned() == ["abort at the budget"]
 
     guard, runs, worker = guard_for(tmp_path, Limits())
-    guard.on_budget_event({"event": "budget", "treeExhausted": "tree budget exhausted: x",
-                           "treeWarning": "you have used 90% of your tree's budget"})
+    guard.on_budget_event(
+        {
+            "event": "budget",
+            "treeExhausted": "tree budget exhausted: x",
+            "treeWarning": "you have used 90% of your tree's budget",
+        }
+    )
     assert worker.to_ext[0]["event"] == "budget_note"
     assert guard.blocked == "tree budget exhausted: x" and runs.state == JobState.FAILED
     guard.on_budget_event({"event": "budget"})  # the root's tree budget was raised
@@ -209,27 +239,34 @@ def test_a_job_over_its_budget_at_start_up_resumes_nothing(tmp_path: Path) -> No
 
 
 def test_the_guard_of_a_job_keeps_the_stopped_runs_cause_across_restarts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ROOST_HOME", str(tmp_path))
-    record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/", limits=JobLimits(budget=2.0),
-                       links=Links(spawned=True))
+    record = JobRecord(
+        id="abcd1234",
+        name="j",
+        kind=JobKind.PI,
+        cwd="/",
+        limits=JobLimits(budget=2.0),
+        links=Links(spawned=True),
+    )
     record.dir.mkdir(parents=True)
     ports = FakeWorker().ports()
     guard = BudgetGuard.of(record, RunTracker(), ports, stats_from_pi=False)
     assert guard.meter.limits == Limits(budget=2.0) and guard.spawned
     assert guard.meter.stopped_cause is None
     (record.dir / STOP_NOTE).write_text(json.dumps({"cause": "agent_message"}))
-    assert BudgetGuard.of(record, RunTracker(), ports,
-                          stats_from_pi=False).meter.stopped_cause == "agent_message"
+    assert (
+        BudgetGuard.of(record, RunTracker(), ports, stats_from_pi=False).meter.stopped_cause
+        == "agent_message"
+    )
     (record.dir / STOP_NOTE).write_text(json.dumps({"cause": "nonsense"}))
-    assert BudgetGuard.of(record, RunTracker(), ports,
-                          stats_from_pi=False).meter.stopped_cause is None
+    assert BudgetGuard.of(record, RunTracker(), ports, stats_from_pi=False).meter.stopped_cause is None
 
 
 def test_pi_1x_session_stats_are_taken_after_a_settle(tmp_path: Path) -> None:
     guard, runs, worker = guard_for(tmp_path, Limits(), stats_from_pi=True)
-    worker.answers["get_session_stats"] = {"tokens": {"input": 700, "output": 20},
-                                           "cost": 0.25}
+    worker.answers["get_session_stats"] = {"tokens": {"input": 700, "output": 20}, "cost": 0.25}
     guard.on_settled(None)
     assert worker.run_spawned() == ["get_session_stats"]
     assert guard.meter.usage.input == 700 and guard.meter.usage.cost == 0.25

@@ -14,17 +14,21 @@ from roost.cli import views
 from roost.cli.commands.jobs import _each_tasks
 
 
-@pytest.mark.parametrize(("text", "tasks"), [
-    ("[WIP] fix the parser\n[WIP] and the lexer\n", ["[WIP] fix the parser", "[WIP] and the lexer"]),
-    ("[ ] a checkbox\n\n[x] done one\n", ["[ ] a checkbox", "[x] done one"]),
-    ("[1] first\n", ["[1] first"]),
-    ("[]x\n", ["[]x"]),
-    ('["one", "two"]\n', ["one", "two"]),
-    ('  [\n  {"task": "one", "name": "n1"},\n  "two"\n]\n', [{"task": "one", "name": "n1"}, "two"]),
-    ("plain\nlines\n", ["plain", "lines"]),
-])
+@pytest.mark.parametrize(
+    ("text", "tasks"),
+    [
+        ("[WIP] fix the parser\n[WIP] and the lexer\n", ["[WIP] fix the parser", "[WIP] and the lexer"]),
+        ("[ ] a checkbox\n\n[x] done one\n", ["[ ] a checkbox", "[x] done one"]),
+        ("[1] first\n", ["[1] first"]),
+        ("[]x\n", ["[]x"]),
+        ('["one", "two"]\n', ["one", "two"]),
+        ('  [\n  {"task": "one", "name": "n1"},\n  "two"\n]\n', [{"task": "one", "name": "n1"}, "two"]),
+        ("plain\nlines\n", ["plain", "lines"]),
+    ],
+)
 def test_each_reads_lines_unless_the_whole_file_is_a_json_list(
-        tmp_path: Path, text: str, tasks: list[Any]) -> None:
+    tmp_path: Path, text: str, tasks: list[Any]
+) -> None:
     path = tmp_path / "tasks"
     path.write_text(text)
     assert _each_tasks(str(path)) == tasks
@@ -32,7 +36,8 @@ def test_each_reads_lines_unless_the_whole_file_is_a_json_list(
 
 @pytest.mark.parametrize("text", ['["one",\n "two",]\n', "[\n  one\n]\n", '[{"task": "x"'])
 def test_a_file_meant_as_json_that_is_not_is_refused(
-        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "tasks.json"
     path.write_text(text)
     with pytest.raises(SystemExit) as exited:
@@ -42,15 +47,22 @@ def test_a_file_meant_as_json_that_is_not_is_refused(
 
 
 ROW: dict[str, Any] = {
-    "id": "0123abcd", "name": "sleeper", "state": "reaped", "status": "", "cwd": "/tmp/w",
-    "summary": "echo: hello", "kind": "pi", "created": "2026-01-01T00:00:00Z",
-    "updated": "2026-01-01T00:00:00Z", "pending": {"replies": 0, "agent": 0},
-    "worker": {"pid": None, "state": "stopped", "crashes": 0}, "usage": None,
+    "id": "0123abcd",
+    "name": "sleeper",
+    "state": "reaped",
+    "status": "",
+    "cwd": "/tmp/w",
+    "summary": "echo: hello",
+    "kind": "pi",
+    "created": "2026-01-01T00:00:00Z",
+    "updated": "2026-01-01T00:00:00Z",
+    "pending": {"replies": 0, "agent": 0},
+    "worker": {"pid": None, "state": "stopped", "crashes": 0},
+    "usage": None,
 }
 
 
-def test_reaped_is_shown_idle_in_the_table_and_the_detail(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_reaped_is_shown_idle_in_the_table_and_the_detail(capsys: pytest.CaptureFixture[str]) -> None:
     assert views.state_text("reaped") == "idle" and views.state_text("done") == "done"
     for group in ("dir", "state"):
         views.print_table([dict(ROW)], group=group)
@@ -90,17 +102,16 @@ def test_a_worker_line_never_says_pid_none() -> None:
     line = views._worker_line
     assert line({"pid": None, "state": "stopped", "crashes": 0}) == "no worker"
     assert line({"pid": None, "state": "starting", "crashes": 2}) == (
-        "no worker (starting, 2 recent crashes)")
-    assert line({"pid": 42, "state": "running", "crashes": 0}) == (
-        "pid 42 (running, 0 recent crashes)")
+        "no worker (starting, 2 recent crashes)"
+    )
+    assert line({"pid": 42, "state": "running", "crashes": 0}) == ("pid 42 (running, 0 recent crashes)")
 
 
 def test_the_command_list_is_whole_at_80_columns() -> None:
     from roost.cli.main import COMMANDS, SHORT, cli
 
     assert set(SHORT) == set(COMMANDS)
-    text = cli.get_help(click.Context(cli, info_name="roost", terminal_width=80,
-                                      max_content_width=80))
+    text = cli.get_help(click.Context(cli, info_name="roost", terminal_width=80, max_content_width=80))
     listing = text.split("Commands:\n")[1].split("\n\n")[0].splitlines()
     assert len(listing) == len(COMMANDS)
     for line in listing:

@@ -58,8 +58,7 @@ class FakeConn:
 
 def job(job_id: str, state: JobState = JobState.DONE, **fields: Any) -> JobRecord:
     fields.setdefault("session", str(paths.job_dir(job_id) / "session.jsonl"))
-    record = JobRecord(id=job_id, name=f"n{job_id}", kind=JobKind.PI, cwd="/",
-                       state=state, **fields)
+    record = JobRecord(id=job_id, name=f"n{job_id}", kind=JobKind.PI, cwd="/", state=state, **fields)
     paths.ensure_dir(record.dir)
     Path(record.session or "").touch()
     return record
@@ -72,6 +71,7 @@ def attach(record: JobRecord) -> None:
 
 # -- the daemon's worker events ----------------------------------------------------------
 
+
 class Harness:
     """A Daemon whose workers are FakeProcs; every event it emits is kept."""
 
@@ -81,8 +81,9 @@ class Harness:
         self.events: list[dict[str, Any]] = []
         self.daemon.events.listeners.append(self.events.append)
         self.ended: list[tuple[str, str]] = []
-        monkeypatch.setattr(self.daemon.agents, "job_ended",
-                            lambda record, why: self.ended.append((record.id, why)))
+        monkeypatch.setattr(
+            self.daemon.agents, "job_ended", lambda record, why: self.ended.append((record.id, why))
+        )
 
     def add(self, record: JobRecord, alive: bool = True) -> FakeProc:
         self.daemon.jobs[record.id] = record
@@ -121,7 +122,6 @@ def test_a_stop_is_announced_once(harness: Harness) -> None:
     assert harness.types() == ["job.state"]
 
 
-
 # The job moves the integration and e2e layers did not make (a log of every move over both
 # showed the other 26 of states.JOB_MOVES), made here through roostd's own paths.
 def test_a_crash_or_a_give_up_while_it_waits_on_a_question(harness: Harness) -> None:
@@ -145,11 +145,21 @@ def test_a_dialog_opens_in_a_job_failed_by_its_model(harness: Harness) -> None:
     proc = harness.add(record)  # its worker still runs (a model error is no crash)
     conn = FakeConn()
     conn.job_id = record.id
-    asyncio.run(worker_ops.worker_update(harness.daemon, conn, {  # type: ignore[arg-type]
-        "state": "needs_input", "question": "pick", "dialog": True, "options": ["a", "b"]}))
-    assert (record.state, record.dialog, record.options) == (
-        JobState.NEEDS_INPUT, True, ["a", "b"])
+    asyncio.run(
+        worker_ops.worker_update(
+            harness.daemon,
+            conn,
+            {  # type: ignore[arg-type]
+                "state": "needs_input",
+                "question": "pick",
+                "dialog": True,
+                "options": ["a", "b"],
+            },
+        )
+    )
+    assert (record.state, record.dialog, record.options) == (JobState.NEEDS_INPUT, True, ["a", "b"])
     assert proc.reported.is_set()  # its record is current: a schedule may weigh it
+
 
 def test_a_shell_exit_is_done_or_failed_by_its_code(harness: Harness) -> None:
     ok = job("00000003", JobState.RUNNING)
@@ -167,11 +177,9 @@ def test_a_crash_restarts_after_a_backoff(harness: Harness) -> None:
     record = job("00000005", JobState.RUNNING, dialog=True)
     record.process.crashes = [1.0]
     harness.exit(harness.add(record), WorkerExit.CRASHED, "exited with 1")
-    assert (record.state, record.status, record.dialog) == (
-        JobState.STARTING, "exited with 1", False)
+    assert (record.state, record.status, record.dialog) == (JobState.STARTING, "exited with 1", False)
     crashed = harness.events[0]
-    assert (crashed["type"], crashed["crashes"], crashed["reason"]) == (
-        "worker.crashed", 1, "exited with 1")
+    assert (crashed["type"], crashed["crashes"], crashed["reason"]) == ("worker.crashed", 1, "exited with 1")
     assert harness.ended == []  # a restart is no end: the parent hears nothing
 
 
@@ -180,7 +188,10 @@ def test_giving_up_fails_the_job_and_tells_its_parent(harness: Harness) -> None:
     harness.exit(harness.add(record), WorkerExit.GAVE_UP, "pi exited 5 times")
     assert harness.types()[:2] == ["worker.crashed", "worker.gave_up"]
     assert (record.state, record.error, record.summary) == (
-        JobState.FAILED, "pi exited 5 times", "pi exited 5 times")
+        JobState.FAILED,
+        "pi exited 5 times",
+        "pi exited 5 times",
+    )
     assert (record.question, record.dialog) == (None, False)
     assert harness.ended == [("00000006", "crashed repeatedly")]
 
@@ -220,6 +231,7 @@ def test_a_removed_job_and_a_restart_change_nothing(harness: Harness) -> None:
 
 # -- the agent router ------------------------------------------------------------------------
 
+
 class FakeTable:
     """The JobTable the router uses: records, fake workers, real mailboxes and event log."""
 
@@ -239,8 +251,9 @@ class FakeTable:
     def mailbox(self, record: JobRecord) -> Mailbox:
         return self._boxes.setdefault(record.id, Mailbox(record.mailbox_dir))
 
-    def set_state(self, record: JobRecord, target: JobState, reason: str | None = None,
-                  **facts: Unpack[Facts]) -> None:
+    def set_state(
+        self, record: JobRecord, target: JobState, reason: str | None = None, **facts: Unpack[Facts]
+    ) -> None:
         record.state = target
         record.apply(facts)
 
@@ -266,15 +279,13 @@ def table(home: Path) -> FakeTable:
 
 
 def fg_peer(peer_id: str, session: str | None, conn: FakeConn) -> ForegroundPeer:
-    return ForegroundPeer(id=peer_id, session=session, name=peer_id, cwd="/", pid=1,
-                          conn=conn)  # type: ignore[arg-type]
+    return ForegroundPeer(id=peer_id, session=session, name=peer_id, cwd="/", pid=1, conn=conn)  # type: ignore[arg-type]
 
 
 def test_a_session_is_routed_to_its_live_job_first(table: FakeTable) -> None:
     router = AgentRouter(table)
     old = table.add(job("000000b1", created="2020-01-01T00:00:00Z"))
-    new = table.add(job("000000b2", session=old.session, created="2021-01-01T00:00:00Z"),
-                    alive=True)
+    new = table.add(job("000000b2", session=old.session, created="2021-01-01T00:00:00Z"), alive=True)
     assert router.job_for_session(old.session) is new  # live beats older
     assert router.live_peer_for_session(old.session) == new.id
     table.procs.clear()
@@ -288,22 +299,21 @@ def test_a_message_to_an_idle_job_wakes_it(table: FakeTable) -> None:
     router = AgentRouter(table)
     target = table.add(job("000000c1", JobState.DONE))
     sender = table.add(job("000000c2", JobState.RUNNING), alive=True)
-    outcome = asyncio.run(router.send_message(router.job_peer(target), router.job_peer(sender),
-                                              "hello"))
+    outcome = asyncio.run(router.send_message(router.job_peer(target), router.job_peer(sender), "hello"))
     assert outcome == Outcome.STARTED
     assert table.started == [("000000c1", "a message arrived")]
     assert [i.text for i in table.mailbox(target).pending()] == ["hello"]
     sent = table.emitted[-1]
-    assert (sent["type"], sent["outcome"], sent["to"]["id"]) == ("message.sent", "started",
-                                                                 "000000c1")
+    assert (sent["type"], sent["outcome"], sent["to"]["id"]) == ("message.sent", "started", "000000c1")
     assert "hello" not in str(sent)  # the event carries no body
 
 
 def test_a_report_waits_for_its_parents_session_then_goes_to_its_pi(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent_session = str(Path(paths.roost_home()) / "parent.jsonl")
-    child = table.add(job("000000d1", JobState.DONE, links=Links(parent_session=parent_session,
-                                      spawned=True)))
+    child = table.add(
+        job("000000d1", JobState.DONE, links=Links(parent_session=parent_session, spawned=True))
+    )
 
     async def scenario() -> FakeConn:
         await router.route_report(child, {"result": "all done", "state": "done"})
@@ -324,8 +334,9 @@ def test_a_report_waits_for_its_parents_session_then_goes_to_its_pi(table: FakeT
 def test_a_handback_sent_twice_is_delivered_once(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent = table.add(job("000000e1", JobState.RUNNING), alive=True)
-    child = table.add(job("000000e2", JobState.DONE, links=Links(parent_session=parent.session,
-                                      spawned=True)))
+    child = table.add(
+        job("000000e2", JobState.DONE, links=Links(parent_session=parent.session, spawned=True))
+    )
     report = {"result": "r", "state": "done", "id": "abc123"}
     asyncio.run(router.route_report(child, report))
     asyncio.run(router.route_report(child, dict(report)))  # the worker sent it again
@@ -351,8 +362,9 @@ def test_only_a_spawned_job_reports_its_end(table: FakeTable) -> None:
     router = AgentRouter(table)
     parent = table.add(job("000000a1", JobState.RUNNING), alive=True)
     alone = table.add(job("000000a2", JobState.STOPPED))
-    child = table.add(job("000000a3", JobState.STOPPED, links=Links(parent_session=parent.session,
-                                      spawned=True)))
+    child = table.add(
+        job("000000a3", JobState.STOPPED, links=Links(parent_session=parent.session, spawned=True))
+    )
 
     async def scenario() -> None:
         router.job_ended(alone, "stopped")
@@ -374,13 +386,14 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
 
 
 def test_a_report_whose_routing_failed_is_logged_and_routed_again(
-        table: FakeTable, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    table: FakeTable, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(router_module, "REPORT_RETRY_SECONDS", 0.05)
     router = AgentRouter(table)
     parent = table.add(job("000000a6", JobState.STOPPED))  # keeps it without waking
-    child = table.add(job("000000a7", JobState.STOPPED, links=Links(parent_session=parent.session,
-                                      spawned=True)))
+    child = table.add(
+        job("000000a7", JobState.STOPPED, links=Links(parent_session=parent.session, spawned=True))
+    )
     box = table.mailbox(parent)
     post, failed = box.post, []
 
@@ -408,18 +421,21 @@ def test_a_report_whose_routing_failed_is_logged_and_routed_again(
     assert [e["outcome"] for e in table.emitted if e["type"] == "job.report"] == ["queued"]
     assert [r.getMessage() for r in caplog.records] == [
         "job 000000a7: its report could not be routed (OSError: [Errno 28] No space left "
-        "on device): routing it again in 0.05s"]
+        "on device): routing it again in 0.05s"
+    ]
 
 
 def test_a_report_kept_after_a_failure_goes_once_when_its_parent_comes_back(
-        table: FakeTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    table: FakeTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The retry and the parent's return (retry_undelivered) both want the kept report:
     whoever takes it from the record routes it, once."""
     monkeypatch.setattr(router_module, "REPORT_RETRY_SECONDS", 0.3)
     router = AgentRouter(table)
     parent_session = str(Path(paths.roost_home()) / "parent.jsonl")
-    child = table.add(job("000000a8", JobState.DONE, links=Links(parent_session=parent_session,
-                                      spawned=True)))
+    child = table.add(
+        job("000000a8", JobState.DONE, links=Links(parent_session=parent_session, spawned=True))
+    )
     save, saves = child.save, []
 
     def fails_once() -> None:
@@ -442,8 +458,7 @@ def test_a_report_kept_after_a_failure_goes_once_when_its_parent_comes_back(
     assert child.reports.undelivered is None and child.reports.last == "feed01"
 
 
-def test_the_op_table_and_the_handlers_are_checked_at_start_up(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_op_table_and_the_handlers_are_checked_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """protocol.DAEMON_OPS is the one list of ops: every op has a handler, every handler
     an op, or roostd does not start."""
     from roost.protocol import DAEMON_OPS
@@ -451,8 +466,9 @@ def test_the_op_table_and_the_handlers_are_checked_at_start_up(
 
     assert set(daemon_module.Daemon().handlers) == set(DAEMON_OPS)
     full = worktrees.handlers
-    monkeypatch.setattr(worktrees, "handlers", lambda core: {
-        k: v for k, v in full(core).items() if k != "gc"})
+    monkeypatch.setattr(
+        worktrees, "handlers", lambda core: {k: v for k, v in full(core).items() if k != "gc"}
+    )
     with pytest.raises(AssertionError, match="gc"):
         daemon_module.Daemon()
 
@@ -461,8 +477,7 @@ def test_the_op_table_and_the_handlers_are_checked_at_start_up(
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobjson"
 
 
-def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(
-        harness: Harness) -> None:
+def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(harness: Harness) -> None:
     """`roost show --json` (a JobRow and its details) is the contract: reading the flat
     schema-1 records through the grouped JobRecord changes none of it. The .show.json files
     are what main c0781a3's `roost show --json` printed for the same two jobs (but for
@@ -496,8 +511,9 @@ def listed(harness: Harness, **args: Any) -> dict[str, Any]:
     return asyncio.run(job_ops.list_jobs(harness.daemon, FakeConn(), args))  # type: ignore[arg-type]
 
 
-def test_list_text_is_the_rows_as_the_cli_prints_them(harness: Harness,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_text_is_the_rows_as_the_cli_prints_them(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`list` with `text` (what `roost ls --json` asks): roostd's document is the one the
     CLI would make of the rows, escapes included (a summary with C1, bidi and a newline);
     with `tree`, children under their parents, as `roost ls --tree --json` orders them."""
@@ -510,22 +526,27 @@ def test_list_text_is_the_rows_as_the_cli_prints_them(harness: Harness,
     monkeypatch.setattr(protocol, "_fast", orjson)  # as in roostd: orjson makes the text
     root = job("00000001", summary="plain \x9b[2J \u202eevil\u202c\nnext")
     harness.add(root)
-    harness.add(job("00000002", links=Links(parent_session=root.session,
-                                            root_session=root.session)))
+    harness.add(job("00000002", links=Links(parent_session=root.session, root_session=root.session)))
     harness.add(job("00000003"))
     rows = listed(harness)["jobs"]
     text = listed(harness, text=True)["text"]
-    assert text == json_text(rows) == json.dumps(rows, indent=2, ensure_ascii=False).replace(
-        "\x9b", "\\u009b").replace("\u202e", "\\u202e").replace("\u202c", "\\u202c")
+    assert (
+        text
+        == json_text(rows)
+        == json.dumps(rows, indent=2, ensure_ascii=False)
+        .replace("\x9b", "\\u009b")
+        .replace("\u202e", "\\u202e")
+        .replace("\u202c", "\\u202c")
+    )
     assert json.loads(text) == rows
     tree = json.loads(listed(harness, text=True, tree=True)["text"])
     assert tree == tree_order(rows) == listed(harness, tree=True)["jobs"]
-    assert [(r["id"], r["depth"]) for r in tree] == [("00000001", 0), ("00000002", 1),
-                                                    ("00000003", 0)]
+    assert [(r["id"], r["depth"]) for r in tree] == [("00000001", 0), ("00000002", 1), ("00000003", 0)]
 
 
-def test_list_text_past_the_frame_limit_gives_the_rows(harness: Harness,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_text_past_the_frame_limit_gives_the_rows(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The indented document is ~1.6x the rows' frame: where it would not fit in a frame,
     the rows come instead (the CLI prints them itself), never an error."""
     from roost import protocol
@@ -533,8 +554,7 @@ def test_list_text_past_the_frame_limit_gives_the_rows(harness: Harness,
     for n in range(1, 4):
         harness.add(job(f"0000000{n}", summary="x" * 2000))
     rows = listed(harness)["jobs"]
-    rows_frame = len(protocol.encode({"type": "response", "id": 1, "ok": True,
-                                      "result": {"jobs": rows}}))
+    rows_frame = len(protocol.encode({"type": "response", "id": 1, "ok": True, "result": {"jobs": rows}}))
     monkeypatch.setattr(protocol, "MAX_FRAME", rows_frame + 100)
     assert listed(harness, text=True) == {"jobs": rows}
     monkeypatch.setattr(protocol, "MAX_FRAME", 10 * rows_frame)

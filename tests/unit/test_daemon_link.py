@@ -30,8 +30,9 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]],
-                  reset: bool = False) -> asyncio.base_events.Server:
+async def _roostd(
+    home: Path, answer_hello: bool, seen: list[dict[str, Any]], reset: bool = False
+) -> asyncio.base_events.Server:
     """A roostd that greets, reads frames and either answers `worker_hello` or dies (closes
     the connection, `reset`: as a killed process with unread input does) without answering
     it."""
@@ -60,8 +61,11 @@ async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]],
                 writer.close()  # killed before it answered
                 return
             if "id" in frame:
-                writer.write((json.dumps({"type": "response", "id": frame["id"], "ok": True,
-                                          "result": {}}) + "\n").encode())
+                writer.write(
+                    (
+                        json.dumps({"type": "response", "id": frame["id"], "ok": True, "result": {}}) + "\n"
+                    ).encode()
+                )
                 await writer.drain()
         writer.close()
 
@@ -69,13 +73,11 @@ async def _roostd(home: Path, answer_hello: bool, seen: list[dict[str, Any]],
 
 
 @pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
-def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(
-        home: Path, reset: bool) -> None:
+def test_a_roostd_that_dies_before_answering_the_hello_is_reconnected_to(home: Path, reset: bool) -> None:
     unseen: list[dict[str, Any]] = []  # what the loop reports: a task's exception nobody saw
 
     async def scenario() -> None:
-        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unseen.append(
-            context))
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unseen.append(context))
         record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/")
         link = DaemonLink(record, on_event=lambda frame: None, snapshot=lambda: {"state": "done"})
         first: list[dict[str, Any]] = []
@@ -112,6 +114,7 @@ def test_the_states_before_the_first_hello_reach_roostd_in_order(home: Path) -> 
     """A fast pi can start its run and open a dialog before roostd answered the worker's
     hello: roostd hears `running` then `needs_input` (it showed starting -> needs_input,
     a run it never saw start)."""
+
     async def scenario() -> None:
         state = {"state": "starting"}
         record = JobRecord(id="abcd1234", name="j", kind=JobKind.PI, cwd="/")
@@ -125,6 +128,7 @@ def test_the_states_before_the_first_hello_reach_roostd_in_order(home: Path) -> 
 
         def updates() -> list[str]:
             return [f["state"] for f in seen if f.get("op") == "worker_update"]
+
         try:
             for _ in range(300):
                 if updates()[-1:] == ["needs_input"]:

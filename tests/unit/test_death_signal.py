@@ -39,8 +39,7 @@ def alive(pid: int) -> bool:
 def test_the_child_dies_with_its_sigkilled_worker(way: str) -> None:
     if way == "setpriv" and not shutil.which("setpriv"):
         pytest.skip("no setpriv on this machine (the preexec way is tested)")
-    worker = subprocess.Popen([sys.executable, "-c", WORKER, way], stdout=subprocess.PIPE,
-                              text=True)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, way], stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout is not None
         pid_text, prefix = worker.stdout.readline().split(" ", 1)
@@ -69,7 +68,11 @@ def test_setpriv_is_used_only_once_it_was_seen_to_work(monkeypatch: pytest.Monke
         monkeypatch.setattr(launch, "_setpriv", None)
         monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/setpriv")
         assert launch.death_signal_prefix() == [
-            "/usr/bin/setpriv", *launch.SETPRIV[1:], *launch.PARENT_CHECK, str(os.getpid())]
+            "/usr/bin/setpriv",
+            *launch.SETPRIV[1:],
+            *launch.PARENT_CHECK,
+            str(os.getpid()),
+        ]
 
 
 def test_a_child_whose_parent_is_not_the_worker_never_runs_its_command(tmp_path: Path) -> None:
@@ -86,6 +89,5 @@ def test_a_child_whose_parent_is_not_the_worker_never_runs_its_command(tmp_path:
     child = subprocess.Popen(["touch", str(ran)], preexec_fn=lambda: launch._die_with_parent(1))
     assert child.wait() == 1 and not ran.exists()
     parent = os.getpid()
-    child = subprocess.Popen(["touch", str(ran)],
-                             preexec_fn=lambda: launch._die_with_parent(parent))
+    child = subprocess.Popen(["touch", str(ran)], preexec_fn=lambda: launch._die_with_parent(parent))
     assert child.wait() == 0 and ran.exists()

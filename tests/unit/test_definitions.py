@@ -25,8 +25,10 @@ def errors_of(text: str, name: str = "x") -> list[str]:
 
 
 def test_parse_every_key() -> None:
-    defn = ok('description = "Finds things"\nmodel = "openai/gpt-x"\nthinking = "low"\n'
-              'tools = ["read", "grep"]\nprompt = """Be brief."""\ntask_prefix = "Scout:"\n')
+    defn = ok(
+        'description = "Finds things"\nmodel = "openai/gpt-x"\nthinking = "low"\n'
+        'tools = ["read", "grep"]\nprompt = """Be brief."""\ntask_prefix = "Scout:"\n'
+    )
     assert defn.tools == ("read", "grep")
     assert defn.model == "openai/gpt-x" and defn.thinking == "low"
     assert defn.prompt == "Be brief." and defn.task_prefix == "Scout:"
@@ -34,8 +36,7 @@ def test_parse_every_key() -> None:
 
 
 def test_unknown_keys_name_file_and_line() -> None:
-    found = errors_of('description = "d"\n\nbudget = 3\n"tols" = ["read"]\n'
-                      '[worktree]\nbudget = 1\n')
+    found = errors_of('description = "d"\n\nbudget = 3\n"tols" = ["read"]\n[worktree]\nbudget = 1\n')
     assert found == [
         f"{P}:3: unknown key 'budget' (known: {', '.join(rules.KEYS)})",
         f"{P}:4: unknown key 'tols' (known: {', '.join(rules.KEYS)})",
@@ -44,7 +45,7 @@ def test_unknown_keys_name_file_and_line() -> None:
 
 
 def test_dotted_unknown_key_line() -> None:
-    assert errors_of('# c\nfoo.bar = 1\n')[0].startswith(f"{P}:2: unknown key 'foo'")
+    assert errors_of("# c\nfoo.bar = 1\n")[0].startswith(f"{P}:2: unknown key 'foo'")
 
 
 def test_bad_toml_has_line() -> None:
@@ -54,17 +55,20 @@ def test_bad_toml_has_line() -> None:
     assert message.startswith(f"{P}:") and "invalid TOML" in message
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ('tools = "read"', "expected a list"),
-    ("tools = []", "empty list"),
-    ('tools = ["re*"]', "no patterns"),
-    ('tools = ["read", "read"]', "listed twice"),
-    ('thinking = "huge"', "one of off"),
-    ("model = 3", "expected a string"),
-    ('model = "a b"', "provider/id"),
-    ('description = "two\\nlines"', "one line"),
-    ('prompt = ""', "non-empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('tools = "read"', "expected a list"),
+        ("tools = []", "empty list"),
+        ('tools = ["re*"]', "no patterns"),
+        ('tools = ["read", "read"]', "listed twice"),
+        ('thinking = "huge"', "one of off"),
+        ("model = 3", "expected a string"),
+        ('model = "a b"', "provider/id"),
+        ('description = "two\\nlines"', "one line"),
+        ('prompt = ""', "non-empty"),
+    ],
+)
 def test_bad_values(text: str, needle: str) -> None:
     (message,) = errors_of(f"# header\n{text}\n")
     assert message.startswith(f"{P}:2: ") and needle in message, message
@@ -77,8 +81,14 @@ def test_bad_name() -> None:
 def test_builtins_and_user_override() -> None:
     merged = merge([], [], False)
     assert merged.names() == ["reviewer", "scout", "worker"]
-    assert set(BUILTINS["scout"].effective_tools()) == {"read", "grep", "find", "ls",
-                                                        "roost_agents", "roost_send"}
+    assert set(BUILTINS["scout"].effective_tools()) == {
+        "read",
+        "grep",
+        "find",
+        "ls",
+        "roost_agents",
+        "roost_send",
+    }
     assert BUILTINS["worker"].tools is None
     mine = ok('description = "my scout"\ntools = ["read"]\n', name="scout")
     merged = merge([mine], [], False)
@@ -87,11 +97,11 @@ def test_builtins_and_user_override() -> None:
 
 def test_project_agents_only_when_allowed_and_never_override() -> None:
     user = ok('description = "mine"\n', name="helper")
-    hostile = ok('description = "evil"\ntools = ["read", "bash", "edit", "write"]\n',
-                 name="helper", source="project")
+    hostile = ok(
+        'description = "evil"\ntools = ["read", "bash", "edit", "write"]\n', name="helper", source="project"
+    )
     hostile_builtin = ok('description = "evil"\n', name="scout", source="project")
-    extra = ok('description = "docs writer"\ntools = ["read", "write"]\n', name="docs",
-               source="project")
+    extra = ok('description = "docs writer"\ntools = ["read", "write"]\n', name="docs", source="project")
     assert "docs" not in merge([user], [extra], False).agents
     merged = merge([user], [hostile, hostile_builtin, extra], True)
     assert merged.agents["helper"] is user
@@ -103,8 +113,7 @@ def test_project_agents_only_when_allowed_and_never_override() -> None:
 def test_project_may_not_raise_limits() -> None:
     wide = ok('tools = ["read", "codemode", "mcp_x"]\n', name="wide", source="project")
     costly = ok('model = "anthropic/opus"\n', name="costly", source="project")
-    fine = ok('thinking = "low"\ntools = ["read", "bash", "roost_send"]\n', name="fine",
-              source="project")
+    fine = ok('thinking = "low"\ntools = ["read", "bash", "roost_send"]\n', name="fine", source="project")
     merged = merge([], [wide, costly, fine], True, max_thinking="low")
     assert "wide" not in merged.agents and "costly" not in merged.agents
     assert "fine" in merged.agents
@@ -141,12 +150,17 @@ def test_the_thinking_limit_is_a_checked_setting() -> None:
 
 def test_unknown_agent_lists_available() -> None:
     assert rules.unknown_agent("nope", merge([], [], False)) == (
-        "unknown agent 'nope'; available: reviewer, scout, worker")
+        "unknown agent 'nope'; available: reviewer, scout, worker"
+    )
 
 
 def test_unknown_agent_says_why_its_file_was_not_used() -> None:
-    merged = merge([], [], False, errors=["/u/agents/broken.toml:3: unknown key 'budget'",
-                                          "/u/agents/other.toml:1: invalid TOML: x"])
+    merged = merge(
+        [],
+        [],
+        False,
+        errors=["/u/agents/broken.toml:3: unknown key 'budget'", "/u/agents/other.toml:1: invalid TOML: x"],
+    )
     message = rules.unknown_agent("broken", merged)
     assert message.startswith("unknown agent 'broken' (/u/agents/broken.toml:3: unknown key")
     assert "other.toml" not in message and message.endswith("available: reviewer, scout, worker")
@@ -170,8 +184,9 @@ def test_spawn_never_widens_tools() -> None:
     assert rules.spawn_tools(narrow, worker) == (narrow, None)
     tools, error = rules.spawn_tools(narrow, scout)
     assert tools is None and error and "cannot widen" in error
-    assert rules.spawn_tools(("read", "grep", "roost_spawn"),
-                             Definition(name="r", source="user", tools=("read",))) == (("read",), None)
+    assert rules.spawn_tools(
+        ("read", "grep", "roost_spawn"), Definition(name="r", source="user", tools=("read",))
+    ) == (("read",), None)
 
 
 def test_catalog_is_capped() -> None:
@@ -186,14 +201,20 @@ def test_catalog_is_capped() -> None:
 @pytest.mark.parametrize("name", ["scout", "worker", "reviewer"])
 def test_render_loads_back_the_same(name: str) -> None:
     text = render(BUILTINS[name], "copy")
-    assert text.startswith("# roost agent definition \"copy\"")
+    assert text.startswith('# roost agent definition "copy"')
     back = ok(text, name="copy")
     assert back.body() == BUILTINS[name].body() or (name == "worker" and back.description)
 
 
 def test_render_multiline_prompt_round_trip() -> None:
-    defn = Definition(name="m", source="user", description="d", tools=("read",),
-                      prompt='Line one\nLine "two" \\ three\n', task_prefix="P:")
+    defn = Definition(
+        name="m",
+        source="user",
+        description="d",
+        tools=("read",),
+        prompt='Line one\nLine "two" \\ three\n',
+        task_prefix="P:",
+    )
     assert ok(render(defn, "m"), name="m").body() == defn.body()
 
 

@@ -11,14 +11,20 @@ from roost.cli import demo, demomodel
 
 
 def report(sender: str) -> str:
-    return (f'<agent-message from="{sender}" id="0a1b2c3d" relation="child" kind="report">\n'
-            f"{sender} is done.\n</agent-message>\n")
+    return (
+        f'<agent-message from="{sender}" id="0a1b2c3d" relation="child" kind="report">\n'
+        f"{sender} is done.\n</agent-message>\n"
+    )
 
 
 def request(*user_texts: str, task: str = "[lead] Audit the project.") -> dict[str, Any]:
-    return {"messages": [{"role": "system", "content": "sys"},
-                         {"role": "user", "content": task},
-                         *({"role": "user", "content": t} for t in user_texts)]}
+    return {
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": task},
+            *({"role": "user", "content": t} for t in user_texts),
+        ]
+    }
 
 
 def test_both_reports_in_one_message_count_both() -> None:
@@ -30,16 +36,18 @@ def test_both_reports_in_one_message_count_both() -> None:
 
 
 def test_reports_in_separate_messages_and_requests_count_too() -> None:
-    assert demo.reporters([request(report("kid-a"), report("kid-b"))], "[lead]") == {
-        "kid-a", "kid-b"}
-    assert demo.reporters([request(report("kid-a")), request("hm", report("kid-b"))],
-                          "[lead]") == {"kid-a", "kid-b"}
+    assert demo.reporters([request(report("kid-a"), report("kid-b"))], "[lead]") == {"kid-a", "kid-b"}
+    assert demo.reporters([request(report("kid-a")), request("hm", report("kid-b"))], "[lead]") == {
+        "kid-a",
+        "kid-b",
+    }
     other = request(report("wt-fast"), task="[wt-lead] Tune.")
     assert demo.reporters([other], "[lead]") == set()  # another job's requests
 
 
-def test_a_long_wait_says_what_it_waits_for(monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_long_wait_says_what_it_waits_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(demo, "WAIT_NOTICE", 0.05)
     monkeypatch.setattr(demo, "WAIT_NOTICE_EVERY", 10.0)
     calls = []
@@ -61,8 +69,7 @@ def test_a_quick_wait_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_play_answers_free_text_a_question_and_a_report() -> None:
-    assert "Noted: \"tidy up\"" in demomodel.play_answer(request(task="tidy up")).text
+    assert 'Noted: "tidy up"' in demomodel.play_answer(request(task="tidy up")).text
     asked = demomodel.play_answer(request("is it raining?", task="t")).text
     assert asked.rstrip().endswith("?")  # a question back: the job waits for a reply
-    assert demomodel.play_answer(request(report("kid-a"), task="t")).text == (
-        "Got a report from kid-a.")
+    assert demomodel.play_answer(request(report("kid-a"), task="t")).text == ("Got a report from kid-a.")

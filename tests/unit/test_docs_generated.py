@@ -29,8 +29,10 @@ def generator() -> ModuleType:
 def test_the_generated_reference_pages_are_up_to_date() -> None:
     gen = generator()
     stale = [str(path.relative_to(REPO)) for path in gen.stale()]
-    assert not stale, (f"stale generated docs: {', '.join(stale)}. Regenerate them with "
-                       f"`{gen.REGENERATE}` and commit the result.")
+    assert not stale, (
+        f"stale generated docs: {', '.join(stale)}. Regenerate them with "
+        f"`{gen.REGENERATE}` and commit the result."
+    )
 
 
 def test_the_generated_pages_cover_every_command_setting_and_op() -> None:
@@ -55,11 +57,12 @@ def test_the_generated_pages_cover_every_command_setting_and_op() -> None:
 def test_the_messaging_guide_s_settings_table_names_every_setting() -> None:
     text = (DOCS / "guides" / "messaging.md").read_text(encoding="utf-8")
     rows = text.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
-    documented = {key for line in rows.splitlines()[2:]
-                  for key in re.findall(r"`(\w+)`", line.split("|")[1])}
+    documented = {key for line in rows.splitlines()[2:] for key in re.findall(r"`(\w+)`", line.split("|")[1])}
     fields = {spec.name for spec in dataclasses.fields(Settings)}
-    assert documented == fields, (f"only in the guide: {sorted(documented - fields)}; "
-                                  f"only in roost.config.Settings: {sorted(fields - documented)}")
+    assert documented == fields, (
+        f"only in the guide: {sorted(documented - fields)}; "
+        f"only in roost.config.Settings: {sorted(fields - documented)}"
+    )
 
 
 def slug(title: str) -> str:

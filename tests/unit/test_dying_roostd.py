@@ -55,12 +55,22 @@ def _try(path: str) -> object:
 
 def test_a_dying_roostds_lock_is_waited_for_a_live_ones_is_not(home: Path) -> None:
     lock = home / "roostd.lock"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, portalocker\n"
-        f"h = open({str(lock)!r}, 'a+')\n"
-        "portalocker.lock(h, portalocker.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, portalocker\n"
+                f"h = open({str(lock)!r}, 'a+')\n"
+                "portalocker.lock(h, portalocker.LOCK_EX)\n"
+                "print('held', flush=True)\n"
+                "sys.stdin.readline()\n"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with open(lock, "a+") as handle:

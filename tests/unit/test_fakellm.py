@@ -62,9 +62,7 @@ def chat(
 
 def post(llm: FakeLLM, body: Any, path: str = "/chat/completions") -> tuple[int, dict, bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(
-        llm.base_url + path, data=data, headers={"Content-Type": "application/json"}
-    )
+    req = urllib.request.Request(llm.base_url + path, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, dict(resp.headers), resp.read()
@@ -138,10 +136,7 @@ def test_text_plus_tool_call_and_fresh_ids(llm: FakeLLM) -> None:
         chunks = [c for c in sse_events(raw)[:-1] if c["choices"]]
         assert chunks[1]["choices"][0]["delta"]["content"] == "let me look"
         ids += [
-            tc["id"]
-            for c in chunks
-            for tc in c["choices"][0]["delta"].get("tool_calls", [])
-            if "id" in tc
+            tc["id"] for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", []) if "id" in tc
         ]
     assert len(ids) == 2 and ids[0] != ids[1]
 
@@ -256,6 +251,7 @@ def test_matchers() -> None:
 
 def test_callable_reply_and_its_errors(llm: FakeLLM) -> None:
     llm.add(last_user_contains("echo"), lambda r: text("you said " + r["messages"][-1]["content"]))
+
     def boom(r: Request) -> str:
         raise ZeroDivisionError("scripted failure")
 
@@ -315,9 +311,10 @@ def test_delay_and_chunk_delay(llm: FakeLLM) -> None:
     began = time.monotonic()
     _, _, raw = post(llm, chat([user("c")]))
     assert time.monotonic() - began >= 0.05 * 8  # role + 6 pieces + finish + usage + done
-    assert "".join(
-        c["choices"][0]["delta"].get("content", "") for c in sse_events(raw)[:-1] if c["choices"]
-    ) == "abcdef"
+    assert (
+        "".join(c["choices"][0]["delta"].get("content", "") for c in sse_events(raw)[:-1] if c["choices"])
+        == "abcdef"
+    )
 
 
 def test_wait_for_request_since_and_timeout(llm: FakeLLM) -> None:
@@ -357,8 +354,10 @@ SCRIPT = {
             "match": {"first_user_contains": "job", "not": {"last_is_tool_result": True}},
             "reply": {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
         },
-        {"match": {"any": [{"last_is_tool_result": "bash"}, {"system_contains": "zzz"}]},
-         "reply": {"text": "done", "delay": 0.01}},
+        {
+            "match": {"any": [{"last_is_tool_result": "bash"}, {"system_contains": "zzz"}]},
+            "reply": {"text": "done", "delay": 0.01},
+        },
         {"match": {"last_user_contains": "fail"}, "reply": {"error": {"status": 500}}},
     ],
 }
@@ -387,9 +386,21 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
     script.write_text(json.dumps(SCRIPT))
     log = tmp_path / "log.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "roost.testkit.fakellm", "--port", "0", "--script", str(script),
-         "--log", str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, text=True,
+        [
+            sys.executable,
+            "-m",
+            "roost.testkit.fakellm",
+            "--port",
+            "0",
+            "--script",
+            str(script),
+            "--log",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -406,9 +417,17 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
             [user("hi")],
             [user("hi")],
             [user("job 1")],
-            [user("job 1"), {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
-             {"role": "tool", "content": "hi", "tool_call_id": "c"}],
+            [
+                user("job 1"),
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                    ],
+                },
+                {"role": "tool", "content": "hi", "tool_call_id": "c"},
+            ],
         ):
             _, _, raw = post(Shim, chat(messages, stream=False))  # type: ignore[arg-type]
             msg = json.loads(raw)["choices"][0]["message"]
@@ -427,7 +446,11 @@ def test_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     script.write_text(json.dumps({"rules": [{"match": {"wat": "x"}, "reply": "y"}]}))
     proc = subprocess.run(
         [sys.executable, "-m", "roost.testkit.fakellm", "--script", str(script)],
-        capture_output=True, text=True, cwd=REPO, timeout=30, env={**os.environ},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+        env={**os.environ},
     )
     assert proc.returncode == 2
     assert "rules[0].match.wat: unknown matcher" in proc.stderr
@@ -485,13 +508,16 @@ def test_a_client_that_hangs_up_is_no_error() -> None:
 
     def mid_stream(client: socket.socket) -> None:
         data = json.dumps(chat([user("slow")])).encode()
-        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                       b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+        client.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+        )
         assert client.recv(65536).startswith(b"HTTP/1.1 200")
 
     def mid_body(client: socket.socket) -> None:
-        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                       b"Content-Length: 1000\r\n\r\n{\"model\":")
+        client.sendall(
+            b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"model":'
+        )
 
     for talk in (idle_keep_alive, mid_stream, mid_body):
         assert _serve_one(fake, talk) == [], talk.__name__

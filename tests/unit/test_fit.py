@@ -14,8 +14,7 @@ from kit.term import in_pty
 from roost.cli.fit import FLEX, MIN_FLEX, fit, hidden, shortened
 from roost.usage.show import format_cost
 
-NATURAL = {"ID": 8, "NAME": 22, "STATE": 11, "STATUS": 19, "COST": 7, "TREE": 11, FLEX: 120,
-           "META": 26}
+NATURAL = {"ID": 8, "NAME": 22, "STATE": 11, "STATUS": 19, "COST": 7, "TREE": 11, FLEX: 120, "META": 26}
 
 
 def total(widths: dict[str, int]) -> int:
@@ -37,7 +36,7 @@ def test_the_least_useful_columns_go_first_and_id_and_state_never(width: int) ->
     gone = hidden(NATURAL, widths)
     # The question gets its minimum, or everything else gave way (NAME down to 10).
     assert widths[FLEX] >= MIN_FLEX or (len(gone) == 4 and widths["NAME"] == 10)
-    assert gone == [c for c in NATURAL if c in order[:len(gone)]] or width >= 200
+    assert gone == [c for c in NATURAL if c in order[: len(gone)]] or width >= 200
     if width >= 200:
         assert not gone and not shortened(NATURAL, widths)
     if width == 80:
@@ -46,8 +45,7 @@ def test_the_least_useful_columns_go_first_and_id_and_state_never(width: int) ->
 
 def test_a_column_asked_for_stays_whole() -> None:
     widths = fit(NATURAL, 100, keep=("TREE",))
-    assert widths["TREE"] == 11 and hidden(NATURAL, widths) and "TREE" not in hidden(
-        NATURAL, widths)
+    assert widths["TREE"] == 11 and hidden(NATURAL, widths) and "TREE" not in hidden(NATURAL, widths)
     assert total(widths) <= 100
 
 
@@ -57,13 +55,26 @@ def test_a_short_summary_keeps_every_column_it_can() -> None:
 
 
 ROWS = [
-    {"id": f"732aa3{i:02d}", "name": name, "kind": "pi", "state": state, "status": "thinking",
-     "summary": "Refactoring the parser module to support streaming input everywhere",
-     "question": None, "cwd": "/w", "session": f"/s/{i}", "parentSession": parent,
-     "pending": {"replies": 0, "agent": 0}, "created": "", "updated": "",
-     "usage": {"cost": cost, "treeCost": 1.2345 if not parent else None, "treeBudget": 5.0}}
-    for i, name, state, cost, parent in ((1, "lead", "running", 0.00123, None),
-                                         (2, "kid", "done", 12.5, "/s/1"))
+    {
+        "id": f"732aa3{i:02d}",
+        "name": name,
+        "kind": "pi",
+        "state": state,
+        "status": "thinking",
+        "summary": "Refactoring the parser module to support streaming input everywhere",
+        "question": None,
+        "cwd": "/w",
+        "session": f"/s/{i}",
+        "parentSession": parent,
+        "pending": {"replies": 0, "agent": 0},
+        "created": "",
+        "updated": "",
+        "usage": {"cost": cost, "treeCost": 1.2345 if not parent else None, "treeBudget": 5.0},
+    }
+    for i, name, state, cost, parent in (
+        (1, "lead", "running", 0.00123, None),
+        (2, "kid", "done", 12.5, "/s/1"),
+    )
 ]
 DRAW = "import json, sys; from roost.cli import views; views.print_table(json.load(sys.stdin), tree=True)"
 
@@ -72,8 +83,14 @@ DRAW = "import json, sys; from roost.cli import views; views.print_table(json.lo
 def test_costs_and_ids_are_whole_or_absent(columns: int | None) -> None:
     argv = [sys.executable, "-c", DRAW]
     if columns is None:  # a pipe
-        out = subprocess.run(argv, input=json.dumps(ROWS), capture_output=True, text=True,
-                             check=True, env={**os.environ, "COLUMNS": "80"}).stdout
+        out = subprocess.run(
+            argv,
+            input=json.dumps(ROWS),
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "COLUMNS": "80"},
+        ).stdout
     else:
         out = in_pty(argv, dict(os.environ), columns, stdin=json.dumps(ROWS))
     assert "732aa301" in out and "732aa302" in out, out

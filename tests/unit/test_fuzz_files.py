@@ -24,15 +24,18 @@ from roost.transcript import delivered, interrupted, read_entries, render
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                               max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(garbage=st.binary(max_size=300), posted=st.integers(min_value=1, max_value=6),
-       acked=st.integers(min_value=0, max_value=6), missing=st.booleans())
+@given(
+    garbage=st.binary(max_size=300),
+    posted=st.integers(min_value=1, max_value=6),
+    acked=st.integers(min_value=0, max_value=6),
+    missing=st.booleans(),
+)
 def test_a_damaged_seq_counter_never_reuses_a_seq_or_loses_an_item(
     garbage: bytes, posted: int, acked: int, missing: bool
 ) -> None:
@@ -60,12 +63,26 @@ def test_a_damaged_seq_counter_never_reuses_a_seq_or_loses_an_item(
 def test_a_truncated_or_garbled_session_file_is_read_without_error(cut: int, noise: bytes) -> None:
     lines = [
         {"type": "session", "version": 3, "id": "s", "cwd": "/tmp"},
-        {"type": "message", "id": "a", "message": {"role": "user", "content": [
-            {"type": "text", "text": "hello"}], "timestamp": 1}},
-        {"type": "custom_message", "customType": "pi-roost-agent-message", "content": "hi",
-         "details": {"seq": 3, "kind": "message", "from": {"name": "x"}}},
-        {"type": "message", "id": "b", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": "answer"}], "stopReason": "stop"}},
+        {
+            "type": "message",
+            "id": "a",
+            "message": {"role": "user", "content": [{"type": "text", "text": "hello"}], "timestamp": 1},
+        },
+        {
+            "type": "custom_message",
+            "customType": "pi-roost-agent-message",
+            "content": "hi",
+            "details": {"seq": 3, "kind": "message", "from": {"name": "x"}},
+        },
+        {
+            "type": "message",
+            "id": "b",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "answer"}],
+                "stopReason": "stop",
+            },
+        },
     ]
     data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
     root = Path(tempfile.mkdtemp(prefix="roost-fuzz-"))
@@ -82,8 +99,11 @@ def test_a_truncated_or_garbled_session_file_is_read_without_error(cut: int, noi
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.dictionaries(st.sampled_from(
-    [f.name for f in Settings.__dataclass_fields__.values()] + ["unknown"]), json_values))
+@given(
+    data=st.dictionaries(
+        st.sampled_from([f.name for f in Settings.__dataclass_fields__.values()] + ["unknown"]), json_values
+    )
+)
 def test_roost_json_of_any_shape_gives_valid_settings(data: dict[str, object]) -> None:
     settings_ = Settings.from_dict(data)
     defaults = Settings()
@@ -91,6 +111,7 @@ def test_roost_json_of_any_shape_gives_valid_settings(data: dict[str, object]) -
         value = getattr(settings_, name)
         default = getattr(defaults, name)
         assert type(value) is type(default) or (
-            (default is None or isinstance(default, float)) and isinstance(value, float)), (name, value)
+            (default is None or isinstance(default, float)) and isinstance(value, float)
+        ), (name, value)
         if name not in data:
             assert value == default

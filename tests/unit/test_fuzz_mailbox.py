@@ -43,13 +43,15 @@ class MailboxMachine(RuleBasedStateMachine):
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _pending_of(self, kinds: tuple[str, ...]) -> int:
-        return sum(1 for seq, (kind, _) in self.posted.items()
-                   if seq not in self.acked and kind in kinds)
+        return sum(1 for seq, (kind, _) in self.posted.items() if seq not in self.acked and kind in kinds)
 
     @rule(kind=st.sampled_from(KINDS), text=texts)
     def post(self, kind: str, text: str) -> None:
-        full = (self._pending_of(("reply",)) >= MAX_REPLIES if kind == "reply"
-                else self._pending_of(("message", "report")) >= MAX_AGENT)
+        full = (
+            self._pending_of(("reply",)) >= MAX_REPLIES
+            if kind == "reply"
+            else self._pending_of(("message", "report")) >= MAX_AGENT
+        )
         sender = None if kind == "reply" else {"id": "a1b2c3d4", "name": "x", "relation": "child"}
         try:
             item = self.box.post(kind=kind, text=text, sender=sender)
@@ -112,8 +114,13 @@ class MailboxMachine(RuleBasedStateMachine):
         elif kind == "symlink":
             (new / name).symlink_to(self.root / "elsewhere.json")
         elif kind == "seq-mismatch":
-            item = {"seq": 1, "kind": "reply", "from": None, "text": "forged",
-                    "created": "2026-11-30T11:20:00.123Z"}
+            item = {
+                "seq": 1,
+                "kind": "reply",
+                "from": None,
+                "text": "forged",
+                "created": "2026-11-30T11:20:00.123Z",
+            }
             (new / name).write_text(json.dumps(item) + "\n")
         elif kind == "empty":
             (new / name).write_bytes(b"")
@@ -140,8 +147,9 @@ class MailboxMachine(RuleBasedStateMachine):
     def garbage_is_quarantined_with_a_reason(self) -> None:
         self.box.pending()  # a scan of new/, as every reader does
         new = self.path / "new"
-        assert all(p.name.endswith(".json") and p.is_file() and not p.is_symlink()
-                   for p in new.iterdir()), sorted(p.name for p in new.iterdir())
+        assert all(p.name.endswith(".json") and p.is_file() and not p.is_symlink() for p in new.iterdir()), (
+            sorted(p.name for p in new.iterdir())
+        )
         bad = self.path / "bad"
         if bad.is_dir():
             quarantined = [p for p in bad.iterdir() if not p.name.endswith(".why")]

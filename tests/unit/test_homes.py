@@ -12,15 +12,18 @@ from roost import homes, paths
 
 
 @pytest.mark.parametrize("value", ["~/state//x/", "rel/./dir", "/abs/../up", "~", "/"])
-def test_a_home_given_is_what_pathlib_names(value: str, monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+def test_a_home_given_is_what_pathlib_names(
+    value: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ROOST_HOME", value)
     monkeypatch.setenv("PI_CODING_AGENT_DIR", value)
     expected = Path(value).expanduser().absolute()
-    for as_string, as_path in ((homes.roost_home(), paths.roost_home()),
-                               (homes.agent_dir(), paths.agent_dir())):
+    for as_string, as_path in (
+        (homes.roost_home(), paths.roost_home()),
+        (homes.agent_dir(), paths.agent_dir()),
+    ):
         assert Path(as_string) == as_path == expected
         assert os.path.isabs(as_string)
     assert Path(homes.socket_path()) == paths.socket_path() == expected / "roostd.sock"

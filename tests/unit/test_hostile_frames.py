@@ -22,14 +22,17 @@ from roost.protocol import MAX_FRAME, Op
 LONE = "\ud800"
 
 
-@pytest.mark.parametrize("frame, where", [
-    ({"op": "run", "name": LONE}, "name"),
-    ({"op": "run", "task": "ok", "env": {"A": "x" + LONE}}, "env.A"),
-    ({"op": "run", "command": ["true", "a", LONE + "b"]}, "command[2]"),
-    ({"op": "run", "env": {LONE: "x"}}, "a key of env"),
-    ({"op": LONE}, "op"),
-    ({"op": "send", "message": {"deep": [[{"x": "\udfff"}]]}}, "message.deep[0][0].x"),
-])
+@pytest.mark.parametrize(
+    "frame, where",
+    [
+        ({"op": "run", "name": LONE}, "name"),
+        ({"op": "run", "task": "ok", "env": {"A": "x" + LONE}}, "env.A"),
+        ({"op": "run", "command": ["true", "a", LONE + "b"]}, "command[2]"),
+        ({"op": "run", "env": {LONE: "x"}}, "a key of env"),
+        ({"op": LONE}, "op"),
+        ({"op": "send", "message": {"deep": [[{"x": "\udfff"}]]}}, "message.deep[0][0].x"),
+    ],
+)
 def test_a_lone_surrogate_anywhere_is_found(frame: dict[str, Any], where: str) -> None:
     assert protocol.invalid_text(frame) == where
 
@@ -67,13 +70,11 @@ async def _serve_pair(calls: list[str]) -> tuple[asyncio.StreamReader, asyncio.S
         sent = await conn.send(protocol.event("log", entry={"text": "after"}))
         return {"dropped": dropped, "sent": sent, "closed": conn.closed.is_set()}
 
-    handlers = {"echo": echo, "bad_answer": bad_answer, "huge_answer": huge_answer,
-                "push_bad": push_bad}
+    handlers = {"echo": echo, "bad_answer": bad_answer, "huge_answer": huge_answer, "push_bad": push_bad}
     reader, writer = await asyncio.open_unix_connection(sock=left)
     server_reader, server_writer = await asyncio.open_unix_connection(sock=right, limit=MAX_FRAME + 2)
     conn = Connection(server_reader, server_writer)
-    asyncio.get_running_loop().create_task(
-        serve_connection(conn, handlers, OPS, lambda c, o: None))
+    asyncio.get_running_loop().create_task(serve_connection(conn, handlers, OPS, lambda c, o: None))
     return reader, writer
 
 
@@ -100,9 +101,11 @@ def test_a_request_with_a_lone_surrogate_is_refused_before_its_handler() -> None
 
     async def go() -> list[dict[str, Any]]:
         reader, writer = await _serve_pair(calls)
-        writer.write(b'{"id": 1, "op": "echo", "name": "\\ud800"}\n'
-                     b'{"id": "\\udc00", "op": "echo"}\n'
-                     b'{"id": 3, "op": "echo", "name": "fine"}\n')
+        writer.write(
+            b'{"id": 1, "op": "echo", "name": "\\ud800"}\n'
+            b'{"id": "\\udc00", "op": "echo"}\n'
+            b'{"id": 3, "op": "echo", "name": "fine"}\n'
+        )
         await writer.drain()
         frames = [json.loads(await asyncio.wait_for(reader.readline(), 10)) for _ in range(3)]
         writer.close()
@@ -116,9 +119,16 @@ def test_a_request_with_a_lone_surrogate_is_refused_before_its_handler() -> None
 
 
 def test_an_unencodable_answer_is_an_internal_error_and_the_rest_go_on() -> None:
-    frames = asyncio.run(_exchange([
-        b'{"id": 1, "op": "bad_answer"}', b'{"id": 2, "op": "huge_answer"}',
-        b'{"id": 3, "op": "echo", "name": "still here"}'], 3))
+    frames = asyncio.run(
+        _exchange(
+            [
+                b'{"id": 1, "op": "bad_answer"}',
+                b'{"id": 2, "op": "huge_answer"}',
+                b'{"id": 3, "op": "echo", "name": "still here"}',
+            ],
+            3,
+        )
+    )
     answers = by_id(frames)
     assert answers[1]["error"]["code"] == "internal"
     assert answers[2]["error"]["code"] == "internal"
@@ -145,15 +155,28 @@ def test_every_format_character_is_refused_in_a_name() -> None:
             unitext.clean_name(f"job{char}x")
 
 
-@pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200e", "\u200f",
-                                  "\u061c"])
+@pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200e", "\u200f", "\u061c"])
 def test_bidi_controls_are_named_in_the_refusal(char: str) -> None:
     with pytest.raises(ValueError, match="bidi"):
         unitext.clean_name(f"report{char}fdp.exe")
 
 
-@pytest.mark.parametrize("char", ["\u034f", "\u115f", "\u1160", "\u3164", "\uffa0", "\ufe0f",
-                                  "\U000e0100", "\u180b", "\u200b", "\u2060", "\U000e0061"])
+@pytest.mark.parametrize(
+    "char",
+    [
+        "\u034f",
+        "\u115f",
+        "\u1160",
+        "\u3164",
+        "\uffa0",
+        "\ufe0f",
+        "\U000e0100",
+        "\u180b",
+        "\u200b",
+        "\u2060",
+        "\U000e0061",
+    ],
+)
 def test_invisible_characters_are_refused(char: str) -> None:
     with pytest.raises(ValueError, match="invisible"):
         unitext.clean_name(f"na{char}me")
@@ -165,17 +188,24 @@ def test_letters_of_two_scripts_are_refused(name: str) -> None:
         unitext.clean_name(name)
 
 
-@pytest.mark.parametrize("raw, kept", [
-    ("ｂｕｉｌｄ", "build"), ("ﬁx", "fix"), ("Ключ", "Ключ"), ("数学 review", "数学 review"),
-    ("日本語のテスト job", "日本語のテスト job"), ("build 2", "build 2"),
-])
+@pytest.mark.parametrize(
+    "raw, kept",
+    [
+        ("ｂｕｉｌｄ", "build"),
+        ("ﬁx", "fix"),
+        ("Ключ", "Ключ"),
+        ("数学 review", "数学 review"),
+        ("日本語のテスト job", "日本語のテスト job"),
+        ("build 2", "build 2"),
+    ],
+)
 def test_names_are_kept_nfkc_normalised(raw: str, kept: str) -> None:
     assert unitext.clean_name(raw) == kept
 
 
 def test_a_lookalike_of_another_name_is_named() -> None:
     others = {"build": "job a1", "deploy": "job b2"}
-    assert unitext.imitates("bui1d", others) == "job a1"      # digit one for l
+    assert unitext.imitates("bui1d", others) == "job a1"  # digit one for l
     assert unitext.imitates("\u0501eploy", others) == "job b2"  # Cyrillic komi de
-    assert unitext.imitates("build", others) is None          # itself: not an imitation
+    assert unitext.imitates("build", others) is None  # itself: not an imitation
     assert unitext.imitates("test", others) is None

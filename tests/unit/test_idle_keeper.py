@@ -57,8 +57,7 @@ class Table:
         self.started.append(record.id)
 
     def add(self, job_id: str, state: JobState = JobState.DONE, busy: bool = False) -> JobRecord:
-        record = JobRecord(id=job_id, name=job_id, kind=JobKind.PI, cwd="/", state=state,
-                           busy=busy)
+        record = JobRecord(id=job_id, name=job_id, kind=JobKind.PI, cwd="/", state=state, busy=busy)
         paths.ensure_dir(record.dir)
         self.jobs[job_id] = record
         self.procs[job_id] = FakeProc(self.stopped, job_id)

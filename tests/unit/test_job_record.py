@@ -37,10 +37,13 @@ def old(name: str) -> dict[str, Any]:
 def test_a_parent_written_by_main_c0781a3_reads_as_it_was() -> None:
     record = load_record(FIXTURES / "main-c0781a3-parent.json")
     assert (record.id, record.name, record.kind, record.state) == (
-        "9981527c", "fx-parent", JobKind.PI, JobState.DONE)
+        "9981527c",
+        "fx-parent",
+        JobKind.PI,
+        JobState.DONE,
+    )
     assert record.attach == Attach.DETACHED and not record.attached
-    assert record.limits == JobLimits(budget=5.0, budget_tokens=100000, max_turns=20,
-                                      tree_budget=9.0)
+    assert record.limits == JobLimits(budget=5.0, budget_tokens=100000, max_turns=20, tree_budget=9.0)
     assert record.worktree is not None and record.worktree["branch"] == "roost/fx-parent-9981527c"
     assert record.usage is not None and record.usage["requests"] == 3
     assert record.process == Process(worker_pid=11512, worker_start=1796138048.38)
@@ -52,8 +55,9 @@ def test_a_parent_written_by_main_c0781a3_reads_as_it_was() -> None:
 def test_a_spawned_child_written_by_main_c0781a3_reads_as_it_was() -> None:
     record = load_record(FIXTURES / "main-c0781a3-child.json")
     parent = "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl"
-    assert record.links == Links(parent_session=parent, parent_peer="9981527c",
-                                 root_session=parent, depth=1, spawned=True)
+    assert record.links == Links(
+        parent_session=parent, parent_peer="9981527c", root_session=parent, depth=1, spawned=True
+    )
     assert record.reports == Reports(last="317bcf9566ee95eb")
     assert record.limits == JobLimits(budget=9.0)  # its share of the tree's budget
     assert (record.model, record.thinking) == ("fake/fake-model", "off")
@@ -74,19 +78,50 @@ def test_job_json_is_written_grouped() -> None:
     saved = load_record(FIXTURES / "main-c0781a3-child.json").to_json()
     assert saved["links"] == {
         "parentSession": "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl",
-        "parentPeer": "9981527c", "rootSession": "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl",
-        "depth": 1, "spawned": True}
-    assert saved["process"] == {"workerPid": 11553, "workerStart": 1796138049.87,
-                                "exitCode": None, "crashes": []}
-    assert saved["limits"] == {"budget": 9.0, "budgetTokens": None, "maxTurns": None,
-                               "treeBudget": None}
+        "parentPeer": "9981527c",
+        "rootSession": "/tmp/roost-aqej68tk/rh/jobs/9981527c/session.jsonl",
+        "depth": 1,
+        "spawned": True,
+    }
+    assert saved["process"] == {
+        "workerPid": 11553,
+        "workerStart": 1796138049.87,
+        "exitCode": None,
+        "crashes": [],
+    }
+    assert saved["limits"] == {"budget": 9.0, "budgetTokens": None, "maxTurns": None, "treeBudget": None}
     assert saved["reports"] == {"undelivered": None, "last": "317bcf9566ee95eb"}
-    moved = {"parentSession", "parentPeer", "rootSession", "depth", "spawned", "workerPid",
-             "workerStart", "exitCode", "crashes", "budget", "budgetTokens", "maxTurns",
-             "treeBudget", "undeliveredReport", "lastReport", "attached"}
+    moved = {
+        "parentSession",
+        "parentPeer",
+        "rootSession",
+        "depth",
+        "spawned",
+        "workerPid",
+        "workerStart",
+        "exitCode",
+        "crashes",
+        "budget",
+        "budgetTokens",
+        "maxTurns",
+        "treeBudget",
+        "undeliveredReport",
+        "lastReport",
+        "attached",
+    }
     assert set(saved) == (set(old("child")) - moved) | {
-        "links", "process", "limits", "reports", "attach", "queue", "after", "result",
-        "outputSchema", "sandbox", "approvals"}  # added since
+        "links",
+        "process",
+        "limits",
+        "reports",
+        "attach",
+        "queue",
+        "after",
+        "result",
+        "outputSchema",
+        "sandbox",
+        "approvals",
+    }  # added since
     assert saved["queue"] is None and saved["after"] is None
     assert saved["sandbox"] is None and saved["approvals"] is None  # an old job: none
 
@@ -101,16 +136,20 @@ def test_a_grouped_field_of_the_wrong_type_is_a_bad_record() -> None:
         JobRecord.from_json({**old("child"), "budget": "lots"})  # a flat one, migrated
 
 
-@pytest.mark.parametrize(("attached", "status", "attach"), [
-    (False, "", Attach.DETACHED),
-    (False, "thinking", Attach.DETACHED),
-    (True, "attaching", Attach.ATTACHING),
-    (True, "attached", Attach.ATTACHED),
-    (True, "handing off", Attach.HANDING_OFF),
-    (True, "", Attach.ATTACHED),  # the worker's last words overwrote the step
-])
+@pytest.mark.parametrize(
+    ("attached", "status", "attach"),
+    [
+        (False, "", Attach.DETACHED),
+        (False, "thinking", Attach.DETACHED),
+        (True, "attaching", Attach.ATTACHING),
+        (True, "attached", Attach.ATTACHED),
+        (True, "handing off", Attach.HANDING_OFF),
+        (True, "", Attach.ATTACHED),  # the worker's last words overwrote the step
+    ],
+)
 def test_the_old_attached_and_status_become_the_attach_field(
-        attached: bool, status: str, attach: Attach) -> None:
+    attached: bool, status: str, attach: Attach
+) -> None:
     data = {**old("parent"), "attached": attached, "status": status}
     record = JobRecord.from_json(data)
     assert (record.attach, record.status) == (attach, status)

@@ -13,9 +13,19 @@ from roost import jobenv
 
 
 def test_caller_env_leaves_roosts_own_and_non_utf8_variables_behind() -> None:
-    sent = jobenv.caller_env({"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "ROOST_HOME": "/h",
-                              "ROOST_JOB_ID": "j", "PI_CODING_AGENT_DIR": "/a", "PWD": "/p",
-                              "PI_JOB_TOKEN": "t", "PI_OFFLINE": "1", "BAD": "\udcff"})
+    sent = jobenv.caller_env(
+        {
+            "PATH": "/bin",
+            "ANTHROPIC_API_KEY": "k",
+            "ROOST_HOME": "/h",
+            "ROOST_JOB_ID": "j",
+            "PI_CODING_AGENT_DIR": "/a",
+            "PWD": "/p",
+            "PI_JOB_TOKEN": "t",
+            "PI_OFFLINE": "1",
+            "BAD": "\udcff",
+        }
+    )
     assert sent == {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "PI_OFFLINE": "1"}
 
 
@@ -25,12 +35,18 @@ def test_checked_keeps_a_valid_env_without_roosts_names() -> None:
     assert jobenv.checked({"A": "1", "ROOST_EXT_SOCK": "/x", "OLDPWD": "/o"}) == {"A": "1"}
 
 
-@pytest.mark.parametrize(("value", "why"), [
-    ([["A", "1"]], "must be an object"), ({"": "1"}, "bad variable name"),
-    ({"A=B": "1"}, "bad variable name"), ({"A\0": "1"}, "bad variable name"),
-    ({"A": 1}, "value of A"), ({"A": "x\0y"}, "value of A"),
-    ({"A": "x" * jobenv.MAX_BYTES}, "at most"),
-])
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ([["A", "1"]], "must be an object"),
+        ({"": "1"}, "bad variable name"),
+        ({"A=B": "1"}, "bad variable name"),
+        ({"A\0": "1"}, "bad variable name"),
+        ({"A": 1}, "value of A"),
+        ({"A": "x\0y"}, "value of A"),
+        ({"A": "x" * jobenv.MAX_BYTES}, "at most"),
+    ],
+)
 def test_checked_refuses_what_is_not_an_environment(value: object, why: str) -> None:
     with pytest.raises(jobenv.BadEnvironment, match=why) as caught:
         jobenv.checked(value)
@@ -55,9 +71,12 @@ def test_compose_lays_roosts_variables_over_the_stored_env(monkeypatch: pytest.M
     monkeypatch.setenv("ROOSTD_ONLY", "x")
     monkeypatch.setenv("PI_JOB_TOKEN", "secret")
     env = jobenv.compose({"A": "1", "ROOST_JOB_ID": "caller"}, {"ROOST_JOB_ID": "job"})
-    assert env == {"A": "1", "ROOST_PI": "/my/pi", "ROOST_JOB_ID": "job",
-                   **{k: v for k, v in os.environ.items()
-                      if k.startswith("ROOST_") and k != "ROOST_JOB_ID"}}
+    assert env == {
+        "A": "1",
+        "ROOST_PI": "/my/pi",
+        "ROOST_JOB_ID": "job",
+        **{k: v for k, v in os.environ.items() if k.startswith("ROOST_") and k != "ROOST_JOB_ID"},
+    }
     legacy = jobenv.compose(None, {"ROOST_JOB_ID": "job"})
     assert legacy["ROOSTD_ONLY"] == "x" and "PI_JOB_TOKEN" not in legacy
 

@@ -17,8 +17,9 @@ from roost import jsoncodec
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -45,12 +46,15 @@ def test_loads_reads_what_json_reads(value: Any) -> None:
     assert jsoncodec.loads(f" \n{text}\t\r\n") == value
 
 
-@pytest.mark.parametrize("value", [
-    "\x1b[31m\u202e\ud800",  # controls, bidi, a lone surrogate: escaped as json escapes them
-    {"a": float("inf"), "b": float("-inf")},
-    [2**70, -(2**70), 1e-5, 1.5e300],
-    {7: "int key", None: "null key", True: "bool key", 2.5: "float key"},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\x1b[31m\u202e\ud800",  # controls, bidi, a lone surrogate: escaped as json escapes them
+        {"a": float("inf"), "b": float("-inf")},
+        [2**70, -(2**70), 1e-5, 1.5e300],
+        {7: "int key", None: "null key", True: "bool key", 2.5: "float key"},
+    ],
+)
 def test_the_corners_json_has(value: Any) -> None:
     assert jsoncodec.dumps(value) == json_dumps(value)
 
@@ -77,8 +81,10 @@ def test_a_circular_value_is_refused() -> None:
         jsoncodec.dumps(loop)
 
 
-@pytest.mark.parametrize("text", ["", "   ", "{", '{"a":1} x', '{"a":1}{}', "[1,]", "{'a':1}",
-                                  '"\x01"', "nul", '{"a":01}', "[1] ]"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "{", '{"a":1} x', '{"a":1}{}', "[1,]", "{'a':1}", '"\x01"', "nul", '{"a":01}', "[1] ]"],
+)
 def test_bad_text_gets_json_s_error(text: str) -> None:
     with pytest.raises(json.JSONDecodeError) as ours:
         jsoncodec.loads(text)
@@ -93,12 +99,13 @@ def test_deep_nesting_is_a_recursion_error_as_in_json() -> None:
 
 
 def test_importing_it_loads_neither_json_nor_re() -> None:
-    code = ("import sys; before = set(sys.modules); import roost.jsoncodec as c; "
-            "c.loads(c.dumps({'a': [1, 2.5, None]})); "
-            "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
-            "('json', 're', 'enum')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys; before = set(sys.modules); import roost.jsoncodec as c; "
+        "c.loads(c.dumps({'a': [1, 2.5, None]})); "
+        "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+        "('json', 're', 'enum')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 

@@ -71,16 +71,36 @@ def test_item_file_is_one_json_line_with_the_contract_keys(box: Mailbox) -> None
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     data = json.loads(raw)
     assert list(data) == [
-        "seq", "id", "kind", "from", "text", "created", "result", "state", "question", "error",
+        "seq",
+        "id",
+        "kind",
+        "from",
+        "text",
+        "created",
+        "result",
+        "state",
+        "question",
+        "error",
     ]
     assert re.fullmatch(r"[0-9a-f]{16}", data["id"])
     assert data["seq"] == 1 and data["kind"] == "report" and data["from"] == CHILD
     assert data["text"] == "line one\nline two \u2028 caf\u00e9"
     assert CREATED_RE.match(data["created"])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert item == Item(1, "report", CHILD, data["text"], data["created"], {
-        "result": "all green", "state": "done", "question": None, "error": None,
-    }, data["id"])
+    assert item == Item(
+        1,
+        "report",
+        CHILD,
+        data["text"],
+        data["created"],
+        {
+            "result": "all green",
+            "state": "done",
+            "question": None,
+            "error": None,
+        },
+        data["id"],
+    )
     assert Item.from_json(raw) == item
     assert Item.from_json(item.to_json()) == item
 
@@ -94,8 +114,10 @@ def test_user_reply_has_null_from(box: Mailbox) -> None:
 
 def test_ordering_across_kinds(box: Mailbox) -> None:
     kinds = ["reply", "message", "report", "reply", "message", "reply"]
-    posted = [box.post(kind=kind, text=f"#{i}", sender=None if kind == "reply" else CHILD)
-              for i, kind in enumerate(kinds)]
+    posted = [
+        box.post(kind=kind, text=f"#{i}", sender=None if kind == "reply" else CHILD)
+        for i, kind in enumerate(kinds)
+    ]
     assert [item.seq for item in posted] == [1, 2, 3, 4, 5, 6]
     pending = box.pending()
     assert [item.seq for item in pending] == [1, 2, 3, 4, 5, 6]
@@ -116,9 +138,7 @@ def test_ordering_across_kinds(box: Mailbox) -> None:
         ({"kind": "reply", "text": "x" * (1 << 20)}, "too large"),
     ],
 )
-def test_invalid_items_are_refused_and_nothing_is_written(
-    box: Mailbox, kwargs: dict, needle: str
-) -> None:
+def test_invalid_items_are_refused_and_nothing_is_written(box: Mailbox, kwargs: dict, needle: str) -> None:
     with pytest.raises(InvalidItem, match=needle) as info:
         box.post(**kwargs)
     assert isinstance(info.value, ValueError)
@@ -376,8 +396,9 @@ def test_reboot_jumps_past_the_reservation(box: Mailbox) -> None:
     reserved = int(re.search(r"reserved=(\d+)", record).group(1))  # type: ignore[union-attr]
     assert reserved >= 2
     # Pretend the machine rebooted and the un-fsynced `last` rolled back.
-    seq_file.write_text(re.sub(r"boot=\S+", "boot=another-boot", record.replace(
-        "last=000000000002", "last=000000000001")))
+    seq_file.write_text(
+        re.sub(r"boot=\S+", "boot=another-boot", record.replace("last=000000000002", "last=000000000001"))
+    )
     item = box.post(kind="reply", text="after reboot")
     assert item.seq == reserved + 1
 
@@ -434,9 +455,7 @@ def test_failed_rename_removes_the_tmp_file(box: Mailbox, monkeypatch: pytest.Mo
     assert names(box.tmp_dir) == [] and names(box.new_dir) == []
 
 
-def test_failed_write_midway_removes_the_tmp_file(
-    box: Mailbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_write_midway_removes_the_tmp_file(box: Mailbox, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_write(fd: int, data: bytes) -> int:
         raise OSError(28, "No space left on device")
 
@@ -547,9 +566,7 @@ def test_items_acked_by_someone_else_before_the_scan_are_not_yielded(box: Mailbo
         assert [item.seq for item in watcher.drain()] == [3]
 
 
-def test_watch_recovers_from_an_inotify_overflow(
-    box: Mailbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_watch_recovers_from_an_inotify_overflow(box: Mailbox, monkeypatch: pytest.MonkeyPatch) -> None:
     from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD
 
     with box.watch() as watcher:
@@ -583,8 +600,7 @@ def test_on_change_and_drain_from_asyncio(box: Mailbox) -> None:
         texts: list[str] = []
         try:
             threading.Thread(
-                target=lambda: [box.post(kind="message", text=f"m{i}", sender=CHILD)
-                                for i in range(3)]
+                target=lambda: [box.post(kind="message", text=f"m{i}", sender=CHILD) for i in range(3)]
             ).start()
             while len(texts) < 4:
                 texts += [item.text for item in watcher.drain()]
@@ -687,9 +703,7 @@ def test_stale_sweep_constant_is_an_hour() -> None:
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, timeout=30, check=False
-    )
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=30, check=False)
 
 
 def test_inspection_script_lists_pending_and_acked(tmp_path: Path) -> None:
@@ -697,8 +711,15 @@ def test_inspection_script_lists_pending_and_acked(tmp_path: Path) -> None:
     box = Mailbox(job / "mailbox")
     box.post(kind="reply", text="please also update the changelog")
     box.post(kind="message", text="x" * 100 + "\nsecond line", sender=CHILD)
-    box.post(kind="report", text="done:\tall tests pass", sender=CHILD, result="ok",
-             state="done", question=None, error=None)
+    box.post(
+        kind="report",
+        text="done:\tall tests pass",
+        sender=CHILD,
+        result="ok",
+        state="done",
+        question=None,
+        error=None,
+    )
     box.ack(1)
     _write(box.new_dir / "000000000099.json", b"{broken")  # not scanned yet
 

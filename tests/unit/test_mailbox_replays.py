@@ -67,8 +67,7 @@ def all_files(box: Mailbox) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["same object", "reopened"])
-def test_a_delivered_item_copied_under_an_unused_seq_is_quarantined(box: Mailbox,
-                                                                    fresh: bool) -> None:
+def test_a_delivered_item_copied_under_an_unused_seq_is_quarantined(box: Mailbox, fresh: bool) -> None:
     first = box.post(kind="reply", text="deploy it")
     box.post(kind="reply", text="second")
     assert [i.text for i in box.pending()] == ["deploy it", "second"]
@@ -89,16 +88,16 @@ def test_a_copy_under_its_own_name_is_quarantined(box: Mailbox) -> None:
     box.post(kind="reply", text="once")
     box.pending()
     box.ack(1)
-    (box.new_dir / "000000000001.json").write_bytes((box.cur_dir / "000000000001.json")
-                                                    .read_bytes())
+    (box.new_dir / "000000000001.json").write_bytes((box.cur_dir / "000000000001.json").read_bytes())
     assert Mailbox(box.path).pending() == []
     assert why(box, 1).startswith("replay: item 1 was already acknowledged (cur/")
     assert [i.text for i in box.acked()] == ["once"]  # the acknowledged one is untouched
 
 
 def test_a_copy_of_a_pending_item_is_quarantined_and_the_original_kept(box: Mailbox) -> None:
-    original = box.post(kind="message", text="hello", sender={"id": "a1b2c3d4", "name": "x",
-                                                                 "relation": "child"})
+    original = box.post(
+        kind="message", text="hello", sender={"id": "a1b2c3d4", "name": "x", "relation": "child"}
+    )
     with box.watch() as watcher:
         assert watcher.next_item(timeout=5) == original
         # Below and above the original: the item read first is the one kept.
@@ -152,16 +151,14 @@ def test_an_id_must_be_hex(box: Mailbox) -> None:
         box.post(kind="reply", text="x", id="0123456789abcdef")
 
 
-def test_the_acked_index_reads_each_file_once(box: Mailbox,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_acked_index_reads_each_file_once(box: Mailbox, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(30):
         box.post(kind="reply", text=f"m{i}")
     box.ack(30)
     reader = Mailbox(box.path)
     opened: list[str] = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(str(p)) or
-                        real_open(p, *a, **k))
+    monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(str(p)) or real_open(p, *a, **k))
     for i in range(3):
         box.post(kind="reply", text=f"new{i}")
         reader.pending()
@@ -169,8 +166,7 @@ def test_the_acked_index_reads_each_file_once(box: Mailbox,
     assert len(cur_reads) == 30, cur_reads
 
 
-def test_a_delivering_reader_lists_cur_once(box: Mailbox,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_delivering_reader_lists_cur_once(box: Mailbox, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its own acks keep the index up to date: no listing of a long cur/ per item.
     for i in range(10):
         box.post(kind="reply", text=f"m{i}")
@@ -217,8 +213,13 @@ def test_every_file_kept_is_0600_whatever_mode_it_came_with(box: Mailbox) -> Non
     box.ack(10**6)
     assert [i.text for i in box.acked()] == ["one", "by hand", "two"]
     assert sorted(p.name for p in box.bad_dir.iterdir()) == [
-        "000000006000.json", "000000006000.json.why", "000000009999.json",
-        "000000009999.json.why", "junk", "junk.why"]
+        "000000006000.json",
+        "000000006000.json.why",
+        "000000009999.json",
+        "000000009999.json.why",
+        "junk",
+        "junk.why",
+    ]
     files = list(all_files(box))
     assert {mode(p) for p in files} == {0o600}, {p.name: oct(mode(p)) for p in files}
 

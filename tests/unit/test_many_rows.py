@@ -13,21 +13,36 @@ from roost.supervise.usagebook import UsageBook
 from roost.usage.account import Usage
 
 
-def job(n: int, *, session: str, parent: str | None = None, root: str | None = None,
-        cost: float = 0.0, tokens: int = 0) -> JobRecord:
+def job(
+    n: int,
+    *,
+    session: str,
+    parent: str | None = None,
+    root: str | None = None,
+    cost: float = 0.0,
+    tokens: int = 0,
+) -> JobRecord:
     usage = Usage()
     usage.input, usage.cost, usage.priced = tokens, cost, True
-    return JobRecord(id=f"{n:08x}", name=f"j{n}", kind="pi", cwd="/", session=session,
-                     usage=usage.to_json(),
-                     links=Links(parent_session=parent, root_session=root, spawned=parent is not None))
+    return JobRecord(
+        id=f"{n:08x}",
+        name=f"j{n}",
+        kind="pi",
+        cwd="/",
+        session=session,
+        usage=usage.to_json(),
+        links=Links(parent_session=parent, root_session=root, spawned=parent is not None),
+    )
 
 
 def table() -> Any:
-    jobs = [job(1, session="/s/r1", cost=1.0, tokens=10),
-            job(2, session="/s/c1", parent="/s/r1", root="/s/r1", cost=0.5, tokens=5),
-            job(3, session="/s/g1", parent="/s/c1", root="/s/r1", cost=0.25, tokens=2),
-            job(4, session="/s/r2", cost=2.0, tokens=20),
-            job(5, session="/s/c2", parent="/s/r2", root="/s/r2", tokens=7)]
+    jobs = [
+        job(1, session="/s/r1", cost=1.0, tokens=10),
+        job(2, session="/s/c1", parent="/s/r1", root="/s/r1", cost=0.5, tokens=5),
+        job(3, session="/s/g1", parent="/s/c1", root="/s/r1", cost=0.25, tokens=2),
+        job(4, session="/s/r2", cost=2.0, tokens=20),
+        job(5, session="/s/c2", parent="/s/r2", root="/s/r2", tokens=7),
+    ]
     book = UsageBook()
     gone = Usage()
     gone.cost, gone.priced = 4.0, True

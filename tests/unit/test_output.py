@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from roost.cli import output
 
-HIDDEN = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), *output.BIDI, *output.SEPARATORS)
-          if c not in (9, 10)]
+HIDDEN = [
+    chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), *output.BIDI, *output.SEPARATORS) if c not in (9, 10)
+]
 
 
 @given(st.text())
@@ -36,7 +37,8 @@ def test_escapes_read_as_the_sequence_they_stand_for() -> None:
     assert output.visible("a\x1b[1A\x1b[2Kb\n\tc\x9b\u202e") == "a\\x1b[1A\\x1b[2Kb\n\tc\\x9b\\u202e"
     assert output.field("a\nb\tc") == "a\\nb\\tc"
     assert output.visible("no\u00a0break, joiner\U0001f469\u200d\U0001f4bb") == (
-        "no\u00a0break, joiner\U0001f469\u200d\U0001f4bb")  # not printable, but harmless
+        "no\u00a0break, joiner\U0001f469\u200d\U0001f4bb"
+    )  # not printable, but harmless
     assert output.markup("[red]x[/red]") == "\\[red]x\\[/red]"
     assert output.styled("[link=x]y\x1b").plain == "[link=x]y\\x1b"
 

@@ -27,12 +27,22 @@ def test_wrap_breaks_between_words_and_folds_a_long_word() -> None:
 
 
 def test_columns_align_and_styles_only_with_colour() -> None:
-    rows = [[("a1", "dim"), ("—", ""), ("? a question that wraps", "yellow")],
-            [("b22", ""), ("$0.42", ""), ("", "")]]
-    lines = list(pt.table_lines(["ID", "COST", "SUMMARY"], rows, [3, 5, 10],
-                                [False, True, False], wrapping=2, colour=False))
-    assert lines == ["ID    COST  SUMMARY", "a1       —  ? a",
-                     "            question", "            that wraps", "b22  $0.42"]
+    rows = [
+        [("a1", "dim"), ("—", ""), ("? a question that wraps", "yellow")],
+        [("b22", ""), ("$0.42", ""), ("", "")],
+    ]
+    lines = list(
+        pt.table_lines(
+            ["ID", "COST", "SUMMARY"], rows, [3, 5, 10], [False, True, False], wrapping=2, colour=False
+        )
+    )
+    assert lines == [
+        "ID    COST  SUMMARY",
+        "a1       —  ? a",
+        "            question",
+        "            that wraps",
+        "b22  $0.42",
+    ]
     coloured = list(pt.table_lines(["ID"], [[("a1", "bold red")]], [2], [False], None, True))
     assert coloured == ["\x1b[1mID\x1b[0m", "\x1b[1;31ma1\x1b[0m"]
 

@@ -29,8 +29,7 @@ async def _answers_to(lines: list[bytes]) -> list[dict[str, object]]:
 
     ours, theirs = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=theirs, limit=MAX_FRAME + 1)
-    server = asyncio.create_task(serve_connection(Connection(reader, writer), {}, {},
-                                                  lambda conn, op: None))
+    server = asyncio.create_task(serve_connection(Connection(reader, writer), {}, {}, lambda conn, op: None))
     c_reader, c_writer = await asyncio.open_connection(sock=ours, limit=MAX_FRAME * 2)
     for line in lines:
         c_writer.write(line)
@@ -42,15 +41,15 @@ async def _answers_to(lines: list[bytes]) -> list[dict[str, object]]:
 
 
 def test_the_server_answers_a_too_large_frame_by_its_type() -> None:
-    answers = asyncio.run(_answers_to([b"x" * (MAX_FRAME + 10) + b"\n", b"{nope\n",
-                                       b'{"id": 1, "op": "nothing"}\n']))
+    answers = asyncio.run(
+        _answers_to([b"x" * (MAX_FRAME + 10) + b"\n", b"{nope\n", b'{"id": 1, "op": "nothing"}\n'])
+    )
     codes = [a["error"]["code"] for a in answers]  # type: ignore[index]
     assert codes == [protocol.FRAME_TOO_LARGE, protocol.BAD_FRAME, protocol.UNKNOWN_OP]
 
 
 def test_an_event_is_built_only_as_declared() -> None:
-    assert protocol.event("stop", reason="stopped") == {"type": "event", "event": "stop",
-                                                        "reason": "stopped"}
+    assert protocol.event("stop", reason="stopped") == {"type": "event", "event": "stop", "reason": "stopped"}
     assert protocol.event("kick") == {"type": "event", "event": "kick"}
     fields = {"budget": 1.0, "budgetTokens": None, "maxTurns": None, "treeExhausted": None}
     assert protocol.event("budget", **fields)["budget"] == 1.0

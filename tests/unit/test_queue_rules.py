@@ -21,16 +21,21 @@ def test_max_running_default_is_two_per_core_within_the_memory() -> None:
 
 @pytest.mark.parametrize("kind", list(ItemKind))
 @pytest.mark.parametrize("worker", [None, ProcState.EXITED, ProcState.STOPPED])
-def test_an_item_for_a_queued_job_is_kept_and_wakes_nothing(kind: ItemKind,
-                                                            worker: ProcState | None) -> None:
-    decision = item_outcome(kind=kind, job=JobState.QUEUED, attached=False, worker=worker,
-                            worker_alive=False, dialog=False, busy=False)
+def test_an_item_for_a_queued_job_is_kept_and_wakes_nothing(kind: ItemKind, worker: ProcState | None) -> None:
+    decision = item_outcome(
+        kind=kind,
+        job=JobState.QUEUED,
+        attached=False,
+        worker=worker,
+        worker_alive=False,
+        dialog=False,
+        busy=False,
+    )
     assert (decision.outcome, decision.post, decision.wake) == (Outcome.QUEUED, True, False)
 
 
 def test_a_queued_spawn_tells_the_parent_its_position() -> None:
-    assert spawn_text("a1b2c3d4", "w", None, 3).startswith(
-        'queued (position 3): spawned a1b2c3d4 "w"')
+    assert spawn_text("a1b2c3d4", "w", None, 3).startswith('queued (position 3): spawned a1b2c3d4 "w"')
     assert spawn_text("a1b2c3d4", "w").startswith('spawned a1b2c3d4 "w".')
 
 

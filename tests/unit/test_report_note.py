@@ -22,14 +22,19 @@ def test_a_pending_report_outlives_every_note_until_it_is_crossed_off(tmp_path: 
 
 
 def answer(at: str, text: str = "done it") -> dict:
-    return {"type": "message", "timestamp": at,
-            "message": {"role": "assistant", "stopReason": "stop",
-                        "content": [{"type": "text", "text": text}]}}
+    return {
+        "type": "message",
+        "timestamp": at,
+        "message": {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": text}]},
+    }
 
 
 def test_only_an_answer_written_after_the_note_is_the_runs() -> None:
-    user = {"type": "message", "timestamp": "2026-12-06T05:00:01.000Z",
-            "message": {"role": "user", "content": "go"}}
+    user = {
+        "type": "message",
+        "timestamp": "2026-12-06T05:00:01.000Z",
+        "message": {"role": "user", "content": "go"},
+    }
     since = 1796533200000.0  # 2026-12-06T05:00:00Z
     # The worker was killed after it noted the run and before pi took its item: the
     # session's last answer is the last run's, reported already.

@@ -32,12 +32,12 @@ def message(role: str, text: str, stop: str | None = None) -> dict[str, Any]:
 
 
 CUT_SHORT = [message("user", "migrate it"), message("assistant", "", stop="toolUse")]
-ANSWERED = [message("user", "migrate it"), message("assistant", "Done. Shall I push?",
-                                                   stop="stop")]
+ANSWERED = [message("user", "migrate it"), message("assistant", "Done. Shall I push?", stop="stop")]
 
 
-def restored(note: RunNote, entries: list[dict[str, Any]], pending: bool = False
-             ) -> tuple[RunTracker, str | None, list[RunNote]]:
+def restored(
+    note: RunNote, entries: list[dict[str, Any]], pending: bool = False
+) -> tuple[RunTracker, str | None, list[RunNote]]:
     runs, saved = RunTracker(), list[RunNote]()
     resume = restore(runs, note, entries, pending=pending, save=saved.append)
     return runs, resume, saved
@@ -78,8 +78,9 @@ def test_a_stopped_run_is_not_continued_and_its_note_is_kept() -> None:
     assert runs.question is not None and "stopped before it finished" in runs.question
     runs, _, _ = restored(RunNote("reply", "t0", stopped=True), ANSWERED)
     assert (runs.state, runs.question) == (JobState.NEEDS_INPUT, "Done. Shall I push?")
-    runs, _, _ = restored(RunNote("reply", "t0", stopped=True), ANSWERED[:1] + [
-        message("assistant", "Done.", stop="stop")])
+    runs, _, _ = restored(
+        RunNote("reply", "t0", stopped=True), ANSWERED[:1] + [message("assistant", "Done.", stop="stop")]
+    )
     assert (runs.state, runs.summary) == (JobState.DONE, "")  # stopped after its run ended
 
 

@@ -20,19 +20,21 @@ from roost.worker.answers import Answers, structured_text
 from roost.worker.runnote import Keeper
 from roost.worker.runs import RunTracker
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
-          "required": ["n"]}
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}
 
 
 # -- the schema ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("schema", "why"), [
-    ([], "must be a JSON object, got an array"),
-    ({"type": "nope"}, "not a valid JSON Schema: at $.type"),
-    ({"properties": {"a": {"minimum": "x"}}}, "at $.properties.a.minimum"),
-    ({"$schema": "https://example.com/mine"}, "not a JSON Schema dialect roost knows"),
-    ({"$ref": "other.json"}, "points outside it"),
-    ({"description": "x" * results.SCHEMA_MAX}, f"the limit is {results.SCHEMA_MAX}"),
-])
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ([], "must be a JSON object, got an array"),
+        ({"type": "nope"}, "not a valid JSON Schema: at $.type"),
+        ({"properties": {"a": {"minimum": "x"}}}, "at $.properties.a.minimum"),
+        ({"$schema": "https://example.com/mine"}, "not a JSON Schema dialect roost knows"),
+        ({"$ref": "other.json"}, "points outside it"),
+        ({"description": "x" * results.SCHEMA_MAX}, f"the limit is {results.SCHEMA_MAX}"),
+    ],
+)
 def test_an_unusable_schema_is_refused_with_one_line(schema: Any, why: str) -> None:
     with pytest.raises(results.BadSchema) as caught:
         results.check_schema(schema)
@@ -48,25 +50,31 @@ def test_a_schema_of_any_known_dialect_and_local_refs_are_accepted() -> None:
 
 
 # -- the answer ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "value"), [
-    ('{"n": 1}', {"n": 1}),
-    ('\n  {"n": 1}\n', {"n": 1}),
-    ("42", 42),
-    ('"text"', "text"),
-    ('Here it is:\n```json\n{"n": 2}\n```\nDone.', {"n": 2}),
-    ('```JSON\n[1, 2]\n```', [1, 2]),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"n": 1}', {"n": 1}),
+        ('\n  {"n": 1}\n', {"n": 1}),
+        ("42", 42),
+        ('"text"', "text"),
+        ('Here it is:\n```json\n{"n": 2}\n```\nDone.', {"n": 2}),
+        ("```JSON\n[1, 2]\n```", [1, 2]),
+    ],
+)
 def test_the_answer_is_the_whole_text_or_one_json_block(text: str, value: Any) -> None:
     assert results.extract(text) == (value, None)
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("", "the answer is empty"),
-    ("The count is 3.", "the answer is not JSON"),
-    ('```\n{"n": 1}\n```', "the answer is not JSON"),  # a block not tagged json
-    ('```json\n{"n": 1}\n```\n```json\n{"n": 2}\n```', "holds 2 ```json blocks"),
-    ("```json\n{n: 1}\n```", "the ```json block is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "the answer is empty"),
+        ("The count is 3.", "the answer is not JSON"),
+        ('```\n{"n": 1}\n```', "the answer is not JSON"),  # a block not tagged json
+        ('```json\n{"n": 1}\n```\n```json\n{"n": 2}\n```', "holds 2 ```json blocks"),
+        ("```json\n{n: 1}\n```", "the ```json block is not valid JSON"),
+    ],
+)
 def test_an_answer_without_one_json_value_says_why(text: str, why: str) -> None:
     value, problem = results.extract(text)
     assert value is None and problem is not None and why in problem
@@ -92,8 +100,7 @@ def test_roosts_words() -> None:
     task = results.task_note(SCHEMA)
     assert task.startswith("\n\n[roost] This job's final answer must be a JSON value")
     assert json.loads(task.split("```json\n")[1].split("\n```")[0]) == SCHEMA
-    assert results.failure(["a"]) == ("the final answer is not valid against the output "
-                                      "schema:\n- a")
+    assert results.failure(["a"]) == ("the final answer is not valid against the output schema:\n- a")
 
 
 def test_a_large_result_event_carries_its_size_only() -> None:
@@ -106,8 +113,7 @@ def test_a_large_result_event_carries_its_size_only() -> None:
 # -- the record ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", [None, 0, False, "s", [1, "a"], {"n": [True]}, 1.5])
 def test_a_result_of_any_json_type_survives_job_json(tmp_path: Path, value: Any) -> None:
-    record = JobRecord(id="a1b2c3d4", name="x", kind=JobKind.PI, cwd="/", result=value,
-                       output_schema=SCHEMA)
+    record = JobRecord(id="a1b2c3d4", name="x", kind=JobKind.PI, cwd="/", result=value, output_schema=SCHEMA)
     path = tmp_path / "job.json"
     path.write_text(json.dumps(record.to_json()))
     loaded = load_record(path)
@@ -120,10 +126,12 @@ def test_a_definition_names_its_schema_inline_or_in_a_file(tmp_path: Path) -> No
     assert not errors and inline is not None and inline.output_schema == {"type": "object"}
     assert inline.to_json()["output_schema"] == {"type": "object"}
     assert rules.Definition.from_json(inline.to_json()).output_schema == {"type": "object"}
-    for text, why in (('output_schema = "../up.json"\n', "a file name in the definition's folder"),
-                      ('output_schema = "/etc/x.json"\n', "no absolute path"),
-                      ("output_schema = 3\n", "expected a table (the schema) or a file name"),
-                      ('[output_schema]\ntype = "bogus"\n', "not a valid JSON Schema")):
+    for text, why in (
+        ('output_schema = "../up.json"\n', "a file name in the definition's folder"),
+        ('output_schema = "/etc/x.json"\n', "no absolute path"),
+        ("output_schema = 3\n", "expected a table (the schema) or a file name"),
+        ('[output_schema]\ntype = "bogus"\n', "not a valid JSON Schema"),
+    ):
         defn, errors = rules.parse(text, "b", "user", "b.toml")
         assert defn is None and why in str(errors[0]), errors
         assert errors[0].line is not None
@@ -135,8 +143,9 @@ def test_a_definition_names_its_schema_inline_or_in_a_file(tmp_path: Path) -> No
     defs, errors = store.load_dir(tmp_path, "user")
     assert [d.name for d in defs] == ["good"] and defs[0].output_schema == SCHEMA
     shown = sorted(str(e) for e in errors)
-    assert shown[0].startswith(f"{tmp_path}/bad.toml:1: output_schema 'bad.json': the output "
-                               "schema is not a valid JSON Schema")
+    assert shown[0].startswith(
+        f"{tmp_path}/bad.toml:1: output_schema 'bad.json': the output schema is not a valid JSON Schema"
+    )
     assert shown[1].startswith(f"{tmp_path}/gone.toml:2: output_schema 'none.json': ")
 
 
@@ -150,10 +159,17 @@ class FakeLink:
 
 
 class Harness:
-    def __init__(self, schema: dict[str, Any] | None = SCHEMA, spawned: bool = True,
-                 extension: bool = True) -> None:
-        record = JobRecord(id="a1b2c3d4", name="x", kind=JobKind.PI, cwd="/",
-                           output_schema=schema, links=Links(spawned=spawned))
+    def __init__(
+        self, schema: dict[str, Any] | None = SCHEMA, spawned: bool = True, extension: bool = True
+    ) -> None:
+        record = JobRecord(
+            id="a1b2c3d4",
+            name="x",
+            kind=JobKind.PI,
+            cwd="/",
+            output_schema=schema,
+            links=Links(spawned=spawned),
+        )
         self.runs = RunTracker()
         self.runs.enter(JobState.RUNNING)
         self.runs.enter(JobState.DONE)
@@ -161,8 +177,13 @@ class Harness:
         self.to_ext: list[dict[str, Any]] = []
         self.extension = extension
         self.dir = tempfile.TemporaryDirectory()
-        self.answers = Answers(record, self.runs, self.link, self.send,  # type: ignore[arg-type]
-                               Keeper(Path(self.dir.name) / "run.json"))
+        self.answers = Answers(
+            record,
+            self.runs,
+            self.link,
+            self.send,  # type: ignore[arg-type]
+            Keeper(Path(self.dir.name) / "run.json"),
+        )
 
     def send(self, frame: dict[str, Any]) -> bool:
         if self.extension:
@@ -173,10 +194,18 @@ class Harness:
         """A run that ends with `text`: settled, checked, handed back; the job's error."""
         runs = self.runs
         runs.next_cause = runs.next_cause or cause
-        for event in ({"type": "agent_start"},
-                      {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
-                                                          "content": [{"type": "text", "text": text}]}},
-                      {"type": "agent_end"}):
+        for event in (
+            {"type": "agent_start"},
+            {
+                "type": "message_end",
+                "message": {
+                    "role": "assistant",
+                    "stopReason": "stop",
+                    "content": [{"type": "text", "text": text}],
+                },
+            },
+            {"type": "agent_end"},
+        ):
             runs.on_event(event)
         run = runs.settle()
         assert run is not None
@@ -208,8 +237,9 @@ def test_an_invalid_answer_gets_a_note_then_fails(monkeypatch: Any) -> None:
     assert h.runs.status == "repairing its answer"
     assert not h.link.sent  # no result, and no report for an answer being repaired
     error = h.answer("still not")
-    assert error == results.failure(["the answer is not JSON: give the JSON value alone, or "
-                                     "in one ```json block"])
+    assert error == results.failure(
+        ["the answer is not JSON: give the JSON value alone, or in one ```json block"]
+    )
     assert h.runs.state == JobState.FAILED and len(h.to_ext) == 1
     [report] = h.sent("handback")
     assert report["state"] == "failed" and report["error"] == error
@@ -223,14 +253,12 @@ def test_an_invalid_answer_gets_a_note_then_fails(monkeypatch: Any) -> None:
 def test_the_repairs_are_a_setting(monkeypatch: Any) -> None:
     from roost import config
 
-    monkeypatch.setattr("roost.worker.answers.load_settings",
-                        lambda: config.Settings(resultRepairs=2))
+    monkeypatch.setattr("roost.worker.answers.load_settings", lambda: config.Settings(resultRepairs=2))
     h = Harness()
     assert h.answer("a") is None and h.answer("b") is None
     assert "(1 more chance after this)" in h.to_ext[0]["content"]
     assert h.answer("c") is not None and len(h.to_ext) == 2
-    monkeypatch.setattr("roost.worker.answers.load_settings",
-                        lambda: config.Settings(resultRepairs=0))
+    monkeypatch.setattr("roost.worker.answers.load_settings", lambda: config.Settings(resultRepairs=0))
     h = Harness()
     assert h.answer("a") is not None and not h.to_ext
 
@@ -273,11 +301,19 @@ def test_a_row_with_a_result_says_so_in_meta_and_show() -> None:
 def test_a_model_errors_report_keeps_pis_words() -> None:
     h = Harness()
     h.runs.next_cause = RunCause.TASK
-    for event in ({"type": "agent_start"},
-                  {"type": "message_end", "message": {"role": "assistant", "stopReason": "error",
-                                                      "errorMessage": "429 rate limited",
-                                                      "content": []}},
-                  {"type": "agent_end"}):
+    for event in (
+        {"type": "agent_start"},
+        {
+            "type": "message_end",
+            "message": {
+                "role": "assistant",
+                "stopReason": "error",
+                "errorMessage": "429 rate limited",
+                "content": [],
+            },
+        },
+        {"type": "agent_end"},
+    ):
         h.runs.on_event(event)
     run = h.runs.settle()
     assert run is not None and h.answers.check(run) is None  # no answer: not checked

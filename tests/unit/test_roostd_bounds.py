@@ -50,6 +50,7 @@ def test_a_first_frame_and_an_unfinished_frame_time_out() -> None:
         # Idle between frames is no fault: only a started frame has a deadline.
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(conn.read_frame(), 0.5)
+
     run(go())
 
 
@@ -70,6 +71,7 @@ def test_unfinished_frames_share_one_pool() -> None:
         with pytest.raises(protocol.ProtocolError):  # not JSON: but it was read whole
             await task
         assert pool.used == 0
+
     run(go())
 
 
@@ -80,11 +82,13 @@ def test_an_oversize_line_is_skipped_to_its_newline() -> None:
 
         def send() -> None:
             peer.sendall(big)
+
         sender = asyncio.get_running_loop().run_in_executor(None, send)
         with pytest.raises(protocol.FrameTooLarge):
             await conn.read_frame()
         assert (await conn.read_frame()) == {"op": "ok"}
         await sender
+
     run(go())
 
 
@@ -101,8 +105,7 @@ def test_pipelined_requests_stop_the_reading_at_the_in_flight_bound() -> None:
             return {}
 
         ops = {"slow": Op("slow", "any", (), "")}
-        server = asyncio.ensure_future(
-            serve_connection(conn, {"slow": slow}, ops, lambda c, o: None))
+        server = asyncio.ensure_future(serve_connection(conn, {"slow": slow}, ops, lambda c, o: None))
         peer.sendall(protocol.encode({"id": 1, "op": "slow"}) * 50)
         await asyncio.sleep(0.2)
         assert seen == 4 and conn.in_flight == 4
@@ -111,6 +114,7 @@ def test_pipelined_requests_stop_the_reading_at_the_in_flight_bound() -> None:
         assert seen == 50
         peer.close()
         await server
+
     run(go())
 
 
@@ -137,6 +141,7 @@ def test_a_peer_that_does_not_read_pushes_is_dropped_with_a_final_frame() -> Non
             data += chunk
         last = protocol.decode(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
         assert last["event"] == "dropped"
+
     run(go())
 
 
@@ -170,10 +175,10 @@ def test_repeated_warnings_become_one_line_with_a_count() -> None:
             log.warning("could not accept: %s", n)
         assert lines == ["could not accept: 0"]
         import time
+
         time.sleep(0.25)
         log.info("something else")
-        assert lines[1:] == ["could not accept: %s [… repeated 499 more times in 0.2s]",
-                             "something else"]
+        assert lines[1:] == ["could not accept: %s [… repeated 499 more times in 0.2s]", "something else"]
     finally:
         log.removeHandler(handler)
 
@@ -192,8 +197,9 @@ def test_roostd_log_is_rotated(tmp_path: Path) -> None:
         "print('stray', flush=True)\n"
     )
     with open(log, "ab") as out:
-        subprocess.run([sys.executable, "-c", script, str(log)], stdout=out,
-                       stderr=subprocess.STDOUT, check=True)
+        subprocess.run(
+            [sys.executable, "-c", script, str(log)], stdout=out, stderr=subprocess.STDOUT, check=True
+        )
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["roostd.log", "roostd.log.1", "roostd.log.2", "roostd.log.3"]
     assert all(p.stat().st_size < 20_000 for p in tmp_path.iterdir())
@@ -227,4 +233,5 @@ def test_an_event_follower_that_falls_behind_is_dropped_at_once() -> None:
         for seq in range(eventwriter.SUBSCRIBER_BACKLOG + 5):
             sub.push({"seq": seq})
         assert dropped == [True] and sub.closed and not sub.queue
+
     run(go())

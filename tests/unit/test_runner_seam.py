@@ -89,7 +89,8 @@ def test_a_worker_is_released_only_after_its_identity_is_saved(tmp_path: Path) -
 
 
 def test_a_worker_whose_identity_could_not_be_saved_is_never_released(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = a_job(tmp_path)
     runner = FakeRunner(record)
 
@@ -106,12 +107,15 @@ def test_a_worker_whose_identity_could_not_be_saved_is_never_released(
 
 def test_the_local_runner_holds_its_worker_until_go(tmp_path: Path) -> None:
     """LocalRunner's worker sees ROOST_WORKER_GO_FD and reads `go` from it only once told."""
-    script = ("import os,sys; fd=int(os.environ['ROOST_WORKER_GO_FD']); "
-              "sys.stdout.write(os.read(fd, 2).decode() or 'eof'); sys.stdout.flush()")
+    script = (
+        "import os,sys; fd=int(os.environ['ROOST_WORKER_GO_FD']); "
+        "sys.stdout.write(os.read(fd, 2).decode() or 'eof'); sys.stdout.flush()"
+    )
     for release in (True, False):
         log_path = tmp_path / f"w{release}.log"
-        launched = LocalRunner().launch(WorkerSpec(
-            "0000abcd", [sys.executable, "-c", script], str(tmp_path), log_path))
+        launched = LocalRunner().launch(
+            WorkerSpec("0000abcd", [sys.executable, "-c", script], str(tmp_path), log_path)
+        )
         assert launched.start_time == procid.live_start_time(launched.pid)
         launched.go() if release else launched.cancel()
         assert launched.wait() == 0

@@ -48,17 +48,30 @@ def test_no_open_question_once_answered_or_when_the_answer_asks_nothing() -> Non
 
 def said(text: str, stop: str = "stop", error: str | None = None) -> dict[str, Any]:
     """pi's message_end for an assistant message."""
-    body: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}],
-                            "stopReason": stop}
+    body: dict[str, Any] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stopReason": stop,
+    }
     if error is not None:
         body["errorMessage"] = error
     return {"type": "message_end", "message": body}
 
 
-SELECT = {"type": "extension_ui_request", "id": "d1", "method": "select", "title": "Pick",
-          "options": ["red", "green"]}
-CONFIRM = {"type": "extension_ui_request", "id": "d2", "method": "confirm", "title": "Apply?",
-           "message": "It rewrites 3 files"}
+SELECT = {
+    "type": "extension_ui_request",
+    "id": "d1",
+    "method": "select",
+    "title": "Pick",
+    "options": ["red", "green"],
+}
+CONFIRM = {
+    "type": "extension_ui_request",
+    "id": "d2",
+    "method": "confirm",
+    "title": "Apply?",
+    "message": "It rewrites 3 files",
+}
 
 
 def run_through(runs: RunTracker, *events: dict[str, Any]) -> list[str | None]:
@@ -89,8 +102,14 @@ def test_a_run_goes_from_its_cause_to_a_settled_answer() -> None:
     assert (runs.state, runs.status, runs.summary) == (JobState.DONE, "", "All tests pass.")
     assert runs.run is None and not runs.streaming and not runs.ended
     assert runs.last_assistant == "All tests pass.\nDetails follow."
-    assert runs.snapshot() == {"state": "done", "status": "", "summary": "All tests pass.",
-                               "question": None, "dialog": False, "options": None}
+    assert runs.snapshot() == {
+        "state": "done",
+        "status": "",
+        "summary": "All tests pass.",
+        "question": None,
+        "dialog": False,
+        "options": None,
+    }
 
 
 def test_a_run_nothing_announced_is_a_restore() -> None:
@@ -115,8 +134,9 @@ def test_pi_that_announces_the_settle_is_taken_at_its_word() -> None:
 
 def test_a_compaction_after_the_end_asks_for_another_settle_check() -> None:
     runs = RunTracker()
-    run_through(runs, {"type": "agent_start"}, said("done"), {"type": "agent_end"},
-                {"type": "compaction_start"})
+    run_through(
+        runs, {"type": "agent_start"}, said("done"), {"type": "agent_end"}, {"type": "compaction_start"}
+    )
     assert runs.on_event({"type": "compaction_end"}) == "ended"
     # A compaction during a run asks for nothing.
     during = RunTracker()
@@ -129,8 +149,12 @@ def test_a_retry_continues_the_same_run() -> None:
     runs.next_cause = RunCause.TASK
     runs.on_event({"type": "agent_start"})
     first = runs.run
-    run_through(runs, said("", stop="error", error="overloaded"), {"type": "agent_end"},
-                {"type": "auto_retry_start", "attempt": 2})
+    run_through(
+        runs,
+        said("", stop="error", error="overloaded"),
+        {"type": "agent_end"},
+        {"type": "auto_retry_start", "attempt": 2},
+    )
     assert not runs.ended and runs.status == "retrying (attempt 2)"
     runs.next_cause = RunCause.REPLY  # an item that arrived meanwhile
     runs.on_event({"type": "agent_start"})
@@ -145,8 +169,12 @@ def test_a_retry_continues_the_same_run() -> None:
 
 def test_a_model_error_fails_the_job_with_the_error_as_summary() -> None:
     runs = RunTracker(summary="earlier summary")
-    run_through(runs, {"type": "agent_start"},
-                said("", stop="error", error="401 invalid api key\nmore"), {"type": "agent_end"})
+    run_through(
+        runs,
+        {"type": "agent_start"},
+        said("", stop="error", error="401 invalid api key\nmore"),
+        {"type": "agent_end"},
+    )
     run = runs.settle()
     assert run is not None and run.error == "401 invalid api key\nmore"
     assert (runs.state, runs.status) == (JobState.FAILED, "model error")
@@ -160,17 +188,24 @@ def test_a_model_error_fails_the_job_with_the_error_as_summary() -> None:
 
 def test_an_aborted_run_is_done_and_keeps_its_summary() -> None:
     runs = RunTracker(summary="before")
-    run_through(runs, {"type": "agent_start"}, said("half an answer?", stop="aborted"),
-                {"type": "agent_end"})
+    run_through(runs, {"type": "agent_start"}, said("half an answer?", stop="aborted"), {"type": "agent_end"})
     runs.settle()
     assert (runs.state, runs.status, runs.question, runs.summary) == (
-        JobState.DONE, "aborted", None, "before")
+        JobState.DONE,
+        "aborted",
+        None,
+        "before",
+    )
 
 
 def test_an_answer_that_ends_in_a_question_needs_input() -> None:
     runs = RunTracker()
-    run_through(runs, {"type": "agent_start"},
-                said("I found two ways.\n\nShall I use the faster one?"), {"type": "agent_end"})
+    run_through(
+        runs,
+        {"type": "agent_start"},
+        said("I found two ways.\n\nShall I use the faster one?"),
+        {"type": "agent_end"},
+    )
     runs.settle()
     assert (runs.state, runs.question) == (JobState.NEEDS_INPUT, "Shall I use the faster one?")
     # The next run clears the question.
@@ -206,8 +241,7 @@ def test_a_dialog_opens_is_answered_and_the_run_goes_on() -> None:
 
 def test_a_run_that_ends_with_its_dialog_open_closes_it() -> None:
     runs = RunTracker()
-    run_through(runs, {"type": "agent_start"}, SELECT, said("Gave up waiting."),
-                {"type": "agent_end"})
+    run_through(runs, {"type": "agent_start"}, SELECT, said("Gave up waiting."), {"type": "agent_end"})
     runs.settle()
     assert runs.dialog_state == Dialog.CLOSED and runs.dialog is None
     assert runs.state == JobState.DONE and runs.snapshot()["dialog"] is False
@@ -225,8 +259,7 @@ def test_a_dialog_outside_a_run_answered_leaves_the_job_as_it_was_asked() -> Non
 
 def test_only_dialog_methods_open_a_dialog_and_only_an_open_one_is_answered() -> None:
     runs = RunTracker()
-    runs.on_event({"type": "extension_ui_request", "id": "n", "method": "notify",
-                   "message": "hello"})
+    runs.on_event({"type": "extension_ui_request", "id": "n", "method": "notify", "message": "hello"})
     assert runs.dialog_state == Dialog.CLOSED and runs.dialog is None
     with pytest.raises(IllegalTransition, match="dialog closed -> answered"):
         runs.dialog_answered()  # a bug in the caller, loud
@@ -239,8 +272,7 @@ def test_a_dialogs_question_options_and_answer() -> None:
     assert dialog_question({"method": "input", "title": "Name?"}) == "Name?"
     assert dialog_question({"method": "editor"}) == "(editor)"
     assert dialog_options({"method": "input"}) is None
-    assert dialog_answer(CONFIRM, " Yes ") == {"type": "extension_ui_response", "id": "d2",
-                                               "confirmed": True}
+    assert dialog_answer(CONFIRM, " Yes ") == {"type": "extension_ui_response", "id": "d2", "confirmed": True}
     assert dialog_answer(CONFIRM, "nope")["confirmed"] is False
     assert dialog_answer(SELECT, "2")["value"] == "green"  # by number
     assert dialog_answer(SELECT, " RED ")["value"] == "red"  # by its text

@@ -17,16 +17,36 @@ from roost.config import Settings
 from roost.definitions.rules import parse
 
 HOME, RH, AGENT = "/home/u", "/home/u/.local/state/roost", "/home/u/.pi/agent"
-EXISTING = {"/work", "/home/u/.ssh", "/home/u/.netrc", "/home/u/.pi/agent/auth.json", RH,
-            "/data", "/home/u", "/home/u/.local/state/roost/worktrees/abc"}
+EXISTING = {
+    "/work",
+    "/home/u/.ssh",
+    "/home/u/.netrc",
+    "/home/u/.pi/agent/auth.json",
+    RH,
+    "/data",
+    "/home/u",
+    "/home/u/.local/state/roost/worktrees/abc",
+}
 DIRS = EXISTING - {"/home/u/.netrc", "/home/u/.pi/agent/auth.json"}
 
 
-def plan(cwd: str = "/work", writable: tuple[str, ...] = (), network: str = "none",
-         ) -> sandbox.Plan:
-    return sandbox.plan("/usr/bin/bwrap", cwd, writable, network, home=HOME, roost_home=RH,
-                        agent_dir=AGENT, exists=EXISTING.__contains__,
-                        isdir=DIRS.__contains__, realpath=lambda p: p)
+def plan(
+    cwd: str = "/work",
+    writable: tuple[str, ...] = (),
+    network: str = "none",
+) -> sandbox.Plan:
+    return sandbox.plan(
+        "/usr/bin/bwrap",
+        cwd,
+        writable,
+        network,
+        home=HOME,
+        roost_home=RH,
+        agent_dir=AGENT,
+        exists=EXISTING.__contains__,
+        isdir=DIRS.__contains__,
+        realpath=lambda p: p,
+    )
 
 
 def pairs(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -35,10 +55,10 @@ def pairs(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
     i = 0
     while i < len(argv):
         if argv[i] in ("--bind", "--ro-bind"):
-            out.append(argv[i:i + 3])
+            out.append(argv[i : i + 3])
             i += 3
         elif argv[i] in ("--tmpfs", "--dev", "--proc", "--chdir"):
-            out.append(argv[i:i + 2])
+            out.append(argv[i : i + 2])
             i += 2
         else:
             i += 1
@@ -80,20 +100,42 @@ def test_a_root_holding_secrets_hides_them_again() -> None:
     """cwd = $HOME: binding it writable must not uncover ~/.ssh or ROOST_HOME."""
     mounts = pairs(plan(cwd=HOME).argv)
     bind = mounts.index(("--bind", HOME, HOME))
-    assert ("--tmpfs", "/home/u/.ssh") in mounts[bind + 1:]
-    assert ("--tmpfs", RH) in mounts[bind + 1:]
+    assert ("--tmpfs", "/home/u/.ssh") in mounts[bind + 1 :]
+    assert ("--tmpfs", RH) in mounts[bind + 1 :]
 
 
 def test_secret_variables_are_dropped() -> None:
-    env = {"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "ANTHROPIC_OAUTH_TOKEN": "x",
-           "GEMINI_API_KEY": "x", "GH_TOKEN": "x", "github_token": "x", "MY_SECRET": "x",
-           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AZURE_OPENAI_API_KEY": "x",
-           "DB_PASSWORD": "x", "GOOGLE_APPLICATION_CREDENTIALS": "x", "SSH_AUTH_SOCK": "x",
-           "PATH": "/bin", "HOME": "/h", "LANG": "C", "TERM": "xterm", "TOKENIZERS": "1",
-           "ROOST_HOME": "/r", "KEYBOARD": "us"}
-    assert sandbox.filtered_env(env) == {"PATH": "/bin", "HOME": "/h", "LANG": "C",
-                                         "TERM": "xterm", "TOKENIZERS": "1",
-                                         "ROOST_HOME": "/r", "KEYBOARD": "us"}
+    env = {
+        "OPENAI_API_KEY": "x",
+        "ANTHROPIC_API_KEY": "x",
+        "ANTHROPIC_OAUTH_TOKEN": "x",
+        "GEMINI_API_KEY": "x",
+        "GH_TOKEN": "x",
+        "github_token": "x",
+        "MY_SECRET": "x",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AZURE_OPENAI_API_KEY": "x",
+        "DB_PASSWORD": "x",
+        "GOOGLE_APPLICATION_CREDENTIALS": "x",
+        "SSH_AUTH_SOCK": "x",
+        "PATH": "/bin",
+        "HOME": "/h",
+        "LANG": "C",
+        "TERM": "xterm",
+        "TOKENIZERS": "1",
+        "ROOST_HOME": "/r",
+        "KEYBOARD": "us",
+    }
+    assert sandbox.filtered_env(env) == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "LANG": "C",
+        "TERM": "xterm",
+        "TOKENIZERS": "1",
+        "ROOST_HOME": "/r",
+        "KEYBOARD": "us",
+    }
 
 
 def test_path_rules() -> None:
@@ -107,10 +149,14 @@ def test_path_rules() -> None:
 
 def test_compose() -> None:
     assert sandbox.compose(None, None, False, False, "none", (), None) is None
-    assert sandbox.compose(True, None, False, False, "none", ("/d",), None) == \
-        {"network": "none", "writable": ["/d"]}
-    assert sandbox.compose(None, None, True, False, "host", (), None) == \
-        {"network": "host", "writable": []}  # the definition's sandbox = true
+    assert sandbox.compose(True, None, False, False, "none", ("/d",), None) == {
+        "network": "none",
+        "writable": ["/d"],
+    }
+    assert sandbox.compose(None, None, True, False, "host", (), None) == {
+        "network": "host",
+        "writable": [],
+    }  # the definition's sandbox = true
     assert sandbox.compose(None, None, False, True, "none", (), None) is not None  # roost.json
     assert sandbox.compose(False, None, False, True, "none", (), None) is None  # --no-sandbox
     assert sandbox.compose(False, None, True, False, "none", (), None) is not None
@@ -119,10 +165,14 @@ def test_compose() -> None:
     parent = {"network": "none", "writable": ["/d"]}
     # a child: sandboxed whatever it asks, never more network or folders than its parent
     assert sandbox.compose(False, "host", False, False, "host", ("/x",), parent) == parent
-    assert sandbox.compose(None, None, False, False, "none", (), {"network": "host"}) == \
-        {"network": "host", "writable": []}
-    assert sandbox.compose(None, "none", False, False, "none", (), {"network": "host"}) == \
-        {"network": "none", "writable": []}
+    assert sandbox.compose(None, None, False, False, "none", (), {"network": "host"}) == {
+        "network": "host",
+        "writable": [],
+    }
+    assert sandbox.compose(None, "none", False, False, "none", (), {"network": "host"}) == {
+        "network": "none",
+        "writable": [],
+    }
 
 
 def test_no_bwrap_is_refused_naming_the_package(tmp_path: Path) -> None:
@@ -132,8 +182,7 @@ def test_no_bwrap_is_refused_naming_the_package(tmp_path: Path) -> None:
     with pytest.raises(sandbox.SandboxError, match="bwrap is not installed"):
         sandbox.check({"PATH": str(tmp_path)})
     broken = tmp_path / "bwrap"
-    broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\n"
-                      "exit 1\n")
+    broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     broken.chmod(0o755)
     with pytest.raises(sandbox.SandboxError, match="No permissions to create new namespace"):
         sandbox.check({"ROOST_BWRAP": str(broken)})
@@ -178,11 +227,24 @@ def test_the_plan_runs_under_the_real_bwrap(tmp_path: Path) -> None:
     work, outside = tmp_path / "work", tmp_path / "outside"
     work.mkdir()
     outside.mkdir()
-    p = sandbox.plan(sandbox.check(), str(work), [], "none", home=str(tmp_path / "home"),
-                     roost_home=str(tmp_path / "rh"), agent_dir=str(tmp_path / "agent"))
+    p = sandbox.plan(
+        sandbox.check(),
+        str(work),
+        [],
+        "none",
+        home=str(tmp_path / "home"),
+        roost_home=str(tmp_path / "rh"),
+        agent_dir=str(tmp_path / "agent"),
+    )
     script = f"echo a > {work}/a && (echo b > {outside}/b) 2>/dev/null; echo $$"
-    done = subprocess.run([*p.argv, script], capture_output=True, text=True, timeout=30,
-                          env={"PATH": os.environ["PATH"]}, check=False)
+    done = subprocess.run(
+        [*p.argv, script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": os.environ["PATH"]},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert (work / "a").exists() and not (outside / "b").exists()
     assert int(done.stdout.strip()) < 10

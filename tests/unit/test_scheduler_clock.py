@@ -87,9 +87,14 @@ def restart(schedule: Schedule, now: float) -> Host:
 
 
 def nightly(last_fired: float, catch_up: str) -> Schedule:
-    return Schedule(name="nightly", when=When("cron", "30 2 * * *", "Europe/Berlin", 0.0),
-                    run={"task": "scout", "cwd": "/"}, created=0.0, last_fired=last_fired,
-                    catch_up=catch_up)
+    return Schedule(
+        name="nightly",
+        when=When("cron", "30 2 * * *", "Europe/Berlin", 0.0),
+        run={"task": "scout", "cwd": "/"},
+        created=0.0,
+        last_fired=last_fired,
+        catch_up=catch_up,
+    )
 
 
 def test_a_restart_across_the_dst_night_catches_up_once(home: Path) -> None:
@@ -127,6 +132,7 @@ def test_a_restart_before_the_due_time_fires_nothing(home: Path) -> None:
 
 
 # -- a restart decides the overlap on the truth, one firing at a time ---------------------
+
 
 class Proc:
     """The worker of a job a restarted roostd adopted: it has not reported yet."""
@@ -192,7 +198,8 @@ def test_a_restart_weighs_the_overlap_once_the_last_runs_worker_reported(home: P
 
 
 def test_a_worker_that_never_reports_leaves_the_overlap_to_its_record(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(scheduler_module, "REPORT_WAIT", 0.05)
     book.save({"nightly": queueing("job0")})
     host = SlowHost()
@@ -227,8 +234,7 @@ def test_a_restarts_catch_up_and_its_queued_firing_start_one_run_not_two(home: P
         scheduler.start()
         await turns()
         assert len(host.runs) == 1  # the catch-up; the queued one waits for its run
-        assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [
-            ("catch-up", "started")]
+        assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [("catch-up", "started")]
         assert len(book.load()["nightly"].queued) == 1
         host.jobs["job1"].state = JobState.STOPPED  # that run ends: the queued one runs
         scheduler._on_event({"type": "job.state", "job": {"id": "job1"}})
@@ -237,6 +243,8 @@ def test_a_restarts_catch_up_and_its_queued_firing_start_one_run_not_two(home: P
 
     asyncio.run(main())
     assert [(e["cause"], e["outcome"]) for e in host.events.emitted] == [
-        ("catch-up", "started"), ("time", "started")]
+        ("catch-up", "started"),
+        ("time", "started"),
+    ]
     assert [r[0]["name"] for r in host.runs] == ["nightly-1", "nightly-2"]
     assert book.load()["nightly"].queued == []

@@ -21,34 +21,77 @@ def line(entry: dict[str, Any]) -> bytes:
 
 
 def message(role: str, text: str, n: int, **extra: Any) -> dict[str, Any]:
-    return {"type": "message", "id": f"e{n}", "timestamp": f"2026-12-01T10:00:0{n}.000Z",
-            "message": {"role": role, "content": [{"type": "text", "text": text}], **extra}}
+    return {
+        "type": "message",
+        "id": f"e{n}",
+        "timestamp": f"2026-12-01T10:00:0{n}.000Z",
+        "message": {"role": role, "content": [{"type": "text", "text": text}], **extra},
+    }
 
 
-SESSION = b"".join([
-    line({"type": "session", "version": 3, "id": "s", "cwd": "/w",
-          "systemPrompt": "You are pi, an expert coding assistant"}),
-    line({"type": "message", "id": "sys", "message": {"role": "system",
-                                                      "content": "expert coding assistant"}}),
-    line(message("user", "fix the payment retry", 1)),
-    line({"type": "message", "id": "e2", "timestamp": "2026-12-01T10:00:02.000Z",
-          "message": {"role": "assistant", "stopReason": "toolUse", "content": [
-              {"type": "text", "text": "looking"},
-              {"type": "toolCall", "name": "bash", "arguments": {"command": "grep retry"}}]}}),
-    line(message("toolResult", "retry.py:3", 3, toolName="bash")),
-    line(message("assistant", "Done.\n\nShall I add a test?", 4, stopReason="stop")),
-    line(message("user", "yes, with a \x02marker\x03", 5)),
-    line({"type": "custom_message", "customType": CUSTOM_TYPE, "id": "e6",
-          "timestamp": "2026-12-01T10:00:06.000Z", "content": "envelope",
-          "details": {"kind": "report", "title": "✉ report from child", "body": "all green"}}),
-])
+SESSION = b"".join(
+    [
+        line(
+            {
+                "type": "session",
+                "version": 3,
+                "id": "s",
+                "cwd": "/w",
+                "systemPrompt": "You are pi, an expert coding assistant",
+            }
+        ),
+        line(
+            {
+                "type": "message",
+                "id": "sys",
+                "message": {"role": "system", "content": "expert coding assistant"},
+            }
+        ),
+        line(message("user", "fix the payment retry", 1)),
+        line(
+            {
+                "type": "message",
+                "id": "e2",
+                "timestamp": "2026-12-01T10:00:02.000Z",
+                "message": {
+                    "role": "assistant",
+                    "stopReason": "toolUse",
+                    "content": [
+                        {"type": "text", "text": "looking"},
+                        {"type": "toolCall", "name": "bash", "arguments": {"command": "grep retry"}},
+                    ],
+                },
+            }
+        ),
+        line(message("toolResult", "retry.py:3", 3, toolName="bash")),
+        line(message("assistant", "Done.\n\nShall I add a test?", 4, stopReason="stop")),
+        line(message("user", "yes, with a \x02marker\x03", 5)),
+        line(
+            {
+                "type": "custom_message",
+                "customType": CUSTOM_TYPE,
+                "id": "e6",
+                "timestamp": "2026-12-01T10:00:06.000Z",
+                "content": "envelope",
+                "details": {"kind": "report", "title": "✉ report from child", "body": "all green"},
+            }
+        ),
+    ]
+)
 
 
 def test_the_conversation_is_indexed_and_the_system_prompt_is_not() -> None:
     found = entryscan.scan(SESSION, 0)
     kinds = [(row.kind, row.entry) for row in found.rows]
-    assert kinds == [("user", "e1"), ("assistant", "e2"), ("tool", "e2"), ("tool", "e3"),
-                     ("assistant", "e4"), ("answer", "e5"), ("report", "e6")]
+    assert kinds == [
+        ("user", "e1"),
+        ("assistant", "e2"),
+        ("tool", "e2"),
+        ("tool", "e3"),
+        ("assistant", "e4"),
+        ("answer", "e5"),
+        ("report", "e6"),
+    ]
     assert not any("expert" in row.text for row in found.rows)
     assert found.end == len(SESSION)
     assert "\x02" not in found.rows[5].text and "marker" in found.rows[5].text
@@ -60,7 +103,7 @@ def test_a_line_still_being_written_is_read_next_time() -> None:
     cut = len(SESSION) - 20
     first = entryscan.scan(SESSION[:cut], 0)
     assert first.end < cut and len(first.rows) == 6
-    rest = entryscan.scan(SESSION[first.end:], first.end, first.asked)
+    rest = entryscan.scan(SESSION[first.end :], first.end, first.asked)
     assert [row.kind for row in rest.rows] == ["report"]
     assert rest.end == len(SESSION)
     # The question state is carried from one scan to the next.
@@ -71,17 +114,20 @@ def test_a_line_still_being_written_is_read_next_time() -> None:
     assert entryscan.scan(SESSION[split:], split, head.asked).rows[0].kind == "answer"
 
 
-@pytest.mark.parametrize(("text", "query"), [
-    ("payment retry", "payment retry"),
-    ("retr*", "retr*"),
-    ('"payment retry" OR banner', '"payment retry" OR banner'),
-    ("CVE-2026-1234", '"CVE-2026-1234"'),
-    ("payment.retry NOT flaky", '"payment.retry" NOT flaky'),
-    ("text:secret", '"text:secret"'),  # never a column filter
-    ("(a OR b) AND c", "( a OR b ) AND c"),
-    ("ünïcode", "ünïcode"),
-    ("x' OR 1=1; --", "\"x'\" OR \"1=1;\" \"--\""),
-])
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("payment retry", "payment retry"),
+        ("retr*", "retr*"),
+        ('"payment retry" OR banner', '"payment retry" OR banner'),
+        ("CVE-2026-1234", '"CVE-2026-1234"'),
+        ("payment.retry NOT flaky", '"payment.retry" NOT flaky'),
+        ("text:secret", '"text:secret"'),  # never a column filter
+        ("(a OR b) AND c", "( a OR b ) AND c"),
+        ("ünïcode", "ünïcode"),
+        ("x' OR 1=1; --", '"x\'" OR "1=1;" "--"'),
+    ],
+)
 def test_a_query_keeps_fts_syntax_and_quotes_the_rest(text: str, query: str) -> None:
     assert fts_query(text) == query
 
@@ -120,12 +166,15 @@ def search(conn: sqlite3.Connection, query: str, **kw: Any) -> list[dict[str, An
 
 
 def test_the_best_match_first_and_the_newest_first_on_ties(tmp_path: Path) -> None:
-    conn = index(tmp_path, [
-        ("a", "retry once in a long text about many other things entirely", 100.0),
-        ("b", "retry retry retry", 50.0),
-        ("c", "the same words retry", 10.0),
-        ("d", "the same words retry", 20.0),
-    ])
+    conn = index(
+        tmp_path,
+        [
+            ("a", "retry once in a long text about many other things entirely", 100.0),
+            ("b", "retry retry retry", 50.0),
+            ("c", "the same words retry", 10.0),
+            ("d", "the same words retry", 20.0),
+        ],
+    )
     rows = search(conn, "retry")
     assert [r["job"] for r in rows][0] == "b"  # BM25: the densest match
     ties = [r["job"] for r in rows if r["snippet"] == "the same words retry"]

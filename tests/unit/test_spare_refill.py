@@ -21,15 +21,18 @@ from roost.supervise.runner import LocalLaunch, LocalRunner, WorkerSpec
 pytestmark = pytest.mark.usefixtures("home")
 
 # A stand-in for `python -m roost.worker --standby`: says ready, then waits for its job.
-STANDBY = ("import os, socket; s = socket.socket(fileno=int(os.environ['ROOST_WORKER_GO_FD']));"
-           "s.sendall(b'ready'); socket.recv_fds(s, 65536, 1)")
+STANDBY = (
+    "import os, socket; s = socket.socket(fileno=int(os.environ['ROOST_WORKER_GO_FD']));"
+    "s.sendall(b'ready'); socket.recv_fds(s, 65536, 1)"
+)
 # A stand-in for a worker started cold: held until roostd says go (as `roost.worker` is).
 HELD = "import os; os.read(int(os.environ['ROOST_WORKER_GO_FD']), 2)"
 
 
 def cold(runner: LocalRunner, tmp_path: Path, job: str, *, pi: bool = True) -> LocalLaunch:
-    launched = runner.launch(WorkerSpec(job, [sys.executable, "-c", HELD], str(tmp_path),
-                                        tmp_path / f"{job}.log", spare=pi))
+    launched = runner.launch(
+        WorkerSpec(job, [sys.executable, "-c", HELD], str(tmp_path), tmp_path / f"{job}.log", spare=pi)
+    )
     assert isinstance(launched, LocalLaunch)  # no spare there yet: a worker of its own
     return launched
 
@@ -50,15 +53,19 @@ def refill_in(runner: LocalRunner) -> float:
 
 
 def test_the_spare_starts_once_the_pis_started_since_are_up(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(spare_mod, "standby_command", lambda: [sys.executable, "-c", STANDBY])
     monkeypatch.setattr(spare_mod, "REFILL_SECONDS", 60.0)  # the test never waits for it
 
     async def scenario() -> None:
         runner = LocalRunner(spare=lambda: True)
         runner.prepare()
-        workers = [cold(runner, tmp_path, "0000000a"), cold(runner, tmp_path, "0000000b"),
-                   cold(runner, tmp_path, "0000000c", pi=False)]  # a shell job's worker
+        workers = [
+            cold(runner, tmp_path, "0000000a"),
+            cold(runner, tmp_path, "0000000b"),
+            cold(runner, tmp_path, "0000000c", pi=False),
+        ]  # a shell job's worker
         assert refill_in(runner) > 30
         runner.worker_up("0000000a")
         assert refill_in(runner) > 30  # b's pi still boots: no spare beside it
@@ -77,7 +84,8 @@ def test_the_spare_starts_once_the_pis_started_since_are_up(
 
 
 def test_a_worker_started_meanwhile_holds_the_spare_back(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(spare_mod, "standby_command", lambda: [sys.executable, "-c", STANDBY])
     monkeypatch.setattr(spare_mod, "REFILL_SECONDS", 60.0)
 
@@ -115,8 +123,9 @@ def test_roostd_says_a_worker_is_up_when_its_job_leaves_starting() -> None:
         daemon = daemon_module.Daemon()
         runner = Runner()
         daemon.runner = runner  # type: ignore[assignment]
-        record = JobRecord(id="0000000d", name="d", kind=JobKind.PI, cwd="/",
-                           state=JobState.STARTING, session=None)
+        record = JobRecord(
+            id="0000000d", name="d", kind=JobKind.PI, cwd="/", state=JobState.STARTING, session=None
+        )
         paths.ensure_dir(record.dir)
         daemon.jobs[record.id] = record
         daemon.set_state(record, JobState.RUNNING)

@@ -28,15 +28,18 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # A stand-in for `python -m roost.worker --standby`: says ready, then prints what it got.
-STANDBY = ("import os, socket, sys; s = socket.socket(fileno=int(os.environ['ROOST_WORKER_GO_FD']));"
-           "s.sendall(b'ready'); m, fds, _, _ = socket.recv_fds(s, 65536, 1);"
-           "os.write(fds[0], m) if fds else None")
+STANDBY = (
+    "import os, socket, sys; s = socket.socket(fileno=int(os.environ['ROOST_WORKER_GO_FD']));"
+    "s.sendall(b'ready'); m, fds, _, _ = socket.recv_fds(s, 65536, 1);"
+    "os.write(fds[0], m) if fds else None"
+)
 # A stand-in for a worker started cold: held until roostd says go (as `roost.worker` is).
 HELD = "import os; print(os.read(int(os.environ['ROOST_WORKER_GO_FD']), 2).decode(), flush=True)"
 
 
 def test_a_pi_spec_takes_the_ready_spare_and_a_shell_spec_never(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(spare_mod, "standby_command", lambda: [sys.executable, "-c", STANDBY])
     monkeypatch.setattr(spare_mod, "REFILL_SECONDS", 30.0)
 
@@ -50,17 +53,22 @@ def test_a_pi_spec_takes_the_ready_spare_and_a_shell_spec_never(
             await asyncio.sleep(0.025)
         assert runner.spare.ready
         spare_pid = runner.spare.pid
-        shell = runner.launch(WorkerSpec("0000aaaa", [sys.executable, "-c", HELD],
-                                         str(tmp_path), tmp_path / "shell.log"))
+        shell = runner.launch(
+            WorkerSpec("0000aaaa", [sys.executable, "-c", HELD], str(tmp_path), tmp_path / "shell.log")
+        )
         assert isinstance(shell, LocalLaunch) and shell.pid != spare_pid
         shell.go()
         assert shell.wait() == 0
-        taken = runner.launch(WorkerSpec("0000bbbb", ["unused"], str(tmp_path),
-                                         tmp_path / "pi.log", env={"X": "1"}, spare=True))
+        taken = runner.launch(
+            WorkerSpec("0000bbbb", ["unused"], str(tmp_path), tmp_path / "pi.log", env={"X": "1"}, spare=True)
+        )
         assert isinstance(taken, SpareLaunch) and taken.pid == spare_pid
         assert runner.spare.pid is None  # used once: the next one comes later
-        again = runner.launch(WorkerSpec("0000cccc", [sys.executable, "-c", HELD],
-                                         str(tmp_path), tmp_path / "cold.log", spare=True))
+        again = runner.launch(
+            WorkerSpec(
+                "0000cccc", [sys.executable, "-c", HELD], str(tmp_path), tmp_path / "cold.log", spare=True
+            )
+        )
         assert isinstance(again, LocalLaunch)  # none ready: a worker of its own
         again.go()
         assert again.wait() == 0
@@ -103,8 +111,7 @@ class Runner:
         return Launch()
 
 
-def test_spawn_says_whether_it_saved_the_record(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spawn_says_whether_it_saved_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = JobRecord(id="0000dddd", name="s", kind=JobKind.PI, cwd=str(tmp_path))
     paths.ensure_dir(record.dir)
 

@@ -56,8 +56,9 @@ def test_a_failed_job_shows_failed_while_the_disk_is_full(
         daemon.events.listeners.append(events.append)
         ended: list[str] = []
         monkeypatch.setattr(daemon.agents, "job_ended", lambda record, why: ended.append(why))
-        record = JobRecord(id="0000000a", name="n", kind=JobKind.PI, cwd="/",
-                           state=JobState.RUNNING, session=None)
+        record = JobRecord(
+            id="0000000a", name="n", kind=JobKind.PI, cwd="/", state=JobState.RUNNING, session=None
+        )
         paths.ensure_dir(record.dir)
         record.save()
         daemon.jobs[record.id] = record
@@ -71,7 +72,11 @@ def test_a_failed_job_shows_failed_while_the_disk_is_full(
         assert daemon.row(record)["state"] == "failed"
         assert await waiter  # `roost wait` woke
         assert [e["type"] for e in events if e["type"] != "worker.crashed"] == [
-            "worker.gave_up", "job.save_failed", "job.state", "job.failed"]
+            "worker.gave_up",
+            "job.save_failed",
+            "job.state",
+            "job.failed",
+        ]
         assert "No space left" in events[2]["error"]
         assert ended == ["crashed repeatedly"]  # the parent hears of it
         assert json.loads(record.file.read_text())["state"] == "running"

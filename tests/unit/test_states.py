@@ -40,46 +40,83 @@ J, P, A, D = JobState, ProcState, Attach, Dialog
 # to this test, on purpose.
 EXPECTED: dict[str, set[tuple[Any, Any]]] = {
     "job": {
-        (J.STARTING, J.RUNNING), (J.STARTING, J.DONE), (J.STARTING, J.NEEDS_INPUT),
-        (J.STARTING, J.FAILED), (J.STARTING, J.STOPPED),
-        (J.RUNNING, J.DONE), (J.RUNNING, J.NEEDS_INPUT), (J.RUNNING, J.FAILED),
-        (J.RUNNING, J.STOPPED), (J.RUNNING, J.STARTING),
-        (J.DONE, J.RUNNING), (J.DONE, J.NEEDS_INPUT), (J.DONE, J.REAPED), (J.DONE, J.STOPPED),
-        (J.DONE, J.STARTING), (J.DONE, J.FAILED),
-        (J.NEEDS_INPUT, J.RUNNING), (J.NEEDS_INPUT, J.DONE), (J.NEEDS_INPUT, J.STOPPED),
-        (J.NEEDS_INPUT, J.FAILED), (J.NEEDS_INPUT, J.STARTING),
-        (J.FAILED, J.STARTING), (J.FAILED, J.STOPPED), (J.FAILED, J.RUNNING),
-        (J.FAILED, J.NEEDS_INPUT), (J.FAILED, J.DONE),
+        (J.STARTING, J.RUNNING),
+        (J.STARTING, J.DONE),
+        (J.STARTING, J.NEEDS_INPUT),
+        (J.STARTING, J.FAILED),
+        (J.STARTING, J.STOPPED),
+        (J.RUNNING, J.DONE),
+        (J.RUNNING, J.NEEDS_INPUT),
+        (J.RUNNING, J.FAILED),
+        (J.RUNNING, J.STOPPED),
+        (J.RUNNING, J.STARTING),
+        (J.DONE, J.RUNNING),
+        (J.DONE, J.NEEDS_INPUT),
+        (J.DONE, J.REAPED),
+        (J.DONE, J.STOPPED),
+        (J.DONE, J.STARTING),
+        (J.DONE, J.FAILED),
+        (J.NEEDS_INPUT, J.RUNNING),
+        (J.NEEDS_INPUT, J.DONE),
+        (J.NEEDS_INPUT, J.STOPPED),
+        (J.NEEDS_INPUT, J.FAILED),
+        (J.NEEDS_INPUT, J.STARTING),
+        (J.FAILED, J.STARTING),
+        (J.FAILED, J.STOPPED),
+        (J.FAILED, J.RUNNING),
+        (J.FAILED, J.NEEDS_INPUT),
+        (J.FAILED, J.DONE),
         (J.STOPPED, J.STARTING),
-        (J.REAPED, J.STARTING), (J.REAPED, J.STOPPED), (J.REAPED, J.FAILED),
-        (J.DONE, J.QUEUED), (J.NEEDS_INPUT, J.QUEUED), (J.FAILED, J.QUEUED),
-        (J.STOPPED, J.QUEUED), (J.REAPED, J.QUEUED), (J.QUEUED, J.STARTING),
-        (J.QUEUED, J.STOPPED), (J.QUEUED, J.RUNNING),
-        (J.WAITING, J.STARTING), (J.WAITING, J.QUEUED), (J.WAITING, J.FAILED),
+        (J.REAPED, J.STARTING),
+        (J.REAPED, J.STOPPED),
+        (J.REAPED, J.FAILED),
+        (J.DONE, J.QUEUED),
+        (J.NEEDS_INPUT, J.QUEUED),
+        (J.FAILED, J.QUEUED),
+        (J.STOPPED, J.QUEUED),
+        (J.REAPED, J.QUEUED),
+        (J.QUEUED, J.STARTING),
+        (J.QUEUED, J.STOPPED),
+        (J.QUEUED, J.RUNNING),
+        (J.WAITING, J.STARTING),
+        (J.WAITING, J.QUEUED),
+        (J.WAITING, J.FAILED),
         (J.WAITING, J.STOPPED),
     },
     "worker": {
         (P.STOPPED, P.STARTING),
-        (P.STARTING, P.RUNNING), (P.STARTING, P.BACKOFF), (P.STARTING, P.EXITED),
+        (P.STARTING, P.RUNNING),
+        (P.STARTING, P.BACKOFF),
+        (P.STARTING, P.EXITED),
         (P.STARTING, P.FATAL),
-        (P.RUNNING, P.BACKOFF), (P.RUNNING, P.EXITED), (P.RUNNING, P.FATAL),
+        (P.RUNNING, P.BACKOFF),
+        (P.RUNNING, P.EXITED),
+        (P.RUNNING, P.FATAL),
         (P.RUNNING, P.STARTING),
-        (P.BACKOFF, P.STARTING), (P.BACKOFF, P.EXITED), (P.BACKOFF, P.FATAL),
-        (P.EXITED, P.STARTING), (P.FATAL, P.STARTING),
+        (P.BACKOFF, P.STARTING),
+        (P.BACKOFF, P.EXITED),
+        (P.BACKOFF, P.FATAL),
+        (P.EXITED, P.STARTING),
+        (P.FATAL, P.STARTING),
     },
     "attach": {
-        (A.DETACHED, A.ATTACHING), (A.DETACHED, A.HANDING_OFF),
-        (A.ATTACHING, A.ATTACHED), (A.ATTACHING, A.DETACHED),
-        (A.ATTACHED, A.DETACHED), (A.ATTACHED, A.HANDING_OFF),
+        (A.DETACHED, A.ATTACHING),
+        (A.DETACHED, A.HANDING_OFF),
+        (A.ATTACHING, A.ATTACHED),
+        (A.ATTACHING, A.DETACHED),
+        (A.ATTACHED, A.DETACHED),
+        (A.ATTACHED, A.HANDING_OFF),
         (A.HANDING_OFF, A.DETACHED),
     },
     "dialog": {
-        (D.CLOSED, D.OPEN), (D.OPEN, D.ANSWERED), (D.OPEN, D.CLOSED),
-        (D.ANSWERED, D.CLOSED), (D.ANSWERED, D.OPEN),
+        (D.CLOSED, D.OPEN),
+        (D.OPEN, D.ANSWERED),
+        (D.OPEN, D.CLOSED),
+        (D.ANSWERED, D.CLOSED),
+        (D.ANSWERED, D.OPEN),
     },
 }
-MACHINES: dict[str, Machine[Any]] = {"job": JOBS, "worker": PROCS, "attach": ATTACHES,
-                                     "dialog": DIALOGS}
+MACHINES: dict[str, Machine[Any]] = {"job": JOBS, "worker": PROCS, "attach": ATTACHES, "dialog": DIALOGS}
 
 
 @pytest.mark.parametrize("name", sorted(MACHINES))
@@ -101,8 +138,7 @@ def test_a_move_is_logged_once_and_staying_put_is_not(caplog: pytest.LogCaptureF
     with caplog.at_level(logging.INFO, logger="roost.states"):
         JOBS.move(J.RUNNING, J.DONE, "job ab12", "the run ended")
         JOBS.move(J.DONE, J.DONE, "job ab12")
-    assert [r.getMessage() for r in caplog.records] == [
-        "job ab12: job running -> done (the run ended)"]
+    assert [r.getMessage() for r in caplog.records] == ["job ab12: job running -> done (the run ended)"]
 
 
 def test_the_attach_status_goes_through_its_setter() -> None:
@@ -126,11 +162,24 @@ def test_a_client_may_claim_only_a_reply_or_the_cli_as_cause() -> None:
 
 
 # -- the outcome matrix -------------------------------------------------------------------------
-def decide(kind: str = "message", job: JobState = J.DONE, attached: bool = False,
-           worker: ProcState | None = P.RUNNING, alive: bool = True, dialog: bool = False,
-           busy: bool = False) -> tuple[Outcome, bool, bool, bool]:
-    d = item_outcome(kind=ItemKind(kind), job=job, attached=attached, worker=worker, worker_alive=alive,
-                     dialog=dialog, busy=busy)
+def decide(
+    kind: str = "message",
+    job: JobState = J.DONE,
+    attached: bool = False,
+    worker: ProcState | None = P.RUNNING,
+    alive: bool = True,
+    dialog: bool = False,
+    busy: bool = False,
+) -> tuple[Outcome, bool, bool, bool]:
+    d = item_outcome(
+        kind=ItemKind(kind),
+        job=job,
+        attached=attached,
+        worker=worker,
+        worker_alive=alive,
+        dialog=dialog,
+        busy=busy,
+    )
     return d.outcome, d.post, d.wake, d.answers_dialog
 
 
@@ -154,7 +203,11 @@ def test_outcome_matrix() -> None:
     # An open dialog: a reply answers it, agent items wait and say why.
     assert decide("reply", J.NEEDS_INPUT, dialog=True, busy=True) == (O.DELIVERED, True, False, True)
     assert decide("message", J.NEEDS_INPUT, dialog=True, busy=True) == (
-        O.WAITING_ON_DIALOG, True, False, False)
+        O.WAITING_ON_DIALOG,
+        True,
+        False,
+        False,
+    )
     assert decide("report", J.NEEDS_INPUT, dialog=True) == (O.WAITING_ON_DIALOG, True, False, False)
     # A live worker: delivered into a run in progress, else it starts one.
     assert decide("message", J.RUNNING, busy=True) == (O.DELIVERED, True, False, False)
@@ -163,10 +216,16 @@ def test_outcome_matrix() -> None:
 
 
 # -- is_settled --------------------------------------------------------------------------------
-def settled(state: JobState, kind: JobKind = JobKind.PI, busy: bool = False, dialog: bool = False,
-            proc: ProcState | None = P.RUNNING, alive: bool = True, pending: int = 0) -> bool:
-    record = JobRecord(id="ab12cd34", name="j", kind=kind, cwd="/", state=state, busy=busy,
-                       dialog=dialog)
+def settled(
+    state: JobState,
+    kind: JobKind = JobKind.PI,
+    busy: bool = False,
+    dialog: bool = False,
+    proc: ProcState | None = P.RUNNING,
+    alive: bool = True,
+    pending: int = 0,
+) -> bool:
+    record = JobRecord(id="ab12cd34", name="j", kind=kind, cwd="/", state=state, busy=busy, dialog=dialog)
     procs = {} if proc is None else {record.id: SimpleNamespace(state=proc, alive=alive)}
     mailbox = SimpleNamespace(pending=lambda: [object()] * pending)
     daemon = SimpleNamespace(procs=procs, mailbox=lambda _record: mailbox)

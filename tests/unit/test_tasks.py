@@ -46,8 +46,7 @@ def test_a_task_nothing_else_refers_to_is_kept_until_it_is_done() -> None:
     asyncio.run(scenario())
 
 
-def test_a_failure_is_logged_with_what_failed_and_a_cancel_is_not(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failure_is_logged_with_what_failed_and_a_cancel_is_not(caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
         tasks = Tasks(log)
 
@@ -63,7 +62,8 @@ def test_a_failure_is_logged_with_what_failed_and_a_cancel_is_not(
     with caplog.at_level(logging.ERROR, logger="roost.test"):
         asyncio.run(scenario())
     assert [r.getMessage() for r in caplog.records] == [
-        "sending worker_update failed: RuntimeError('the socket is gone')"]
+        "sending worker_update failed: RuntimeError('the socket is gone')"
+    ]
     assert caplog.records[0].exc_info is not None  # with its traceback
 
 
@@ -132,24 +132,36 @@ def _unkept_tasks(path: Path) -> list[int]:
     """Lines of `path` that start a task (ensure_future, create_task) without keeping it:
     the call's value is not assigned."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    kept = {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None}
-    return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("ensure_future", "create_task") and id(node) not in kept]
+    kept = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+    }
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("ensure_future", "create_task")
+        and id(node) not in kept
+    ]
 
 
 def test_the_worker_starts_no_task_it_does_not_keep() -> None:
     """Fire-and-forget goes through roost.tasks.Tasks.spawn (kept, its failure logged)."""
-    found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "worker").glob("*.py"))
-             if (lines := _unkept_tasks(p))}
+    found = {
+        str(p.relative_to(ROOT)): lines
+        for p in sorted((ROOT / "worker").glob("*.py"))
+        if (lines := _unkept_tasks(p))
+    }
     assert found == {}
 
 
 def test_an_unkept_task_is_found(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text("import asyncio\nt = asyncio.create_task(f())\n"
-                      "asyncio.ensure_future(g())\nloop.create_task(h())\n")
+    source.write_text(
+        "import asyncio\nt = asyncio.create_task(f())\nasyncio.ensure_future(g())\nloop.create_task(h())\n"
+    )
     assert _unkept_tasks(source) == [3, 4]
 
 
@@ -157,24 +169,29 @@ def _bare_tasks(path: Path) -> list[int]:
     """Lines of `path` where a task is started as a statement of its own (its value
     dropped at once): `asyncio.ensure_future(...)`, `create_task(...)` of anything."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Attribute | ast.Name)
-            and getattr(node.value.func, "attr", getattr(node.value.func, "id", None))
-            in ("ensure_future", "create_task")]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute | ast.Name)
+        and getattr(node.value.func, "attr", getattr(node.value.func, "id", None))
+        in ("ensure_future", "create_task")
+    ]
 
 
 def test_roost_starts_no_task_as_a_bare_statement() -> None:
     """Nowhere in roost is a task started and dropped (roostd's too: a report, a pushed
     frame, a follow): a task nothing keeps may be collected, and its failure is never seen."""
-    found = {str(p.relative_to(ROOT)): lines for p in sorted(ROOT.rglob("*.py"))
-             if (lines := _bare_tasks(p))}
+    found = {str(p.relative_to(ROOT)): lines for p in sorted(ROOT.rglob("*.py")) if (lines := _bare_tasks(p))}
     assert found == {}
 
 
 def test_a_bare_task_is_found(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text("import asyncio\nt = asyncio.create_task(f())\n"
-                      "asyncio.ensure_future(g())\nloop.create_task(h())\n"
-                      "ensure_future(i())\nfutures = [asyncio.ensure_future(a) for a in x]\n")
+    source.write_text(
+        "import asyncio\nt = asyncio.create_task(f())\n"
+        "asyncio.ensure_future(g())\nloop.create_task(h())\n"
+        "ensure_future(i())\nfutures = [asyncio.ensure_future(a) for a in x]\n"
+    )
     assert _bare_tasks(source) == [3, 4, 5]

@@ -11,13 +11,18 @@ from roost.web.entries import items
 
 
 def result(text: str, *, error: bool = False, tool: str = "bash", **extra: Any) -> dict[str, Any]:
-    return {"role": "toolResult", "toolName": tool, "toolCallId": "c1", "isError": error,
-            "content": [{"type": "text", "text": text}], **extra}
+    return {
+        "role": "toolResult",
+        "toolName": tool,
+        "toolCallId": "c1",
+        "isError": error,
+        "content": [{"type": "text", "text": text}],
+        **extra,
+    }
 
 
 def test_a_bash_command_that_failed_says_its_exit_code_and_duration() -> None:
-    failed = result("make: *** [test] Error 2\n\nCommand exited with code 2", error=True,
-                    durationMs=1432)
+    failed = result("make: *** [test] Error 2\n\nCommand exited with code 2", error=True, durationMs=1432)
     assert tool_outcome(failed) == "exit 2 · 1.4 s"
 
 
@@ -39,8 +44,11 @@ def test_other_tools_say_only_their_duration() -> None:
 
 
 def test_the_transcript_and_the_web_page_show_it() -> None:
-    entry = {"type": "message", "timestamp": "2026-12-06T10:00:00Z",
-             "message": result("boom\nCommand exited with code 3", error=True, durationMs=2500)}
+    entry = {
+        "type": "message",
+        "timestamp": "2026-12-06T10:00:00Z",
+        "message": result("boom\nCommand exited with code 3", error=True, durationMs=2500),
+    }
     assert "⎿ bash (error) (exit 3 · 2.5 s): boom" in next(iter(render([entry])))
     (item,) = items([entry])
     assert item.outcome == "exit 3 · 2.5 s" and item.error

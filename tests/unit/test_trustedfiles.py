@@ -129,8 +129,7 @@ def test_roost_home_of_another_user_is_refused() -> None:
     theirs = intruder.own_dir()
     try:
         assert "not by you" in str(trust.home_problem(theirs))
-        assert "would be made where others can write" in str(
-            trust.home_problem(theirs / "a" / "rh"))
+        assert "would be made where others can write" in str(trust.home_problem(theirs / "a" / "rh"))
         with pytest.raises(trust.UntrustedFile, match="not by you"):
             trust.check_home(theirs)
     finally:

@@ -20,26 +20,56 @@ from roost.usage.meter import Meter
 from roost.usage.show import cost_cell, format_cost, tree_cell, usage_lines
 
 
-def assistant(inp: int, out: int, cost: float, *, cache_read: int = 0, model: str = "m",
-              day: str = "2026-11-30", stop: str = "toolUse") -> dict[str, Any]:
-    return {"type": "message", "timestamp": f"{day}T10:00:00.000Z", "message": {
-        "role": "assistant", "provider": "p", "model": model, "stopReason": stop,
-        "usage": {"input": inp, "output": out, "cacheRead": cache_read, "cacheWrite": 0,
-                  "totalTokens": inp + out + cache_read,
-                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
-                           "total": cost}}}}
+def assistant(
+    inp: int,
+    out: int,
+    cost: float,
+    *,
+    cache_read: int = 0,
+    model: str = "m",
+    day: str = "2026-11-30",
+    stop: str = "toolUse",
+) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "timestamp": f"{day}T10:00:00.000Z",
+        "message": {
+            "role": "assistant",
+            "provider": "p",
+            "model": model,
+            "stopReason": stop,
+            "usage": {
+                "input": inp,
+                "output": out,
+                "cacheRead": cache_read,
+                "cacheWrite": 0,
+                "totalTokens": inp + out + cache_read,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost},
+            },
+        },
+    }
 
 
 ENTRIES = [
     {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
     {"type": "message", "message": {"role": "user", "content": "hi"}},
     assistant(100, 10, 0.5, cache_read=40),
-    {"type": "message", "timestamp": "2026-11-30T10:00:01Z", "message": {
-        "role": "toolResult", "content": [],
-                                    "usage": {"input": 1, "output": 1, "cost": {"total": 0.01}}}},
+    {
+        "type": "message",
+        "timestamp": "2026-11-30T10:00:01Z",
+        "message": {
+            "role": "toolResult",
+            "content": [],
+            "usage": {"input": 1, "output": 1, "cost": {"total": 0.01}},
+        },
+    },
     assistant(200, 20, 0.25, model="n", day="2026-12-01", stop="stop"),
-    {"type": "compaction", "timestamp": "2026-12-01T10:00:00Z", "summary": "x",
-     "usage": {"input": 5, "output": 5, "cost": {"total": 0.04}}},
+    {
+        "type": "compaction",
+        "timestamp": "2026-12-01T10:00:00Z",
+        "summary": "x",
+        "usage": {"input": 5, "output": 5, "cost": {"total": 0.04}},
+    },
     {"type": "custom_message", "content": "note"},
     {"type": "message", "message": {"role": "assistant", "usage": "garbage"}},
 ]
@@ -68,8 +98,7 @@ def test_unpriced_model_counts_tokens_only() -> None:
 def test_usage_json_round_trip_and_stats() -> None:
     usage = from_entries(ENTRIES)
     assert Usage.from_json(usage.to_json()).to_json() == usage.to_json()
-    usage.apply_stats({"tokens": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4},
-                       "cost": 1.5})
+    usage.apply_stats({"tokens": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4}, "cost": 1.5})
     assert (usage.tokens, usage.cost, usage.requests) == (10, 1.5, 3)
     usage.apply_stats({"tokens": None})  # pi 0.73 right after a compaction: unchanged
     assert usage.tokens == 10
@@ -84,10 +113,14 @@ def test_budget_rules() -> None:
     over = Usage(cost=2.51, priced=True)
     assert budget.exhausted(over, limits) == "budget exhausted: $2.51 of $2.50"
     assert budget.warning(over, limits, 0.8) is None  # a stop, not a warning
-    assert budget.exhausted(Usage(input=90, output=20), Limits(budget_tokens=100)) == \
-        "token budget exhausted: 110 of 100 tokens"
-    assert budget.exhausted(Usage(requests=3), Limits(max_turns=3)) == \
-        "turn limit reached: 3 of 3 model requests"
+    assert (
+        budget.exhausted(Usage(input=90, output=20), Limits(budget_tokens=100))
+        == "token budget exhausted: 110 of 100 tokens"
+    )
+    assert (
+        budget.exhausted(Usage(requests=3), Limits(max_turns=3))
+        == "turn limit reached: 3 of 3 model requests"
+    )
     assert budget.exhausted(Usage(cost=100), Limits()) is None
     assert budget.is_stop_reason("budget exhausted: $1 of $1")
     assert not budget.is_stop_reason("model error") and not budget.is_stop_reason(None)
@@ -99,8 +132,7 @@ def test_child_budget_within_the_tree() -> None:
     assert budget.child_budget(None, None, 0.7) == (0.7, None)  # at most what is left
     assert budget.child_budget(None, 2.0, 0.7) == (0.7, None)
     value, refusal = budget.child_budget(1.0, None, 0.5)
-    assert value is None and refusal == ("budget $1.00 exceeds what is left of the tree's "
-                                         "budget ($0.50)")
+    assert value is None and refusal == ("budget $1.00 exceeds what is left of the tree's budget ($0.50)")
     assert budget.child_budget(None, None, 0.0)[1] is not None
 
 
@@ -134,10 +166,8 @@ def test_meter_warns_once_then_stops() -> None:
 
 
 def test_settings_keys() -> None:
-    settings = Settings.from_dict({"defaultJobBudget": 2, "defaultTreeBudget": 10.5,
-                                   "budgetWarnAt": 0.5})
-    assert (settings.defaultJobBudget, settings.defaultTreeBudget, settings.budgetWarnAt) == \
-        (2, 10.5, 0.5)
+    settings = Settings.from_dict({"defaultJobBudget": 2, "defaultTreeBudget": 10.5, "budgetWarnAt": 0.5})
+    assert (settings.defaultJobBudget, settings.defaultTreeBudget, settings.budgetWarnAt) == (2, 10.5, 0.5)
     assert Settings.from_dict({"defaultJobBudget": "lots"}).defaultJobBudget is None
     assert Settings.from_dict({"budgetWarnAt": -1}).budgetWarnAt == 0.8
 
@@ -159,15 +189,23 @@ def test_usage_log_survives_torn_lines(tmp_path: Path) -> None:
 
 
 def test_report_groups_and_since() -> None:
-    rows = [{"id": "00000001", "name": "root", "kind": "pi", "session": "/s/1",
-             "rootSession": None},
-            {"id": "00000002", "name": "kid", "kind": "pi", "session": "/s/2",
-             "rootSession": "/s/1"},
-            {"id": "00000003", "name": "sh", "kind": "shell", "session": None}]
+    rows = [
+        {"id": "00000001", "name": "root", "kind": "pi", "session": "/s/1", "rootSession": None},
+        {"id": "00000002", "name": "kid", "kind": "pi", "session": "/s/2", "rootSession": "/s/1"},
+        {"id": "00000003", "name": "sh", "kind": "shell", "session": None},
+    ]
     live = summary.live_lines(rows, lambda session: ENTRIES)
-    removed = [{**line, "job": "00000009", "name": "gone", "session": "/s/9",
-                "rootSession": "/s/1", "removed": "2026-12-01T00:00:00Z"}
-               for line in usage_log.lines_for({}, ENTRIES)]
+    removed = [
+        {
+            **line,
+            "job": "00000009",
+            "name": "gone",
+            "session": "/s/9",
+            "rootSession": "/s/1",
+            "removed": "2026-12-01T00:00:00Z",
+        }
+        for line in usage_log.lines_for({}, ENTRIES)
+    ]
     lines = live + removed
     by_job = summary.report(lines, "job")
     assert [r["key"] for r in by_job["rows"]] == ["00000001", "00000002", "00000009"]
@@ -192,14 +230,20 @@ def test_report_groups_and_since() -> None:
 def test_report_by_tree_is_sorted_by_what_it_shows() -> None:
     """`--by tree` prints each tree's root name: rows are in that order, not by the root's
     session path (the key), which the table does not show; equal names keep key order."""
-    rows = [{"id": f"0000000{i}", "name": name, "kind": "pi", "session": session,
-             "rootSession": None}
-            for i, (name, session) in enumerate([("zeta", "/s/a"), ("alpha", "/s/b"),
-                                                 ("mid", "/s/c"), ("alpha", "/s/0")])]
+    rows = [
+        {"id": f"0000000{i}", "name": name, "kind": "pi", "session": session, "rootSession": None}
+        for i, (name, session) in enumerate(
+            [("zeta", "/s/a"), ("alpha", "/s/b"), ("mid", "/s/c"), ("alpha", "/s/0")]
+        )
+    ]
     lines = summary.live_lines(rows, lambda session: ENTRIES)
     by_tree = summary.report(lines, "tree")["rows"]
     assert [(r["name"], r["key"]) for r in by_tree] == [
-        ("alpha", "/s/0"), ("alpha", "/s/b"), ("mid", "/s/c"), ("zeta", "/s/a")]
+        ("alpha", "/s/0"),
+        ("alpha", "/s/b"),
+        ("mid", "/s/c"),
+        ("zeta", "/s/a"),
+    ]
 
 
 def test_docs_quote_the_budget_warning_as_printed() -> None:
@@ -216,10 +260,22 @@ def test_docs_quote_the_budget_warning_as_printed() -> None:
 
 
 def test_show_block() -> None:
-    row = {"kind": "pi", "usage": {"input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4,
-                                   "cost": 0.5, "treeCost": 1.25, "requests": 2,
-                                   "budget": 2.5, "budgetTokens": None, "maxTurns": 9,
-                                   "treeBudget": 10.0}}
+    row = {
+        "kind": "pi",
+        "usage": {
+            "input": 1,
+            "output": 2,
+            "cacheRead": 3,
+            "cacheWrite": 4,
+            "cost": 0.5,
+            "treeCost": 1.25,
+            "requests": 2,
+            "budget": 2.5,
+            "budgetTokens": None,
+            "maxTurns": 9,
+            "treeBudget": 10.0,
+        },
+    }
     lines = dict(usage_lines(row))
     assert lines["cost"] == "$0.50" and lines["tree cost"] == "$1.25"
     assert lines["requests"] == "2 of 9" and lines["budget"] == "$2.50, tree $10.00"
@@ -227,10 +283,10 @@ def test_show_block() -> None:
 
 
 def test_scripted_model_reports_cache_tokens() -> None:
-    reply = reply_from_obj({"text": "x", "usage": {"prompt_tokens": 100, "completion_tokens": 5,
-                                                   "cached_tokens": 40}})
-    assert usage_for(reply, 0)["prompt_tokens_details"] == {"cached_tokens": 40,
-                                                            "cache_write_tokens": 0}
+    reply = reply_from_obj(
+        {"text": "x", "usage": {"prompt_tokens": 100, "completion_tokens": 5, "cached_tokens": 40}}
+    )
+    assert usage_for(reply, 0)["prompt_tokens_details"] == {"cached_tokens": 40, "cache_write_tokens": 0}
     assert "prompt_tokens_details" not in usage_for(text("x", usage=(10, 2)), 0)
     with pytest.raises(ValueError, match="unknown usage keys"):
         reply_from_obj({"text": "x", "usage": {"prompt": 1}})
@@ -254,9 +310,16 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
         fake = SimpleNamespace(jobs={}, usage_book=UsageBook())
         if preload:
             assert fake.usage_book.removed == {}
-        kid = JobRecord(id="0000000a", name="kid", kind="pi", cwd="/", session=str(session),
-                        links=Links(root_session="/s/root", spawned=True))
+        kid = JobRecord(
+            id="0000000a",
+            name="kid",
+            kind="pi",
+            cwd="/",
+            session=str(session),
+            links=Links(root_session="/s/root", spawned=True),
+        )
         budgets.on_removed(fake, kid)  # type: ignore[arg-type]
         assert budgets.tree_usage(fake, "/s/root").cost == pytest.approx(0.8)  # type: ignore[arg-type]
-        assert usage_log.removed_tree_costs(tmp_path / "rh" / "usage.jsonl")["/s/root"].cost == \
-            pytest.approx(0.8)
+        assert usage_log.removed_tree_costs(tmp_path / "rh" / "usage.jsonl")["/s/root"].cost == pytest.approx(
+            0.8
+        )

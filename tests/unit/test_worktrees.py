@@ -15,8 +15,7 @@ from roost.worktrees import git, policy, report
 
 
 def sh_git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
 def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
@@ -65,8 +64,19 @@ def test_decide_checks_its_arguments() -> None:
 
 def test_default_branch_is_a_valid_ref_for_any_name() -> None:
     assert policy.default_branch("kid-a", "1234abcd") == "roost/kid-a-1234abcd"
-    for name in ("Count the TODOs!", "..", "a..b", "ünïcödé ✓", "-x", "x.lock", "", "@{-1}",
-                 "a" * 200, "tab\there", "~^:?*[\\"):
+    for name in (
+        "Count the TODOs!",
+        "..",
+        "a..b",
+        "ünïcödé ✓",
+        "-x",
+        "x.lock",
+        "",
+        "@{-1}",
+        "a" * 200,
+        "tab\there",
+        "~^:?*[\\",
+    ):
         branch = policy.default_branch(name, "1234abcd")
         assert branch.startswith("roost/") and branch.endswith("-1234abcd")
         assert git.check_branch_name(branch) == branch, name
@@ -96,8 +106,9 @@ def test_settings_policy_is_checked_and_user_level_only(tmp_path: Path, monkeypa
     agent.mkdir()
     project = tmp_path / "project"
     (project / ".pi").mkdir(parents=True)
-    (project / ".pi" / "roost.json").write_text(json.dumps(
-        {"agentChildWorktrees": "always", "agentMaxWorktrees": 99}))
+    (project / ".pi" / "roost.json").write_text(
+        json.dumps({"agentChildWorktrees": "always", "agentMaxWorktrees": 99})
+    )
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.chdir(project)
     settings = config.load_settings()
@@ -105,8 +116,26 @@ def test_settings_policy_is_checked_and_user_level_only(tmp_path: Path, monkeypa
 
 
 # -- git -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["-x", "a..b", "a b", "x~1", "@", "HEAD", "@{-1}", "a:b",
-                                  "refs/../x", "x.lock", "a\nb", "", "x/", "/x", "a\\b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "-x",
+        "a..b",
+        "a b",
+        "x~1",
+        "@",
+        "HEAD",
+        "@{-1}",
+        "a:b",
+        "refs/../x",
+        "x.lock",
+        "a\nb",
+        "",
+        "x/",
+        "/x",
+        "a\\b",
+    ],
+)
 def test_hostile_branch_names_are_refused(name: str) -> None:
     with pytest.raises(git.GitError, match="bad branch name"):
         git.check_branch_name(name)
@@ -146,8 +175,7 @@ def test_worktree_changes_diff_and_report(tmp_path: Path) -> None:
     assert sh_git(wt, "ls-files", "--stage") == index_before  # its index untouched
     stat = git.diff(str(wt), base, stat=True)
     assert "a.txt" in stat and "b.txt" in stat and "new.txt" in stat
-    section = report.format_section(report.gather(
-        {"path": str(wt), "branch": "roost/t-1", "base": base}))
+    section = report.format_section(report.gather({"path": str(wt), "branch": "roost/t-1", "base": base}))
     assert "branch roost/t-1" in section
     assert "commits since base (1)" in section and "change a" in section
     assert "a.txt | 2 +-" in section
@@ -159,10 +187,15 @@ def test_worktree_changes_diff_and_report(tmp_path: Path) -> None:
 
 
 def test_report_section_is_bounded_and_keeps_the_section() -> None:
-    changes = report.Changes(branch="b", base="0" * 40, path="/w", commits=40,
-                             log=[f"{i:07x} commit {i}" for i in range(40)],
-                             diffstat="\n".join(f" f{i} | 1 +" for i in range(500)),
-                             uncommitted=[f"?? n{i}" for i in range(50)])
+    changes = report.Changes(
+        branch="b",
+        base="0" * 40,
+        path="/w",
+        commits=40,
+        log=[f"{i:07x} commit {i}" for i in range(40)],
+        diffstat="\n".join(f" f{i} | 1 +" for i in range(500)),
+        uncommitted=[f"?? n{i}" for i in range(50)],
+    )
     section = report.format_section(changes)
     assert len(section) <= report.SECTION_MAX
     assert "… 25 more" in section
@@ -198,18 +231,33 @@ def test_conflicts_are_found_without_touching_anything(tmp_path: Path) -> None:
 def test_boot_files_first_then_the_rest(tmp_path: Path) -> None:
     from roost.worktrees import checkout
 
-    assert checkout.boot_pathspecs("") == [":(glob)*", ":(glob).pi/**", ":(glob).agents/**",
-                                           ":(glob).claude/**"]
+    assert checkout.boot_pathspecs("") == [
+        ":(glob)*",
+        ":(glob).pi/**",
+        ":(glob).agents/**",
+        ":(glob).claude/**",
+    ]
     assert ":(glob)src/app/*" in checkout.boot_pathspecs("src/app")
     assert ":(glob)src/.pi/**" in checkout.boot_pathspecs("src/app")
-    repo = make_repo(tmp_path / "repo", {"AGENTS.md": "a\n", "deep/x/y.txt": "y\n",
-                                         ".pi/settings.json": "{}\n", "src/app/AGENTS.md": "b\n",
-                                         "src/app/lib/z.py": "z\n", "src/other.py": "o\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "AGENTS.md": "a\n",
+            "deep/x/y.txt": "y\n",
+            ".pi/settings.json": "{}\n",
+            "src/app/AGENTS.md": "b\n",
+            "src/app/lib/z.py": "z\n",
+            "src/other.py": "o\n",
+        },
+    )
     wt = tmp_path / "wt"
     git.add_worktree(str(repo), wt, "b", git.head(str(repo)), no_checkout=True)
     checkout.start(str(wt), "src/app")
-    written = sorted(str(p.relative_to(wt)) for p in wt.rglob("*") if p.is_file()
-                     and ".git" not in p.parts and p.name != ".git")
+    written = sorted(
+        str(p.relative_to(wt))
+        for p in wt.rglob("*")
+        if p.is_file() and ".git" not in p.parts and p.name != ".git"
+    )
     assert written == [".pi/settings.json", "AGENTS.md", "src/app/AGENTS.md", "src/other.py"]
     job_dir = tmp_path / "job"
     job_dir.mkdir()

@@ -54,15 +54,15 @@ def browser(clock: Clock) -> Iterator[TestClient]:
     """A paired browser, whose server's store reads the injected clock."""
     store = Store(clock=clock)
     settings = Settings(hosts=frozenset({"127.0.0.1:8477"}), store=store)
-    with TestClient(create_app(settings, QuietHub()), base_url="http://127.0.0.1:8477",
-                    follow_redirects=False) as client:
+    with TestClient(
+        create_app(settings, QuietHub()), base_url="http://127.0.0.1:8477", follow_redirects=False
+    ) as client:
         assert client.get(f"/pair?code={store.new_code()}").status_code == 303
         assert client.get("/").status_code == 200
         yield client
 
 
-def test_a_device_unused_for_the_default_14_days_must_pair_again(clock: Clock,
-                                                                 browser: TestClient) -> None:
+def test_a_device_unused_for_the_default_14_days_must_pair_again(clock: Clock, browser: TestClient) -> None:
     clock.now += 13 * DAY
     assert browser.get("/").status_code == 200  # used: its window starts again
     clock.now += 13 * DAY

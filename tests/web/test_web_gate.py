@@ -30,13 +30,28 @@ JOB = "a1b2c3d4"
 
 
 def row(**over: Any) -> dict[str, Any]:
-    base = {"id": JOB, "name": SECRET_NAME, "kind": "pi", "state": "needs_input",
-            "status": "", "summary": "the summary text", "question": "Which colour?",
-            "dialog": False, "options": None, "cwd": "/tmp", "session": None,
-            "parent": None, "agent": None, "parentSession": None, "rootSession": None,
-            "worktree": None, "pending": {"replies": 0, "agent": 0},
-            "usage": {"cost": 0.0123, "budget": 1.0}, "created": "2026-12-01T10:00:00.000Z",
-            "updated": "2026-12-01T10:00:00.000Z"}
+    base = {
+        "id": JOB,
+        "name": SECRET_NAME,
+        "kind": "pi",
+        "state": "needs_input",
+        "status": "",
+        "summary": "the summary text",
+        "question": "Which colour?",
+        "dialog": False,
+        "options": None,
+        "cwd": "/tmp",
+        "session": None,
+        "parent": None,
+        "agent": None,
+        "parentSession": None,
+        "rootSession": None,
+        "worktree": None,
+        "pending": {"replies": 0, "agent": 0},
+        "usage": {"cost": 0.0123, "budget": 1.0},
+        "created": "2026-12-01T10:00:00.000Z",
+        "updated": "2026-12-01T10:00:00.000Z",
+    }
     return {**base, **over}
 
 
@@ -77,10 +92,10 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
 
 
 def make(home: Path, rows: list[dict[str, Any]] | None = None, **settings: Any) -> TestClient:
-    s = Settings(hosts=frozenset({"127.0.0.1:8477", "localhost:8477"}), store=Store(),
-                 **settings)
-    return TestClient(create_app(s, FakeHub(rows if rows is not None else [row()])),
-                      base_url=BASE, follow_redirects=False)
+    s = Settings(hosts=frozenset({"127.0.0.1:8477", "localhost:8477"}), store=Store(), **settings)
+    return TestClient(
+        create_app(s, FakeHub(rows if rows is not None else [row()])), base_url=BASE, follow_redirects=False
+    )
 
 
 def paired(client: TestClient) -> str:
@@ -101,10 +116,25 @@ def client(home: Path, calls: list[Any]) -> Iterator[TestClient]:
         yield c
 
 
-ROUTES_GET = ["/", f"/job/{JOB}", "/live/tree", f"/live/job/{JOB}", "/static/app.js",
-              "/static/style.css", "/static/manifest.webmanifest", "/nowhere"]
-ROUTES_POST = ["/run", f"/job/{JOB}/reply", f"/job/{JOB}/choice", f"/job/{JOB}/stop",
-               f"/job/{JOB}/start", f"/job/{JOB}/rm", f"/job/{JOB}/budget"]
+ROUTES_GET = [
+    "/",
+    f"/job/{JOB}",
+    "/live/tree",
+    f"/live/job/{JOB}",
+    "/static/app.js",
+    "/static/style.css",
+    "/static/manifest.webmanifest",
+    "/nowhere",
+]
+ROUTES_POST = [
+    "/run",
+    f"/job/{JOB}/reply",
+    f"/job/{JOB}/choice",
+    f"/job/{JOB}/stop",
+    f"/job/{JOB}/start",
+    f"/job/{JOB}/rm",
+    f"/job/{JOB}/budget",
+]
 
 
 # -- every request is authenticated ---------------------------------------------------------------
@@ -150,8 +180,9 @@ def test_a_pairing_code_works_once(home: Path, calls: list[Any]) -> None:
         assert second.get("/").status_code == 401
 
 
-def test_a_pairing_code_expires_after_five_minutes(client: TestClient,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pairing_code_expires_after_five_minutes(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code = Store().new_code()
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 301)
@@ -162,8 +193,9 @@ def test_a_pairing_code_expires_after_five_minutes(client: TestClient,
 
 def test_under_tls_the_cookie_is_secure_and_host_bound(home: Path, calls: list[Any]) -> None:
     s = Settings(hosts=frozenset({"127.0.0.1:8477"}), store=Store(), tls=True)
-    with TestClient(create_app(s, FakeHub([row()])), base_url="https://127.0.0.1:8477",
-                    follow_redirects=False) as c:
+    with TestClient(
+        create_app(s, FakeHub([row()])), base_url="https://127.0.0.1:8477", follow_redirects=False
+    ) as c:
         answer = c.get(f"/pair?code={Store().new_code()}")
         cookie = answer.headers["set-cookie"].lower()
         assert cookie.startswith("__host-roost_web=") and "; secure" in cookie
@@ -214,17 +246,26 @@ def test_the_csrf_token_is_per_session(home: Path, calls: list[Any]) -> None:
     with make(home) as a, make(home) as b:
         token_a, token_b = paired(a), paired(b)
         assert token_a != token_b
-        assert b.post(f"/job/{JOB}/reply", data={"text": "hi", "csrf": token_a},
-                      headers=ORIGIN).status_code == 403
+        assert (
+            b.post(f"/job/{JOB}/reply", data={"text": "hi", "csrf": token_a}, headers=ORIGIN).status_code
+            == 403
+        )
         assert calls == []
 
 
-@pytest.mark.parametrize("headers", [
-    {"origin": "http://evil.example"}, {"origin": "null"}, {"origin": "http://127.0.0.1:9999"},
-    {"referer": "http://evil.example/x"}, {},
-])
-def test_an_action_from_another_origin_is_refused(client: TestClient, calls: list[Any],
-                                                   headers: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://evil.example"},
+        {"origin": "null"},
+        {"origin": "http://127.0.0.1:9999"},
+        {"referer": "http://evil.example/x"},
+        {},
+    ],
+)
+def test_an_action_from_another_origin_is_refused(
+    client: TestClient, calls: list[Any], headers: dict[str, str]
+) -> None:
     csrf = paired(client)
     answer = client.post(f"/job/{JOB}/reply", data={"text": "hi", "csrf": csrf}, headers=headers)
     assert answer.status_code == 403
@@ -235,10 +276,8 @@ def test_an_action_with_the_token_from_this_origin_runs(client: TestClient, call
     csrf = paired(client)
     answer = client.post(f"/job/{JOB}/reply", data={"text": "hi", "csrf": csrf}, headers=ORIGIN)
     assert answer.status_code == 303 and answer.headers["location"] == f"/job/{JOB}#latest"  # the new turn
-    assert calls == [("reply", {"job": JOB, "text": "hi", "cause": "reply",
-                                "by": "roost web (testclient)"})]
-    referer = client.post(f"/job/{JOB}/stop", data={"csrf": csrf},
-                          headers={"referer": f"{BASE}/job/{JOB}"})
+    assert calls == [("reply", {"job": JOB, "text": "hi", "cause": "reply", "by": "roost web (testclient)"})]
+    referer = client.post(f"/job/{JOB}/stop", data={"csrf": csrf}, headers={"referer": f"{BASE}/job/{JOB}"})
     assert referer.status_code == 303 and calls[-1] == ("stop", {"job": JOB})
 
 
@@ -255,8 +294,12 @@ def test_a_foreign_host_header_is_refused_even_with_a_session(client: TestClient
 def test_security_headers_on_every_response(client: TestClient) -> None:
     answers = [client.get("/"), client.get("/", headers={"host": "evil:1"}), client.get("/pair?code=x")]
     paired(client)
-    answers += [client.get("/"), client.get("/static/app.js"), client.get("/nowhere"),
-                client.get(f"/job/{JOB}")]
+    answers += [
+        client.get("/"),
+        client.get("/static/app.js"),
+        client.get("/nowhere"),
+        client.get(f"/job/{JOB}"),
+    ]
     for answer in answers:
         h = answer.headers
         assert h["content-security-policy"] == CSP, answer.request.url
@@ -284,10 +327,14 @@ def test_read_only_serves_views_and_refuses_actions(home: Path, calls: list[Any]
 def flooded(home: Path, address: str = "10.0.0.1") -> TestClient:
     """A client at `address` of a server whose failure limit is 10 a minute per address,
     answered 0.2 s late past it."""
-    s = Settings(hosts=frozenset({"127.0.0.1:8477"}), store=Store(),
-                 limit=RateLimit(limit=10, window=60.0, penalty=0.2))
-    return TestClient(create_app(s, FakeHub([row()])), base_url=BASE, follow_redirects=False,
-                      client=(address, 40000))
+    s = Settings(
+        hosts=frozenset({"127.0.0.1:8477"}),
+        store=Store(),
+        limit=RateLimit(limit=10, window=60.0, penalty=0.2),
+    )
+    return TestClient(
+        create_app(s, FakeHub([row()])), base_url=BASE, follow_redirects=False, client=(address, 40000)
+    )
 
 
 def client_at(app_client: TestClient, address: str) -> TestClient:
@@ -363,26 +410,55 @@ XSS_DIFF = "--- a/x\n+++ b/x\n+</pre><script>alert('diff')</script>"
 def hostile_session(path: Path) -> None:
     entries = [
         {"type": "session", "id": "s", "cwd": "/tmp"},
-        {"type": "message", "timestamp": "2026-12-01T10:00:00Z",
-         "message": {"role": "user", "content": "<script>alert('user')</script>"}},
-        {"type": "message", "timestamp": "2026-12-01T10:00:01Z",
-         "message": {"role": "assistant", "content": [
-             {"type": "text", "text": "<iframe src=javascript:alert(1)>"},
-             {"type": "toolCall", "name": "<b>bash</b>",
-              "arguments": {"command": "</pre><script>x()</script>"}}]}},
-        {"type": "message", "timestamp": "2026-12-01T10:00:02Z",
-         "message": {"role": "toolResult", "toolName": "bash", "content": XSS_DIFF}},
-        {"type": "custom_message", "customType": "pi-roost-agent-message",
-         "timestamp": "2026-12-01T10:00:03Z",
-         "content": "<svg onload=alert(1)>", "details": {"title": "<script>t()</script>", "seq": 1}},
+        {
+            "type": "message",
+            "timestamp": "2026-12-01T10:00:00Z",
+            "message": {"role": "user", "content": "<script>alert('user')</script>"},
+        },
+        {
+            "type": "message",
+            "timestamp": "2026-12-01T10:00:01Z",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "<iframe src=javascript:alert(1)>"},
+                    {
+                        "type": "toolCall",
+                        "name": "<b>bash</b>",
+                        "arguments": {"command": "</pre><script>x()</script>"},
+                    },
+                ],
+            },
+        },
+        {
+            "type": "message",
+            "timestamp": "2026-12-01T10:00:02Z",
+            "message": {"role": "toolResult", "toolName": "bash", "content": XSS_DIFF},
+        },
+        {
+            "type": "custom_message",
+            "customType": "pi-roost-agent-message",
+            "timestamp": "2026-12-01T10:00:03Z",
+            "content": "<svg onload=alert(1)>",
+            "details": {"title": "<script>t()</script>", "seq": 1},
+        },
     ]
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
 
 
 def assert_inert(html: str) -> None:
     lowered = html.lower()
-    for raw in ("<script>alert", "<script>x()", "<script>t()", "<img src=x", "<iframe",
-                "<svg onload", "<b>bold", "<b>bash", "</pre><script>"):
+    for raw in (
+        "<script>alert",
+        "<script>x()",
+        "<script>t()",
+        "<img src=x",
+        "<iframe",
+        "<svg onload",
+        "<b>bold",
+        "<b>bash",
+        "</pre><script>",
+    ):
         assert raw not in lowered, raw
     assert lowered.count("<script") == 1  # app.js's own tag, nothing else
 
@@ -390,8 +466,15 @@ def assert_inert(html: str) -> None:
 def test_agent_written_text_stays_inert(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     session = tmp_path / "s.jsonl"
     hostile_session(session)
-    hostile = row(name=XSS_NAME, question=XSS_QUESTION, summary=XSS_DIFF, session=str(session),
-                  dialog=True, options=["<script>o()</script>", "b"], cwd="</dd><script>c()</script>")
+    hostile = row(
+        name=XSS_NAME,
+        question=XSS_QUESTION,
+        summary=XSS_DIFF,
+        session=str(session),
+        dialog=True,
+        options=["<script>o()</script>", "b"],
+        cwd="</dd><script>c()</script>",
+    )
 
     async def request(op: str, **args: Any) -> dict[str, Any]:
         return {"job": hostile}
@@ -417,9 +500,11 @@ def test_live_fragments_are_escaped_too(tmp_path: Path) -> None:
     session = tmp_path / "s.jsonl"
     hostile_session(session)
     hostile = row(name=XSS_NAME, question=XSS_QUESTION)
-    parts = [fragment("_tree.html", groups=job_list({JOB: hostile}), connected=True),
-             fragment("_head.html", row=hostile, csrf="c", read_only=False),
-             fragment("_items.html", items=items(read_entries(session)))]
+    parts = [
+        fragment("_tree.html", groups=job_list({JOB: hostile}), connected=True),
+        fragment("_head.html", row=hostile, csrf="c", read_only=False),
+        fragment("_items.html", items=items(read_entries(session))),
+    ]
     assert "&lt;script&gt;alert(&#39;name&#39;)" in parts[0]  # the row is there, escaped
     for html in parts:
         assert "<script" not in html.lower() and "<img" not in html.lower()

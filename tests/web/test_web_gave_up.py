@@ -38,5 +38,8 @@ def test_a_give_up_outlives_a_roostd_restart(fake_pi_env: Lab) -> None:
 
     # Started again, it is no longer given up on (whatever it does next).
     lab.roost_ok("start", job)
-    wait_until(lambda: not [e for e in entries_of(lab, job) if e["id"] == before["id"]], 30,
-               "the give-up entry to close")
+    wait_until(
+        lambda: not [e for e in entries_of(lab, job) if e["id"] == before["id"]],
+        30,
+        "the give-up entry to close",
+    )

@@ -61,7 +61,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def test_idle_pages_cost_nothing_and_a_growing_session_still_wakes_its_page(
-        web: WebServer, fake_pi_env: Lab) -> None:
+    web: WebServer, fake_pi_env: Lab
+) -> None:
     lab = fake_pi_env
     done = lab.run_job("--name", "done", "hello")
     waiting = lab.run_job("--name", "waiting", "[[ask]] colours")
@@ -70,8 +71,7 @@ def test_idle_pages_cost_nothing_and_a_growing_session_still_wakes_its_page(
     lab.wait_state(waiting, "needs_input")
     lab.wait_state(failed, "failed")
     cookies = web.paired().cookies
-    paths = [f"/live/job/{done}", f"/live/job/{waiting}", f"/live/job/{failed}",
-             "/live/tree", "/live/inbox"]
+    paths = [f"/live/job/{done}", f"/live/job/{waiting}", f"/live/job/{failed}", "/live/tree", "/live/inbox"]
     pages = [Page(web, cookies, path) for path in paths]
     try:
         wait_until(lambda: all(page.events for page in pages), 30, "every page's first part")
@@ -85,8 +85,11 @@ def test_idle_pages_cost_nothing_and_a_growing_session_still_wakes_its_page(
         page = pages[0]
         seen = len(page.events)
         append_line(Path(lab.row(done)["session"]), "one more line")
-        wait_until(lambda: any(name == "append" for name, _ in page.events[seen:]), 30,
-                   "the page's append after its session grew")
+        wait_until(
+            lambda: any(name == "append" for name, _ in page.events[seen:]),
+            30,
+            "the page's append after its session grew",
+        )
     finally:
         for page in pages:
             page.close()
@@ -94,12 +97,19 @@ def test_idle_pages_cost_nothing_and_a_growing_session_still_wakes_its_page(
 
 def append_line(session: Path, text: str) -> None:
     with open(session, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"type": "message", "timestamp": "2026-12-06T10:00:00Z",
-                                 "message": {"role": "user", "content": text}}) + "\n")
+        handle.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "timestamp": "2026-12-06T10:00:00Z",
+                    "message": {"role": "user", "content": text},
+                }
+            )
+            + "\n"
+        )
 
 
-def test_a_page_closing_leaves_the_other_pages_of_its_folder_awake(
-        web: WebServer, fake_pi_env: Lab) -> None:
+def test_a_page_closing_leaves_the_other_pages_of_its_folder_awake(web: WebServer, fake_pi_env: Lab) -> None:
     """Two tabs of one job share the watch of its folder: closing one must not end it."""
     lab = fake_pi_env
     job = lab.run_job("--name", "twice", "hello")
@@ -112,7 +122,8 @@ def test_a_page_closing_leaves_the_other_pages_of_its_folder_awake(
         time.sleep(1.0)  # the server has seen the first page go
         seen = len(second.events)
         append_line(Path(lab.row(job)["session"]), "after one tab closed")
-        wait_until(lambda: any(name == "append" for name, _ in second.events[seen:]), 30,
-                   "the open page's append")
+        wait_until(
+            lambda: any(name == "append" for name, _ in second.events[seen:]), 30, "the open page's append"
+        )
     finally:
         second.close()

@@ -83,8 +83,9 @@ def test_a_failure_is_dismissed_not_replied_to(lab: Lab) -> None:
     [entry] = lab.cli_json("inbox", "--json")
     refused = lab.roost("answer", entry["id"], "hello")
     assert refused.returncode == 1
-    assert refused.stderr.strip() == (f"roost: {entry['id']} is a failed: there is nothing to "
-                                      f"reply; `roost start {broken}`, or dismiss it")
+    assert refused.stderr.strip() == (
+        f"roost: {entry['id']} is a failed: there is nothing to reply; `roost start {broken}`, or dismiss it"
+    )
     assert lab.roost_ok("answer", entry["id"], "--dismiss").strip() == f"dismissed ({broken})"
     assert lab.cli_json("inbox", "--json") == []
 

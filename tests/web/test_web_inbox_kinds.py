@@ -19,22 +19,29 @@ def record(job_id: str = "abcd1234", **fields: Any) -> JobRecord:
 
 
 def core(*records: JobRecord, fatal: tuple[str, ...] = ()) -> Any:
-    procs = {r.id: SimpleNamespace(state=ProcState.FATAL if r.id in fatal else ProcState.EXITED)
-             for r in records}
+    procs = {
+        r.id: SimpleNamespace(state=ProcState.FATAL if r.id in fatal else ProcState.EXITED) for r in records
+    }
     return SimpleNamespace(jobs={r.id: r for r in records}, procs=procs)
 
 
-@pytest.mark.parametrize(("fields", "fatal", "kind"), [
-    ({"state": JobState.NEEDS_INPUT, "question": "Go on?"}, False, "question"),
-    ({"state": JobState.NEEDS_INPUT, "question": "Pick", "dialog": True,
-      "options": ["a", "b"]}, False, "dialog"),
-    ({"state": JobState.FAILED, "error": "budget exhausted: $1.01 of $1.00"}, False, "budget"),
-    ({"state": JobState.FAILED, "error": "pi: no model"}, True, "gave_up"),
-    ({"state": JobState.FAILED, "error": "model error"}, False, "failed"),
-    ({"state": JobState.DONE}, False, None),
-    ({"state": JobState.RUNNING}, False, None),
-    ({"state": JobState.NEEDS_INPUT, "question": None}, False, None),
-])
+@pytest.mark.parametrize(
+    ("fields", "fatal", "kind"),
+    [
+        ({"state": JobState.NEEDS_INPUT, "question": "Go on?"}, False, "question"),
+        (
+            {"state": JobState.NEEDS_INPUT, "question": "Pick", "dialog": True, "options": ["a", "b"]},
+            False,
+            "dialog",
+        ),
+        ({"state": JobState.FAILED, "error": "budget exhausted: $1.01 of $1.00"}, False, "budget"),
+        ({"state": JobState.FAILED, "error": "pi: no model"}, True, "gave_up"),
+        ({"state": JobState.FAILED, "error": "model error"}, False, "failed"),
+        ({"state": JobState.DONE}, False, None),
+        ({"state": JobState.RUNNING}, False, None),
+        ({"state": JobState.NEEDS_INPUT, "question": None}, False, None),
+    ],
+)
 def test_what_waits_for_a_person(fields: dict[str, Any], fatal: bool, kind: str | None) -> None:
     job = record(**fields)
     got = inbox.waiting(core(job, fatal=(job.id,) if fatal else ()), job)
@@ -47,16 +54,16 @@ def test_a_give_up_in_the_book_counts_without_a_worker_process() -> None:
     assert inbox.waiting(core(job), job)[0] == "failed"  # type: ignore[index]
 
 
-def test_ids_stay_while_open_and_change_after_the_job_moved_on(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ids_stay_while_open_and_change_after_the_job_moved_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ROOST_HOME", str(tmp_path))
     job = record(state=JobState.NEEDS_INPUT, question="Go on?")
     c = core(job)
     [first] = inbox.entries(c)
     assert inbox.entries(c)[0]["id"] == first["id"]
     assert oct((tmp_path / "inbox.json").stat().st_mode & 0o777) == "0o600"
-    inbox._on_event({"type": "job.state", "job": {"id": job.id}, "from": "needs_input",
-                     "to": "running"})
+    inbox._on_event({"type": "job.state", "job": {"id": job.id}, "from": "needs_input", "to": "running"})
     [second] = inbox.entries(c)
     assert second["id"] != first["id"]
     inbox._on_event({"type": "job.state", "job": {"id": job.id}, "from": "running", "to": "done"})

@@ -21,11 +21,17 @@ import pytest
 from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium, load
 from roost.web.showcase import Showcase
 
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=MISSING)]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=MISSING)]
 
-PAGES = {"list": "/", "job": "/job/1a2b3c01", "diff": "/job/1a2b3c01/diff", "inbox": "/inbox",
-         "events": "/events", "new": "/new", "remove": "/job/1a2b3c01/rm"}
+PAGES = {
+    "list": "/",
+    "job": "/job/1a2b3c01",
+    "diff": "/job/1a2b3c01/diff",
+    "inbox": "/inbox",
+    "events": "/events",
+    "new": "/new",
+    "remove": "/job/1a2b3c01/rm",
+}
 
 # What sticks out past the screen, and every control lower than 44 px.
 MEASURE = """
@@ -84,8 +90,10 @@ def shoot(driver: Any, tmp_path: Path, name: str) -> None:
 
 
 def emulate(driver: Any, width: int, height: int, mobile: bool) -> None:
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+    )
 
 
 def test_the_job_list_holds_twenty_jobs_on_a_laptop_screen(show: Showcase, tmp_path: Path) -> None:
@@ -111,8 +119,9 @@ def test_the_job_list_holds_twenty_jobs_on_a_laptop_screen(show: Showcase, tmp_p
             shoot(driver, tmp_path, f"1280-{name}")
 
 
-def test_no_page_scrolls_sideways_on_a_phone_and_every_control_is_44px(show: Showcase,
-                                                                        tmp_path: Path) -> None:
+def test_no_page_scrolls_sideways_on_a_phone_and_every_control_is_44px(
+    show: Showcase, tmp_path: Path
+) -> None:
     with chromium(375, 812) as driver:
         emulate(driver, 375, 812, mobile=True)
         load(driver, show.pair_url())
@@ -138,15 +147,17 @@ def test_rendered_markdown_loads_nothing_and_runs_nothing(show: Showcase) -> Non
         assert md.find_elements(By.CSS_SELECTOR, "img") == []  # the image: a link
         hrefs = [a.get_attribute("href") for a in md.find_elements(By.CSS_SELECTOR, "a")]
         assert all(h.startswith(("https:", "http:", "mailto:")) for h in hrefs), hrefs
-        assert all(a.get_attribute("rel") == "noopener noreferrer"
-                   for a in md.find_elements(By.CSS_SELECTOR, "a"))
+        assert all(
+            a.get_attribute("rel") == "noopener noreferrer" for a in md.find_elements(By.CSS_SELECTOR, "a")
+        )
         assert '<div onclick="alert(1)">an HTML block</div>' in md.text
         assert driver.execute_script("return window.__pwned === undefined")
         badge = driver.find_element(By.CSS_SELECTOR, ".badge-message").text
         assert badge == "message from scout (child)"
         assert "agent-message" not in driver.find_element(By.ID, "transcript").text
         font = driver.execute_script(
-            "return getComputedStyle(document.querySelector('.md .hl pre')).fontFamily")
+            "return getComputedStyle(document.querySelector('.md .hl pre')).fontFamily"
+        )
         assert "mono" in font.lower()
 
 

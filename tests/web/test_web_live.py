@@ -46,8 +46,9 @@ def test_a_job_asks_and_is_answered_from_the_browser(web: WebServer, fake_pi_env
     answer = web.post(http, f"/job/{job}/reply", text="blue, please")
     assert answer.status_code == 200 and str(answer.url) == f"{web.url}/job/{job}#latest"
     assert lab.wait(job) in ("done", "needs_input")
-    wait_until(lambda: "blue, please" in http.get(f"{web.url}/job/{job}").text, 30,
-               "the reply in the transcript")
+    wait_until(
+        lambda: "blue, please" in http.get(f"{web.url}/job/{job}").text, 30, "the reply in the transcript"
+    )
 
 
 def test_a_dialogs_choice_is_picked_by_its_number(web: WebServer, fake_pi_env: Lab) -> None:
@@ -60,8 +61,9 @@ def test_a_dialogs_choice_is_picked_by_its_number(web: WebServer, fake_pi_env: L
     assert 'name="choice" value="2">green</button>' in page
     web.post(http, f"/job/{job}/choice", choice="2")
     assert lab.wait(job) == "done"
-    wait_until(lambda: "chose: green" in http.get(f"{web.url}/job/{job}").text, 30,
-               "the answer in the transcript")
+    wait_until(
+        lambda: "chose: green" in http.get(f"{web.url}/job/{job}").text, 30, "the answer in the transcript"
+    )
 
 
 def test_the_tree_is_live(web: WebServer, fake_pi_env: Lab) -> None:
@@ -128,12 +130,12 @@ def test_devices_are_listed_and_revoked(web: WebServer, fake_pi_env: Lab) -> Non
 def test_pair_without_a_server_says_why(fake_pi_env: Lab) -> None:
     answer = fake_pi_env.roost("web", "pair")
     assert answer.returncode == 1 and answer.stdout == ""
-    assert answer.stderr.strip() == ("roost: no `roost web` is running on this ROOST_HOME "
-                                     "(start it with `roost web`)")
+    assert answer.stderr.strip() == (
+        "roost: no `roost web` is running on this ROOST_HOME (start it with `roost web`)"
+    )
 
 
-@pytest.mark.parametrize("args", [("--bind", "0.0.0.0"), ("--bind", "192.0.2.1"),
-                                  ("--bind", "::")])
+@pytest.mark.parametrize("args", [("--bind", "0.0.0.0"), ("--bind", "192.0.2.1"), ("--bind", "::")])
 def test_a_non_loopback_bind_needs_tls_or_insecure_http(roost_env: Lab, args: tuple[str, ...]) -> None:
     answer = roost_env.roost("web", *args, "--port", "1")
     assert answer.returncode == 1 and answer.stdout == ""
@@ -199,9 +201,26 @@ def test_tls_off_loopback_serves_https_with_a_secure_host_cookie(roost_env: Lab,
     """With --tls-cert/--tls-key a non-loopback bind is allowed (0.0.0.0 here: the test
     still connects on 127.0.0.1), and the cookie is Secure and host-bound."""
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     with WebServer(roost_env, "--bind", "0.0.0.0", "--tls-cert", str(cert), "--tls-key", str(key)) as web:
         assert web.first_line.startswith("https://127.0.0.1:")
         import httpx2

@@ -26,8 +26,11 @@ def web(fake_pi_env: Lab) -> Iterator[WebServer]:
 def test_the_text_being_written_grows_on_the_job_page(web: WebServer, fake_pi_env: Lab) -> None:
     lab = fake_pi_env
     job = lab.run_job("[[stream 8 30 web-gate]]")
-    wait_until(lambda: "w8" in str(lab.request("follow_partials", job=job)["partials"]), 30,
-               "the whole text streamed")
+    wait_until(
+        lambda: "w8" in str(lab.request("follow_partials", job=job)["partials"]),
+        30,
+        "the whole text streamed",
+    )
     http = web.paired()
     page = http.get(f"{web.url}/job/{job}").text  # opened mid-stream: the text so far
     assert 'id="partial"' in page and "streamed: w1 w2 w3 w4 w5 w6 w7 w8" in page
@@ -47,10 +50,16 @@ def test_the_text_being_written_grows_on_the_job_page(web: WebServer, fake_pi_en
     assert "streamed: w1" in next(p for p in parts if "partial" in p)["partial"]
     (lab.work / "web-gate").touch()
     lab.wait_state(job, "done", timeout=30)
-    wait_until(lambda: any("partial" in p and "writing" not in p["partial"] for p in parts), 30,
-               "the partial cleared")
-    wait_until(lambda: any("streamed: w1 w2 w3 w4 w5 w6 w7 w8" in p.get("transcript", "")
-                           for p in parts), 30, "the complete message in the transcript")
+    wait_until(
+        lambda: any("partial" in p and "writing" not in p["partial"] for p in parts),
+        30,
+        "the partial cleared",
+    )
+    wait_until(
+        lambda: any("streamed: w1 w2 w3 w4 w5 w6 w7 w8" in p.get("transcript", "") for p in parts),
+        30,
+        "the complete message in the transcript",
+    )
     final = http.get(f"{web.url}/job/{job}").text
     assert "writing…" not in final and final.count("streamed: w1 w2 w3 w4 w5 w6 w7 w8") == 1
 
@@ -59,11 +68,19 @@ def test_agent_text_in_a_partial_is_escaped(web: WebServer, fake_pi_env: Lab) ->
     """A partial is rendered by the same escaping templates: never raw HTML."""
     from roost.web.app import fragment
 
-    html = fragment("_partial.html", partial={
-        "message": {"timestamp": 1, "content": [
-            {"type": "text", "text": "<script>alert(1)</script>"},
-            {"type": "toolCall", "id": "c", "name": "<b>x</b>", "summary": "<img src=x>"}]},
-        "tools": [{"id": "c", "name": "bash", "summary": "<i>ls</i>", "started": 0}]})
+    html = fragment(
+        "_partial.html",
+        partial={
+            "message": {
+                "timestamp": 1,
+                "content": [
+                    {"type": "text", "text": "<script>alert(1)</script>"},
+                    {"type": "toolCall", "id": "c", "name": "<b>x</b>", "summary": "<img src=x>"},
+                ],
+            },
+            "tools": [{"id": "c", "name": "bash", "summary": "<i>ls</i>", "started": 0}],
+        },
+    )
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<b>" not in html and "<img" not in html and "<i>" not in html
     assert "running…" in html

@@ -40,8 +40,10 @@ def inert(html: str) -> None:
 
 
 def test_markdown_is_rendered_with_tables_and_coloured_code() -> None:
-    html = mdrender.render("# Review\n\n**mostly fine**\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-                           "```python\ndef f(x):\n    return x\n```\n")
+    html = mdrender.render(
+        "# Review\n\n**mostly fine**\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "```python\ndef f(x):\n    return x\n```\n"
+    )
     assert "<h1>Review</h1>" in html and "<strong>mostly fine</strong>" in html
     assert "<table>" in html and "<td>1</td>" in html
     assert '<div class="hl">' in html and '<span class="k">def</span>' in html  # classes, no style
@@ -78,13 +80,26 @@ def _agent_entry(kind: str, body: str, with_details_body: bool = True) -> dict[s
     from roost.agents.envelope import agent_frame
     from roost.protocol import CUSTOM_TYPE
 
-    frame = agent_frame({"kind": kind, "from": {"id": "5e5e5e5e", "name": "scout", "relation": "child"},
-                         "text": body, "result": body, "state": "done"}, 3)
+    frame = agent_frame(
+        {
+            "kind": kind,
+            "from": {"id": "5e5e5e5e", "name": "scout", "relation": "child"},
+            "text": body,
+            "result": body,
+            "state": "done",
+        },
+        3,
+    )
     details = dict(frame["details"])
     if not with_details_body:
         details.pop("body")
-    return {"type": "custom_message", "customType": CUSTOM_TYPE, "content": frame["content"],
-            "details": details, "timestamp": "2026-12-06T09:04:00.000Z"}
+    return {
+        "type": "custom_message",
+        "customType": CUSTOM_TYPE,
+        "content": frame["content"],
+        "details": details,
+        "timestamp": "2026-12-06T09:04:00.000Z",
+    }
 
 
 @pytest.mark.parametrize("with_details_body", [True, False])
@@ -105,19 +120,31 @@ def test_a_report_reads_report_from_name_and_state() -> None:
 
 
 def test_the_transcript_has_no_tofu_glyph() -> None:
-    tool = {"type": "message", "timestamp": "2026-12-06T09:00:00Z", "message": {
-        "role": "toolResult", "content": [{"type": "text", "text": "ok"}], "toolName": "bash"}}
+    tool = {
+        "type": "message",
+        "timestamp": "2026-12-06T09:00:00Z",
+        "message": {"role": "toolResult", "content": [{"type": "text", "text": "ok"}], "toolName": "bash"},
+    }
     html = fragment("_items.html", items=entry_items(tool))
     assert "⎿" not in html and ">result</span> bash" in html
 
 
-def test_a_hostile_assistant_text_stays_inert_on_the_page(tmp_path: Path, home: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hostile_assistant_text_stays_inert_on_the_page(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
 
     session = tmp_path / "s.jsonl"
-    session.write_text(json.dumps({"type": "message", "timestamp": "2026-12-06T09:00:00Z", "message": {
-        "role": "assistant", "content": [{"type": "text", "text": HOSTILE_MD}]}}) + "\n")
+    session.write_text(
+        json.dumps(
+            {
+                "type": "message",
+                "timestamp": "2026-12-06T09:00:00Z",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": HOSTILE_MD}]},
+            }
+        )
+        + "\n"
+    )
     shown = row(session=str(session))
 
     async def request(op: str, **args: Any) -> dict[str, Any]:
@@ -136,17 +163,30 @@ def test_a_hostile_assistant_text_stays_inert_on_the_page(tmp_path: Path, home: 
 def rows_of(*specs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for n, spec in enumerate(specs):
-        r = row(**{"id": f"j{n:07d}", "name": f"n{n}", "created": f"2026-12-01T10:00:{n:02d}Z",
-                   "question": None, "state": "done", **spec})
+        r = row(
+            **{
+                "id": f"j{n:07d}",
+                "name": f"n{n}",
+                "created": f"2026-12-01T10:00:{n:02d}Z",
+                "question": None,
+                "state": "done",
+                **spec,
+            }
+        )
         out[r["id"]] = r
     return out
 
 
 def test_worktree_jobs_are_grouped_under_their_repository_and_waiting_first() -> None:
-    rows = rows_of({"cwd": "/src/a"}, {"cwd": "/src/b"},
-                   {"cwd": "/rh/worktrees/j0000002", "worktree": {"path": "/rh/worktrees/j0000002",
-                                                                  "branch": "roost/x", "origin": "/src/a"}},
-                   {"cwd": "/src/b", "state": "needs_input", "question": "which?"})
+    rows = rows_of(
+        {"cwd": "/src/a"},
+        {"cwd": "/src/b"},
+        {
+            "cwd": "/rh/worktrees/j0000002",
+            "worktree": {"path": "/rh/worktrees/j0000002", "branch": "roost/x", "origin": "/src/a"},
+        },
+        {"cwd": "/src/b", "state": "needs_input", "question": "which?"},
+    )
     groups = job_list(rows)
     assert [g["folder"] for g in groups] == ["/src/b", "/src/a"]  # the waiting group first
     assert [r["name"] for _, r in groups[0]["rows"]] == ["n3", "n1"]  # the waiting job first
@@ -154,9 +194,13 @@ def test_worktree_jobs_are_grouped_under_their_repository_and_waiting_first() ->
 
 
 def test_the_list_filters_by_state_and_text_without_script(home: Path) -> None:
-    rows = list(rows_of({"name": "alpha", "state": "failed", "error": "pi exited 1: overloaded"},
-                        {"name": "beta"}, {"name": "gamma", "state": "needs_input",
-                                           "question": "which one?"}).values())
+    rows = list(
+        rows_of(
+            {"name": "alpha", "state": "failed", "error": "pi exited 1: overloaded"},
+            {"name": "beta"},
+            {"name": "gamma", "state": "needs_input", "question": "which one?"},
+        ).values()
+    )
     with make(home, rows=rows) as c:
         paired(c)
         every = c.get("/").text
@@ -169,8 +213,12 @@ def test_the_list_filters_by_state_and_text_without_script(home: Path) -> None:
 
 
 def test_a_row_has_id_badges_and_cost(home: Path) -> None:
-    r = row(worktree={"path": "/w", "branch": "roost/b", "origin": "/src"}, schedule={"name": "nightly"},
-            result={"ok": True}, usage={"cost": 0.5, "budget": 2.0})
+    r = row(
+        worktree={"path": "/w", "branch": "roost/b", "origin": "/src"},
+        schedule={"name": "nightly"},
+        result={"ok": True},
+        usage={"cost": 0.5, "budget": 2.0},
+    )
     html = fragment("_tree.html", groups=job_list({JOB: r}), connected=True)
     assert f'<code class="id">{JOB}</code>' in html and "$0.5000" in html
     for badge in ("worktree", "schedule", "result", "budget"):
@@ -191,11 +239,18 @@ def test_the_nav_marks_the_page_and_counts_the_inbox(home: Path, monkeypatch: py
 
 
 # -- actions ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("state", "shown", "hidden"), [
-    ("running", ["/stop"], ["/start"]), ("stopped", ["/start"], ["/stop"]),
-    ("failed", ["/start"], ["/stop"]), ("needs_input", ["/stop"], ["/start"])])
+@pytest.mark.parametrize(
+    ("state", "shown", "hidden"),
+    [
+        ("running", ["/stop"], ["/start"]),
+        ("stopped", ["/start"], ["/stop"]),
+        ("failed", ["/start"], ["/stop"]),
+        ("needs_input", ["/stop"], ["/start"]),
+    ],
+)
 def test_a_job_page_offers_the_actions_its_state_allows(
-        home: Path, monkeypatch: pytest.MonkeyPatch, state: str, shown: list[str], hidden: list[str]) -> None:
+    home: Path, monkeypatch: pytest.MonkeyPatch, state: str, shown: list[str], hidden: list[str]
+) -> None:
     async def request(op: str, **args: Any) -> dict[str, Any]:
         return {"entries": []} if op == "inbox" else {"job": row(state=state)}
 
@@ -229,31 +284,50 @@ def test_the_events_page_shows_values_not_python(home: Path) -> None:
     import json
 
     home.mkdir(parents=True, exist_ok=True)
-    (home / "events.jsonl").write_text(json.dumps({
-        "seq": 1, "time": "2026-12-06T09:00:00Z", "type": "job.state", "job": {"id": JOB, "name": "x"},
-        "dialog": False, "busy": True, "paths": ["a", "b"]}) + "\n")
+    (home / "events.jsonl").write_text(
+        json.dumps(
+            {
+                "seq": 1,
+                "time": "2026-12-06T09:00:00Z",
+                "type": "job.state",
+                "job": {"id": JOB, "name": "x"},
+                "dialog": False,
+                "busy": True,
+                "paths": ["a", "b"],
+            }
+        )
+        + "\n"
+    )
     with make(home) as c:
         paired(c)
         page = c.get("/events").text
-    assert "dialog=no" in page and "busy=yes" in page and 'paths=[&#34;a&#34;, &#34;b&#34;]' in page
+    assert "dialog=no" in page and "busy=yes" in page and "paths=[&#34;a&#34;, &#34;b&#34;]" in page
     assert "False" not in page and "True" not in page
 
 
 def test_the_inbox_offers_a_budget_raise_and_links_a_conflict_to_its_diff(home: Path) -> None:
-    entries = [{"id": "b1", "kind": "budget", "text": "budget exhausted", "job": {"id": JOB, "name": "x"}},
-               {"id": "c1", "kind": "conflict", "text": "conflicts in a.py", "job": {"id": JOB, "name": "x"}}]
+    entries = [
+        {"id": "b1", "kind": "budget", "text": "budget exhausted", "job": {"id": JOB, "name": "x"}},
+        {"id": "c1", "kind": "conflict", "text": "conflicts in a.py", "job": {"id": JOB, "name": "x"}},
+    ]
     html = fragment("_inbox.html", entries=entries, csrf="t", read_only=False)
     assert f'action="/job/{JOB}/budget"' in html and "Raise the budget" in html
     assert f'href="/job/{JOB}/diff"' in html
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
-def test_the_diff_page_says_merged_and_offers_no_merge(tmp_path: Path, home: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_diff_page_says_merged_and_offers_no_merge(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, wt = tmp_path / "repo", tmp_path / "wt"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -262,8 +336,9 @@ def test_the_diff_page_says_merged_and_offers_no_merge(tmp_path: Path, home: Pat
     git(repo, "commit", "-q", "-m", "a")
     base = git(repo, "rev-parse", "HEAD")
     git(repo, "worktree", "add", "-q", "-b", "roost/x", str(wt))
-    shown = row(dir=str(tmp_path), worktree={"path": str(wt), "branch": "roost/x", "base": base,
-                                             "origin": str(repo)})
+    shown = row(
+        dir=str(tmp_path), worktree={"path": str(wt), "branch": "roost/x", "base": base, "origin": str(repo)}
+    )
     assert merge_state(shown) == "empty"
     (wt / "a.txt").write_text("b\n")
     git(wt, "commit", "-q", "-am", "b")

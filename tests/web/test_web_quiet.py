@@ -32,8 +32,8 @@ def lab(fake_pi_env: Lab) -> Iterator[Lab]:
 def quiet(stderr: str, web: WebServer) -> bool:
     """Only the serving line."""
     return stderr.strip().splitlines() == [
-        f"roost web: serving {web.url} (pair a device with the link above; `roost web pair` "
-        "prints a new one)"]
+        f"roost web: serving {web.url} (pair a device with the link above; `roost web pair` prints a new one)"
+    ]
 
 
 def roostd_log(lab: Lab) -> str:
@@ -88,8 +88,7 @@ def test_ctrl_c_with_live_pages_open_exits_0_quietly(lab: Lab) -> None:
                         break
         lab.reply(job, "[[ask]] again")
         lab.wait_state(job, "needs_input")
-        opened = [open_live(web, http, path)
-                  for path in (f"/live/job/{job}", "/live/tree", "/live/inbox")]
+        opened = [open_live(web, http, path) for path in (f"/live/job/{job}", "/live/tree", "/live/inbox")]
         for got in opened:
             assert got.wait(30), "a live page's first part"
         started = time.monotonic()

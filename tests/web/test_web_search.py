@@ -22,9 +22,18 @@ HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> "payment" & ret
 def result(**over: Any) -> dict[str, Any]:
     snippet = "…fix the " + HOSTILE + " loop…"
     start = snippet.index("retry")
-    base = {"job": JOB, "name": "payer <b>", "cwd": "/tmp", "removed": False,
-            "kind": "assistant", "when": "2026-12-04T09:12:44Z", "entry": "ab12cd34",
-            "score": 3.2, "snippet": snippet, "marks": [[start, start + 5]]}
+    base = {
+        "job": JOB,
+        "name": "payer <b>",
+        "cwd": "/tmp",
+        "removed": False,
+        "kind": "assistant",
+        "when": "2026-12-04T09:12:44Z",
+        "entry": "ab12cd34",
+        "score": 3.2,
+        "snippet": snippet,
+        "marks": [[start, start + 5]],
+    }
     return {**base, **over}
 
 
@@ -38,9 +47,8 @@ def searched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         if op == "search":
             seen.append(args)
             if args["query"] == "AND":
-                raise RequestError(BAD_REQUEST, "bad query: fts5: syntax error near \"AND\"")
-            return {"results": [result(), result(job="deadbeef", name="gone", removed=True,
-                                                 entry="99")]}
+                raise RequestError(BAD_REQUEST, 'bad query: fts5: syntax error near "AND"')
+            return {"results": [result(), result(job="deadbeef", name="gone", removed=True, entry="99")]}
         return {"job": row()}
 
     monkeypatch.setattr(bridge, "request", request)
@@ -59,11 +67,9 @@ def test_every_page_has_the_search_box(home: Path, searched: list[Any]) -> None:
 def test_results_link_to_their_entry_and_stay_text(home: Path, searched: list[Any]) -> None:
     with make(home) as client:
         paired(client)
-        page = client.get("/search", params={"q": "payment retr*", "kind": "assistant",
-                                             "all": "1"})
+        page = client.get("/search", params={"q": "payment retr*", "kind": "assistant", "all": "1"})
     assert page.status_code == 200
-    assert searched == [{"query": "payment retr*", "limit": 50, "all": True,
-                         "kinds": ["assistant"]}]
+    assert searched == [{"query": "payment retr*", "limit": 50, "all": True, "kinds": ["assistant"]}]
     html = page.text
     assert f'<a href="/job/{JOB}?at=ab12cd34#e-ab12cd34">payer &lt;b&gt;</a>' in html
     assert "<mark>retry</mark>" in html
@@ -81,10 +87,18 @@ def test_a_bad_query_is_said_on_the_page(home: Path, searched: list[Any]) -> Non
 
 
 def test_the_job_page_anchors_each_entry_and_opens_at_a_linked_one(
-        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     session = tmp_path / "session.jsonl"
-    lines = [{"type": "message", "id": f"{n:08x}", "timestamp": "2026-12-01T10:00:00.000Z",
-              "message": {"role": "user", "content": f"entry number {n}"}} for n in range(2100)]
+    lines = [
+        {
+            "type": "message",
+            "id": f"{n:08x}",
+            "timestamp": "2026-12-01T10:00:00.000Z",
+            "message": {"role": "user", "content": f"entry number {n}"},
+        }
+        for n in range(2100)
+    ]
     session.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
     async def request(op: str, **args: Any) -> dict[str, Any]:

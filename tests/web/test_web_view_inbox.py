@@ -31,15 +31,17 @@ def test_the_view_inbox_pane_answers_a_dialog_once(view_env: Lab) -> None:
         app = ViewApp()
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("i")
-            pane = await until(pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen,
-                               "the inbox pane")
+            pane = await until(
+                pilot, lambda: isinstance(app.screen, InboxScreen) and app.screen, "the inbox pane"
+            )
             assert [e["id"] for e in pane.entries] == [e["id"] for e in env.cli_json("inbox", "--json")]
             index = [e["kind"] for e in pane.entries].index("dialog")
             for _ in range(index):
                 await pilot.press("down")
             await pilot.press("enter")
-            box = await until(pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen,
-                              "the reply box")
+            box = await until(
+                pilot, lambda: isinstance(app.screen, ReplyScreen) and app.screen, "the reply box"
+            )
             assert box.options == ["red", "green"]
             await pilot.press("down", "enter")
             await until(pilot, lambda: pane.outcomes == ["delivered"], "the answer")

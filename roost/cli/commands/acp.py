@@ -25,8 +25,10 @@ def acp() -> None:
 
         from roost.acp.session import RoostAgent
     except ImportError as exc:
-        fail(f"roost acp needs the agent-client-protocol package ({exc}): pip install "
-             "'roost[acp]' (scripts/setup installs it)")
+        fail(
+            f"roost acp needs the agent-client-protocol package ({exc}): pip install "
+            "'roost[acp]' (scripts/setup installs it)"
+        )
     import sys
 
     from roost.cli.output import terminal

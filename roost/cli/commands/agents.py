@@ -18,8 +18,11 @@ def agents() -> None:
 
 @agents.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-@click.option("--cwd", type=click.Path(file_okay=False), help="For jobs in this directory "
-              "(its project agents, when projectAgents is on; default: .).")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False),
+    help="For jobs in this directory (its project agents, when projectAgents is on; default: .).",
+)
 def agents_ls(as_json: bool, cwd: str | None) -> None:
     """The agents a job here can use: name, source (builtin|user|project), description."""
     from roost.definitions import store
@@ -42,8 +45,7 @@ def agents_ls(as_json: bool, cwd: str | None) -> None:
 @agents.command("show")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the definition as JSON.")
-@click.option("--cwd", type=click.Path(file_okay=False),
-              help="For jobs in this directory (default: .).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="For jobs in this directory (default: .).")
 def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     """The merged definition NAME (what `roost run --agent NAME` would use)."""
     from roost.definitions import rules, store
@@ -58,8 +60,12 @@ def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     from roost.cli.output import escaped, field
 
     click.echo(field(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})"))
-    click.echo(field(f"# tools: {', '.join(defn.effective_tools())}"
-                     + (" (the defaults)" if defn.tools is None else "")))
+    click.echo(
+        field(
+            f"# tools: {', '.join(defn.effective_tools())}"
+            + (" (the defaults)" if defn.tools is None else "")
+        )
+    )
     import tomli_w
 
     click.echo(escaped(tomli_w.dumps(defn.body(), multiline_strings=True)), nl=False)
@@ -73,8 +79,7 @@ def agents_new(name: str, base: str | None) -> None:
     from roost.definitions import rules, store
 
     if not rules.NAME.match(name):
-        usage_error(f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a "
-                    "letter or digit)")
+        usage_error(f"bad agent name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter or digit)")
     start_from = None
     if base is not None:
         merged = store.load(os.getcwd())
@@ -92,8 +97,11 @@ def agents_new(name: str, base: str | None) -> None:
 
 
 @agents.command("check")
-@click.option("--cwd", type=click.Path(file_okay=False),
-              help="Also the project definitions of this directory (default: .).")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False),
+    help="Also the project definitions of this directory (default: .).",
+)
 def agents_check(cwd: str | None) -> None:
     """Validate every definition (user, and project ones here); errors with file and line,
     and each model pi does not know."""

@@ -28,8 +28,7 @@ def attach(job: str) -> None:
         directory = job_dir(row["id"])  # its prompt file and session.seen are written there
         if row["status"] not in ("", "attached") or row["state"] in ("running", "starting"):
             name = views.printable(row["name"])
-            click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…",
-                       err=True)
+            click.echo(f"waiting for the current run of {row['id']} ({name}) to settle…", err=True)
         attached = client.request("attach", job=row["id"])
     try:  # pi writes the session: inside ROOST_HOME, or the job's handed-off session
         session_file(row["id"], attached.get("session"))
@@ -39,8 +38,7 @@ def attach(job: str) -> None:
     try:
         from roost.pi.locate import find_pi
 
-        argv = find_pi().argv + ["--session", attached["session"],
-                                 "-e", str(paths.extension_path())]
+        argv = find_pi().argv + ["--session", attached["session"], "-e", str(paths.extension_path())]
         # The job's agent definition holds in the foreground too (same tools and prompt).
         definition = row.get("agentDefinition") or {}
         if definition.get("tools") is not None:

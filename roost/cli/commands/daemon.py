@@ -39,8 +39,12 @@ def daemon_start() -> None:
 
 
 @daemon_group.command("stop")
-@click.option("--jobs", is_flag=True, help="Also stop every running job first (their "
-              "workers and pi; found by their job records when roostd is not running).")
+@click.option(
+    "--jobs",
+    is_flag=True,
+    help="Also stop every running job first (their "
+    "workers and pi; found by their job records when roostd is not running).",
+)
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
     from roost.client import DaemonUnavailable, ForeignDaemon, connect
@@ -56,8 +60,10 @@ def daemon_stop(jobs: bool) -> None:
             _say_left_running(live_workers())
             return
         stopped = stop_workers(live_workers())
-        click.echo(f"roostd is not running; stopped {_workers(len(stopped))}"
-                   + (f" ({', '.join(stopped)})" if stopped else ""))
+        click.echo(
+            f"roostd is not running; stopped {_workers(len(stopped))}"
+            + (f" ({', '.join(stopped)})" if stopped else "")
+        )
         return
     with client:
         pid = client.request("status")["pid"]
@@ -75,9 +81,11 @@ def _workers(count: int) -> str:
 
 def _say_left_running(found: list[tuple[Any, int, float]]) -> None:
     if found:
-        click.echo(f"{_workers(len(found))} left running, with their jobs "
-                   f"({', '.join(record.id for record, _, _ in found)}): the next roostd "
-                   "adopts them; `roost daemon stop --jobs` stops them")
+        click.echo(
+            f"{_workers(len(found))} left running, with their jobs "
+            f"({', '.join(record.id for record, _, _ in found)}): the next roostd "
+            "adopts them; `roost daemon stop --jobs` stops them"
+        )
 
 
 def live_workers() -> list[tuple[Any, int, float]]:
@@ -137,13 +145,20 @@ def daemon_status(as_json: bool) -> None:
     except ForeignDaemon as exc:
         fail(str(exc))
     except (DaemonUnavailable, ProtocolError, OSError):
-        status = {"running": False, "pid": None, "socket": str(paths.socket_path()),
-                  "version": __version__, "jobs": 0}
+        status = {
+            "running": False,
+            "pid": None,
+            "socket": str(paths.socket_path()),
+            "version": __version__,
+            "jobs": 0,
+        }
     if as_json:
         print_json(status)
     elif status["running"]:
-        click.echo(f"roostd {status['version']} running, pid {status['pid']}, "
-                   f"{status['jobs']} jobs, socket {status['socket']}")
+        click.echo(
+            f"roostd {status['version']} running, pid {status['pid']}, "
+            f"{status['jobs']} jobs, socket {status['socket']}"
+        )
     else:
         click.echo(f"roostd is not running (socket {status['socket']})")
     sys.exit(0 if status["running"] else 1)

@@ -9,8 +9,12 @@ from roost.cli.common import daemon, print_json
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True,
-              help="A JSON list: each entry's id, job {id, name}, kind, text (and options, since).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="A JSON list: each entry's id, job {id, name}, kind, text (and options, since).",
+)
 def inbox(as_json: bool) -> None:
     """Everything that waits for you: questions, dialogs, budget stops, failures."""
     with daemon() as client:
@@ -24,8 +28,10 @@ def inbox(as_json: bool) -> None:
         click.echo("nothing waits for you")
     for entry in found:
         job = entry["job"]
-        click.echo(f"{entry['id']}  {printable(job['name'] or job['id'])}  {entry['kind']}: "
-                   f"{printable(entry['text'])}")
+        click.echo(
+            f"{entry['id']}  {printable(job['name'] or job['id'])}  {entry['kind']}: "
+            f"{printable(entry['text'])}"
+        )
         for number, option in enumerate(entry.get("options") or (), 1):
             click.echo(f"    {number}. {printable(option)}")
         if entry["kind"] == "approval":  # the call's whole input, escaped; then how to answer
@@ -34,8 +40,9 @@ def inbox(as_json: bool) -> None:
             click.echo(f"    in {printable(entry['cwd'])}")
             for line in json_text(entry["input"]).splitlines():
                 click.echo(f"    {printable(line)}")
-            click.echo(f"    roost approve {entry['id']} [--always] | roost deny {entry['id']} "
-                       "[--reason TEXT]")
+            click.echo(
+                f"    roost approve {entry['id']} [--always] | roost deny {entry['id']} [--reason TEXT]"
+            )
 
 
 @click.command()
@@ -70,9 +77,12 @@ def answer(entry: str, text: tuple[str, ...], choice: int | None, dismiss: bool)
 
 @click.command()
 @click.argument("entry")
-@click.option("--always", is_flag=True,
-              help="Also allow such calls of this job from now on (bash: this exact command; "
-                   "another tool: every call of it).")
+@click.option(
+    "--always",
+    is_flag=True,
+    help="Also allow such calls of this job from now on (bash: this exact command; "
+    "another tool: every call of it).",
+)
 def approve(entry: str, always: bool) -> None:
     """Let a tool call waiting for approval run (ENTRY: its id in roost inbox)."""
     _decide(entry, "approve", always=always)
@@ -92,11 +102,12 @@ def _decide(entry: str, decision: str, **args: object) -> None:
     from roost.cli.views import printable
 
     with daemon() as client:
-        result = client.call("approval_answer", {"entry": entry, "decision": decision,
-                                                 "by": "cli", **args})
+        result = client.call("approval_answer", {"entry": entry, "decision": decision, "by": "cli", **args})
     if result["status"] == "already answered":
-        fail(f"{entry} was already answered: {result.get('decision')} by "
-             f"{printable(result.get('by'))} at {result.get('at')}")
+        fail(
+            f"{entry} was already answered: {result.get('decision')} by "
+            f"{printable(result.get('by'))} at {result.get('at')}"
+        )
     rule = f"; from now on it allows {printable(result['rule'])}" if result.get("rule") else ""
     click.echo(f"{result['status']} ({result['job']}){rule}")
 

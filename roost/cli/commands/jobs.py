@@ -25,33 +25,56 @@ from roost.cli.sandboxopts import sandbox_args, sandbox_options
 @click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
 @click.option("--agent", help="Run as this agent definition (roost agents ls).")
 @click.option("--shell", is_flag=True, help="Run a shell command instead of pi: roost run --shell -- CMD ...")
-@click.option("-f", "--file", "task_file", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Read the task from this file (`-`: stdin), for a task too big for "
-                   "one argument (128 KiB).")
+@click.option(
+    "-f",
+    "--file",
+    "task_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the task from this file (`-`: stdin), for a task too big for one argument (128 KiB).",
+)
 @usage_cli.run_options
-@click.option("--worktree", is_flag=True,
-              help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB).")
+@click.option(
+    "--worktree", is_flag=True, help="Run in a new git worktree on a new branch (roost diff/merge/rm JOB)."
+)
 @click.option("--branch", help="With --worktree: the new branch (default roost/<name>-<id>).")
 @click.option("--base", help="With --worktree: the commit to start from (default HEAD).")
 @click.option("--group", help="Run in this named group (roost group add NAME --parallel N).")
-@click.option("--priority", type=int, help="Its place in the queue: higher starts first "
-                                           "(default 0).")
-@click.option("--each", "each_file", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Start one pi job per task in this file (`-`: stdin): one task a line, "
-                   "unless the whole file is a JSON list of strings or {task, name, group, "
-                   "priority}; prints the ids.")
+@click.option("--priority", type=int, help="Its place in the queue: higher starts first (default 0).")
+@click.option(
+    "--each",
+    "each_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Start one pi job per task in this file (`-`: stdin): one task a line, "
+    "unless the whole file is a JSON list of strings or {task, name, group, "
+    "priority}; prints the ids.",
+)
 @results_cli.schema_option
 @approval_options
 @sandbox_options
 @after_options
 @click.argument("task", nargs=-1)
-def run(name: str | None, cwd: str | None, model: str | None, thinking: str | None,
-        agent: str | None, shell: bool, task: tuple[str, ...], task_file: str | None = None,
-        budget: float | None = None, budget_tokens: int | None = None,
-        max_turns: int | None = None, tree_budget: float | None = None, worktree: bool = False,
-        branch: str | None = None, base: str | None = None, group: str | None = None,
-        priority: int | None = None, each_file: str | None = None,
-        output_schema: str | None = None, **after_opts: Any) -> None:
+def run(
+    name: str | None,
+    cwd: str | None,
+    model: str | None,
+    thinking: str | None,
+    agent: str | None,
+    shell: bool,
+    task: tuple[str, ...],
+    task_file: str | None = None,
+    budget: float | None = None,
+    budget_tokens: int | None = None,
+    max_turns: int | None = None,
+    tree_budget: float | None = None,
+    worktree: bool = False,
+    branch: str | None = None,
+    base: str | None = None,
+    group: str | None = None,
+    priority: int | None = None,
+    each_file: str | None = None,
+    output_schema: str | None = None,
+    **after_opts: Any,
+) -> None:
     """Start a pi job with TASK (or a shell job); prints its id.
 
     TASK is the words after the options, `-` to read it from stdin, or -f FILE. Past
@@ -59,8 +82,14 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
     directory = str(Path(cwd or os.getcwd()).absolute())
     boxed = sandbox_args(after_opts)  # --sandbox, --sandbox-network
     approval = approval_args(after_opts)  # --approvals, --allow/--ask/--deny, --approval-timeout
-    args: dict[str, Any] = {"name": name, "cwd": directory, "group": group,
-                            "priority": priority, **after_args(**after_opts), **approval}
+    args: dict[str, Any] = {
+        "name": name,
+        "cwd": directory,
+        "group": group,
+        "priority": priority,
+        **after_args(**after_opts),
+        **approval,
+    }
     if approval and shell:
         usage_error("approvals are for pi jobs, not --shell")
     if boxed.get("sandbox") and shell:
@@ -72,8 +101,7 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
         args["output_schema"] = results_cli.read_schema(output_schema)
     if each_file is not None:
         if task or task_file or shell or worktree or name:
-            usage_error("--each takes its tasks from the file: no TASK, -f, --shell, "
-                        "--worktree or --name")
+            usage_error("--each takes its tasks from the file: no TASK, -f, --shell, --worktree or --name")
         args.update(model=model, thinking=thinking, agent=agent)
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         _run_each(each_file, args)
@@ -93,8 +121,7 @@ def run(name: str | None, cwd: str | None, model: str | None, thinking: str | No
             usage_error("give the command: roost run --shell -- CMD ...")
         args.update(shell=True, command=list(task))
     else:
-        args.update(task=_task_text(task, task_file), model=model, thinking=thinking,
-                    agent=agent)
+        args.update(task=_task_text(task, task_file), model=model, thinking=thinking, agent=agent)
         args.update(usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget))
         if worktree:
             args.update(worktree=True, branch=branch, base=base)
@@ -158,12 +185,16 @@ def _task_text(words: tuple[str, ...], task_file: str | None) -> str:
         from roost.mailbox.item import MAX_ITEM_BYTES  # the task is the first mailbox item
 
         if len(data) >= MAX_ITEM_BYTES:
-            usage_error(f"the task in {source} is {len(data):,} bytes: a task must fit in one "
-                        f"mailbox item ({MAX_ITEM_BYTES // 1024} KiB)")
+            usage_error(
+                f"the task in {source} is {len(data):,} bytes: a task must fit in one "
+                f"mailbox item ({MAX_ITEM_BYTES // 1024} KiB)"
+            )
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        usage_error(f"the task in {'stdin' if source == '-' else source} is not UTF-8 text "
-                    f"({exc.reason} at byte {exc.start})")
+        usage_error(
+            f"the task in {'stdin' if source == '-' else source} is not UTF-8 text "
+            f"({exc.reason} at byte {exc.start})"
+        )
     except OSError as exc:
         usage_error(f"cannot read the task from {source}: {exc.strerror or exc}")
 
@@ -171,10 +202,14 @@ def _task_text(words: tuple[str, ...], task_file: str | None) -> str:
 @click.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of JobRow.")
 @click.option("--tree", is_flag=True, help="Show children under their parents.")
-@click.option("--group", type=click.Choice(["dir", "state"]), default="dir", show_default=True,
-              help="Group the rows by working directory or by state.")
-@click.option("--wide", is_flag=True,
-              help="Every column in full, never shortened (as in a pipe).")
+@click.option(
+    "--group",
+    type=click.Choice(["dir", "state"]),
+    default="dir",
+    show_default=True,
+    help="Group the rows by working directory or by state.",
+)
+@click.option("--wide", is_flag=True, help="Every column in full, never shortened (as in a pipe).")
 def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
     """List jobs.
 
@@ -196,8 +231,9 @@ def ls(as_json: bool, tree: bool, group: str, wide: bool) -> None:
 
 @click.command()
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JobRow with its detail fields (docs: JSON output).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JobRow with its detail fields (docs: JSON output)."
+)
 @click.option("--full", is_flag=True, help="Show a long task whole (default: its start).")
 def show(job: str, as_json: bool, full: bool) -> None:
     """One job in detail."""
@@ -227,10 +263,14 @@ WAIT_FOR = ("needs_input", "settled", "done", "failed")
 @click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 1).")
 @click.option("--any", "mode", flag_value="any", help="Until the first of the jobs gets there.")
 @click.option("--all", "mode", flag_value="all", help="Until every one of the jobs is there.")
-@click.option("--for", "until", type=click.Choice(WAIT_FOR), default=None,
-              help="What to wait for with --any/--all (default: settled).")
-def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
-         until: str | None) -> None:
+@click.option(
+    "--for",
+    "until",
+    type=click.Choice(WAIT_FOR),
+    default=None,
+    help="What to wait for with --any/--all (default: settled).",
+)
+def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None, until: str | None) -> None:
     """Block until the job's current run has settled; with --any/--all, until the first or
     every one of the jobs reaches --for (prints `ID NAME STATE` per job; exit 0, 1 on
     timeout or when a job failed (unless --for failed), 2 for an unknown or removed job)."""
@@ -242,9 +282,11 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
             usage_error("several jobs: say --any or --all")
         mode = "any"
     with daemon() as client:
-        result = client.call("wait_jobs", {"jobs": list(jobs), "until": until or "settled",
-                                           "mode": mode, "timeout": timeout},
-                             None if timeout is None else timeout + 30)
+        result = client.call(
+            "wait_jobs",
+            {"jobs": list(jobs), "until": until or "settled", "mode": mode, "timeout": timeout},
+            None if timeout is None else timeout + 30,
+        )
     rows = result["jobs"] if mode == "all" or not result["jobs"] else result["jobs"][:1]
     for row in rows:
         click.echo(f"{row['id']} {views.printable(row['name'])} {row['state']}")
@@ -256,16 +298,19 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None,
     if failed and until != "failed":  # `roost wait --all A B && next` stops on a failure
         for row in failed:
             reason = row.get("error") or row.get("status") or row.get("summary")
-            click.echo(f"roost: job {row['id']} failed"
-                       + (f": {views.printable(reason)}" if reason else ""), err=True)
+            click.echo(
+                f"roost: job {row['id']} failed" + (f": {views.printable(reason)}" if reason else ""),
+                err=True,
+            )
         sys.exit(1)
 
 
 def _wait_one(job: str, timeout: float | None) -> None:
     with daemon() as client:
         # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
-        result = client.call("wait", {"job": job, "timeout": timeout},
-                             None if timeout is None else timeout + 30)
+        result = client.call(
+            "wait", {"job": job, "timeout": timeout}, None if timeout is None else timeout + 30
+        )
     row = result["row"]
     if not result["settled"]:
         click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
@@ -273,18 +318,27 @@ def _wait_one(job: str, timeout: float | None) -> None:
     click.echo(row["state"])
     if row["state"] == "failed":  # why, and what to do (stdout stays one word); exit 1
         reason = row.get("error") or row.get("status") or row.get("summary")
-        click.echo(f"roost: job {row['id']} failed"
-                   + (f": {views.printable(reason)}" if reason else ""), err=True)
+        click.echo(
+            f"roost: job {row['id']} failed" + (f": {views.printable(reason)}" if reason else ""), err=True
+        )
         sys.exit(1)
 
 
 @click.command()
 @click.argument("job")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new entries; on a terminal, "
-              "the text being written shows on a live last line.")
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Keep printing new entries; on a terminal, the text being written shows on a live last line.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Do not shorten tool calls and results.")
-@click.option("--raw", is_flag=True, help="The text as the model (a shell job: the command) "
-              "wrote it, control characters included: only to a pipe.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="The text as the model (a shell job: the command) "
+    "wrote it, control characters included: only to a pipe.",
+)
 def logs(job: str, follow: bool, verbose: bool, raw: bool) -> None:
     """The job's transcript (agent messages framed as such); shell jobs: their output.
 
@@ -320,11 +374,17 @@ def start(job: str) -> None:
 
 @click.command()
 @click.argument("jobs", nargs=-1, required=True, metavar="JOB...")
-@click.option("--force", is_flag=True,
-              help="Also when its worktree has uncommitted changes (they are lost); with "
-                   "--delete-branch, also when the branch has unmerged commits.")
-@click.option("--delete-branch", is_flag=True,
-              help="Also delete its worktree's branch (only when merged, unless --force).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also when its worktree has uncommitted changes (they are lost); with "
+    "--delete-branch, also when the branch has unmerged commits.",
+)
+@click.option(
+    "--delete-branch",
+    is_flag=True,
+    help="Also delete its worktree's branch (only when merged, unless --force).",
+)
 def rm(jobs: tuple[str, ...], force: bool, delete_branch: bool) -> None:
     """Stop and remove jobs (each one's directory, mailbox and session file, and its
     worktree; the worktree's branch is kept unless --delete-branch).
@@ -351,8 +411,12 @@ def rm(jobs: tuple[str, ...], force: bool, delete_branch: bool) -> None:
 
 @click.command()
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of {state, seq, kind, from, text, created, extra}.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of {state, seq, kind, from, text, created, extra}.",
+)
 @click.option("--all", "show_all", is_flag=True, help="Acknowledged items too.")
 @click.option("--path", "show_path", is_flag=True, help="Print the mailbox directory only.")
 def mailbox(job: str, as_json: bool, show_all: bool, show_path: bool) -> None:

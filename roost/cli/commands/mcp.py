@@ -9,24 +9,56 @@ from roost.cli.common import fail
 
 
 @click.command("mcp")
-@click.option("--http", "http", is_flag=True,
-              help="Serve streamable HTTP (on 127.0.0.1) instead of stdio; clients send a "
-                   "bearer token (--token-file).")
-@click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR",
-              help="With --http: the address to listen on (not loopback: needs TLS).")
-@click.option("--port", default=8478, show_default=True, type=click.IntRange(0, 65535),
-              help="With --http: the TCP port (0: any free one; the URL is printed).")
-@click.option("--token-file", type=click.Path(dir_okay=False), metavar="F",
-              help="With --http: the bearer token's file, 0600 (default "
-                   "$ROOST_HOME/mcp-token, made on first use).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="F",
-              help="With --http: serve HTTPS with this certificate (PEM; with --tls-key).")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), metavar="F",
-              help="With --http: the private key of --tls-cert (PEM).")
-@click.option("--name", metavar="NAME",
-              help="Who send_message's messages are from (default: the client's own name).")
-def mcp(http: bool, bind: str, port: int, token_file: str | None, tls_cert: str | None,
-        tls_key: str | None, name: str | None) -> None:
+@click.option(
+    "--http",
+    "http",
+    is_flag=True,
+    help="Serve streamable HTTP (on 127.0.0.1) instead of stdio; clients send a bearer token (--token-file).",
+)
+@click.option(
+    "--bind",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDR",
+    help="With --http: the address to listen on (not loopback: needs TLS).",
+)
+@click.option(
+    "--port",
+    default=8478,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="With --http: the TCP port (0: any free one; the URL is printed).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    metavar="F",
+    help="With --http: the bearer token's file, 0600 (default $ROOST_HOME/mcp-token, made on first use).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="F",
+    help="With --http: serve HTTPS with this certificate (PEM; with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="F",
+    help="With --http: the private key of --tls-cert (PEM).",
+)
+@click.option(
+    "--name", metavar="NAME", help="Who send_message's messages are from (default: the client's own name)."
+)
+def mcp(
+    http: bool,
+    bind: str,
+    port: int,
+    token_file: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    name: str | None,
+) -> None:
     """Serve roost's jobs to an MCP client (Claude Code, Codex, pi): stdio by default.
 
     Set it up with `claude mcp add roost -- roost mcp` (docs: MCP). Jobs it starts run
@@ -36,8 +68,7 @@ def mcp(http: bool, bind: str, port: int, token_file: str | None, tls_cert: str 
     try:
         from roost.mcp import tools
     except ImportError as exc:
-        fail(f"roost mcp needs the MCP SDK ({exc}): pip install 'roost[mcp]' "
-             "(scripts/setup installs it)")
+        fail(f"roost mcp needs the MCP SDK ({exc}): pip install 'roost[mcp]' (scripts/setup installs it)")
     server = tools.build(name)
     if not http:
         import sys

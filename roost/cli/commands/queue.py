@@ -17,8 +17,12 @@ def _line(*cells: Any) -> str:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True,
-              help="Print {maxRunning, running, jobs: [JobRow], groups} (docs: JSON output).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {maxRunning, running, jobs: [JobRow], groups} (docs: JSON output).",
+)
 @click.pass_context
 def queue(ctx: click.Context, as_json: bool) -> None:
     """The queued jobs in the order they will start (higher priority first, then first
@@ -30,12 +34,20 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    click.echo(f"running {result['running']} of maxRunning {result['maxRunning']}; "
-               f"{len(result['jobs'])} queued")
+    click.echo(
+        f"running {result['running']} of maxRunning {result['maxRunning']}; {len(result['jobs'])} queued"
+    )
     for row in result["jobs"]:
         place = row["queue"]
-        click.echo(_line(f"{place['position']:>4}", row["id"], f"priority {place['priority']}",
-                         f"group {place['group'] or '-'}", row["name"]))
+        click.echo(
+            _line(
+                f"{place['position']:>4}",
+                row["id"],
+                f"priority {place['priority']}",
+                f"group {place['group'] or '-'}",
+                row["name"],
+            )
+        )
 
 
 @queue.command("move")
@@ -48,8 +60,11 @@ def move(job: str, priority: int | None, first: bool) -> None:
         usage_error("give --priority N or --first")
     with daemon() as client:
         result = client.request("queue_move", job=job, priority=priority, first=first or None)
-    click.echo(_line(result["id"], f"position {result['queue']['position']}",
-                     f"priority {result['queue']['priority']}"))
+    click.echo(
+        _line(
+            result["id"], f"position {result['queue']['position']}", f"priority {result['queue']['priority']}"
+        )
+    )
 
 
 @click.group(cls=Group, default="ls")
@@ -61,14 +76,21 @@ def _print_groups(groups: list[dict[str, Any]]) -> None:
     if not groups:
         click.echo("no groups (add one with: roost group add NAME --parallel N)")
     for row in groups:
-        click.echo(_line(row["name"], f"parallel {row['parallel']}",
-                         f"running {row['running']}", f"queued {row['queued']}"))
+        click.echo(
+            _line(
+                row["name"],
+                f"parallel {row['parallel']}",
+                f"running {row['running']}",
+                f"queued {row['queued']}",
+            )
+        )
 
 
 @group.command("add")
 @click.argument("name")
-@click.option("--parallel", type=click.IntRange(1, 10_000), required=True,
-              help="Jobs of this group running at once.")
+@click.option(
+    "--parallel", type=click.IntRange(1, 10_000), required=True, help="Jobs of this group running at once."
+)
 def group_add(name: str, parallel: int) -> None:
     """Add a group (or change its limit); roost run --group NAME puts a job in it."""
     with daemon() as client:
@@ -76,8 +98,9 @@ def group_add(name: str, parallel: int) -> None:
 
 
 @group.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, parallel, "
-                                                        "running, queued}.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON list of {name, parallel, running, queued}."
+)
 def group_ls(as_json: bool) -> None:
     """List the groups."""
     with daemon() as client:

@@ -17,9 +17,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 def schema_option(func: F) -> F:
     """`roost run --output-schema FILE.json`."""
     return click.option(
-        "--output-schema", "output_schema", type=click.Path(dir_okay=False), default=None,
+        "--output-schema",
+        "output_schema",
+        type=click.Path(dir_okay=False),
+        default=None,
         help="A JSON Schema file: the job's final answer must be JSON valid against it "
-             "(roost result JOB prints it).")(func)
+        "(roost result JOB prints it).",
+    )(func)
 
 
 def read_schema(path: str) -> dict[str, Any]:
@@ -42,8 +46,7 @@ def read_schema(path: str) -> dict[str, Any]:
 
 @click.command("result")
 @click.argument("job")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the result as JSON, as it is, on one line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, as it is, on one line.")
 def result(job: str, as_json: bool) -> None:
     """Print JOB's structured result: its last final answer that was valid against its
     output schema (roost run --output-schema). Exit 1 when it has none."""
@@ -52,8 +55,11 @@ def result(job: str, as_json: bool) -> None:
     value = row.get("result")
     if value is None:
         if row.get("outputSchema") is None:
-            fail(f"job {row['id']} has no output schema, so no structured result "
-                 "(roost run --output-schema FILE.json)", REFUSED)
+            fail(
+                f"job {row['id']} has no output schema, so no structured result "
+                "(roost run --output-schema FILE.json)",
+                REFUSED,
+            )
         fail(f"job {row['id']} has no valid result yet (state: {row.get('state')})", REFUSED)
     from roost.cli import output
 

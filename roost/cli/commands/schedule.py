@@ -32,24 +32,41 @@ def schedule() -> None:
 @click.option("--every", help="A period: 30s, 15m, 1h30m, 1d (counted from now).")
 @click.option("--at", "at", help="Once: HH:MM (the next one) or an ISO date and time.")
 @click.option("--on-change", "on_change", help="Fire when files under PATH[,PATH...] change.")
-@click.option("--debounce", help="With --on-change: a burst within this long fires once "
-                                 "(default 2s).")
+@click.option("--debounce", help="With --on-change: a burst within this long fires once (default 2s).")
 @click.option("--tz", help="The zone its times are in (default: the local zone).")
-@click.option("--session", type=click.Choice(["new", "same"]), default="new", show_default=True,
-              help="new: a new job each firing; same: a reply to the same job (it keeps its "
-                   "memory).")
-@click.option("--catch-up", "catch_up", type=click.Choice(["one", "none", "all"]), default="one",
-              show_default=True, help="Firings missed while roostd was down or the machine "
-                                      "slept: fire one, none, or all of them.")
-@click.option("--overlap", type=click.Choice(["skip", "queue"]), default="skip",
-              show_default=True, help="A firing while the last run still runs: skip it, or "
-                                      "run it once that run ends.")
+@click.option(
+    "--session",
+    type=click.Choice(["new", "same"]),
+    default="new",
+    show_default=True,
+    help="new: a new job each firing; same: a reply to the same job (it keeps its memory).",
+)
+@click.option(
+    "--catch-up",
+    "catch_up",
+    type=click.Choice(["one", "none", "all"]),
+    default="one",
+    show_default=True,
+    help="Firings missed while roostd was down or the machine slept: fire one, none, or all of them.",
+)
+@click.option(
+    "--overlap",
+    type=click.Choice(["skip", "queue"]),
+    default="skip",
+    show_default=True,
+    help="A firing while the last run still runs: skip it, or run it once that run ends.",
+)
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: .).")
 @click.option("--model", help="Model as provider/id.")
 @click.option("--thinking", help="Thinking level: off, minimal, low, medium, high, xhigh.")
 @click.option("--agent", help="Run as this agent definition (roost agents ls).")
-@click.option("-f", "--file", "task_file", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Read the task from this file (`-`: stdin).")
+@click.option(
+    "-f",
+    "--file",
+    "task_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the task from this file (`-`: stdin).",
+)
 @usage_cli.run_options
 @click.option("--worktree", is_flag=True, help="Each run in a new git worktree.")
 @click.option("--group", help="Run in this named group.")
@@ -57,14 +74,33 @@ def schedule() -> None:
 @results_cli.schema_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ScheduleRow as JSON.")
 @click.argument("task", nargs=-1)
-def add(name: str, cron: str | None, every: str | None, at: str | None,
-        on_change: str | None, debounce: str | None, tz: str | None, session: str,
-        catch_up: str, overlap: str, cwd: str | None, model: str | None,
-        thinking: str | None, agent: str | None, task_file: str | None,
-        budget: float | None, budget_tokens: int | None, max_turns: int | None,
-        tree_budget: float | None, worktree: bool, group: str | None,
-        priority: int | None, output_schema: str | None, as_json: bool,
-        task: tuple[str, ...]) -> None:
+def add(
+    name: str,
+    cron: str | None,
+    every: str | None,
+    at: str | None,
+    on_change: str | None,
+    debounce: str | None,
+    tz: str | None,
+    session: str,
+    catch_up: str,
+    overlap: str,
+    cwd: str | None,
+    model: str | None,
+    thinking: str | None,
+    agent: str | None,
+    task_file: str | None,
+    budget: float | None,
+    budget_tokens: int | None,
+    max_turns: int | None,
+    tree_budget: float | None,
+    worktree: bool,
+    group: str | None,
+    priority: int | None,
+    output_schema: str | None,
+    as_json: bool,
+    task: tuple[str, ...],
+) -> None:
     """Add the schedule NAME that runs TASK at each time (--cron, --every, --at) or when
     files change (--on-change); prints when it fires next."""
     from roost.cli.commands.jobs import _task_text
@@ -75,10 +111,16 @@ def add(name: str, cron: str | None, every: str | None, at: str | None,
     if debounce is not None and on_change is None:
         usage_error("--debounce is for --on-change")
     run: dict[str, Any] = {
-        "task": _task_text(task, task_file), "cwd": str(Path(cwd or os.getcwd()).absolute()),
-        "model": model, "thinking": thinking, "agent": agent, "worktree": worktree or None,
-        "group": group, "priority": priority,
-        **usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget)}
+        "task": _task_text(task, task_file),
+        "cwd": str(Path(cwd or os.getcwd()).absolute()),
+        "model": model,
+        "thinking": thinking,
+        "agent": agent,
+        "worktree": worktree or None,
+        "group": group,
+        "priority": priority,
+        **usage_cli.run_args(budget, budget_tokens, max_turns, tree_budget),
+    }
     if output_schema is not None:  # each run's answer is checked against it (roost result)
         run["output_schema"] = results_cli.read_schema(output_schema)
     watched = None
@@ -88,9 +130,20 @@ def add(name: str, cron: str | None, every: str | None, at: str | None,
             usage_error("--on-change needs a PATH")
     with daemon() as client:
         row = client.request(
-            "schedule_add", name=name, run=run, cron=cron, every=every, at=at,
-            onChange=watched, debounce=debounce, tz=tz, session=session, catchUp=catch_up,
-            overlap=overlap, env=caller_env())["schedule"]
+            "schedule_add",
+            name=name,
+            run=run,
+            cron=cron,
+            every=every,
+            at=at,
+            onChange=watched,
+            debounce=debounce,
+            tz=tz,
+            session=session,
+            catchUp=catch_up,
+            overlap=overlap,
+            env=caller_env(),
+        )["schedule"]
     if as_json:
         print_json(row)
         return
@@ -128,8 +181,7 @@ def _last(row: dict[str, Any]) -> str:
 
 
 @schedule.command("ls")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of ScheduleRow (docs: JSON output).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of ScheduleRow (docs: JSON output).")
 def ls(as_json: bool) -> None:
     """Every schedule: its trigger, zone, next firing and last result."""
     with daemon() as client:
@@ -155,12 +207,19 @@ def show(name: str, as_json: bool) -> None:
         print_json(row)
         return
     for key, value in (
-        ("name", row["name"]), ("when", _when(row)), ("zone", row["tz"]),
+        ("name", row["name"]),
+        ("when", _when(row)),
+        ("zone", row["tz"]),
         ("state", "paused" if row["paused"] else "active"),
         ("next", _local(row["next"], row["tz"])),
-        ("last", _last(row)), ("fired", row["fired"]), ("session", row["session"]),
-        ("catch-up", row["catchUp"]), ("overlap", row["overlap"]), ("cwd", row["cwd"]),
-        ("jobs", " ".join(row["jobs"]) or "-"), ("task", row["task"]),
+        ("last", _last(row)),
+        ("fired", row["fired"]),
+        ("session", row["session"]),
+        ("catch-up", row["catchUp"]),
+        ("overlap", row["overlap"]),
+        ("cwd", row["cwd"]),
+        ("jobs", " ".join(row["jobs"]) or "-"),
+        ("task", row["task"]),
     ):
         click.echo(_line(f"{key + ':':<10}", value))
 
@@ -179,6 +238,7 @@ def _simple(op: str, help_text: str) -> click.Command:
             click.echo(_line(f"{result['outcome']}{job}{detail}"))
         else:
             click.echo(_line(_done(op, name, result)))
+
     return command
 
 
@@ -193,11 +253,15 @@ def _done(op: str, name: str, result: dict[str, Any]) -> str:
     return f"schedule {name} resumed{nxt}"
 
 
-for _op, _help in (("rm", "Remove the schedule NAME (the jobs it made stay)."),
-                   ("pause", "Pause the schedule NAME: it fires no more until resumed."),
-                   ("resume", "Resume the schedule NAME: it fires from now on (what fell "
-                              "due while paused is not caught up)."),
-                   ("run_now", "Fire the schedule NAME now (its --overlap applies).")):
+for _op, _help in (
+    ("rm", "Remove the schedule NAME (the jobs it made stay)."),
+    ("pause", "Pause the schedule NAME: it fires no more until resumed."),
+    (
+        "resume",
+        "Resume the schedule NAME: it fires from now on (what fell due while paused is not caught up).",
+    ),
+    ("run_now", "Fire the schedule NAME now (its --overlap applies)."),
+):
     schedule.add_command(_simple(_op, _help))
 
 

@@ -40,11 +40,16 @@ def install(remove: bool, print_path: bool) -> None:
 
 
 @click.command()
-@click.option("--enable", "action", flag_value="enable",
-              help="Add notify-send hooks for needs_input, failed and gave_up.")
+@click.option(
+    "--enable",
+    "action",
+    flag_value="enable",
+    help="Add notify-send hooks for needs_input, failed and gave_up.",
+)
 @click.option("--disable", "action", flag_value="disable", help="Remove them.")
-@click.option("--send", "action", flag_value="send",
-              help="(the hook) Read one event as JSON on stdin and notify.")
+@click.option(
+    "--send", "action", flag_value="send", help="(the hook) Read one event as JSON on stdin and notify."
+)
 def notify(action: str | None) -> None:
     """Desktop notifications (notify-send) for jobs that need you."""
     from roost.cli import notify as notifier
@@ -83,12 +88,20 @@ def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
 
 
 @click.command()
-@click.option("--keep", is_flag=True, help="Leave a sandbox to play in: its roostd, its jobs "
-              "and the scripted model keep running; prints how to use it and end it.")
-@click.option("--no-scenes", is_flag=True, help="Skip the story: only make the sandbox "
-              "(implies --keep).")
-@click.option("--end", "end", is_flag=True, help="End a kept sandbox (the one ROOST_HOME "
-              "names, or DIR): stop its jobs, roostd and model, and delete it.")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Leave a sandbox to play in: its roostd, its jobs "
+    "and the scripted model keep running; prints how to use it and end it.",
+)
+@click.option("--no-scenes", is_flag=True, help="Skip the story: only make the sandbox (implies --keep).")
+@click.option(
+    "--end",
+    "end",
+    is_flag=True,
+    help="End a kept sandbox (the one ROOST_HOME "
+    "names, or DIR): stop its jobs, roostd and model, and delete it.",
+)
 @click.argument("directory", required=False, metavar="[DIR]")
 def demo(keep: bool, no_scenes: bool, end: bool, directory: str | None) -> None:
     """The showcase: real pi against roost's scripted local model, no API key.

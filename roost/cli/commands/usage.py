@@ -22,8 +22,7 @@ class Positive(click.ParamType):
         self.name = "count" if whole else "amount"
         self.wanted = "a whole number >= 1, e.g. 20" if whole else "a number > 0, e.g. 2.50"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value
         try:
@@ -56,39 +55,79 @@ class OldSpelling(click.Option):
 
 def run_options(func: F) -> F:
     """`roost run`'s budget options."""
-    for option in reversed((
-        click.option("--budget", type=POSITIVE, default=None,
-                     help="Stop the job once it has cost this much (the model's currency)."),
-        click.option("--budget-tokens", type=POSITIVE_INT, default=None,
-                     help="Stop the job after this many tokens (models without prices)."),
-        click.option("--max-turns", type=POSITIVE_INT, default=None,
-                     help="Stop the job after this many model requests."),
-        click.option("--tree-budget", type=POSITIVE, default=None,
-                     help="A budget the job shares with every child it spawns."),
-    )):
+    for option in reversed(
+        (
+            click.option(
+                "--budget",
+                type=POSITIVE,
+                default=None,
+                help="Stop the job once it has cost this much (the model's currency).",
+            ),
+            click.option(
+                "--budget-tokens",
+                type=POSITIVE_INT,
+                default=None,
+                help="Stop the job after this many tokens (models without prices).",
+            ),
+            click.option(
+                "--max-turns",
+                type=POSITIVE_INT,
+                default=None,
+                help="Stop the job after this many model requests.",
+            ),
+            click.option(
+                "--tree-budget",
+                type=POSITIVE,
+                default=None,
+                help="A budget the job shares with every child it spawns.",
+            ),
+        )
+    ):
         func = option(func)  # type: ignore[type-var]
     return func
 
 
-def run_args(budget: float | None, budget_tokens: int | None, max_turns: int | None,
-             tree_budget: float | None) -> dict[str, object]:
-    return {"budget": budget, "budgetTokens": budget_tokens, "maxTurns": max_turns,
-            "treeBudget": tree_budget}
+def run_args(
+    budget: float | None, budget_tokens: int | None, max_turns: int | None, tree_budget: float | None
+) -> dict[str, object]:
+    return {"budget": budget, "budgetTokens": budget_tokens, "maxTurns": max_turns, "treeBudget": tree_budget}
 
 
 @click.command("budget")
 @click.argument("job")
 @click.argument("amount", type=POSITIVE, required=False)
-@click.option("--budget-tokens", "--tokens", "tokens", cls=OldSpelling, type=POSITIVE_INT,
-              default=None, help="A budget in tokens (as roost run --budget-tokens).")
+@click.option(
+    "--budget-tokens",
+    "--tokens",
+    "tokens",
+    cls=OldSpelling,
+    type=POSITIVE_INT,
+    default=None,
+    help="A budget in tokens (as roost run --budget-tokens).",
+)
 @click.option("--max-turns", type=POSITIVE_INT, default=None, help="A cap on model requests.")
-@click.option("--tree-budget", type=POSITIVE, default=None,
-              help="Set the tree budget of JOB, a tree's root (as roost run --tree-budget).")
-@click.option("--tree", is_flag=True, hidden=True,
-              help="The old spelling of --tree-budget: AMOUNT is the tree's budget.")
+@click.option(
+    "--tree-budget",
+    type=POSITIVE,
+    default=None,
+    help="Set the tree budget of JOB, a tree's root (as roost run --tree-budget).",
+)
+@click.option(
+    "--tree",
+    is_flag=True,
+    hidden=True,
+    help="The old spelling of --tree-budget: AMOUNT is the tree's budget.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job's id and usage as JSON.")
-def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: int | None,
-               tree_budget: float | None, tree: bool, as_json: bool) -> None:
+def budget_cmd(
+    job: str,
+    amount: float | None,
+    tokens: int | None,
+    max_turns: int | None,
+    tree_budget: float | None,
+    tree: bool,
+    as_json: bool,
+) -> None:
     """Set (or raise) JOB's budget to AMOUNT; a job stopped by its budget continues.
 
     On a tree root with a tree budget and no budget of its own, AMOUNT is the tree's."""
@@ -103,26 +142,39 @@ def budget_cmd(job: str, amount: float | None, tokens: int | None, max_turns: in
     if tree and amount is None:
         usage_error("--tree needs an AMOUNT")
     with daemon() as client:
-        result = client.request("budget", job=job, budget=amount, budgetTokens=tokens,
-                                maxTurns=max_turns, tree=tree)
+        result = client.request(
+            "budget", job=job, budget=amount, budgetTokens=tokens, maxTurns=max_turns, tree=tree
+        )
     if as_json:
         print_json(result)
         return
     usage = result["usage"]
     tree = bool(result.get("tree"))
-    what = f"tree budget {format_cost(usage['treeBudget'])}" if tree else ", ".join(
-        part for part in (
-            f"budget {format_cost(usage['budget'])}" if usage["budget"] is not None else "",
-            f"{usage['budgetTokens']} tokens" if usage["budgetTokens"] is not None else "",
-            f"{usage['maxTurns']} requests" if usage["maxTurns"] is not None else "",
-        ) if part)
+    what = (
+        f"tree budget {format_cost(usage['treeBudget'])}"
+        if tree
+        else ", ".join(
+            part
+            for part in (
+                f"budget {format_cost(usage['budget'])}" if usage["budget"] is not None else "",
+                f"{usage['budgetTokens']} tokens" if usage["budgetTokens"] is not None else "",
+                f"{usage['maxTurns']} requests" if usage["maxTurns"] is not None else "",
+            )
+            if part
+        )
+    )
     click.echo(f"{result['id']}: {what} (spent {format_cost(usage['cost'])})")
 
 
 @click.command("usage")
 @click.option("--since", metavar="DATE", help="Only from this day on (YYYY-MM-DD, UTC).")
-@click.option("--by", type=click.Choice(GROUPS), default="job", show_default=True,
-              help="One row per job, tree, model or UTC day.")
+@click.option(
+    "--by",
+    type=click.Choice(GROUPS),
+    default="job",
+    show_default=True,
+    help="One row per job, tree, model or UTC day.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
@@ -158,14 +210,18 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
             label = str(row.get("name") or row["key"])
         labels.append(field(label))
     width = max([24, *(len(label) for label in labels)])  # a name is never cut
-    click.echo(f"{by.upper():<{width}} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} "
-               f"{'CACHE W':>8} {'COST':>10}")
+    click.echo(
+        f"{by.upper():<{width}} {'REQ':>5} {'INPUT':>8} {'OUTPUT':>8} {'CACHE R':>8} "
+        f"{'CACHE W':>8} {'COST':>10}"
+    )
 
     def line(label: str, row: dict[str, Any]) -> str:
-        tokens = [format_tokens(int(row[key])) for key in ("input", "output", "cacheRead",
-                                                             "cacheWrite")]
-        return (f"{label:<{width}} {row['requests']:>5} "
-                + " ".join(f"{t:>8}" for t in tokens) + f" {format_cost(row['cost']):>10}")
+        tokens = [format_tokens(int(row[key])) for key in ("input", "output", "cacheRead", "cacheWrite")]
+        return (
+            f"{label:<{width}} {row['requests']:>5} "
+            + " ".join(f"{t:>8}" for t in tokens)
+            + f" {format_cost(row['cost']):>10}"
+        )
 
     for label, row in zip(labels, result["rows"], strict=True):
         click.echo(line(label, row))

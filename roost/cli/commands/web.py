@@ -12,24 +12,55 @@ class WebGroup(click.Group):
 
 
 @click.group(cls=WebGroup, invoke_without_command=True)
-@click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR",
-              help="The address to listen on (not loopback: needs --tls-cert/--tls-key or "
-                   "--insecure-http).")
-@click.option("--port", default=8477, show_default=True, type=click.IntRange(1, 65535),
-              help="The TCP port to listen on.")
+@click.option(
+    "--bind",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDR",
+    help="The address to listen on (not loopback: needs --tls-cert/--tls-key or --insecure-http).",
+)
+@click.option(
+    "--port",
+    default=8477,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="The TCP port to listen on.",
+)
 @click.option("--read-only", is_flag=True, help="Serve views only: every action is refused.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), metavar="F",
-              help="Serve HTTPS with this certificate (PEM; with --tls-key).")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), metavar="F",
-              help="The private key of --tls-cert (PEM).")
-@click.option("--insecure-http", is_flag=True,
-              help="Allow plain HTTP on a non-loopback address (prints a warning).")
-@click.option("--host", "names", multiple=True, metavar="NAME",
-              help="Another name the browser reaches this server by (a tailnet or tunnel "
-                   "name); the Host header must be one of them (repeatable).")
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="F",
+    help="Serve HTTPS with this certificate (PEM; with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="F",
+    help="The private key of --tls-cert (PEM).",
+)
+@click.option(
+    "--insecure-http", is_flag=True, help="Allow plain HTTP on a non-loopback address (prints a warning)."
+)
+@click.option(
+    "--host",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Another name the browser reaches this server by (a tailnet or tunnel "
+    "name); the Host header must be one of them (repeatable).",
+)
 @click.pass_context
-def web(ctx: click.Context, bind: str, port: int, read_only: bool, tls_cert: str | None,
-        tls_key: str | None, insecure_http: bool, names: tuple[str, ...]) -> None:
+def web(
+    ctx: click.Context,
+    bind: str,
+    port: int,
+    read_only: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure_http: bool,
+    names: tuple[str, ...],
+) -> None:
     """Serve roost in a browser (foreground); prints a one-time pairing link on stdout."""
     if ctx.invoked_subcommand is not None:
         return
@@ -79,8 +110,9 @@ def devices(as_json: bool) -> None:
     if not found:
         click.echo("no paired devices")
     for device in found:
-        click.echo(f"{device['id']}  paired {device['paired']}  seen {device['lastSeen'] or '-'}  "
-                   f"{device['name']}")
+        click.echo(
+            f"{device['id']}  paired {device['paired']}  seen {device['lastSeen'] or '-'}  {device['name']}"
+        )
 
 
 @web.command()

@@ -14,8 +14,9 @@ from roost.cli.output import field
 @click.command()
 @click.argument("job")
 @click.option("--stat", is_flag=True, help="A diffstat instead of the patch.")
-@click.option("--raw", is_flag=True,
-              help="The patch as git wrote it, control characters included: only to a pipe.")
+@click.option(
+    "--raw", is_flag=True, help="The patch as git wrote it, control characters included: only to a pipe."
+)
 def diff(job: str, stat: bool, raw: bool) -> None:
     """The changes of a job in a worktree against its base (uncommitted work included).
 
@@ -39,8 +40,10 @@ def diff(job: str, stat: bool, raw: bool) -> None:
     from roost.worktrees import CHECKOUT_MARKER
 
     if (Path(row["dir"]) / CHECKOUT_MARKER).exists():
-        fail(f"the worktree of job {row['id']} is still being written (the job is starting); "
-             "try again in a moment")
+        fail(
+            f"the worktree of job {row['id']} is still being written (the job is starting); "
+            "try again in a moment"
+        )
     try:
         patch = git.diff(worktree["path"], worktree["base"], stat=stat)
     except git.GitError as exc:
@@ -53,9 +56,11 @@ def diff(job: str, stat: bool, raw: bool) -> None:
 
 @click.command()
 @click.argument("job")
-@click.option("--into", metavar="BRANCH",
-              help="The branch to merge into (default: the branch checked out where the "
-                   "job was started).")
+@click.option(
+    "--into",
+    metavar="BRANCH",
+    help="The branch to merge into (default: the branch checked out where the job was started).",
+)
 @click.option("--squash", is_flag=True, help="One commit instead of a merge commit.")
 def merge(job: str, into: str | None, squash: bool) -> None:
     """Merge a job's worktree branch (refused while it runs, into a checkout with
@@ -70,8 +75,11 @@ def merge(job: str, into: str | None, squash: bool) -> None:
         # The outcome may name a repository's files (a conflict): shown, never run.
         click.echo(field(f"{result['branch']}: {result['outcome']} ({result['into']})"))
     if result.get("uncommitted"):
-        click.echo(f"note: the worktree has {result['uncommitted']} uncommitted changes; "
-                   "they were not merged (roost diff shows them)", err=True)
+        click.echo(
+            f"note: the worktree has {result['uncommitted']} uncommitted changes; "
+            "they were not merged (roost diff shows them)",
+            err=True,
+        )
 
 
 @click.command()

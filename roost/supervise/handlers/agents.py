@@ -64,8 +64,9 @@ class AgentOps:
             raise RequestError(UNAUTHORIZED, "peer_register: the caller's credentials are unknown")
         pid = peer.pid
         if request.get("pid") != pid:
-            raise RequestError(UNAUTHORIZED, f"peer_register: the caller is pid {pid}, "
-                                             f"not {request.get('pid')!r}")
+            raise RequestError(
+                UNAUTHORIZED, f"peer_register: the caller is pid {pid}, not {request.get('pid')!r}"
+            )
         if session is not None:
             if not isinstance(session, str) or not os.path.isabs(session):
                 raise RequestError(BAD_REQUEST, "session must be an absolute path or null")
@@ -83,28 +84,45 @@ class AgentOps:
             # it only through `roost attach` (or /roost-bg), never by taking a free lock.
             owner = self.router.job_for_session(session)
             if owner is not None and not owner.attached:
-                raise RequestError(UNAUTHORIZED, f"{session} is job {owner.id}'s session: "
-                                                 f"`roost attach {owner.id}` opens it in a pi")
+                raise RequestError(
+                    UNAUTHORIZED,
+                    f"{session} is job {owner.id}'s session: `roost attach {owner.id}` opens it in a pi",
+                )
             caller = self.router.attach_callers.get(owner.id) if owner is not None else None
-            if owner is not None and owner.attach in (Attach.ATTACHING, Attach.ATTACHED) \
-                    and caller is not None and not procid.descends_from(pid, *caller):
-                raise RequestError(UNAUTHORIZED, f"pid {pid} is not the pi that `roost attach "
-                                                 f"{owner.id}` (pid {caller[0]}) started")
+            if (
+                owner is not None
+                and owner.attach in (Attach.ATTACHING, Attach.ATTACHED)
+                and caller is not None
+                and not procid.descends_from(pid, *caller)
+            ):
+                raise RequestError(
+                    UNAUTHORIZED,
+                    f"pid {pid} is not the pi that `roost attach {owner.id}` (pid {caller[0]}) started",
+                )
         else:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
                 raise RequestError(UNAUTHORIZED, f"pid {pid} is not alive") from None
         peer_id = request.get("peer")
-        if not isinstance(peer_id, str) or not PEER_ID.match(peer_id) or (
-            session is None and peer_id in self.router.foreground
-            and self.router.foreground[peer_id].conn is not conn
+        if (
+            not isinstance(peer_id, str)
+            or not PEER_ID.match(peer_id)
+            or (
+                session is None
+                and peer_id in self.router.foreground
+                and self.router.foreground[peer_id].conn is not conn
+            )
         ):
             peer_id = "f" + secrets.token_hex(4)[:7]
         name = self._peer_name(request, peer_id)
         fg = ForegroundPeer(
-            id=peer_id, session=session, name=name,
-            cwd=str(request.get("cwd") or ""), pid=pid, conn=conn,
+            id=peer_id,
+            session=session,
+            name=name,
+            cwd=str(request.get("cwd") or ""),
+            pid=pid,
+            conn=conn,
         )
         self.router.register(fg)
         return {"id": peer_id, "name": fg.name}
@@ -116,8 +134,13 @@ class AgentOps:
         one, its folder's name, under the same rule, or else its peer id: a folder the user
         named long ago never costs a pi its tools."""
         others = {r.name: f"{ascii(r.name)}, the name of job {r.id}" for r in self.core.jobs.values()}
-        others.update({fg.name: f"{ascii(fg.name)}, the name of peer {fg.id}"
-                       for fg in self.router.foreground.values() if fg.id != peer_id})
+        others.update(
+            {
+                fg.name: f"{ascii(fg.name)}, the name of peer {fg.id}"
+                for fg in self.router.foreground.values()
+                if fg.id != peer_id
+            }
+        )
         given = request.get("name")
         raw = str(given or os.path.basename(str(request.get("cwd") or "")) or peer_id)
         try:
@@ -162,8 +185,7 @@ class AgentOps:
         if not isinstance(message, str) or not message.strip():
             raise RequestError(BAD_REQUEST, "the message is empty")
         if len(message) > settings.agentMessageMaxChars:
-            raise refuse(f"message too long: {len(message)} characters "
-                         f"(max {settings.agentMessageMaxChars})")
+            raise refuse(f"message too long: {len(message)} characters (max {settings.agentMessageMaxChars})")
         return message
 
     async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -171,13 +193,19 @@ class AgentOps:
         settings = self.core.settings()
         message = self._checked_message(self.identity(conn, me), request["message"], settings)
         try:
-            target, rel = resolve(me, str(request["to"]), self.router.all_peers(),
-                                  settings.agentExternalMessages)
+            target, rel = resolve(
+                me, str(request["to"]), self.router.all_peers(), settings.agentExternalMessages
+            )
         except ResolveError as exc:
             raise refuse(str(exc)) from None
         outcome = await self.router.send_message(target, me, message)
-        return {"status": outcome.value, "relation": rel, "id": target.id, "name": target.name,
-                "text": tooltext.send_text(outcome, rel, target.id, target.name)}
+        return {
+            "status": outcome.value,
+            "relation": rel,
+            "id": target.id,
+            "name": target.name,
+            "text": tooltext.send_text(outcome, rel, target.id, target.name),
+        }
 
     async def message(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         """A message from an agent outside roost (`roost mcp`'s client, named by `from`) to
@@ -186,8 +214,10 @@ class AgentOps:
         the job named by its exact id; the message limits of `send`."""
         settings = self.core.settings()
         if not settings.agentExternalMessages:
-            raise refuse("messages from agents outside roost's session trees are off "
-                         "(agentExternalMessages in ~/.pi/agent/roost.json)")
+            raise refuse(
+                "messages from agents outside roost's session trees are off "
+                "(agentExternalMessages in ~/.pi/agent/roost.json)"
+            )
         name = self._external_name(request.get("from"))
         message = self._checked_message(f"external:{name}", request["message"], settings)
         ref = str(request["job"])
@@ -195,13 +225,20 @@ class AgentOps:
         if record is None:
             named = [r.id for r in self.core.jobs.values() if r.name == ref]
             hint = f": use its id {named[0]}" if len(named) == 1 else " (see roost ls)"
-            raise RequestError(NOT_FOUND, f"no job with id {ref!r}; agents outside a session "
-                                          f"tree reach a job by its exact id only{hint}")
+            raise RequestError(
+                NOT_FOUND,
+                f"no job with id {ref!r}; agents outside a session "
+                f"tree reach a job by its exact id only{hint}",
+            )
         sender = {"id": "external", "name": name, "relation": "external"}
         outcome = accept_item(self.core, record, ItemKind.MESSAGE, message, sender=sender)
         self.core.events.emit(
-            "message.sent", None, **{"from": {"id": "external", "name": name}},
-            to={"id": record.id, "name": record.name}, outcome=outcome.value)
+            "message.sent",
+            None,
+            **{"from": {"id": "external", "name": name}},
+            to={"id": record.id, "name": record.name},
+            outcome=outcome.value,
+        )
         return {"status": outcome.value, "id": record.id, "name": record.name, "from": name}
 
     def _external_name(self, given: Any) -> str:
@@ -216,8 +253,10 @@ class AgentOps:
         others = {r.name: f"job {r.id}" for r in self.core.jobs.values()}
         others.update({fg.name: f"peer {fg.id}" for fg in self.router.foreground.values()})
         if name in others or (imitated := unitext.imitates(name, others)):
-            raise refuse(f"from: {ascii(name)} is (or looks like) the name of "
-                         f"{others.get(name) or imitated}: choose another name")
+            raise refuse(
+                f"from: {ascii(name)} is (or looks like) the name of "
+                f"{others.get(name) or imitated}: choose another name"
+            )
         return name
 
     async def spawn(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -245,29 +284,49 @@ class AgentOps:
         tree_key = root or self.identity(conn, me)
         counts = SpawnCounts(
             parent_depth=depth,
-            live_children=sum(1 for r in live if (parent_session and r.links.parent_session == parent_session)
-                              or (not parent_session and r.links.parent_peer == me.id)),
+            live_children=sum(
+                1
+                for r in live
+                if (parent_session and r.links.parent_session == parent_session)
+                or (not parent_session and r.links.parent_peer == me.id)
+            ),
             live_in_tree=sum(1 for r in live if (r.links.root_session or r.session) == root) if root else 0,
             live_spawned=sum(1 for r in live if r.links.spawned),
         )
         rate_ok = self.spawn_rate.allowed(tree_key, settings.agentSpawnsPerMinute)
         refusal = spawn_refusal(counts, settings, rate_ok)
         # Past the tree caps (not the depth nor the rate), a spawn may wait in the queue.
-        caps = bool(refusal) and rate_ok and depth + 1 <= settings.agentMaxDepth and (
-            request.get("queue") is True or settings.agentSpawnQueue)
+        caps = (
+            bool(refusal)
+            and rate_ok
+            and depth + 1 <= settings.agentMaxDepth
+            and (request.get("queue") is True or settings.agentSpawnQueue)
+        )
         if refusal and not caps:
             raise refuse(refusal)
         if request.get("after") and request.get("withResults") is None:
             request = {**request, "withResults": True}  # a fan-in child reads their answers
         record = create_job(
-            self.core, request, parent_tools=parent_tools, links=Links(
-                parent_session=parent_session, parent_peer=me.id, root_session=root,
-                depth=depth + 1, spawned=True), resolve_after=self._within_reach(me),
+            self.core,
+            request,
+            parent_tools=parent_tools,
+            links=Links(
+                parent_session=parent_session,
+                parent_peer=me.id,
+                root_session=root,
+                depth=depth + 1,
+                spawned=True,
+            ),
+            resolve_after=self._within_reach(me),
         )
         parent_job = self.core.jobs.get(me.id) if me.kind == PeerKind.JOB else None
         # A child waits in its parent's group, with its priority.
-        self.core.queue.place(record, group_of(parent_job) if parent_job else None,
-                              priority_of(parent_job) if parent_job else 0, caps=caps)
+        self.core.queue.place(
+            record,
+            group_of(parent_job) if parent_job else None,
+            priority_of(parent_job) if parent_job else 0,
+            caps=caps,
+        )
         budgets.apply_budget(self.core, record, request)  # within the tree's budget
         await worktree_jobs.prepare(self.core, record, request, spawned=True)
         self.spawn_rate.hit(tree_key, settings.agentSpawnsPerMinute)  # a refused request is no spawn
@@ -278,29 +337,35 @@ class AgentOps:
             raise
         result: dict[str, Any] = {"id": record.id, "name": record.name}
         if record.worktree:
-            result["worktree"] = {"path": record.worktree["path"],
-                                  "branch": record.worktree["branch"]}
+            result["worktree"] = {"path": record.worktree["path"], "branch": record.worktree["branch"]}
         result["text"] = tooltext.spawn_text(
-            record.id, record.name, record.worktree, self.core.queue.position(record),
-            record.status if record.state == JobState.WAITING else None)
+            record.id,
+            record.name,
+            record.worktree,
+            self.core.queue.position(record),
+            record.status if record.state == JobState.WAITING else None,
+        )
         result["position"] = self.core.queue.position(record)
         return result
 
     def _within_reach(self, me: Peer) -> Callable[[str], JobRecord]:
         """How a spawn's `after` finds its jobs: as roost_send finds a peer (the caller's
         tree by name or id, another tree by exact id when external messages are on)."""
+
         def find(ref: str) -> JobRecord:
             if ref in (me.id, me.name):
                 raise refuse(f"after: {ref} is you; wait on other jobs (your children)")
             try:
-                peer, _ = resolve(me, ref, self.router.all_peers(),
-                                  self.core.settings().agentExternalMessages)
+                peer, _ = resolve(
+                    me, ref, self.router.all_peers(), self.core.settings().agentExternalMessages
+                )
             except ResolveError as exc:
                 raise refuse(f"after: {exc}") from None
             record = self.core.jobs.get(peer.id)
             if record is None:
                 raise refuse(f"after: {ref} is a foreground pi, not a job")
             return record
+
         return find
 
     async def handback(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -336,5 +401,11 @@ class AgentOps:
 
 def handlers(core: Core) -> dict[str, Handler]:
     ops = AgentOps(core)
-    return {"peer_register": ops.peer_register, "peers": ops.peers, "send": ops.send,
-            "message": ops.message, "spawn": ops.spawn, "handback": ops.handback}
+    return {
+        "peer_register": ops.peer_register,
+        "peers": ops.peers,
+        "send": ops.send,
+        "message": ops.message,
+        "spawn": ops.spawn,
+        "handback": ops.handback,
+    }

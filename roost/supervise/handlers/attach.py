@@ -58,8 +58,7 @@ async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         core.set_state(record, JobState.DONE)
     record.set_attach(Attach.ATTACHED, "its worker let go")
     core.job_changed(record)
-    return {"id": record.id, "name": record.name, "session": record.session,
-            "cwd": record.cwd}
+    return {"id": record.id, "name": record.name, "session": record.session, "cwd": record.cwd}
 
 
 async def detach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -74,8 +73,9 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
     if fg is None or conn.job_id is not None:
         raise RequestError(REFUSED, "only a registered foreground pi can hand off its session")
     if not fg.session:
-        raise RequestError(BAD_REQUEST, "a session without a file (--no-session) cannot "
-                                        "move to the background")
+        raise RequestError(
+            BAD_REQUEST, "a session without a file (--no-session) cannot move to the background"
+        )
     task = request.get("task") or None
     if task is not None and not isinstance(task, str):
         raise RequestError(BAD_REQUEST, "task must be a string")
@@ -84,12 +84,16 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
     if record is not None and core.procs.get(record.id) and core.procs[record.id].alive:
         raise RequestError(REFUSED, f"job {record.id} already runs this session")
     if record is None:
-        record = create_job(core, {
-            "task": task or "(handed off from the foreground)",
-            "name": request.get("name") or fg.name,
-            "cwd": request.get("cwd") if os.path.isdir(str(request.get("cwd"))) else fg.cwd,
-            "model": request.get("model"), "thinking": request.get("thinking"),
-        })
+        record = create_job(
+            core,
+            {
+                "task": task or "(handed off from the foreground)",
+                "name": request.get("name") or fg.name,
+                "cwd": request.get("cwd") if os.path.isdir(str(request.get("cwd"))) else fg.cwd,
+                "model": request.get("model"),
+                "thinking": request.get("thinking"),
+            },
+        )
         record.session = fg.session
         budgets.apply_budget(core, record, {})  # the user's default budgets
         core.add_job(record)

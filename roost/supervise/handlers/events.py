@@ -24,12 +24,10 @@ OVERFLOW = "it fell too far behind the event log; resume from the last seq read"
 
 async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     since = request.get("since")
-    if since is not None and (not isinstance(since, int) or isinstance(since, bool)
-                              or since < 0):
+    if since is not None and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
         raise RequestError(BAD_REQUEST, "since must be a seq (an integer >= 0) or null")
     types = request.get("types") or None
-    if types is not None and (not isinstance(types, list)
-                              or not all(isinstance(t, str) for t in types)):
+    if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
         raise RequestError(BAD_REQUEST, "types must be a list of event types")
     job = request.get("job") or None
     if job is not None:
@@ -38,8 +36,10 @@ async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
             job = core.find_job(job).id
     following = [s for s in conn.info.get("subscriptions", ()) if not s.closed]
     if len(following) >= MAX_FOLLOWS:
-        raise RequestError(REFUSED, f"this connection already follows the event log "
-                                    f"{len(following)} times (at most {MAX_FOLLOWS})")
+        raise RequestError(
+            REFUSED,
+            f"this connection already follows the event log {len(following)} times (at most {MAX_FOLLOWS})",
+        )
     # Synchronous from here to the registration: no event can slip in between.
     sub = core.events.subscribe(since, partial(eventlog.matches, types=types, job=job))
     sub.on_overflow = partial(conn.drop, OVERFLOW)

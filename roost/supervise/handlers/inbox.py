@@ -59,10 +59,16 @@ def entries(core: Core) -> list[dict[str, Any]]:
         opened[key] = {"id": entry_id, "job": record.id, "kind": kind}
         if entry_id in book["answered"]:  # answered; its job has not moved on yet
             continue
-        out.append({"id": entry_id, "job": {"id": record.id, "name": record.name},
-                    "kind": kind, "text": text,
-                    "options": record.options if kind == "dialog" else None,
-                    "since": record.updated})
+        out.append(
+            {
+                "id": entry_id,
+                "job": {"id": record.id, "name": record.name},
+                "kind": kind,
+                "text": text,
+                "options": record.options if kind == "dialog" else None,
+                "since": record.updated,
+            }
+        )
     if opened != book["open"]:
         book["open"] = opened  # what closed is forgotten: a new question gets a new id
         attention.save(book)
@@ -83,8 +89,11 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         return attention.already(entry_id, done)
     entry = next((e for e in entries(core) if e["id"] == entry_id), None)
     if entry is not None and entry["kind"] == "approval":
-        raise RequestError(REFUSED, f"{entry_id} is an approval: answer it with `roost approve "
-                                    f"{entry_id}` or `roost deny {entry_id}`")
+        raise RequestError(
+            REFUSED,
+            f"{entry_id} is an approval: answer it with `roost approve "
+            f"{entry_id}` or `roost deny {entry_id}`",
+        )
     if entry is None:
         raise RequestError(NOT_FOUND, f"no open inbox entry {entry_id} (see roost inbox)")
     record = core.find_job(entry["job"]["id"])
@@ -97,11 +106,17 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
         assert answered is not None  # the job waits on it: entries() said so
         return answered
     else:
-        fix = {"budget": f"roost budget {record.id} AMOUNT", "gave_up": f"roost start {record.id}",
-               "failed": f"roost start {record.id}",
-               "conflict": f"roost merge {record.id} once the branches agree"}[entry["kind"]]
-        raise RequestError(REFUSED, f"{entry_id} is a {entry['kind'].replace('_', ' ')}: there "
-                                    f"is nothing to reply; `{fix}`, or dismiss it")
+        fix = {
+            "budget": f"roost budget {record.id} AMOUNT",
+            "gave_up": f"roost start {record.id}",
+            "failed": f"roost start {record.id}",
+            "conflict": f"roost merge {record.id} once the branches agree",
+        }[entry["kind"]]
+        raise RequestError(
+            REFUSED,
+            f"{entry_id} is a {entry['kind'].replace('_', ' ')}: there "
+            f"is nothing to reply; `{fix}`, or dismiss it",
+        )
     attention.note_answer(entry_id, by, record.id, None)
     return {"id": entry_id, "status": outcome, "job": record.id}
 
@@ -122,22 +137,47 @@ async def approval_request(core: Core, conn: Connection, request: dict[str, Any]
     entry = next((e for e in mine if e.get("call") == call), None)
     if entry is None:  # the same call asked by the run a restarted worker continued: an
         # entry of an earlier worker whose answer no worker has had (none, or not handed out)
-        entry = next((e for e in mine if e.get("worker") != worker and not e.get("used")
-                      and not e.get("pushed") and e.get("tool") == tool
-                      and e.get("input") == tool_input), None)
+        entry = next(
+            (
+                e
+                for e in mine
+                if e.get("worker") != worker
+                and not e.get("used")
+                and not e.get("pushed")
+                and e.get("tool") == tool
+                and e.get("input") == tool_input
+            ),
+            None,
+        )
         if entry is not None:
             entry.update(call=call, worker=worker)
     if entry is None:
         timeout = float((record.approvals or {}).get("timeout", policy.DEFAULT_TIMEOUT))
-        entry = {"id": approvalbook.new_id(entries), "job": record.id, "call": call, "worker": worker,
-                 "tool": tool, "input": tool_input, "cwd": record.cwd,
-                 "summary": policy.summary(tool, tool_input), "since": utc_now(),
-                 "requested": time.time(), "deadline": time.time() + timeout,
-                 "decision": None}
+        entry = {
+            "id": approvalbook.new_id(entries),
+            "job": record.id,
+            "call": call,
+            "worker": worker,
+            "tool": tool,
+            "input": tool_input,
+            "cwd": record.cwd,
+            "summary": policy.summary(tool, tool_input),
+            "since": utc_now(),
+            "requested": time.time(),
+            "deadline": time.time() + timeout,
+            "decision": None,
+        }
         entries[entry["id"]] = entry
         save(entries)
-        core.events.emit("approval.requested", record, entry=entry["id"], tool=tool,
-                         summary=entry["summary"], input=tool_input, cwd=record.cwd)
+        core.events.emit(
+            "approval.requested",
+            record,
+            entry=entry["id"],
+            tool=tool,
+            summary=entry["summary"],
+            input=tool_input,
+            cwd=record.cwd,
+        )
         approvalbook.arm(core, entry)
     elif entry.get("decision") and not entry.get("used"):
         entry["used"] = worker or True  # an approved call runs once
@@ -151,8 +191,9 @@ async def approval_answer(core: Core, conn: Connection, request: dict[str, Any])
     """A person approves or denies an entry (`decision`: approve | deny; `always`, `reason`,
     `by`: cli | view | web)."""
     if conn.job_id is not None or conn.peer_id is not None:
-        raise RequestError(UNAUTHORIZED, "an agent cannot answer an approval: a person answers "
-                                         "with roost approve/deny")
+        raise RequestError(
+            UNAUTHORIZED, "an agent cannot answer an approval: a person answers with roost approve/deny"
+        )
     decision = request.get("decision")
     if decision not in ("approve", "deny"):
         raise RequestError(BAD_REQUEST, "decision must be approve or deny")
@@ -162,8 +203,9 @@ async def approval_answer(core: Core, conn: Connection, request: dict[str, Any])
     reason = request.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise RequestError(BAD_REQUEST, "reason must be text")
-    return approvalbook.answer(core, str(request["entry"]), decision, by, reason=reason,
-                               always=bool(request.get("always")))
+    return approvalbook.answer(
+        core, str(request["entry"]), decision, by, reason=reason, always=bool(request.get("always"))
+    )
 
 
 def _on_event(event: dict[str, Any]) -> None:
@@ -181,8 +223,11 @@ def _on_event(event: dict[str, Any]) -> None:
     if event.get("type") == "job.state" and event.get("from") not in ("needs_input", "failed"):
         return
     book = attention.load()
-    kept = {k: v for k, v in book["open"].items()
-            if v.get("job") != job or (v.get("kind") == "conflict" and event["type"] == "job.state")}
+    kept = {
+        k: v
+        for k, v in book["open"].items()
+        if v.get("job") != job or (v.get("kind") == "conflict" and event["type"] == "job.state")
+    }
     gave_up = book["gaveUp"].pop(job, None)
     if len(kept) != len(book["open"]) or gave_up is not None:
         book["open"] = kept
@@ -192,5 +237,12 @@ def _on_event(event: dict[str, Any]) -> None:
 def handlers(core: Core) -> dict[str, Handler]:
     core.events.listeners.append(_on_event)
     approvalbook.start(core)
-    return bind(core, {"inbox": inbox, "answer": answer, "approval_request": approval_request,
-                       "approval_answer": approval_answer})
+    return bind(
+        core,
+        {
+            "inbox": inbox,
+            "answer": answer,
+            "approval_request": approval_request,
+            "approval_answer": approval_answer,
+        },
+    )

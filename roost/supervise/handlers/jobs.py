@@ -35,7 +35,8 @@ def _nothing_to_start(record: JobRecord) -> str:
     if state in (JobState.STARTING, JobState.RUNNING):
         return f"job {record.id} is {state.value}: its worker is up, nothing to start"
     hint = {JobState.NEEDS_INPUT: f"it waits for you: roost reply {record.id} TEXT"}.get(
-        state, f"roost reply {record.id} TEXT starts a new run")
+        state, f"roost reply {record.id} TEXT starts a new run"
+    )
     return f"job {record.id} is {state.value} and its worker is up, idle: {hint}"
 
 
@@ -46,15 +47,20 @@ def _check_chosen_name(core: Core, name: Any) -> None:
     if name is None:
         return
     if not isinstance(name, str) or not name.strip():
-        raise RequestError(BAD_REQUEST, f"name {name!r} is empty: give a name, or leave "
-                                        "--name out for one made from the task")
+        raise RequestError(
+            BAD_REQUEST,
+            f"name {name!r} is empty: give a name, or leave --name out for one made from the task",
+        )
     name = unicodedata.normalize("NFKC", name)  # as the job will keep it (checked_name)
     taken = [r for r in core.jobs.values() if name in (r.name, r.id)]
     if taken:
         other = taken[0]
-        raise RequestError(REFUSED, f"the name {name!r} is taken by job {other.id} "
-                                    f"({other.state.value}): choose another, or `roost rm "
-                                    f"{other.id}` first")
+        raise RequestError(
+            REFUSED,
+            f"the name {name!r} is taken by job {other.id} "
+            f"({other.state.value}): choose another, or `roost rm "
+            f"{other.id}` first",
+        )
 
 
 WAIT_CONDITIONS = ("needs_input", "settled", "done", "failed")
@@ -104,9 +110,14 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
         await worktree_jobs.discard(record)
         raise
     # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
-    return {"id": record.id, "name": record.name, "agentDir": str(paths.agent_dir()),
-            "state": record.state.value, "position": core.queue.position(record),
-            "error": record.error}
+    return {
+        "id": record.id,
+        "name": record.name,
+        "agentDir": str(paths.agent_dir()),
+        "state": record.state.value,
+        "position": core.queue.position(record),
+        "error": record.error,
+    }
 
 
 def all_rows(core: Core) -> list[dict[str, Any]]:
@@ -139,12 +150,21 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     proc = core.procs.get(record.id)
     row = core.row(record)
     row.update(
-        task=record.task, command=record.command, model=record.model,
+        task=record.task,
+        command=record.command,
+        model=record.model,
         agentDefinition=record.agent_def,
-        thinking=record.thinking, error=record.error, exitCode=record.process.exit_code,
-        worker={"pid": record.process.worker_pid, "state": proc.state.value if proc else "stopped",
-                "crashes": len(record.process.crashes)},
-        dir=str(record.dir), mailbox=str(record.mailbox_dir), depth=record.links.depth,
+        thinking=record.thinking,
+        error=record.error,
+        exitCode=record.process.exit_code,
+        worker={
+            "pid": record.process.worker_pid,
+            "state": proc.state.value if proc else "stopped",
+            "crashes": len(record.process.crashes),
+        },
+        dir=str(record.dir),
+        mailbox=str(record.mailbox_dir),
+        depth=record.links.depth,
         environment=jobenv.summary(record.dir),  # names only: the values are secrets
         outputSchema=record.output_schema,
         approvals=record.approvals,  # roost.approvals.callrules: mode, rules, timeout
@@ -169,11 +189,13 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     # A schedule's firing (no `by`) is no answer of anyone's: it is queued as it was.
     # A `plain` reply (roost mcp's: a model's) answers nothing: refused while a dialog is open.
     plain = request.get("plain") is True
-    if plain and (record.dialog or (attention.waiting(core, record) or ("",))[0] in
-                  ("dialog", "approval")):
-        raise RequestError(REFUSED, f"job {record.id} waits on a dialog ({record.question}): "
-                                    "a person answers it (roost answer, roost view, roost "
-                                    "web), not this reply; nothing was sent")
+    if plain and (record.dialog or (attention.waiting(core, record) or ("",))[0] in ("dialog", "approval")):
+        raise RequestError(
+            REFUSED,
+            f"job {record.id} waits on a dialog ({record.question}): "
+            "a person answers it (roost answer, roost view, roost "
+            "web), not this reply; nothing was sent",
+        )
     person = not plain and any(request.get(k) is not None for k in ("by", "question", "choice"))
     by = str(request.get("by") or "someone")[:80]
     answered = attention.answer_question(core, record, request, by) if person else None
@@ -193,11 +215,12 @@ async def wait(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     record = core.find_job(str(request["job"]))
     timeout = request.get("timeout")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout) or timeout < 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
     ):
-        raise RequestError(BAD_REQUEST, f"timeout must be a number of seconds >= 0, "
-                                        f"got {timeout!r}")
+        raise RequestError(BAD_REQUEST, f"timeout must be a number of seconds >= 0, got {timeout!r}")
     deadline = None if timeout is None else time.monotonic() + float(timeout)
     while not is_settled(core, record):
         left = None if deadline is None else deadline - time.monotonic()
@@ -230,8 +253,11 @@ async def wait_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> di
             return {"reached": True, "jobs": [core.row(r) for r in hits]}
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            return {"reached": False, "jobs": [core.row(r) for r in hits],
-                    "waiting": [core.row(r) for r in records if r not in hits]}
+            return {
+                "reached": False,
+                "jobs": [core.row(r) for r in hits],
+                "waiting": [core.row(r) for r in records if r not in hits],
+            }
         await core.wait_any_change(left)
 
 
@@ -258,8 +284,9 @@ async def abort(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     `abort`, the run ends as aborted and the job is done, ready for the next message."""
     record = core.find_job(str(request["job"]))
     proc = core.procs.get(record.id)
-    aborted = bool(record.busy and proc is not None and proc.conn is not None
-                   and proc.conn.push(protocol.event("abort")))
+    aborted = bool(
+        record.busy and proc is not None and proc.conn is not None and proc.conn.push(protocol.event("abort"))
+    )
     return {"id": record.id, "aborted": aborted, "state": record.state.value}
 
 
@@ -271,19 +298,22 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     if record.recovered:
         raise RequestError(REFUSED, f"job {record.id} cannot be started: {record.error}")
     if record.state == JobState.WAITING:
-        raise RequestError(REFUSED, f"job {record.id} is {record.status}: it starts by "
-                                    "itself when they let it go")
+        raise RequestError(
+            REFUSED, f"job {record.id} is {record.status}: it starts by itself when they let it go"
+        )
     if core.deps.never_given(record):
-        raise RequestError(REFUSED, f"job {record.id} never got its task "
-                                    f"({record.error or 'stopped while it waited'}): "
-                                    "roost run it again")
+        raise RequestError(
+            REFUSED,
+            f"job {record.id} never got its task "
+            f"({record.error or 'stopped while it waited'}): "
+            "roost run it again",
+        )
     env = request_env(request)
     if env is not None:  # the caller's environment from now on (README: A job's environment)
         try:
             jobenv.save(record.dir, env, "roost start")
         except OSError as exc:
-            raise RequestError(REFUSED, f"job {record.id}: cannot keep its "
-                                        f"environment: {exc}") from None
+            raise RequestError(REFUSED, f"job {record.id}: cannot keep its environment: {exc}") from None
     if record.kind == JobKind.SHELL:
         for stale in ("exit.json",):
             Path(record.dir, stale).unlink(missing_ok=True)
@@ -331,8 +361,21 @@ async def subscribe(core: Core, conn: Connection, request: dict[str, Any]) -> di
 
 
 def handlers(core: Core) -> dict[str, Handler]:
-    return bind(core, {
-        "status": status, "shutdown": shutdown, "run": run, "list": list_jobs, "show": show,
-        "reply": reply, "wait": wait, "wait_jobs": wait_jobs, "stop": stop, "abort": abort, "start": start,
-        "rm": rm, "subscribe": subscribe,
-    })
+    return bind(
+        core,
+        {
+            "status": status,
+            "shutdown": shutdown,
+            "run": run,
+            "list": list_jobs,
+            "show": show,
+            "reply": reply,
+            "wait": wait,
+            "wait_jobs": wait_jobs,
+            "stop": stop,
+            "abort": abort,
+            "start": start,
+            "rm": rm,
+            "subscribe": subscribe,
+        },
+    )

@@ -39,8 +39,9 @@ def _each_requests(request: dict[str, Any]) -> list[dict[str, Any]]:
             raise RequestError(BAD_REQUEST, f"task {n}: a string, or an object with `task`")
         unknown = set(task) - set(_EACH_KEYS)
         if unknown:
-            raise RequestError(BAD_REQUEST, f"task {n}: unknown keys {sorted(unknown)} "
-                                            f"(it may have {', '.join(_EACH_KEYS)})")
+            raise RequestError(
+                BAD_REQUEST, f"task {n}: unknown keys {sorted(unknown)} (it may have {', '.join(_EACH_KEYS)})"
+            )
         out.append({**shared, **task})
     return out
 
@@ -67,15 +68,24 @@ async def run_each(core: Core, conn: Connection, request: dict[str, Any]) -> dic
         for record in made:
             launch(core, record, env=env)
     for record in made:
-        jobs.append({"id": record.id, "name": record.name, "state": record.state.value,
-                     "position": core.queue.position(record)})
+        jobs.append(
+            {
+                "id": record.id,
+                "name": record.name,
+                "state": record.state.value,
+                "position": core.queue.position(record),
+            }
+        )
     return {"jobs": jobs}
 
 
 async def queue(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     core.queue.schedule()  # a maxRunning raised in roost.json applies now
-    return {**core.queue.summary(), "jobs": [core.row(r) for r in core.queue.queued()],
-            "groups": core.queue.group_rows()}
+    return {
+        **core.queue.summary(),
+        "jobs": [core.row(r) for r in core.queue.queued()],
+        "groups": core.queue.group_rows(),
+    }
 
 
 async def queue_move(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +94,10 @@ async def queue_move(core: Core, conn: Connection, request: dict[str, Any]) -> d
     if first == ("priority" in request and request["priority"] is not None):
         raise RequestError(BAD_REQUEST, "give a priority or first, one of them")
     if record.state != JobState.QUEUED:
-        raise RequestError(REFUSED, f"job {record.id} is {record.state.value}, not queued: "
-                                    "only a queued job has a place to move")
+        raise RequestError(
+            REFUSED,
+            f"job {record.id} is {record.state.value}, not queued: only a queued job has a place to move",
+        )
     core.queue.move(record, request.get("priority"), first)
     return {"id": record.id, "queue": core.row(record)["queue"]}
 
@@ -105,5 +117,14 @@ async def group_rm(core: Core, conn: Connection, request: dict[str, Any]) -> dic
 
 
 def handlers(core: Core) -> dict[str, Handler]:
-    return bind(core, {"run_each": run_each, "queue": queue, "queue_move": queue_move,
-                       "group_add": group_add, "group_ls": group_ls, "group_rm": group_rm})
+    return bind(
+        core,
+        {
+            "run_each": run_each,
+            "queue": queue,
+            "queue_move": queue_move,
+            "group_add": group_add,
+            "group_ls": group_ls,
+            "group_rm": group_rm,
+        },
+    )

@@ -21,16 +21,30 @@ from roost.supervise.core import Core, bind
 from roost.supervise.jobs_service import create_job
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
-RUN_KEYS = ("task", "cwd", "model", "thinking", "agent", "budget", "budgetTokens", "maxTurns",
-            "treeBudget", "worktree", "branch", "base", "group", "priority", "output_schema")
+RUN_KEYS = (
+    "task",
+    "cwd",
+    "model",
+    "thinking",
+    "agent",
+    "budget",
+    "budgetTokens",
+    "maxTurns",
+    "treeBudget",
+    "worktree",
+    "branch",
+    "base",
+    "group",
+    "priority",
+    "output_schema",
+)
 """What of `run`'s request a schedule keeps for its firings."""
 
 
 def _choice(request: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
     value = request.get(key) or allowed[0]
     if value not in allowed:
-        raise RequestError(BAD_REQUEST, f"{key} must be one of {', '.join(allowed)}, "
-                                        f"got {value!r}")
+        raise RequestError(BAD_REQUEST, f"{key} must be one of {', '.join(allowed)}, got {value!r}")
     return str(value)
 
 
@@ -65,14 +79,14 @@ def _when(request: dict[str, Any], tz: str, now: float) -> tuple[When, str]:
         if kind == "every":
             seconds = timing.parse_duration(str(value))
             if seconds < timing.EVERY_MIN:
-                raise ValueError(f"--every {value} is too often: at least "
-                                 f"{timing.EVERY_MIN:g}s")
+                raise ValueError(f"--every {value} is too often: at least {timing.EVERY_MIN:g}s")
             return When("every", repr(seconds), tz, now), str(value)
         if kind == "at":
             at = timing.parse_at(str(value), zone, now)
             if at <= now:
-                raise ValueError(f"--at {value} is in the past "
-                                 f"({datetime.fromtimestamp(at, zone).isoformat()})")
+                raise ValueError(
+                    f"--at {value} is in the past ({datetime.fromtimestamp(at, zone).isoformat()})"
+                )
             return When("at", repr(at), tz, now), str(value)
     except ValueError as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
@@ -93,19 +107,25 @@ def _watched(value: Any) -> list[str]:
 async def schedule_add(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     name = str(request["name"])
     if not NAME.fullmatch(name):
-        raise RequestError(BAD_REQUEST, f"schedule name {name!r}: 1 to 40 letters, digits, "
-                                        "`.`, `_` or `-`, starting with a letter or digit")
+        raise RequestError(
+            BAD_REQUEST,
+            f"schedule name {name!r}: 1 to 40 letters, digits, "
+            "`.`, `_` or `-`, starting with a letter or digit",
+        )
     if name in core.schedules.schedules:
-        raise RequestError(REFUSED, f"a schedule named {name!r} exists: `roost schedule rm "
-                                    f"{name}` first, or choose another name")
+        raise RequestError(
+            REFUSED,
+            f"a schedule named {name!r} exists: `roost schedule rm {name}` first, or choose another name",
+        )
     try:
         env = jobenv.checked(request.get("env"))
     except jobenv.BadEnvironment as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
     run = request["run"]
     if not isinstance(run, dict) or set(run) - set(RUN_KEYS):
-        raise RequestError(BAD_REQUEST, f"run must be an object with at most these keys: "
-                                        f"{', '.join(RUN_KEYS)}")
+        raise RequestError(
+            BAD_REQUEST, f"run must be an object with at most these keys: {', '.join(RUN_KEYS)}"
+        )
     run = {k: v for k, v in run.items() if v is not None}
     create_job(core, run)  # checks the run now (cwd, task, agent, thinking): made at each firing
     try:
@@ -116,10 +136,17 @@ async def schedule_add(core: Core, conn: Connection, request: dict[str, Any]) ->
     now = core.schedules.clock()
     when, spec = _when(request, tz, now)
     schedule = Schedule(
-        name=name, when=when, spec=spec, run=run, env=env, created=now, debounce=debounce,
+        name=name,
+        when=when,
+        spec=spec,
+        run=run,
+        env=env,
+        created=now,
+        debounce=debounce,
         session=_choice(request, "session", timing.SESSIONS),
         catch_up=_choice(request, "catchUp", timing.CATCH_UP),
-        overlap=_choice(request, "overlap", timing.OVERLAP))
+        overlap=_choice(request, "overlap", timing.OVERLAP),
+    )
     core.schedules.add(schedule)
     return {"schedule": _row(core, schedule)}
 
@@ -128,8 +155,7 @@ def _find(core: Core, request: dict[str, Any]) -> Schedule:
     name = str(request["name"])
     schedule = core.schedules.schedules.get(name)
     if schedule is None:
-        raise RequestError(NOT_FOUND, f"no schedule named {name!r} (roost schedule ls "
-                                      "lists them)")
+        raise RequestError(NOT_FOUND, f"no schedule named {name!r} (roost schedule ls lists them)")
     return schedule
 
 
@@ -151,7 +177,9 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
         "paused": schedule.paused,
         "next": iso(nxt) if nxt is not None else None,
         "fired": schedule.fired,
-        "last": None if schedule.last_cause is None else {
+        "last": None
+        if schedule.last_cause is None
+        else {
             "fired": iso(schedule.last_fired) if schedule.last_fired is not None else None,
             "cause": schedule.last_cause,
             "outcome": schedule.last_outcome,
@@ -166,15 +194,15 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
     }
     if details:
         row.update(
-                   run={k: v for k, v in schedule.run.items() if k != "task"},
-                   jobs=[j["id"] for j in schedule.jobs],
-                   environment=sorted(schedule.env or {}))  # names only: values are secrets
+            run={k: v for k, v in schedule.run.items() if k != "task"},
+            jobs=[j["id"] for j in schedule.jobs],
+            environment=sorted(schedule.env or {}),
+        )  # names only: values are secrets
     return row
 
 
 async def schedule_ls(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    rows = [_row(core, s) for s in sorted(core.schedules.schedules.values(),
-                                          key=lambda s: s.name)]
+    rows = [_row(core, s) for s in sorted(core.schedules.schedules.values(), key=lambda s: s.name)]
     return {"schedules": rows}
 
 
@@ -194,26 +222,33 @@ async def schedule_pause(core: Core, conn: Connection, request: dict[str, Any]) 
     return {"schedule": _row(core, schedule)}
 
 
-async def schedule_resume(core: Core, conn: Connection,
-                          request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_resume(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     schedule = _find(core, request)
     core.schedules.set_paused(schedule, False)
     return {"schedule": _row(core, schedule)}
 
 
-async def schedule_run_now(core: Core, conn: Connection,
-                           request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_run_now(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     schedule = _find(core, request)
     event = await core.schedules.run_now(schedule)
-    return {"outcome": event["outcome"], "detail": event["detail"],
-            "job": event["job"]["id"] if event["job"] else None,
-            "schedule": _row(core, schedule)}
+    return {
+        "outcome": event["outcome"],
+        "detail": event["detail"],
+        "job": event["job"]["id"] if event["job"] else None,
+        "schedule": _row(core, schedule),
+    }
 
 
 def handlers(core: Core) -> dict[str, Handler]:
-    return bind(core, {
-        "schedule_add": schedule_add, "schedule_ls": schedule_ls,
-        "schedule_show": schedule_show, "schedule_rm": schedule_rm,
-        "schedule_pause": schedule_pause, "schedule_resume": schedule_resume,
-        "schedule_run_now": schedule_run_now,
-    })
+    return bind(
+        core,
+        {
+            "schedule_add": schedule_add,
+            "schedule_ls": schedule_ls,
+            "schedule_show": schedule_show,
+            "schedule_rm": schedule_rm,
+            "schedule_pause": schedule_pause,
+            "schedule_resume": schedule_resume,
+            "schedule_run_now": schedule_run_now,
+        },
+    )

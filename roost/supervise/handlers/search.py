@@ -43,8 +43,9 @@ def _tree(jobs: list[dict[str, Any]], root: str) -> set[str]:
     return found
 
 
-def _scope(core: Core, request: dict[str, Any],
-           jobs: list[dict[str, Any]]) -> tuple[list[str] | None, list[str]]:
+def _scope(
+    core: Core, request: dict[str, Any], jobs: list[dict[str, Any]]
+) -> tuple[list[str] | None, list[str]]:
     """The jobs a search looks in (None: all of them) and those it leaves out: a search of
     every job names the few it leaves out (the removed ones) rather than the many it keeps."""
     everything = bool(request.get("all"))
@@ -66,8 +67,7 @@ def _scope(core: Core, request: dict[str, Any],
             jobs = [job for job in jobs if job["id"] in wanted]
     if request.get("cwd"):
         cwd = os.path.normpath(str(request["cwd"]))
-        jobs = [job for job in jobs if job["cwd"] == cwd
-                or job["cwd"].startswith(cwd.rstrip("/") + "/")]
+        jobs = [job for job in jobs if job["cwd"] == cwd or job["cwd"].startswith(cwd.rstrip("/") + "/")]
     return [job["id"] for job in jobs], []
 
 
@@ -87,8 +87,16 @@ async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     jobs = await asyncio.to_thread(searchkeeper.job_table, path)
     scope, leave_out = _scope(core, request, jobs)
     try:
-        rows = await asyncio.to_thread(searchkeeper.search, path, query=query, jobs=scope,
-                                       exclude=leave_out, kinds=kinds, since=since, limit=limit)
+        rows = await asyncio.to_thread(
+            searchkeeper.search,
+            path,
+            query=query,
+            jobs=scope,
+            exclude=leave_out,
+            kinds=kinds,
+            since=since,
+            limit=limit,
+        )
     except BadQuery as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
     named = {job["id"]: job for job in jobs}

@@ -59,15 +59,12 @@ def handlers(core: Core) -> dict[str, Handler]:
             book.put(job, value)
         return {}
 
-    async def follow_partials(core: Core, conn: Connection,
-                              request: dict[str, Any]) -> dict[str, Any]:
+    async def follow_partials(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
         only = core.find_job(str(request["job"])).id if request.get("job") else None
         if conn not in book.followers:
-            conn.spawn(_until_closed(conn, lambda: book.followers.pop(conn, None)),
-                       "a partials follower")
+            conn.spawn(_until_closed(conn, lambda: book.followers.pop(conn, None)), "a partials follower")
         book.followers[conn] = only
         conn.info["follows"] = True  # kept when the cap makes room (Daemon._kept)
-        return {"partials": {job: value for job, value in book.latest.items()
-                             if only is None or job == only}}
+        return {"partials": {job: value for job, value in book.latest.items() if only is None or job == only}}
 
     return bind(core, {"partial": partial, "follow_partials": follow_partials})

@@ -28,12 +28,18 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
         raise RequestError(BAD_REQUEST, "give a budget, budgetTokens or maxTurns")
     # On a root that has a tree budget and no budget of its own, AMOUNT is the tree's.
     tree = bool(request.get("tree")) or (
-        amount is not None and not record.links.root_session and record.limits.tree_budget is not None
-        and record.limits.budget is None and tokens is None and turns is None)
+        amount is not None
+        and not record.links.root_session
+        and record.limits.tree_budget is not None
+        and record.limits.budget is None
+        and tokens is None
+        and turns is None
+    )
     if tree:
         if record.links.root_session:
-            raise RequestError(REFUSED, f"job {record.id} is not a tree's root: its "
-                                        "tree budget is set on the root")
+            raise RequestError(
+                REFUSED, f"job {record.id} is not a tree's root: its tree budget is set on the root"
+            )
         if amount is None:
             raise RequestError(BAD_REQUEST, "a tree budget is an amount (budget)")
         record.limits.tree_budget = amount
@@ -70,7 +76,6 @@ async def usage_note(core: Core, conn: Connection, request: dict[str, Any]) -> d
     return {}
 
 
-
 def handlers(core: Core) -> dict[str, Handler]:
     return bind(core, {"budget": set_budget, "usage_note": usage_note})
 
@@ -94,5 +99,4 @@ async def _tell_parent(core: Core, child: JobRecord, text: str) -> None:
     try:
         await router.deliver(target, ItemKind.MESSAGE, sender, relation(target, sender), text)
     except RequestError as exc:
-        log.warning("job %s: budget warning not delivered to its parent: %s", child.id,
-                    exc.message)
+        log.warning("job %s: budget warning not delivered to its parent: %s", child.id, exc.message)

@@ -37,13 +37,11 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
         raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
     pid = peer.pid
     if request["pid"] != pid:
-        raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, "
-                                         f"not {request['pid']!r}")
+        raise RequestError(UNAUTHORIZED, f"worker_hello: the caller is pid {pid}, not {request['pid']!r}")
     proc = core.proc(record)
     if not proc.alive and not proc.adopt():
         raise RequestError(UNAUTHORIZED, f"job {record.id} has no worker that roostd started")
-    if record.process.worker_pid != pid or not procid.same_process(
-            pid, record.process.worker_start):
+    if record.process.worker_pid != pid or not procid.same_process(pid, record.process.worker_start):
         raise RequestError(
             UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
         )
@@ -93,8 +91,9 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
         # What the agent is doing right now is not worth an fsync on the core's loop
         # (it would delay every message behind it); the rest of the record is.
         # Usage after a settle (pi 1.x's get_session_stats) is saved: no run follows it.
-        core.job_changed(record, persist=bool(changed - EPHEMERAL_FIELDS) or (
-            "usage" in changed and not record.busy))
+        core.job_changed(
+            record, persist=bool(changed - EPHEMERAL_FIELDS) or ("usage" in changed and not record.busy)
+        )
     return {}
 
 
@@ -118,5 +117,12 @@ async def turn(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
 
 
 def handlers(core: Core) -> dict[str, Handler]:
-    return bind(core, {"worker_hello": worker_hello, "worker_update": worker_update,
-                       "worker_exiting": worker_exiting, "turn": turn})
+    return bind(
+        core,
+        {
+            "worker_hello": worker_hello,
+            "worker_update": worker_update,
+            "worker_exiting": worker_exiting,
+            "turn": turn,
+        },
+    )

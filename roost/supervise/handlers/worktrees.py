@@ -13,8 +13,9 @@ from roost.supervise.core import Core, bind
 async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
     try:
-        result = await worktree_jobs.merge(core, record, request.get("into") or None,
-                                           bool(request.get("squash")))
+        result = await worktree_jobs.merge(
+            core, record, request.get("into") or None, bool(request.get("squash"))
+        )
     except worktree_jobs.MergeRefused as exc:
         attention.note_conflict(record.id, exc.message)  # the inbox shows it until a merge
         raise

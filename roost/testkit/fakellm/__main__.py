@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    llm = FakeLLM(rules, default=default, host=args.host, port=args.port, model=args.model,
-                  log_path=args.log)
+    llm = FakeLLM(rules, default=default, host=args.host, port=args.port, model=args.model, log_path=args.log)
     try:
         llm.start()
     except OSError as e:

@@ -60,16 +60,12 @@ def predicate(fn: Pred, desc: str | None = None) -> Matcher:
 
 def all_of(*ms: Matcher | Pred) -> Matcher:
     parts = [as_matcher(m) for m in ms]
-    return Matcher(
-        lambda r: all(m(r) for m in parts), "all(" + ", ".join(m.desc for m in parts) + ")"
-    )
+    return Matcher(lambda r: all(m(r) for m in parts), "all(" + ", ".join(m.desc for m in parts) + ")")
 
 
 def any_of(*ms: Matcher | Pred) -> Matcher:
     parts = [as_matcher(m) for m in ms]
-    return Matcher(
-        lambda r: any(m(r) for m in parts), "any(" + ", ".join(m.desc for m in parts) + ")"
-    )
+    return Matcher(lambda r: any(m(r) for m in parts), "any(" + ", ".join(m.desc for m in parts) + ")")
 
 
 def last_user_contains(s: str) -> Matcher:

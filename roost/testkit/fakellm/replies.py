@@ -131,7 +131,13 @@ def from_json(obj: Any) -> Reply:
     if not isinstance(obj, Mapping):
         raise ValueError(f"reply must be a string or an object, got {obj!r}")
     known = {
-        "text", "tool_calls", "delay", "chunk_delay", "chunk_size", "error", "finish_reason",
+        "text",
+        "tool_calls",
+        "delay",
+        "chunk_delay",
+        "chunk_size",
+        "error",
+        "finish_reason",
         "usage",
     }
     unknown = set(obj) - known
@@ -158,12 +164,20 @@ def from_json(obj: Any) -> Reply:
     if usage is not None:
         if not isinstance(usage, Mapping):
             raise ValueError(f"usage must be an object, got {usage!r}")
-        unknown_usage = set(usage) - {"prompt_tokens", "completion_tokens", "cached_tokens",
-                                      "cache_write_tokens"}
+        unknown_usage = set(usage) - {
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+        }
         if unknown_usage:
             raise ValueError(f"unknown usage keys {sorted(unknown_usage)}")
-        usage_t = (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                   int(usage.get("cached_tokens", 0)), int(usage.get("cache_write_tokens", 0)))
+        usage_t = (
+            int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)),
+            int(usage.get("cached_tokens", 0)),
+            int(usage.get("cache_write_tokens", 0)),
+        )
     return Reply(
         text=str(obj.get("text", "")),
         tool_calls=tuple(calls),

@@ -51,10 +51,7 @@ class Request(dict[str, Any]):
         }
 
     def __repr__(self) -> str:
-        return (
-            f"Request(index={self.index}, rule={self.rule!r}, "
-            f"last_user={last_user_text(self)[:60]!r})"
-        )
+        return f"Request(index={self.index}, rule={self.rule!r}, last_user={last_user_text(self)[:60]!r})"
 
 
 def content_text(content: Any) -> str:
@@ -120,9 +117,7 @@ def first_user_text(request: Mapping[str, Any]) -> str:
 
 
 def system_text(request: Mapping[str, Any]) -> str:
-    parts = [
-        message_text(m) for m in messages(request) if m.get("role") in ("system", "developer")
-    ]
+    parts = [message_text(m) for m in messages(request) if m.get("role") in ("system", "developer")]
     return "\n".join(parts)
 
 
@@ -171,8 +166,7 @@ def new_user_texts(request: Mapping[str, Any]) -> list[str]:
     return tail[::-1]
 
 
-def all_tool_results(requests: Iterable[Mapping[str, Any]], tool: str | None = None
-                     ) -> list[dict[str, Any]]:
+def all_tool_results(requests: Iterable[Mapping[str, Any]], tool: str | None = None) -> list[dict[str, Any]]:
     """Tool results across requests, once each (by tool_call_id), oldest first; each with
     `name` and `text`."""
     seen: set[str] = set()
@@ -189,9 +183,7 @@ def all_tool_results(requests: Iterable[Mapping[str, Any]], tool: str | None = N
     return out
 
 
-_ENVELOPE = re.compile(
-    r"<agent-message (?P<attrs>[^\n]*)>\n(?P<body>.*?)\n</agent-message>", re.DOTALL
-)
+_ENVELOPE = re.compile(r"<agent-message (?P<attrs>[^\n]*)>\n(?P<body>.*?)\n</agent-message>", re.DOTALL)
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 
 

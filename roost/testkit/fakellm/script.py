@@ -46,7 +46,7 @@ def matcher_from_json(obj: Any, where: str = "match") -> m.Matcher:
     if obj is None or obj == "always":
         return m.always()
     if not isinstance(obj, Mapping):
-        raise ScriptError(f"{where}: expected an object or \"always\", got {obj!r}")
+        raise ScriptError(f'{where}: expected an object or "always", got {obj!r}')
     parts: list[m.Matcher] = []
     for key, value in obj.items():
         here = f"{where}.{key}"
@@ -113,7 +113,7 @@ def load_script(source: str | Path | Mapping[str, Any]) -> tuple[list[Rule], Rep
     if isinstance(data, list):
         data = {"rules": data}
     if not isinstance(data, Mapping):
-        raise ScriptError("script: expected an object with \"rules\" (or a list of rules)")
+        raise ScriptError('script: expected an object with "rules" (or a list of rules)')
     unknown = set(data) - {"rules", "default"}
     if unknown:
         raise ScriptError(f"script: unknown keys {sorted(unknown)}")

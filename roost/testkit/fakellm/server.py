@@ -102,7 +102,9 @@ class FakeLLM:
         self._stopping.clear()
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(
-            target=self._serve, args=(server, self._wake_r), daemon=True,
+            target=self._serve,
+            args=(server, self._wake_r),
+            daemon=True,
             name=f"fakellm:{self.port}",
         )
         self._thread.start()
@@ -246,11 +248,13 @@ class FakeLLM:
 
     # ---- request handling (called from handler threads) ------------------------------
 
-    def _receive(self, path: str, body: Mapping[str, Any],
-                 authorization: str | None = None) -> tuple[Request, Reply]:
+    def _receive(
+        self, path: str, body: Mapping[str, Any], authorization: str | None = None
+    ) -> tuple[Request, Reply]:
         with self._cond:
-            req = Request(body, index=len(self._requests), t=time.monotonic(), path=path,
-                          authorization=authorization)
+            req = Request(
+                body, index=len(self._requests), t=time.monotonic(), path=path, authorization=authorization
+            )
             chosen: Rule | None = None
             for rule in self._rules:
                 if rule.exhausted:
@@ -358,9 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {
                     "object": "list",
-                    "data": [
-                        {"id": fake.model, "object": "model", "created": 0, "owned_by": "fakellm"}
-                    ],
+                    "data": [{"id": fake.model, "object": "model", "created": 0, "owned_by": "fakellm"}],
                 },
             )
         else:

@@ -30,9 +30,7 @@ def usage_for(reply: Reply, request_chars: int) -> dict[str, Any]:
     if reply.usage is not None:
         prompt, completion, cached, cache_write = (*reply.usage, 0, 0)[:4]
     else:
-        out_chars = len(reply.text) + sum(
-            len(c.name) + len(c.arguments_json()) for c in reply.tool_calls
-        )
+        out_chars = len(reply.text) + sum(len(c.name) + len(c.arguments_json()) for c in reply.tool_calls)
         prompt, completion = _estimate_tokens(request_chars), _estimate_tokens(out_chars)
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -40,8 +38,7 @@ def usage_for(reply: Reply, request_chars: int) -> dict[str, Any]:
         "total_tokens": prompt + completion,
     }
     if cached or cache_write:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached,
-                                          "cache_write_tokens": cache_write}
+        usage["prompt_tokens_details"] = {"cached_tokens": cached, "cache_write_tokens": cache_write}
     return usage
 
 
@@ -112,9 +109,7 @@ def completion_body(
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": reply.computed_finish_reason()}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.computed_finish_reason()}],
         "usage": usage_for(reply, request_chars),
     }
 
