@@ -37,6 +37,10 @@ def _choices(key: str) -> tuple[str, ...] | None:
     return None
 
 
+# Fields filled from `sandbox`'s object, never keys of roost.json themselves.
+SET_THROUGH_SANDBOX = frozenset({"sandboxWritable", "sandboxNetwork"})
+
+
 @dataclass(frozen=True)
 class Settings:
     agentTools: bool = True
@@ -149,8 +153,8 @@ class Settings:
             data = {**data, "warmSeconds": data["reapAfterSeconds"]}  # the older name
         for key, value in data.items():
             spec = fields.get(key)
-            if spec is None:
-                continue  # keys of other tools, or future ones
+            if spec is None or key in SET_THROUGH_SANDBOX:
+                continue  # keys of other tools, or future ones; sandbox's parts come only through it
             if key == "sandbox":
                 values.update(_sandbox(value))
                 continue
@@ -170,8 +174,9 @@ class Settings:
                 if value in choices:
                     values[key] = value
                 else:
-                    log.warning("roost.json: ignoring %s=%r (expected one of %s)", key, value,
-                                ", ".join(choices))
+                    log.warning(
+                        "roost.json: ignoring %s=%r (expected one of %s)", key, value, ", ".join(choices)
+                    )
                 continue
             if isinstance(default, bool):
                 ok = isinstance(value, bool)
@@ -180,8 +185,12 @@ class Settings:
             else:
                 ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             if not ok:
-                log.warning("roost.json: ignoring %s=%r (expected %s)", key, value,
-                            "a number" if default is None else type(default).__name__)
+                log.warning(
+                    "roost.json: ignoring %s=%r (expected %s)",
+                    key,
+                    value,
+                    "a number" if default is None else type(default).__name__,
+                )
                 continue
             # An optional amount (a budget: None by default) is a float like the others.
             values[key] = float(value) if default is None or isinstance(default, float) else value
@@ -201,8 +210,7 @@ def _sandbox(value: Any) -> dict[str, Any]:
     if isinstance(writable, list) and all(isinstance(w, str) and w for w in writable):
         out["sandboxWritable"] = tuple(writable)
     else:
-        log.warning("roost.json: ignoring sandbox.writable=%r (expected a list of paths)",
-                    writable)
+        log.warning("roost.json: ignoring sandbox.writable=%r (expected a list of paths)", writable)
     network = value.get("network", "none")
     if network in ("none", "host"):
         out["sandboxNetwork"] = network
@@ -220,12 +228,20 @@ def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:
     hooks: dict[str, tuple[str, ...]] = {}
     for kind, command in value.items():
         if kind not in EVENT_TYPES:
-            log.warning("roost.json: ignoring the hook for %r (not an event type: %s)",
-                        kind, ", ".join(EVENT_TYPES))
-        elif (not isinstance(command, list) or not command
-              or not all(isinstance(part, str) and part for part in command)):
-            log.warning("roost.json: ignoring the hook for %s=%r (expected a non-empty list "
-                        "of strings: the program and its arguments)", kind, command)
+            log.warning(
+                "roost.json: ignoring the hook for %r (not an event type: %s)", kind, ", ".join(EVENT_TYPES)
+            )
+        elif (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(part, str) and part for part in command)
+        ):
+            log.warning(
+                "roost.json: ignoring the hook for %s=%r (expected a non-empty list "
+                "of strings: the program and its arguments)",
+                kind,
+                command,
+            )
         else:
             hooks[kind] = tuple(command)
     return hooks
@@ -241,8 +257,9 @@ def _approval_rules(value: Any) -> dict[str, tuple[str, ...]] | None:
     rules: dict[str, tuple[str, ...]] = {}
     for kind, listed in value.items():
         if kind not in KINDS or not isinstance(listed, list):
-            log.warning("roost.json: ignoring approvalRules.%s (expected allow, ask or deny: "
-                        "a list of rules)", kind)
+            log.warning(
+                "roost.json: ignoring approvalRules.%s (expected allow, ask or deny: a list of rules)", kind
+            )
             continue
         kept = []
         for rule in listed:
