@@ -10,7 +10,7 @@ from typing import Any
 import click
 import pytest
 
-from roost.cli import views
+from roost.cli import jobdetail, views
 from roost.cli.commands.jobs import _each_tasks
 
 
@@ -68,7 +68,7 @@ def test_reaped_is_shown_idle_in_the_table_and_the_detail(capsys: pytest.Capture
         views.print_table([dict(ROW)], group=group)
         out = capsys.readouterr().out
         assert "idle" in out and "reaped" not in out, out
-    views.print_detail(dict(ROW))
+    jobdetail.print_detail(dict(ROW))
     out = capsys.readouterr().out
     assert "state  idle" in out and "reaped" not in out, out
     assert "worker  no worker" in out and "None" not in out, out
@@ -99,7 +99,7 @@ def test_reaped_is_shown_idle_on_the_web_page() -> None:
 
 
 def test_a_worker_line_never_says_pid_none() -> None:
-    line = views._worker_line
+    line = jobdetail._worker_line
     assert line({"pid": None, "state": "stopped", "crashes": 0}) == "no worker"
     assert line({"pid": None, "state": "starting", "crashes": 2}) == (
         "no worker (starting, 2 recent crashes)"

@@ -435,7 +435,6 @@ AWAITING_SPLIT = {
     "testkit/lab.py",
     "cli/demo.py",
     "cli/doctor.py",
-    "cli/views.py",
     "cli/demomodel.py",
 }
 

@@ -288,13 +288,13 @@ def test_a_result_too_large_for_a_report_says_where_it_is() -> None:
 
 
 def test_a_row_with_a_result_says_so_in_meta_and_show() -> None:
-    from roost.cli import views
+    from roost.cli import jobdetail, views
 
     row = {"id": "a1b2c3d4", "result": {"n": 1}, "pending": {}}
     assert "{…}" in views.meta_text(row, {}, "dir")
     assert "{…}" not in views.meta_text({**row, "result": None}, {}, "dir")
-    assert views._result_line(row) == '{"n":1}'
-    long = views._result_line({**row, "result": "x" * 500})
+    assert jobdetail._result_line(row) == '{"n":1}'
+    long = jobdetail._result_line({**row, "result": "x" * 500})
     assert long is not None and long.endswith("… (roost result a1b2c3d4)")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from roost.cli import jobcalls, views  # light: rich and the mailbox package where used
+from roost.cli import jobcalls, jobdetail, views  # light: rich and the mailbox package where used
 from roost.cli.afteropts import after_args, after_options
 from roost.cli.approvalopts import approval_args, approval_options
 from roost.cli.commands import results as results_cli  # run --output-schema
@@ -243,8 +243,8 @@ def show(job: str, as_json: bool, full: bool) -> None:
         print_json(row)
     else:
         if not full:
-            row["task"] = views.short_task(row.get("task"), row["id"])
-        views.print_detail(row)
+            row["task"] = jobdetail.short_task(row.get("task"), row["id"])
+        jobdetail.print_detail(row)
 
 
 @click.command()
