@@ -115,7 +115,9 @@ def read(job_dir: Path) -> dict[str, Any] | None:
             data = json.load(handle)
     except (OSError, ValueError):
         return None
-    env = data.get("env") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    env = data.get("env")
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):

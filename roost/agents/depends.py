@@ -76,9 +76,9 @@ def outcome_of(state: JobState | None, mode: str) -> str | None:
     if state in (JobState.DONE, JobState.REAPED):
         return DONE
     if state in (JobState.FAILED, JobState.STOPPED):
-        return state.value
+        return str(state.value)
     if state == JobState.NEEDS_INPUT and mode == "settled":
-        return state.value  # it waits on a person: for `settled`, that is how it ended
+        return str(state.value)  # it waits on a person: for `settled`, that is how it ended
     return None
 
 

@@ -35,10 +35,11 @@ from roost.cli.output import visible
 from roost.cli.replybox import HelpScreen, ReplyScreen, outcome_text
 from roost.cli.searchpane import SearchKey  # `/`
 from roost.cli.viewkeys import JobKeys  # s t x d m
-from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, shown_line, state_text
+from roost.cli.views import STATE_ORDER, STATE_STYLE, display_row, shown_line
 from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
 from roost.client import Client, DaemonUnavailable, connect
 from roost.protocol import ProtocolError, RequestError
+from roost.rowtext import state_text
 from roost.transcript import render
 
 Row = dict[str, Any]

@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from roost.cli.views import state_text
+from roost.rowtext import state_text
 
 CONFIRM = ["yes", "no"]
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
-from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups, state_text
+from roost.cli.views import HEADERS, STATE_STYLE, job_cells, job_groups
+from roost.rowtext import state_text
 
 Row = dict[str, Any]
 COLUMNS = ("id", "name", "state", "status", "cost", "tree", "summary", "meta")

@@ -6,7 +6,7 @@ an MCP client's model cannot be handed a forged agent message through roost."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from roost import escapes
 from roost.agents.envelope import neutralize_body
@@ -17,6 +17,12 @@ def text(value: str) -> str:
     return escapes.shown(neutralize_body(value), escapes.BODY)
 
 
+@overload
+def clean(value: str) -> str: ...
+@overload
+def clean(value: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def clean(value: list[Any] | tuple[Any, ...]) -> list[Any]: ...
 def clean(value: Any) -> Any:
     """`value` (decoded JSON, any depth) with every string, keys included, made safe."""
     if isinstance(value, str):

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from roost import paths
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobKind, JobState
+from roost.worktrees import CHECKOUT_MARKER, git, policy, worktrees_dir
 from roost.worktrees import checkout as fill
-from roost.worktrees import git, policy, worktrees_dir
 
 if TYPE_CHECKING:
     from roost.jobs import JobRecord
@@ -58,7 +58,7 @@ def in_tree(daemon: JobTable, key: str) -> int:
 
 
 # -- creation ----------------------------------------------------------------------------
-async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any], spawned: bool) -> None:
+async def prepare(daemon: JobTable, record: JobRecord, request: Mapping[str, Any], spawned: bool) -> None:
     """Give a new (not yet launched) pi job its worktree when the request and the policy
     say so: the worktree is made, `record.worktree` set and `record.cwd` moved into it.
     RequestError (nothing made) otherwise."""
@@ -127,7 +127,7 @@ def _create(job_id: str, name: str, cwd: str, branch: str | None, base: str | No
     try:
         fill.start(str(path), rel)
         job_dir = paths.ensure_dir(paths.job_dir(job_id))
-        (job_dir / fill.MARKER).write_text("the worker writes the worktree's files\n")
+        (job_dir / CHECKOUT_MARKER).write_text("the worker writes the worktree's files\n")
     except (git.GitError, OSError) as exc:
         with contextlib.suppress(git.GitError):
             git.remove_worktree(checkout.common_dir, str(path), force=True)

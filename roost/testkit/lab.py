@@ -306,7 +306,8 @@ class Lab:
         if cli:
             shown: dict[str, Any] = self.cli_json("show", job, "--json")
             return shown
-        return self.request("show", job=job)["job"]
+        row: dict[str, Any] = self.request("show", job=job)["job"]
+        return row
 
     def wait_settled(self, job: str, timeout: float = 30.0) -> dict[str, Any]:
         """roostd's `wait` op (what `roost wait` does, without a CLI process): the job's row

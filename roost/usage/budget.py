@@ -83,8 +83,8 @@ def exhausted(usage: Usage, limits: Limits) -> str | None:
 
 def is_stop_reason(error: str | None) -> bool:
     """Is `error` one of `exhausted`'s reasons (or roostd's tree budget one)?"""
-    return bool(error) and error.startswith(
-        (  # type: ignore[union-attr]
+    return error is not None and error.startswith(
+        (
             "budget exhausted:",
             "token budget exhausted:",
             "turn limit reached:",

@@ -111,7 +111,8 @@ def action(handler: Action, page: str = "job") -> Callable[[Request], Awaitable[
 # -- pages ------------------------------------------------------------------------------------------
 async def _job_row(request: Request) -> dict[str, Any] | None:
     try:
-        return (await bridge.request("show", job=request.path_params["job"]))["job"]
+        row: dict[str, Any] = (await bridge.request("show", job=request.path_params["job"]))["job"]
+        return row
     except RequestError:
         return None
 

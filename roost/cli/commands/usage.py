@@ -13,7 +13,7 @@ from roost.usage import GROUPS
 F = TypeVar("F")
 
 
-class Positive(click.ParamType):
+class Positive(click.ParamType[float, Any]):
     """A number > 0 (a finite amount, or a whole count), refused in words a person reads:
     click's FloatRange says "'abc' is not a valid float range"."""
 
@@ -22,7 +22,7 @@ class Positive(click.ParamType):
         self.name = "count" if whole else "amount"
         self.wanted = "a whole number >= 1, e.g. 20" if whole else "a number > 0, e.g. 2.50"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value
         try:
