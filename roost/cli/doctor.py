@@ -11,7 +11,9 @@ never registers a peer and never opens a session: the extension talks to roostd 
 `roost_*` tool call, and with `--no-session` it takes no session lock.
 
 Each check has a level: `ok`, `warn` (works, but worth a look: the fix says what to do) or
-`fail` (roost will not work as it should). The doctor exits 1 when any check fails.
+`fail` (roost will not work as it should). The doctor exits 1 when any check fails. The
+report and its lines are roost.cli.checklist's; the checks of roostd and ROOST_HOME are
+roost.cli.homecheck's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import paths
-from roost.cli.diskcheck import existing_parent, write_problem
+from roost.cli.checklist import Report
 from roost.cli.pirpc import load_extension
 from roost.pi.locate import (
     LEGACY_PI_PACKAGE,
@@ -44,48 +46,6 @@ SETUP_FIX = (
     f"run scripts/setup (installs {PI_PACKAGE}@{PI_VERSION} into {{prefix}}), "
     "or set ROOST_PI to the pi command"
 )
-
-
-# Plain classes, not dataclasses: @dataclass costs ~2 ms each on `roost --version`'s path.
-class Check:
-    __slots__ = ("name", "level", "detail", "fix")
-
-    def __init__(self, name: str, level: str, detail: str, fix: str | None = None) -> None:
-        self.name = name
-        self.level = level  # "ok" | "warn" | "fail"
-        self.detail = detail
-        self.fix = fix
-
-    @property
-    def ok(self) -> bool:
-        return self.level != "fail"
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "level": self.level, "detail": self.detail, "fix": self.fix}
-
-
-class Report:
-    __slots__ = ("checks", "pi", "features")
-
-    def __init__(self) -> None:
-        self.checks: list[Check] = []
-        self.pi: dict[str, Any] | None = None  # what is known of the pi, for --json
-        self.features: list[str] = []
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    def add(self, name: str, level: str, detail: str, fix: str | None = None) -> None:
-        self.checks.append(Check(name, level, detail, fix))
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "checks": [c.as_json() for c in self.checks],
-            "pi": self.pi,
-            "features": self.features,
-        }
 
 
 # -- `roost --version` -----------------------------------------------------------------------
@@ -146,6 +106,8 @@ def version_text() -> str:
 def run_checks(model: str | None = None, agent: str | None = None) -> Report:
     """Every check; `model` (`--model`) or `agent` (`--agent`, its definition's model)
     chooses the model to check instead of pi's default."""
+    from roost.cli.homecheck import check_daemon, check_home
+
     report = Report()
     install = check_pi(report)
     if install is not None:
@@ -398,159 +360,3 @@ def _within(path: Any, extension: Path) -> bool:
 
 def _describe(errors: list[dict[str, Any]]) -> str:
     return "; ".join(f"{e.get('extensionPath')} ({e.get('event')}): {e.get('error')}" for e in errors)[:500]
-
-
-def check_daemon(report: Report) -> None:
-    from roost import __version__
-    from roost.client import DaemonUnavailable, ForeignDaemon, connect
-    from roost.protocol import ProtocolError
-
-    socket = paths.socket_path()
-    try:
-        with connect(autostart=False) as client:
-            status = client.request("status", timeout=5)
-    except ForeignDaemon as exc:
-        report.add("roostd", "fail", str(exc), "point ROOST_HOME at a folder of your own")
-        return
-    except (DaemonUnavailable, ProtocolError, OSError):
-        status = None
-    if status is None:
-        pid = _live_roostd_pid()
-        if pid is not None:
-            report.add(
-                "roostd",
-                "warn",
-                f"pid {pid} holds {paths.pid_file()} but nothing answers on {socket}",
-                f"see {paths.roost_home() / 'roostd.log'}; if roostd {pid} is stuck, kill {pid}",
-            )
-        else:
-            report.add("roostd", "ok", f"not running (roost commands start it; socket {socket})")
-        return
-    detail = f"running, pid {status.get('pid')}, {status.get('jobs')} jobs, socket {status.get('socket')}"
-    if status.get("version") != __version__:
-        report.add(
-            "roostd",
-            "warn",
-            f"{detail}; it is roost {status.get('version')}, this CLI {__version__}",
-            "roost daemon stop, then roost daemon start (jobs keep running and are adopted)",
-        )
-    else:
-        report.add("roostd", "ok", detail)
-
-
-def _live_roostd_pid() -> int | None:
-    try:
-        pid = int(paths.pid_file().read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    return pid if any(b"roost" in part for part in cmdline) else None  # not a reused pid
-
-
-def check_home(report: Report) -> None:
-    """ROOST_HOME 0700 and the socket 0600, both the user's: anyone who reaches the socket
-    can run jobs as this user."""
-    import stat
-
-    from roost.trustedfiles import home_problem
-
-    home = paths.roost_home()
-    if problem := home_problem(home):  # before anything is written there
-        report.add("ROOST_HOME", "fail", problem, "set ROOST_HOME to a folder of your own")
-        return
-    if not os.path.lexists(home):
-        parent = existing_parent(home)
-        problem = write_problem(parent)
-        if problem:
-            report.add("ROOST_HOME", "fail", f"{home} does not exist and cannot be made: {problem}", HOME_FIX)
-        else:
-            report.add("ROOST_HOME", "ok", f"{home} does not exist yet (made 0700 on first use)")
-    elif os.path.isdir(home) and (problem := write_problem(home)):
-        report.add("ROOST_HOME", "fail", problem, HOME_FIX)
-    else:
-        _private(
-            report,
-            "ROOST_HOME",
-            home,
-            0o700,
-            stat.S_ISDIR,
-            "a directory",
-            f"move {home} away or set ROOST_HOME elsewhere",
-        )
-    socket = paths.socket_path()
-    if os.path.lexists(socket):  # none: roostd is not running (the roostd check says so)
-        _private(
-            report,
-            "socket",
-            socket,
-            0o600,
-            stat.S_ISSOCK,
-            "a socket",
-            f"stop roostd, remove {socket}, start roostd",
-        )
-
-
-HOME_FIX = "free space there or remount it read-write, or set ROOST_HOME elsewhere"
-
-
-def _private(
-    report: Report, name: str, path: Path, mode: int, is_kind: Any, kind: str, fix_kind: str
-) -> None:
-    import stat
-
-    try:
-        info = os.lstat(path)
-    except OSError as exc:
-        report.add(name, "fail", f"{path}: {exc}", "check the path and its parents")
-        return
-    uid = os.getuid()
-    has = stat.S_IMODE(info.st_mode)
-    if not is_kind(info.st_mode):
-        report.add(name, "fail", f"{path} is not {kind}", fix_kind)
-    elif info.st_uid != uid:
-        report.add(
-            name,
-            "fail",
-            f"{path} belongs to uid {info.st_uid}, not you ({uid})",
-            "set ROOST_HOME to a directory of your own",
-        )
-    elif has != mode:
-        report.add(
-            name, "fail", f"{path} has mode {has:04o}; others could reach roostd", f"chmod {mode:o} {path}"
-        )
-    else:
-        report.add(name, "ok", f"{path} ({mode:04o}, yours)")
-
-
-# -- output ------------------------------------------------------------------------------------
-MARKS = {True: {"ok": "✓", "warn": "!", "fail": "✗"}, False: {"ok": "ok", "warn": "warn", "fail": "FAIL"}}
-
-
-def render(report: Report, tty: bool) -> list[str]:
-    """One line per check (a mark, its name, the detail), and `fix:` under each problem."""
-    import click
-
-    from roost.cli.output import field  # a detail may quote pi's or a model's words
-
-    marks = MARKS[tty]
-    width = max(len(check.name) for check in report.checks)
-    mark_width = max(len(mark) for mark in marks.values())
-    colours = {"ok": "green", "warn": "yellow", "fail": "red"}
-    lines = []
-    for check in report.checks:
-        mark = marks[check.level].ljust(mark_width)
-        if tty:
-            mark = click.style(mark, fg=colours[check.level], bold=True)
-        lines.append(f"{mark} {check.name.ljust(width)}  {field(check.detail)}")
-        if check.fix and check.level != "ok":
-            lines.append(f"{' ' * mark_width} {' ' * width}  fix: {field(check.fix)}")
-    failed = sum(1 for c in report.checks if c.level == "fail")
-    warned = sum(1 for c in report.checks if c.level == "warn")
-    if failed:
-        lines.append(
-            f"{failed} problem{'s' * (failed != 1)}"
-            + (f", {warned} warning{'s' * (warned != 1)}" if warned else "")
-        )
-    else:
-        lines.append("all good" + (f" ({warned} warning{'s' * (warned != 1)})" if warned else ""))
-    return lines

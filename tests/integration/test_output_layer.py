@@ -367,7 +367,7 @@ def test_view_rows_and_transcript_show_controls(tmp_path: Path, monkeypatch: pyt
 
 
 def test_doctor_shows_controls_in_a_check() -> None:
-    from roost.cli.doctor import Report, render
+    from roost.cli.checklist import Report, render
 
     report = Report()
     report.add("pi", "fail", f"pi said: {PAYLOAD}", f"fix: {PAYLOAD}")

@@ -434,7 +434,6 @@ AWAITING_SPLIT = {
     "worker/lifecycle.py",
     "testkit/lab.py",
     "cli/demo.py",
-    "cli/doctor.py",
     "cli/demomodel.py",
 }
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from roost import sandbox
-from roost.cli.doctor import Report, check_sandbox
+from roost.cli.checklist import Report
+from roost.cli.doctor import check_sandbox
 from roost.config import Settings
 from roost.definitions.rules import parse
 

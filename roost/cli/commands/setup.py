@@ -73,7 +73,8 @@ def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
     (known, with credentials: no network call), roostd and ROOST_HOME.
 
     Exit 0 when all is well (warnings included), 1 when something is wrong."""
-    from roost.cli.doctor import render, run_checks
+    from roost.cli.checklist import render
+    from roost.cli.doctor import run_checks
 
     report = run_checks(model, agent)
     if as_json:
