@@ -11,7 +11,7 @@ threat model; docs/security.md, door 6):
    a valid pairing code always pairs: the limit slows a guesser, it never locks out;
 4. a state-changing request (anything but GET and HEAD) comes from this origin (Origin, or
    Referer when a browser sends no Origin): else 403. Its per-session CSRF token is checked
-   where its form is read (`app.form_of`); `--read-only` refuses it here.
+   where its form is read (`actions.form_of`); `--read-only` refuses it here.
 
 A pure ASGI middleware: the live pages stream (server-sent events) through it unbuffered.
 """
