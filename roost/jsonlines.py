@@ -22,7 +22,6 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from roost import protocol
@@ -141,7 +140,7 @@ class Connection:
         self.info: dict[str, Any] = {}
         self._write_lock = asyncio.Lock()
         self.peer = peer_credentials(writer)
-        self.in_flight = 0  # requests read and not yet answered
+        self.requests = Tasks(log)  # the requests read and not yet answered (`serve_connection`)
         self.frames = 0  # complete frames read
         self.last_active = time.monotonic()  # a frame read or an answer sent
         self.pending_out = 0  # bytes of frames waiting to be written (and not yet drained)
@@ -151,6 +150,11 @@ class Connection:
         self._frame_started = self.last_active
         self._reserved = 0  # bytes taken from bounds.pool
         self._tasks = Tasks(log)  # what runs for this peer and nothing awaits (`spawn`)
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests were read and not yet answered."""
+        return self.requests.running
 
     def _pending_limit(self, push: bool) -> int | None:
         return self.bounds.push_high_water if push else self.bounds.max_pending_out
@@ -315,15 +319,15 @@ async def serve_connection(
     """Read requests until EOF; answer each through `handlers`. Never raises.
 
     Requests are handled concurrently (a `wait` must not block the next request), each
-    in its own task; `authorize` returns an error text when the caller may not use an op.
+    in its own task (`conn.requests`); `authorize` returns an error text when the caller
+    may not use an op.
     """
-    tasks: set[asyncio.Task[None]] = set()
     try:
         while not conn.closed.is_set():
-            if len(tasks) >= conn.bounds.max_in_flight:
+            if conn.in_flight >= conn.bounds.max_in_flight:
                 # Backpressure: the socket is not read until an answer went out, so a
                 # client that pipelines and never reads holds a bounded number of them.
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                await conn.requests.one_done()
                 continue
             try:
                 frame = await conn.read_frame()
@@ -338,19 +342,10 @@ async def serve_connection(
                 break
             if frame is None:
                 break
-            task = asyncio.create_task(_answer(conn, frame, handlers, ops, authorize))
-            tasks.add(task)
-            conn.in_flight = len(tasks)
-            task.add_done_callback(partial(_done, conn, tasks))
+            conn.requests.spawn(_answer(conn, frame, handlers, ops, authorize), "answering a request")
     finally:
         conn.close()
-        for task in list(tasks):
-            task.cancel()
-
-
-def _done(conn: Connection, tasks: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
-    tasks.discard(task)
-    conn.in_flight = len(tasks)
+        conn.requests.cancel()
 
 
 async def _answer(

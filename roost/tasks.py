@@ -46,6 +46,11 @@ class Tasks:
         """How many are still running."""
         return len(self._running)
 
+    async def one_done(self) -> None:
+        """Wait until one of the tasks still running is done (at once when none is)."""
+        if self._running:
+            await asyncio.wait(set(self._running), return_when=asyncio.FIRST_COMPLETED)
+
     def cancel(self) -> None:
         """Cancel every task still running, without waiting (for an owner whose close is
         not a coroutine: a connection). The task calling it, if one of them, ends on its own."""

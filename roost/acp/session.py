@@ -16,6 +16,7 @@ they arrive.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 from typing import Any
@@ -46,6 +47,9 @@ from roost import __version__
 from roost.acp import links
 from roost.acp.updates import KINDS, SessionFile, Shown, safe
 from roost.protocol import RequestError as RoostRefused
+from roost.tasks import Tasks
+
+log = logging.getLogger("roost.acp")
 
 PREFIX = "acp-"
 """A session made by `session/new` names its job PREFIX + 8 hex digits: its session id."""
@@ -108,7 +112,7 @@ class RoostAgent:
         self.sessions: dict[str, Session] = {}
         self.feed = links.Feed(self._changed)
         self._fed = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log)  # a session's refresh, its approvals (`_changed`)
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -222,7 +226,9 @@ class RoostAgent:
     def _changed(self, job: str, value: dict[str, Any] | None, streamed: bool) -> None:
         """roostd pushed the job's partial (`streamed`) or its row (`value`)."""
         for session in {id(s): s for s in self.sessions.values() if s.job == job}.values():
-            self._spawn(self._refresh(session, value if streamed else None))
+            self._tasks.spawn(
+                self._refresh(session, value if streamed else None), f"refreshing {session.sid}"
+            )
             if not streamed:
                 session.moved.set()
             if (
@@ -232,12 +238,8 @@ class RoostAgent:
                 and value.get("state") == "needs_input"
                 and not value.get("dialog")
             ):
-                self._spawn(self._approvals(session))  # a tool call waits for a person
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+                # a tool call waits for a person
+                self._tasks.spawn(self._approvals(session), f"asking for {session.sid}'s approvals")
 
     async def _refresh(self, session: Session, partial: dict[str, Any] | None) -> None:
         """Send what the session file holds that was not sent, then the partial's news."""
@@ -273,7 +275,8 @@ class RoostAgent:
             raise RequestError.internal_error({"roost": exc.message}) from None
         session.turn = True
         try:
-            self._spawn(self._approvals(session))  # one asked before this turn began
+            # one asked before this turn began
+            self._tasks.spawn(self._approvals(session), f"asking for {session.sid}'s approvals")
             return PromptResponse(stop_reason=await self._settle(session))
         finally:
             session.turn = False

@@ -23,6 +23,7 @@ import portalocker
 
 from roost import procid, protocol
 from roost.jsonlines import READ_CHUNK, Bounds, Connection, InputPool
+from roost.tasks import Tasks
 
 log = logging.getLogger("roostd")
 
@@ -95,8 +96,8 @@ class Admission:
         self.refused = 0
         self.evicted = 0
         self._listener: socket.socket | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log)  # the accept loop and each admitted connection's handler
+        self._task: asyncio.Task[None] | None = None  # the accept loop
 
     def start(self, path: str, handler: Handler) -> None:
         """Listen on `path` (made with the caller's umask) and serve each admitted
@@ -110,7 +111,7 @@ class Admission:
             listener.close()
             raise
         self._listener = listener
-        self._task = asyncio.get_running_loop().create_task(self._accept(listener, handler))
+        self._task = self._tasks.spawn(self._accept(listener, handler), "accepting connections")
 
     def close(self) -> None:
         if self._task is not None:
@@ -131,9 +132,7 @@ class Admission:
                 sock.close()
                 continue
             self.held += 1
-            task = loop.create_task(self._serve(sock, handler))
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
+            self._tasks.spawn(self._serve(sock, handler), "serving a connection")
             # sock_accept does not yield while the backlog is full: let the new one
             # register and the evicted ones release their descriptors first.
             await asyncio.sleep(0)

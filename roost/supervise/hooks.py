@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roost.config import Settings
+from roost.tasks import Tasks
 
 log = logging.getLogger("roostd.hooks")
 
@@ -87,7 +88,7 @@ class HookRunner:
         self._settings = settings
         self.backlog: deque[tuple[list[str], dict[str, Any]]] = deque()
         self.running = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks(log)  # the runners (`_drain`)
 
     def on_event(self, event: dict[str, Any]) -> None:
         """An EventLog listener: queue the event's hook, if it has one. Never blocks."""
@@ -106,9 +107,7 @@ class HookRunner:
         self.backlog.append((list(command), event))
         if self.running < max(1, settings.hookMaxConcurrent):
             self.running += 1
-            task = asyncio.get_running_loop().create_task(self._drain())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._drain(), "running hooks")
 
     async def _drain(self) -> None:
         try:
@@ -162,5 +161,4 @@ class HookRunner:
         return proc.returncode
 
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel()

@@ -187,6 +187,50 @@ def test_roost_starts_no_task_as_a_bare_statement() -> None:
     assert found == {}
 
 
+def _task_keepers(path: Path) -> list[int]:
+    """Lines of `path` that keep tasks by hand, Tasks' work done again: a set of tasks
+    (`set[asyncio.Task[...]]`), or a done callback that lets a task go (`add_done_callback(
+    x.discard)`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "set"
+            and "Task" in ast.unparse(node.slice)
+        ):
+            found.add(node.lineno)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_done_callback"
+            and "discard" in ast.unparse(node.args)
+        ):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_no_module_keeps_its_own_set_of_tasks() -> None:
+    """roost.tasks.Tasks keeps every background task (a connection's requests, roostd's
+    accept loop and hooks, an ACP session's refreshes): kept until done, a failure logged."""
+    found = {
+        str(p.relative_to(ROOT)): lines
+        for p in sorted(ROOT.rglob("*.py"))
+        if p != ROOT / "tasks.py" and (lines := _task_keepers(p))
+    }
+    assert found == {}
+
+
+def test_a_task_keeper_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import asyncio\nrunning: set[asyncio.Task[None]] = set()\nnames: set[str] = set()\n"
+        "t.add_done_callback(running.discard)\nt.add_done_callback(partial(_done, conn, tasks))\n"
+    )
+    assert _task_keepers(source) == [2, 4]
+
+
 def test_a_bare_task_is_found(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text(
