@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
