@@ -400,10 +400,13 @@ class Daemon:
         except TimeoutError:
             return False
 
-    def start_worker(self, record: JobRecord, why: str) -> None:
+    def start_worker(self, record: JobRecord, why: str, *, admitted: bool = False) -> None:
+        """Start the job's worker, if the queue's gate lets it (`admitted`: the caller asked
+        the gate already, see JobQueue); with no slot free the job waits queued."""
         proc = self.proc(record)
-        # A stand-in for an unreadable record never runs; with no slot free, a job waits queued.
-        if proc.alive or record.recovered or not self.queue.admit(record, why):
+        if proc.alive or record.recovered:  # a stand-in for an unreadable record never runs
+            return
+        if not admitted and not self.queue.admit(record, why):
             return
         log.info("job %s: starting worker (%s)", record.id, why)
         record.process.exit_code = None

@@ -52,7 +52,7 @@ class JobTable(Protocol):
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None: ...
 
-    def start_worker(self, record: JobRecord, why: str) -> None: ...
+    def start_worker(self, record: JobRecord, why: str, *, admitted: bool = False) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,12 @@ def order_key(record: JobRecord) -> tuple[int, int, str]:
 
 class JobQueue:
     """Built once by `Daemon.__init__`: the gate every worker start passes (`admit`), the
-    pump that starts queued jobs when a slot frees, positions for rows, the groups."""
+    pump that starts queued jobs when a slot frees, positions for rows, the groups.
+
+    The gate is asked once per start, by whoever decides it: `Daemon.start_worker` (every
+    start but two), `jobs_service.launch` (a new job, before its record is first saved:
+    it is born queued), and the pump, whose plan is the gate's answer (`_start`). The last
+    two tell `start_worker` so (`admitted`)."""
 
     def __init__(self, table: JobTable) -> None:
         self.table = table
@@ -155,7 +160,6 @@ class JobQueue:
         self._seq: int | None = None
         self.schedule = Coalesced(self.pump)
         """Run the pump soon (once, however many changes come first)."""
-        self._starting: str | None = None  # the job the pump is starting: let through
         self._positions: dict[str, int] = {}  # cached; cleared when the order may change
         self._shown: dict[str, int] = {}  # the positions the pump last pushed rows for
         self._states: dict[str, JobState] = {}
@@ -253,8 +257,8 @@ class JobQueue:
         """May the job start its worker now? If not, it is queued (a new job, not yet in
         the table, is born queued; the caller then saves it and starts nothing)."""
         known = record.id in self.table.jobs
-        if record.id == self._starting or (known and record.state in COUNTED):
-            return True  # the pump chose it, or it holds its slot already (a restart)
+        if known and record.state in COUNTED:
+            return True  # it holds its slot already (a restart)
         chosen, _ = self._plan(record)
         if any(r is record for r in chosen):
             _info(record).pop("caps", None)
@@ -297,7 +301,7 @@ class JobQueue:
         """Start a queued job the pump chose: its worker, or the run its live worker waits for."""
         proc = self.table.procs.get(record.id)
         if proc is None or not proc.alive:
-            self.table.start_worker(record, "a slot is free")
+            self.table.start_worker(record, "a slot is free", admitted=True)  # the plan chose it
             return
         self.table.set_state(record, JobState.RUNNING, "a slot is free", status="thinking")
         self.granted.add(record.id)
@@ -330,14 +334,11 @@ class JobQueue:
         """Start the queued jobs that fit, in order; tell the rest their new position."""
         chosen, queued = self._plan()
         for record in chosen:
-            self._starting = record.id
             _info(record).pop("caps", None)
             try:
                 self._start(record)
             except Exception:  # one job must not keep the others queued for ever
                 log.exception("job %s: could not be started from the queue", record.id)
-            finally:
-                self._starting = None
         self._positions.clear()
         shown, self._shown = self._shown, {}
         for record in queued:
