@@ -1,5 +1,7 @@
 """The job table as the services below the handlers see it (`table`, `usage`, `router`,
-`worktrees`): the part of `Daemon` they may use, as a `typing.Protocol`.
+`worktrees`): the part of `Daemon` they may use, as a `typing.Protocol`; and
+`JobListener`, what a service that follows every change of a job subscribes to
+`Daemon.job_listeners` (`Daemon.job_changed` calls them in order).
 
 A leaf of `roost.supervise`: it imports no service, so they can all be typed against it
 without a cycle. The handlers' wider view (this plus the router, rows, waiting) is
@@ -7,6 +9,7 @@ without a cycle. The handlers' wider view (this plus the router, rows, waiting) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, Unpack
 
 if TYPE_CHECKING:
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from roost.supervise.jobqueue import JobQueue
     from roost.supervise.usagebook import UsageBook
     from roost.supervise.workers import WorkerProcess
+
+JobListener = Callable[["JobRecord"], None]
+"""Called after every change of a job (its record saved when the change asked for it)."""
 
 
 class JobTable(Protocol):

@@ -30,6 +30,7 @@ from roost.protocol import DAEMON_OPS, Op
 from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.supervise import admission, budgets, jobstore, logsetup, searchkeeper
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
+from roost.supervise.base import JobListener
 from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
 from roost.supervise.eventwriter import EventLog
@@ -70,10 +71,16 @@ class Daemon:
         self._stopping = asyncio.Event()
         self._lock_file: Any = None
         self._any_changed = asyncio.Event()
+        # Called by job_changed, in the order they subscribed: the services below, as they
+        # are built (the queue first: a slot freed, its positions cleared, before anyone
+        # weighs or shows the job; then the idle keeper, the dependencies, the search
+        # keeper), then roostd's own (`wait_change`'s waiters, the rows pushed to
+        # subscribers: last, so a row shows what every service made of the change).
+        self.job_listeners: list[JobListener] = []
         self.agents = AgentRouter(self)
         self.usage_book = UsageBook()
-        self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
+        self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
         self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
@@ -83,6 +90,7 @@ class Daemon:
         self.events.listeners.append(self.hooks.on_event)
         self.schedules = Scheduler(self)  # timers and file triggers: runs that start by themselves
         self.search = searchkeeper.SearchKeeper(self)  # the search index's one writer
+        self.job_listeners += [self._wake_waiters, self._push_row]
         self.handlers = self._build_handlers()
 
     # -- settings, mailboxes ------------------------------------------------------------
@@ -368,17 +376,21 @@ class Daemon:
             self.events.emit("job.failed", record, error=record.error)
 
     def job_changed(self, record: JobRecord, persist: bool = True) -> None:
+        """After any change of a job: saved (`persist`), then every listener told, in
+        order (`job_listeners`, Daemon.__init__ says which)."""
         if persist and record.id in self.jobs:
             self._saver.save(record)
-        self.queue.changed(record)
-        self.idle.changed(record)
-        self.deps.changed(record)
-        self.search.changed(record)
+        for listener in self.job_listeners:
+            listener(record)
+
+    def _wake_waiters(self, record: JobRecord) -> None:
         event = self._changed.pop(record.id, None)
         if event is not None:
             event.set()
         self._any_changed.set()
         self._any_changed = asyncio.Event()
+
+    def _push_row(self, record: JobRecord) -> None:
         if self.subscribers:
             row = self.row(record)
             for conn in list(self.subscribers):  # bounded: a client that never reads is dropped

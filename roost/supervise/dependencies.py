@@ -1,8 +1,9 @@
 """Dependencies between jobs (README: Dependencies): roostd's side of `--after`.
 
 A job made with dependencies is born `waiting`: its task is kept in its record, not yet in
-its mailbox, and it has no worker. Whenever a job changes (`Daemon.job_changed`), the jobs
-waiting on it are weighed again on the loop's next turn: no polling. The rules are
+its mailbox, and it has no worker. Whenever a job changes (`Daemon.job_changed`, whose
+listener this module is), the jobs waiting on it are weighed again on the loop's next
+turn: no polling. The rules are
 `roost.agents.depends`; this module keeps them durable across a roostd SIGKILL:
 
 - the wait list lives in the waiting job's record (`after`: jobs, names, mode, results,
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from roost.agents.depends import (
     DONE,
@@ -43,12 +44,29 @@ from roost.supervise.coalesce import Coalesced
 from roost.transcript import content_text, read_entries
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
-    from roost.supervise.base import JobTable
+    from roost.jobs import Facts, JobRecord
+    from roost.mailbox import Mailbox
+    from roost.supervise.base import JobListener
+    from roost.supervise.eventwriter import EventLog
     from roost.supervise.router import AgentRouter
 
-    class Table(JobTable, Protocol):
-        agents: AgentRouter
+    class Table(Protocol):
+        """What the dependencies use of the daemon."""
+
+        jobs: dict[str, JobRecord]
+        events: EventLog
+        agents: AgentRouter  # a failed waiter's parent hears it (`job_ended`)
+        job_listeners: list[JobListener]  # they subscribe their `changed`
+
+        def mailbox(self, record: JobRecord) -> Mailbox: ...
+
+        def set_state(
+            self, record: JobRecord, target: JobState, reason: str | None = None, **facts: Unpack[Facts]
+        ) -> None: ...
+
+        def job_changed(self, record: JobRecord, persist: bool = True) -> None: ...
+
+        def start_worker(self, record: JobRecord, why: str) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -98,6 +116,7 @@ class Dependencies:
 
     def __init__(self, table: Table) -> None:
         self.table = table
+        table.job_listeners.append(self.changed)
         self._waiters: dict[str, set[str]] = {}  # a dependency's id -> the jobs waiting on it
         self._due: set[str] = set()
         self._weigh_soon = Coalesced(self._weigh_due)
@@ -155,7 +174,8 @@ class Dependencies:
 
     # -- waking ----------------------------------------------------------------------------
     def changed(self, record: JobRecord) -> None:
-        """A job changed (Daemon.job_changed): the jobs waiting on it are weighed soon."""
+        """A job changed (a listener of Daemon.job_changed): the jobs waiting on it are
+        weighed soon."""
         if not self._ready:
             return
         waiters = self._waiters.get(record.id)

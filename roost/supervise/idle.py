@@ -16,14 +16,17 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from roost.states import REAP_REASON, JobKind, JobState, ProcState
 from roost.tasks import Tasks
 
 if TYPE_CHECKING:
+    from roost.config import Settings
     from roost.jobs import JobRecord
-    from roost.supervise.base import JobTable
+    from roost.mailbox import Mailbox
+    from roost.supervise.base import JobListener
+    from roost.supervise.workers import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,26 @@ def default_live_pi_cap(memory_bytes: int | None = None) -> int:
     return max(MIN_LIVE_PI, int(memory_bytes * LIVE_PI_MEMORY_SHARE // LIVE_JOB_BYTES))
 
 
+class IdleTable(Protocol):
+    """What the idle keeper uses of the daemon."""
+
+    jobs: dict[str, JobRecord]
+    procs: dict[str, WorkerProcess]
+    job_listeners: list[JobListener]  # the keeper subscribes its `changed`
+
+    def settings(self) -> Settings: ...
+
+    def mailbox(self, record: JobRecord) -> Mailbox: ...
+
+    def start_worker(self, record: JobRecord, why: str) -> None: ...
+
+
 class IdleKeeper:
     """roostd's warm windows (one timer per idle job) and its live-pi cap."""
 
-    def __init__(self, table: JobTable) -> None:
+    def __init__(self, table: IdleTable) -> None:
         self._table = table
+        table.job_listeners.append(self.changed)
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._idle_since: dict[str, float] = {}  # job id -> when it became idle (monotonic)
         self._stopping: set[str] = set()

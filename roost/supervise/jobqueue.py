@@ -21,6 +21,7 @@ import logging
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from roost import paths, protocol
@@ -43,6 +44,7 @@ class JobTable(Protocol):
 
     jobs: dict[str, JobRecord]
     procs: dict[str, WorkerProcess]
+    job_listeners: list[Callable[[JobRecord], None]]  # the queue subscribes its `changed`
 
     def settings(self) -> Settings: ...
 
@@ -156,6 +158,7 @@ class JobQueue:
 
     def __init__(self, table: JobTable) -> None:
         self.table = table
+        table.job_listeners.append(self.changed)
         self.groups = load_groups()
         self._seq: int | None = None
         self.schedule = Coalesced(self.pump)
@@ -316,7 +319,8 @@ class JobQueue:
 
     # -- the pump --------------------------------------------------------------------------
     def changed(self, record: JobRecord) -> None:
-        """A job changed (Daemon.job_changed): a slot may have freed, the order changed."""
+        """A job changed (a listener of Daemon.job_changed, the first): a slot may have
+        freed, the order changed."""
         before = self._states.get(record.id)
         removed = record.id not in self.table.jobs
         if removed or record.state != JobState.RUNNING:

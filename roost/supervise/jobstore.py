@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost import paths
 from roost.fsutil import utc_now
@@ -26,6 +26,7 @@ from roost.supervise.coalesce import Coalesced
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
+    from roost.supervise.eventwriter import EventLog
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,20 @@ SAVE_RETRY_SECONDS = 1.0
 """How often a job record whose save failed (a full disk) is written again."""
 
 
+class Saved(Protocol):
+    """What the saver uses of the daemon: the jobs, and the event log."""
+
+    jobs: dict[str, JobRecord]
+    events: EventLog
+
+
 class RecordSaver:
     """Persists changed records. A failed save (a full disk) never stops the change: the
     record in memory is the truth that rows, waits and events show; the failure is logged
     and announced once (job.save_failed), and the save is retried until it succeeds, so
     job.json never keeps an old state for longer than the disk is full."""
 
-    def __init__(self, table: JobTable) -> None:
+    def __init__(self, table: Saved) -> None:
         self.table = table  # its jobs and events, as they are when a save happens
         self.unsaved: dict[str, str] = {}  # job id -> why its last change is not on disk
         self._retry_soon = Coalesced(self._retry_all, SAVE_RETRY_SECONDS)

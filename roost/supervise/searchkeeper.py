@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -33,7 +33,7 @@ from roost.jobs import JobRecord
 from roost.search import entryscan, indexdb
 from roost.search.entryscan import Row
 from roost.states import JobState
-from roost.supervise.base import JobTable
+from roost.supervise.base import JobListener
 
 log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024  # a batch: ~30 ms of work at most
@@ -69,9 +69,17 @@ class _Dir(FileSystemEventHandler):
                 self.keeper.enqueue(("file", job, path))
 
 
+class Jobs(Protocol):
+    """What the search keeper uses of the daemon: the jobs, and their changes."""
+
+    jobs: dict[str, JobRecord]
+    job_listeners: list[JobListener]  # the keeper subscribes its `changed`
+
+
 class SearchKeeper:
-    def __init__(self, core: JobTable) -> None:
+    def __init__(self, core: Jobs) -> None:
         self.core = core
+        core.job_listeners.append(self.changed)
         self.path = indexdb.db_path(paths.roost_home())
         self._tasks: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
         self._pending: set[tuple[Any, ...]] = set()

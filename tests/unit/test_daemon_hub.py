@@ -1,5 +1,6 @@
-"""roostd as a hub: the queue's gate is asked once per start. In-process, with a fake in
-place of each worker process."""
+"""roostd as a hub: the services that follow every change of a job are its listeners, in
+a fixed order; the queue's gate is asked once per start. In-process, with a fake in place
+of each worker process."""
 
 from __future__ import annotations
 
@@ -65,6 +66,30 @@ def count_admits(monkeypatch: pytest.MonkeyPatch, daemon: daemon_module.Daemon) 
 
     monkeypatch.setattr(daemon.queue, "admit", counted)
     return asked
+
+
+def test_the_listeners_are_called_in_the_documented_order(daemon: daemon_module.Daemon) -> None:
+    """The queue first (its positions fresh for anyone after it), then the idle keeper,
+    the dependencies, the search keeper; roostd's waiters and pushed rows last."""
+    assert daemon.job_listeners == [
+        daemon.queue.changed,
+        daemon.idle.changed,
+        daemon.deps.changed,
+        daemon.search.changed,
+        daemon._wake_waiters,
+        daemon._push_row,
+    ]
+
+
+def test_job_changed_tells_every_listener_in_order(
+    daemon: daemon_module.Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = pi_job("00000001", JobState.DONE)
+    daemon.jobs[record.id] = record
+    heard: list[str] = []
+    daemon.job_listeners[:] = [lambda r: heard.append(f"a:{r.id}"), lambda r: heard.append(f"b:{r.id}")]
+    daemon.job_changed(record, persist=False)
+    assert heard == ["a:00000001", "b:00000001"]
 
 
 def test_a_new_job_asks_the_gate_once(daemon: daemon_module.Daemon, monkeypatch: pytest.MonkeyPatch) -> None:

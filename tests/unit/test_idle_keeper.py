@@ -45,6 +45,7 @@ class Table:
         self.stopped: list[str] = []
         self.started: list[str] = []
         self._settings = replace(Settings(), **settings)
+        self.job_listeners: list[Any] = []
         self.keeper = IdleKeeper(self)  # type: ignore[arg-type]
 
     def settings(self) -> Settings:
