@@ -29,7 +29,7 @@ from roost.mailbox.item import Item
 from roost.mailbox.mail_errors import MailboxError
 
 if TYPE_CHECKING:
-    from roost.mailbox.box import Mailbox
+    from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,17 @@ except (ImportError, OSError):  # not Linux
     HAVE_INOTIFY = False
 else:
     HAVE_INOTIFY = True
+
+
+class WatchedBox(Protocol):
+    """What a watcher uses of its mailbox (`Mailbox` is one): its new/ folder and a scan of
+    the items published there. Typed by this shape, the watcher never imports the mailbox
+    that starts it (`Mailbox.watch`)."""
+
+    @property
+    def new_dir(self) -> Path: ...
+
+    def scan_new(self, after: int = 0) -> list[Item]: ...
 
 
 class _Source(Protocol):
@@ -128,7 +139,7 @@ class MailboxWatcher:
     context manager) to stop the observer.
     """
 
-    def __init__(self, box: Mailbox) -> None:
+    def __init__(self, box: WatchedBox) -> None:
         self.box = box
         self._cond = threading.Condition()
         self._dirty = True  # the first next_item() scans what is already pending
