@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from roost.supervise.router import AgentRouter
 from roost.supervise.runner import LocalRunner
 from roost.supervise.scheduler import Scheduler
 from roost.supervise.usagebook import UsageBook
+from roost.supervise.workerexits import WorkerExits
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
 from roost.worktrees import row_fields
 
@@ -83,6 +83,7 @@ class Daemon:
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
         self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
+        self.exits = WorkerExits(self, self._saver.save)  # what a worker's end means to its job
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.
         self.events = EventLog(self.home, enabled=lambda: self.settings().eventLog)
@@ -239,7 +240,7 @@ class Daemon:
         if record.state in (JobState.STOPPED, JobState.FAILED, JobState.QUEUED, JobState.WAITING):
             return  # a queued job starts from the queue, a waiting one from self.deps
         if record.kind == JobKind.SHELL:
-            self._shell_finished_meanwhile(record)
+            self.exits.shell_ended_meanwhile(record)
             return
         if record.state in (JobState.STARTING, JobState.RUNNING):
             # It was working when the last roostd went away and its worker is gone.
@@ -247,24 +248,6 @@ class Daemon:
         elif self.mailbox(record).pending():
             self.start_worker(record, "an item is waiting")
         # Otherwise it is idle (done, needs_input, reaped): an item starts it.
-
-    def _shell_finished_meanwhile(self, record: JobRecord) -> None:
-        """A shell job whose worker ended while no roostd watched: its recorded status."""
-        if record.state in (JobState.DONE, JobState.REAPED):
-            return
-        try:
-            code: int | None = int(json.loads((record.dir / "exit.json").read_text())["code"])
-        except (OSError, ValueError, KeyError, TypeError):
-            code = None
-        if code == 0:
-            self.set_state(record, JobState.DONE, exit_code=0, status="exit 0")
-        else:
-            reason = (
-                f"command exited with {code}"
-                if code is not None
-                else ("its worker ended while roostd was down, with no exit status")
-            )
-            self.set_state(record, JobState.FAILED, exit_code=code, error=reason, status="")
 
     # -- connections ---------------------------------------------------------------------
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -444,59 +427,7 @@ class Daemon:
             self._saver.save(record)
 
     def _worker_event(self, proc: WorkerProcess, how: WorkerExit, detail: str) -> None:
-        record = proc.record
-        if record.id not in self.jobs:
-            return  # removed
-        if how == WorkerExit.RESTARTED:
-            self._saver.save(record)
-            return
-        log.info("job %s worker exit: %s %s", record.id, how.value, detail)
-        if how == WorkerExit.REAPED:
-            self.set_state(record, JobState.REAPED, "idle", busy=False, status="")
-        elif how == WorkerExit.RELEASED:
-            if not record.attached and self.mailbox(record).pending():
-                # The attach was given up while the worker waited for a safe point:
-                # what arrived meanwhile would wait for the next item otherwise.
-                self.start_worker(record, "an item is waiting (attach given up)")
-            self.job_changed(record)
-        elif how == WorkerExit.STOPPED:
-            if record.state != JobState.STOPPED:
-                self.set_state(record, JobState.STOPPED, detail, busy=False, status="")
-            else:
-                self.job_changed(record)
-        elif how == WorkerExit.SHELL:
-            code = int(detail) if detail.lstrip("-").isdigit() else None
-            if code == 0:
-                self.set_state(record, JobState.DONE, exit_code=0, busy=False, status="exit 0")
-            else:
-                self.set_state(
-                    record,
-                    JobState.FAILED,
-                    exit_code=code,
-                    busy=False,
-                    status=f"exit {detail}",
-                    error=f"command exited with {detail}",
-                )
-        elif how in (WorkerExit.FATAL, WorkerExit.GAVE_UP):
-            if how == WorkerExit.GAVE_UP:  # the last crash is a crash too, then the give-up
-                self.events.emit("worker.crashed", record, reason=detail, crashes=len(record.process.crashes))
-            self.events.emit("worker.gave_up", record, reason=detail)
-            # The reason (pi's words and the fix, for a configuration error) is the row's
-            # summary too, so `roost ls` shows it where a failed run shows its error.
-            self.set_state(
-                record,
-                JobState.FAILED,
-                busy=False,
-                status="",
-                error=detail,
-                summary=detail,
-                question=None,
-                dialog=False,
-            )
-            self.agents.job_ended(record, "crashed repeatedly" if how == WorkerExit.GAVE_UP else detail)
-        else:  # crashed: backoff then restart
-            self.events.emit("worker.crashed", record, reason=detail, crashes=len(record.process.crashes))
-            self.set_state(record, JobState.STARTING, busy=False, status=detail, dialog=False)
+        self.exits.report(proc.record, how, detail)  # one handler per WorkerExit
 
     # -- rows ---------------------------------------------------------------------------------
     def row(self, record: JobRecord) -> dict[str, Any]:

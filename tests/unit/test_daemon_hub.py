@@ -1,6 +1,6 @@
 """roostd as a hub: the services that follow every change of a job are its listeners, in
-a fixed order; the queue's gate is asked once per start. In-process, with a fake in place
-of each worker process."""
+a fixed order; a worker's end is looked up in a table (`WorkerExits`); the queue's gate is
+asked once per start. In-process, with a fake in place of each worker process."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 
 from roost import paths
 from roost.jobs import JobRecord
-from roost.states import JobKind, JobState, ProcState
+from roost.states import JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
 from roost.supervise import jobs_service
+from roost.supervise.workerexits import WorkerExits
 
 pytestmark = pytest.mark.usefixtures("home")
 
@@ -90,6 +91,23 @@ def test_job_changed_tells_every_listener_in_order(
     daemon.job_listeners[:] = [lambda r: heard.append(f"a:{r.id}"), lambda r: heard.append(f"b:{r.id}")]
     daemon.job_changed(record, persist=False)
     assert heard == ["a:00000001", "b:00000001"]
+
+
+def test_every_worker_exit_has_a_handler(daemon: daemon_module.Daemon) -> None:
+    exits = WorkerExits(daemon, lambda record: None)
+    assert set(exits._handlers) == set(WorkerExit)
+
+
+def test_a_removed_jobs_worker_exit_is_dropped(daemon: daemon_module.Daemon) -> None:
+    record = pi_job("00000002", JobState.RUNNING)
+    saved: list[str] = []
+    exits = WorkerExits(daemon, lambda r: saved.append(r.id))
+    for how in WorkerExit:
+        exits.report(record, how, "gone")
+    assert record.state == JobState.RUNNING and saved == []
+    daemon.jobs[record.id] = record
+    exits.report(record, WorkerExit.RESTARTED, "")
+    assert saved == [record.id]
 
 
 def test_a_new_job_asks_the_gate_once(daemon: daemon_module.Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
