@@ -78,7 +78,7 @@ def summary(values: Iterable[float]) -> dict[str, Any]:
     xs = sorted(values)
     if not xs:
         return {"n": 0}
-    p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
+    p90 = xs[min(len(xs) - 1, max(0, round(0.9 * len(xs) + 0.5) - 1))]
     return {
         "median": round(statistics.median(xs), 2),
         "p90": round(p90, 2),

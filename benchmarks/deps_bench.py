@@ -40,11 +40,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from overhead_bench import bench_lab  # noqa: E402
+from overhead_bench import bench_lab
 
-from roost.testkit.fakellm import first_user_contains, text  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
+from roost.testkit.fakellm import first_user_contains, text
+from roost.testkit.lab import Lab
+from roost.testkit.procs import wait_until
 
 TIMEOUT = 120.0
 TARGET_MS = 50.0

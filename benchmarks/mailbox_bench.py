@@ -46,7 +46,7 @@ def now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def _box(path: Path, **caps: int):  # noqa: ANN202 - roost is imported lazily for --consume
+def _box(path: Path, **caps: int):
     from roost.mailbox import Mailbox
 
     return Mailbox(path, max_replies=caps.get("cap", 1 << 30), max_agent=caps.get("cap", 1 << 30))
@@ -87,7 +87,7 @@ class Floor:
 # -- consumers (run as: mailbox_bench.py --consume MODE DIR) ---------------------------
 
 
-def _inotify_names(directory: str):  # noqa: ANN202 - a generator of (names, time)
+def _inotify_names(directory: str):
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.inotify_init1(os.O_CLOEXEC)
     if fd < 0 or libc.inotify_add_watch(fd, os.fsencode(directory), IN_MOVED_TO) < 0:
@@ -193,7 +193,7 @@ def post_throughput(root: Path, items: int, rounds: int = 8) -> dict[str, float]
 
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def wake_latency(root: Path, samples: int) -> dict[str, dict[str, float]]:

@@ -415,7 +415,7 @@ def summary(values: Iterable[float]) -> dict[str, Any]:
     xs = sorted(v for v in values if v is not None)
     if not xs:
         return {"n": 0}
-    p90 = xs[min(len(xs) - 1, max(0, int(round(0.9 * len(xs) + 0.5)) - 1))]
+    p90 = xs[min(len(xs) - 1, max(0, round(0.9 * len(xs) + 0.5) - 1))]
     return {
         "median": round(statistics.median(xs), 2),
         "p90": round(p90, 2),
@@ -429,7 +429,7 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     xs = sorted(values)
     if not xs:
         return None
-    return round(xs[min(len(xs) - 1, max(0, int(round(q * len(xs) + 0.5)) - 1))], 3)
+    return round(xs[min(len(xs) - 1, max(0, round(q * len(xs) + 0.5) - 1))], 3)
 
 
 def load_average() -> list[float]:

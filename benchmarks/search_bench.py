@@ -36,11 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil  # noqa: E402
+import psutil
 
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
-from roost.testkit.sessionfiles import write_jobs  # noqa: E402
+from roost.testkit.lab import Lab
+from roost.testkit.procs import wait_until
+from roost.testkit.sessionfiles import write_jobs
 
 SCRIPT = Path(sys.executable).parent / "roost"  # the installed command, as a user runs it
 ROUNDS = 3

@@ -73,18 +73,19 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--daemon-pro
     sys.exit(daemon_main())
 
 # ---- the benchmark proper --------------------------------------------------------------------
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import itertools
+import json
+import os
+import statistics
+from typing import Any
 
-from roost import paths  # noqa: E402
-from roost.client import connect  # noqa: E402
-from roost.testkit.fakellm import first_user_contains, text, tool_call  # noqa: E402
-from roost.testkit.fakellm.requests import tool_results  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.testpi import require_pi  # noqa: E402
+from roost import paths
+from roost.client import connect
+from roost.testkit.fakellm import first_user_contains, text, tool_call
+from roost.testkit.fakellm.requests import tool_results
+from roost.testkit.lab import Lab
+from roost.testkit.testpi import require_pi
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 
@@ -130,7 +131,7 @@ class UsageBench:
             spawn_ms = (first.t - t0) * 1000
             client.call("wait", {"job": job, "timeout": 60}, 90)
             mine = [r for r in self.llm.requests_matching(first_user_contains(marker))]
-            steps = [(b.t - a.t) * 1000 for a, b in zip(mine, mine[1:], strict=False)]
+            steps = [(b.t - a.t) * 1000 for a, b in itertools.pairwise(mine)]
             since = len(self.llm.requests)
             t0 = time.monotonic()
             client.request("reply", job=job, text="AGAIN please")

@@ -274,7 +274,7 @@ class Op:
     others it reads (`optional`). (A plain class, not a dataclass: every `roost` process
     imports this module, and dataclasses brings inspect, ~6 ms.)"""
 
-    __slots__ = ("name", "caller", "required", "doc", "optional")
+    __slots__ = ("caller", "doc", "name", "optional", "required")
 
     def __init__(
         self,
@@ -576,7 +576,7 @@ class PushedEvent:
     `receiver`. Every one of `fields` is present (its value may be null); `optional` ones
     may be left out. (A plain class, as Op.)"""
 
-    __slots__ = ("name", "sender", "receiver", "fields", "optional", "doc")
+    __slots__ = ("doc", "fields", "name", "optional", "receiver", "sender")
 
     def __init__(
         self,

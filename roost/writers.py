@@ -143,7 +143,7 @@ class _Target:
         self.path = os.path.abspath(session)
         self.real = os.path.realpath(session)
         self.dirs = {os.path.dirname(self.path), os.path.dirname(self.real)}
-        self._id: str | None | bool = False  # False: not read yet
+        self._id: str | bool | None = False  # False: not read yet
 
     @property
     def id(self) -> str | None:

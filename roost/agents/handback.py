@@ -19,7 +19,7 @@ def should_report(
     cause: RunCause, joined: set[str], stop_reason: str | None, parent_chain: int
 ) -> tuple[bool, int]:
     """(report?, the new count of parent-message runs in a row)."""
-    if stop_reason == "aborted" or cause == RunCause.RESTORE and not (joined & USER_CAUSES):
+    if stop_reason == "aborted" or (cause == RunCause.RESTORE and not (joined & USER_CAUSES)):
         return False, parent_chain
     if cause.value in USER_CAUSES or joined & USER_CAUSES:
         return True, 0

@@ -75,16 +75,12 @@ def collapse(peers: Iterable[Peer]) -> list[Peer]:
 
 def relation(viewer: Peer, other: Peer) -> str:
     """What `other` is to `viewer`: parent, child, sibling, tree or external."""
-    if (
-        other.parent_session
-        and other.parent_session == viewer.session
-        or (other.parent_peer and other.parent_peer == viewer.id)
+    if (other.parent_session and other.parent_session == viewer.session) or (
+        other.parent_peer and other.parent_peer == viewer.id
     ):
         return "child"
-    if (
-        viewer.parent_session
-        and viewer.parent_session == other.session
-        or (viewer.parent_peer and viewer.parent_peer == other.id)
+    if (viewer.parent_session and viewer.parent_session == other.session) or (
+        viewer.parent_peer and viewer.parent_peer == other.id
     ):
         return "parent"
     if (viewer.parent_session and viewer.parent_session == other.parent_session) or (

@@ -9,7 +9,7 @@ from typing import Any
 
 # Plain classes, not dataclasses: @dataclass costs ~2 ms each on `roost --version`'s path.
 class Check:
-    __slots__ = ("name", "level", "detail", "fix")
+    __slots__ = ("detail", "fix", "level", "name")
 
     def __init__(self, name: str, level: str, detail: str, fix: str | None = None) -> None:
         self.name = name
@@ -26,7 +26,7 @@ class Check:
 
 
 class Report:
-    __slots__ = ("checks", "pi", "features")
+    __slots__ = ("checks", "features", "pi")
 
     def __init__(self) -> None:
         self.checks: list[Check] = []

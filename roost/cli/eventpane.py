@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
@@ -29,7 +29,10 @@ Closer = Callable[[Any], None]
 
 
 class EventsScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.pop_screen", "Back"),
+    ]
     DEFAULT_CSS = """
     EventsScreen { align: center middle; }
     #events-log { width: 95%; height: 90%; border: round $accent; background: $surface; }

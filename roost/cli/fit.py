@@ -55,7 +55,7 @@ def fit(
     )
     room = 0
     for column, limit in steps:
-        if column in widths and widths[column]:
+        if column is not None and widths.get(column):
             widths[column] = min(widths[column], limit)
         others = [w for name, w in widths.items() if w and name != FLEX]
         room = width - sum(others) - sep * len(others)

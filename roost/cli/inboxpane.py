@@ -13,11 +13,11 @@ and with `r`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 
@@ -40,7 +40,7 @@ def entry_line(entry: dict[str, Any]) -> Text:
 class InboxScreen(ModalScreen[None]):
     """The inbox; `request` talks to roostd (the view's own connection rule)."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("q", "app.pop_screen", "Back"),
         Binding("d", "dismiss_entry", "Dismiss"),

@@ -19,12 +19,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
@@ -99,7 +99,7 @@ class TranscriptSource:
 
 
 class TranscriptScreen(Screen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("q", "app.pop_screen", "Back"),
         Binding("r", "reload", "Reload"),
@@ -190,7 +190,7 @@ class ViewApp(JobKeys, SearchKey, App[None]):
     #transcript-title { height: auto; padding: 0 1; }
     #transcript { height: 1fr; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "open", "Open", key_display="enter/o"),
         Binding("a", "reply", "Reply"),
         Binding("i", "inbox", "Inbox"),

@@ -28,7 +28,7 @@ PROBE_TIMEOUT = 20.0
 
 
 class Probe:
-    __slots__ = ("argv", "model", "available", "stderr", "failure")
+    __slots__ = ("argv", "available", "failure", "model", "stderr")
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv

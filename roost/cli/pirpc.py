@@ -16,7 +16,7 @@ JOB_VARIABLES = ("PI_JOB_TOKEN", "ROOST_EXT_SOCK", "ROOST_JOB_ID", "ROOST_ATTACH
 
 
 class LoadOutcome:
-    __slots__ = ("argv", "failure", "commands", "errors", "seconds")
+    __slots__ = ("argv", "commands", "errors", "failure", "seconds")
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv  # the command run

@@ -8,11 +8,11 @@ number or text for `select`, yes/no for `confirm`, the text for `input`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
@@ -70,7 +70,7 @@ class ReplyScreen(ModalScreen[str | None]):
     """Reply to `row`'s job; with an open select or confirm dialog, pick one of its choices
     (or type a reply). Dismissed with the text to send, or None (cancelled)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     ReplyScreen { align: center middle; }
     #reply-box { width: 90%; max-width: 110; height: auto; max-height: 100%;
@@ -130,7 +130,7 @@ class ReplyScreen(ModalScreen[str | None]):
 class HelpScreen(ModalScreen[None]):
     """The keys and the symbols of the table."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("q", "app.pop_screen", "Back"),
         Binding("question_mark", "app.pop_screen", "Back"),

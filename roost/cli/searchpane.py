@@ -9,11 +9,11 @@ foreign text: shown through the output layer (`printable`) as a rich Text, never
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, OptionList, Static
@@ -44,7 +44,7 @@ def result_line(row: dict[str, Any]) -> Text:
 class SearchScreen(ModalScreen[str | None]):
     """The query box and its matches; dismissed with the chosen match's job id."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
     DEFAULT_CSS = """
     SearchScreen { align: center top; }
     #search-query { width: 95%; }
@@ -105,7 +105,7 @@ class SearchScreen(ModalScreen[str | None]):
 class SearchKey(DOMNode):
     """The view's `/`: the search screen; a chosen match opens its job's transcript."""
 
-    BINDINGS = [Binding("slash", "search", "Search", key_display="/")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("slash", "search", "Search", key_display="/")]
 
     def action_search(self) -> None:
         self.app.push_screen(SearchScreen(), self._open_found)

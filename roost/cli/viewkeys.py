@@ -32,7 +32,7 @@ KEYS = (
 class ConfirmScreen(ModalScreen[bool]):
     """A yes/no question: y or enter says yes, n or esc no."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
         Binding("enter", "answer(True)", "Yes", show=False),
         Binding("n", "answer(False)", "No"),
@@ -58,7 +58,10 @@ class ConfirmScreen(ModalScreen[bool]):
 class DiffScreen(Screen[None]):
     """A worktree job's diff against its base, scrollable (esc or q: back)."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.pop_screen", "Back"),
+    ]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()

@@ -31,7 +31,7 @@ PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
 # What a job gets without an allowlist: pi's default tools plus roost's three.
-DEFAULT_TOOLS = ("read", "bash", "edit", "write") + ROOST_TOOLS
+DEFAULT_TOOLS = ("read", "bash", "edit", "write", *ROOST_TOOLS)
 # A project definition may name only these: pi's built-in tools (grep/find/ls can do less
 # than bash, which is on by default) and roost's. Never codemode, tool_search, MCP or an
 # extension's tools that are off by default, and never a pattern.
@@ -130,7 +130,7 @@ BUILTINS: dict[str, Definition] = {
         name="scout",
         source="builtin",
         description="Read-only: answers questions about the code (reads and searches, never edits).",
-        tools=READ_ONLY_TOOLS + ("roost_agents", "roost_send"),
+        tools=(*READ_ONLY_TOOLS, "roost_agents", "roost_send"),
         prompt=(
             "You are a scout: you answer questions about the code base. You can read and "
             "search files but not change them or run commands. Answer with file paths "
@@ -146,7 +146,7 @@ BUILTINS: dict[str, Definition] = {
         name="reviewer",
         source="builtin",
         description="Read-only: reviews a diff or a branch and reports findings.",
-        tools=READ_ONLY_TOOLS + ("roost_agents", "roost_send"),
+        tools=(*READ_ONLY_TOOLS, "roost_agents", "roost_send"),
         prompt=(
             "You are a reviewer. Review the diff or branch you are given and report your "
             "findings: bugs first, then risks, then style, each with file and line. You "

@@ -38,7 +38,7 @@ class PiNotFound(FileNotFoundError):
 class PiInstall:
     """How to start pi, and what is known about it without running it."""
 
-    __slots__ = ("argv", "source", "package", "version", "root", "node", "engines")
+    __slots__ = ("argv", "engines", "node", "package", "root", "source", "version")
 
     def __init__(
         self,

@@ -415,7 +415,7 @@ class JobQueue:
         self.schedule()
 
     def group_rows(self) -> list[dict[str, Any]]:
-        total, by_group = self._counts()
+        _total, by_group = self._counts()
         waiting = Counter(group_of(r) for r in self.table.jobs.values() if r.state == JobState.QUEUED)
         return [
             {"name": name, "parallel": parallel, "running": by_group[name], "queued": waiting[name]}

@@ -49,7 +49,7 @@ def checked_name(core: Core, value: str) -> str:
     """A chosen name as roost keeps it (README: names): NFKC-normalised, at most NAME_MAX,
     one script, no control, bidi or invisible character (a terminal shows names: `roost
     ls`, the view, envelopes), and no look-alike of another job's name or id (equal UTS #39
-    skeletons: Cyrillic `а` for `a`), which later commands and peers would take for it."""
+    skeletons: Cyrillic U+0430 for `a`), which later commands and peers would take for it."""
     try:
         name = unitext.clean_name(value)
     except ValueError as exc:
@@ -58,13 +58,13 @@ def checked_name(core: Core, value: str) -> str:
         raise RequestError(BAD_REQUEST, f"name must be at most {NAME_MAX} chars")
     others: dict[str, str] = {}
     for record in core.jobs.values():
-        others.setdefault(record.name, f"{ascii(record.name)}, the name of job {record.id}")
+        others.setdefault(record.name, f"{record.name!a}, the name of job {record.id}")
         others.setdefault(record.id, f"{record.id!r}, the id of a job")
     imitated = unitext.imitates(name, others)
     if imitated:
         raise RequestError(
             BAD_REQUEST,
-            f"name {ascii(name)} looks like {imitated}: choose a name that does not imitate another",
+            f"name {name!a} looks like {imitated}: choose a name that does not imitate another",
         )
     return name
 

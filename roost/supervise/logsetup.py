@@ -82,7 +82,7 @@ class _FollowingHandler(logging.handlers.RotatingFileHandler):
 
     def _open(self) -> TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        return open(fd, "a", encoding=self.encoding)  # noqa: SIM115 (the handler closes it)
+        return open(fd, "a", encoding=self.encoding)
 
     def doRollover(self) -> None:
         super().doRollover()

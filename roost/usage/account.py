@@ -29,8 +29,8 @@ def _num(value: Any) -> float:
 class Usage:
     input: int = 0
     output: int = 0
-    cacheRead: int = 0  # noqa: N815 - the JSON names
-    cacheWrite: int = 0  # noqa: N815
+    cacheRead: int = 0
+    cacheWrite: int = 0
     cost: float = 0.0
     priced: bool = False  # some usage had a cost: the model has prices
     requests: int = 0  # model requests (assistant messages)

@@ -152,7 +152,7 @@ async def pair(request: Request) -> Response:
             status_code=403,
         )
     agent = request.headers.get("user-agent", "browser")
-    device, token = settings.store.add_device(views.device_name(agent))
+    _device, token = settings.store.add_device(views.device_name(agent))
     # The code is spent; the next URL holds no secret (the redirect drops the query).
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(

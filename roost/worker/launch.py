@@ -107,7 +107,7 @@ class Early:
 
 
 def pi_argv(job: dict[str, Any], install: PiInstall) -> list[str]:
-    argv = install.argv + ["--mode", "rpc", "--session", job["session"]]
+    argv = [*install.argv, "--mode", "rpc", "--session", job["session"]]
     if job.get("sandbox"):  # first: its refusals come before roost.ts's approvals
         argv += ["-e", str(paths.extension_path().parent / "sandbox.ts")]
     argv += ["-e", str(paths.extension_path())]

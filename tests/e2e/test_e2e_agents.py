@@ -413,11 +413,11 @@ def test_receiver_killed_between_delivery_and_ack_sees_message_once(make_lab) ->
     lab.wait(parent)
     lab.reply(parent, "SEND-K2")
     lab.wait_request(task("MK-C8") & new_user_has("KILL-TWO"), T)
-    item2 = [
+    item2 = next(
         i
         for i in lab.mailbox_files(child, "new") + lab.mailbox_files(child, "cur")
         if i.get("text") == "KILL-TWO"
-    ][0]
+    )
     kill_worker()
     hold.set()
     wait_until(

@@ -576,7 +576,7 @@ def test_attach_a_handed_off_job_and_back(lab: Lab, llm: FakeLLM, tmux: Tmux) ->
         # roost attach: the TUI opens the handed-off session (no refusal, no exit).
         cli = open_attach(lab, tmux, job)
         wait_until(
-            lambda: "BG-ANSWER-HA" in (s := tmux.capture()) or tmux.exit_status() is not None and s,
+            lambda: "BG-ANSWER-HA" in (s := tmux.capture()) or (tmux.exit_status() is not None and s),
             T,
             lambda: f"the session's answers in the TUI; screen:\n{tmux.capture()}",
         )

@@ -9,6 +9,7 @@ order, with the documented fields, and seq runs 1..N across the restart.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -145,7 +146,7 @@ def test_every_event_once_in_order_with_its_fields_across_a_restart(lab: Lab) ->
     for job in (parent, child):  # each state move starts where the last one ended
         moves = [(e["from"], e["to"]) for e in events if e["type"] == "job.state" and e["job"]["id"] == job]
         assert moves and moves[0][0] == "starting"
-        assert all(a[1] == b[0] for a, b in zip(moves, moves[1:], strict=False)), moves
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(moves)), moves
     assert ("needs_input", "running") in [
         (e["from"], e["to"]) for e in events if e["type"] == "job.state" and e["job"]["id"] == child
     ]

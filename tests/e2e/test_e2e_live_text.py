@@ -5,6 +5,7 @@ ends, the complete answer in the session file and nothing of it in the mailbox."
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +60,7 @@ def test_a_slow_answer_and_a_tool_stream_through_roostd(make_lab: Callable[..., 
     wait_until(lambda: lab.show(job)["status"] == "writing", 30, what="status writing")
     assert lab.wait(job) == "done"
     texts = [t for t in _texts(seen) if t.startswith("live00")]
-    assert len(texts) >= 3 and all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
+    assert len(texts) >= 3 and all(b.startswith(a) for a, b in itertools.pairwise(texts))
     assert not texts[0].endswith("live23")  # seen before it was complete
     wait_until(lambda: seen[-1] is None, 30, what="the partial dropped")
     assert lab.request("follow_partials")["partials"] == {}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import torture  # noqa: E402
+import torture
 
 
 def test_crash_torture_loses_and_doubles_nothing() -> None:

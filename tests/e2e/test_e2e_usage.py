@@ -69,11 +69,11 @@ def test_figures_equal_what_the_model_reported_across_restarts(make_lab: Any) ->
     assert len(lab.requests_of("UA-1")) == 4
 
     lab.cli("daemon", "stop")  # the worker lives on; roostd comes back with the next call
-    assert_figures([r for r in lab.ls() if r["id"] == job][0]["usage"], 4)
+    assert_figures(next(r for r in lab.ls() if r["id"] == job)["usage"], 4)
 
     lab.cli("stop", job)
     lab.cli("daemon", "stop")  # no worker now: the figures come from job.json
-    assert_figures([r for r in lab.ls() if r["id"] == job][0]["usage"], 4)
+    assert_figures(next(r for r in lab.ls() if r["id"] == job)["usage"], 4)
     lab.cli("start", job)
     lab.wait_state(job, "done")
     shown = json.loads(lab.cli("show", job, "--json").stdout)
@@ -130,7 +130,7 @@ def test_budget_warns_stops_reports_ended_and_raising_continues(make_lab: Any) -
     assert record["error"] == "budget exhausted: $1.01 of $1.00", record
     child_requests = lab.requests_of("UB-C")
     assert 7 <= len(child_requests) <= 8, len(child_requests)
-    row = [r for r in lab.ls() if r["id"] == child][0]
+    row = next(r for r in lab.ls() if r["id"] == child)
     assert row["state"] == "failed" and row["status"] == "budget exhausted: $1.01 of $1.00"
     assert row["usage"]["requests"] in (7, 8) and row["usage"]["budget"] == 1.0
     assert row["usage"]["cost"] == pytest.approx(COST * 7)
@@ -213,7 +213,7 @@ def test_spawn_over_the_tree_budget_is_refused_until_raised(make_lab: Any) -> No
         result["text"],
     ), result
     assert lab.job_named("pricey") is None
-    root = [r for r in lab.ls() if r["id"] == parent][0]
+    root = next(r for r in lab.ls() if r["id"] == parent)
     assert root["usage"]["treeBudget"] == 0.5
 
     lab.cli("budget", parent, "10", "--tree")
@@ -317,7 +317,7 @@ def test_unpriced_model_token_budget_and_turn_cap(make_lab: Any) -> None:
     record = lab.wait_state(turns, "failed", timeout=T)
     assert record["error"] == "turn limit reached: 2 of 2 model requests", record
     assert len(lab.requests_of("UE-2")) <= 3
-    row = [r for r in lab.ls() if r["id"] == tokens][0]
+    row = next(r for r in lab.ls() if r["id"] == tokens)
     assert row["usage"]["cost"] is None and row["usage"]["treeCost"] is None
     assert row["usage"]["input"] == 3 * 6000 or row["usage"]["requests"] == 4
     shown = lab.cli("show", tokens).stdout

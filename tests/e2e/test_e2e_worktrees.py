@@ -116,9 +116,9 @@ def test_child_in_worktree_edits_commits_reports_diff_merge(make_lab) -> None:
         "origin": os.path.realpath(show(lab, parent)["cwd"]),
     }
     assert row["cwd"] == str(wt)
-    listed = [r for r in lab.ls() if r["id"] == kid][0]
+    listed = next(r for r in lab.ls() if r["id"] == kid)
     assert listed["worktree"] == row["worktree"]
-    assert [r for r in lab.ls() if r["id"] == parent][0]["worktree"] is None
+    assert next(r for r in lab.ls() if r["id"] == parent)["worktree"] is None
     assert "worktree" in lab.cli("show", kid).stdout
 
     # While its run is in progress a merge is refused.

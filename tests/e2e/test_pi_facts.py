@@ -14,6 +14,7 @@ with `pytest -m pifacts` (or `scripts/test -m pifacts`); `-s` shows the measured
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -286,7 +287,7 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     for e in entries[1:]:
         assert re.fullmatch(r"[0-9a-f]{8}", e["id"])
     assert entries[1]["parentId"] is None
-    assert all(b["parentId"] == a["id"] for a, b in zip(entries[1:], entries[2:], strict=False))
+    assert all(b["parentId"] == a["id"] for a, b in itertools.pairwise(entries[1:]))
     assert [e["message"] for e in entries[3:]] == run_messages  # identical to message_end's
     assert pi.get_state()["messageCount"] == len(run_messages)
 

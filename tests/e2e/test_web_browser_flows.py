@@ -7,6 +7,7 @@ in the inbox.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_merge_a_worktree_job_and_name_a_conflict(
             "return [...document.querySelectorAll('pre.diff span')]"
             ".map(s => [s.getBoundingClientRect().top, s.offsetHeight])"
         )
-        steps = {round(b[0] - a[0]) for a, b in zip(boxes, boxes[1:], strict=False)}
+        steps = {round(b[0] - a[0]) for a, b in itertools.pairwise(boxes)}
         assert len(boxes) == 7 and steps == {round(boxes[0][1])}, boxes
         assert [d.text for d in browser.find_elements(By.CSS_SELECTOR, "pre.diff .d-del")] == ["-base"]
         assert browser.execute_script("return window.__pwned === undefined")

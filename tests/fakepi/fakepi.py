@@ -224,11 +224,8 @@ class FakePi:
         text = text_of(message)
         if "[[crash]]" in text:
             os._exit(1)
-        if (
-            message.get("customType") == NOTE_TYPE
-            and os.environ.get("FAKEPI_KILL_ON_NOTE")
-            or "[[kill-worker-before-ack]]" in text
-            and message["role"] == "user"
+        if (message.get("customType") == NOTE_TYPE and os.environ.get("FAKEPI_KILL_ON_NOTE")) or (
+            "[[kill-worker-before-ack]]" in text and message["role"] == "user"
         ):
             self.session.append(message)  # taken (stored) but never announced by message_end
             os.kill(os.getppid(), signal.SIGKILL)

@@ -18,8 +18,8 @@ from roost.testkit.procs import wait_until
 
 pytest.importorskip("acp")
 
-from acp import text_block  # noqa: E402
-from kit.acpclient import Editor, roost_acp  # noqa: E402
+from acp import text_block
+from kit.acpclient import Editor, roost_acp
 
 
 def test_streamed_turn_then_a_second_one(fake_pi_env: Lab) -> None:

@@ -121,6 +121,6 @@ def test_usage_report_never_cuts_a_name(roost_env: Lab) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "usage.jsonl").write_text(json.dumps(line) + "\n")
     out = env.roost_ok("usage")
-    header, row, total = out.splitlines()
+    header, row, _total = out.splitlines()
     assert row.startswith(f"0badc0de {LONG_NAME} (rm) "), out
     assert header.index("REQ") + 3 == row.index(" 2 ") + 2 and row.endswith("$0.01"), out

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("acp")
 
-from roost.acp.updates import Shown  # noqa: E402
+from roost.acp.updates import Shown
 
 
 def _partial(text: str, calls: list[dict] | None = None, tools: list[dict] | None = None) -> dict:

@@ -229,7 +229,7 @@ def test_a_lower_limit_or_an_exhausted_tree_stops_the_run(tmp_path: Path) -> Non
 
 
 def test_a_job_over_its_budget_at_start_up_resumes_nothing(tmp_path: Path) -> None:
-    guard, runs, worker = guard_for(tmp_path, Limits(budget=1.0))
+    guard, runs, _worker = guard_for(tmp_path, Limits(budget=1.0))
     assert guard.gate_resume("note") == "note"  # under the budget: the resume goes ahead
     guard.load([{"type": "message", "message": costing(1.5)}])
     runs.next_cause = RunCause.CLI  # the run a restart cut short
@@ -265,7 +265,7 @@ def test_the_guard_of_a_job_keeps_the_stopped_runs_cause_across_restarts(
 
 
 def test_pi_1x_session_stats_are_taken_after_a_settle(tmp_path: Path) -> None:
-    guard, runs, worker = guard_for(tmp_path, Limits(), stats_from_pi=True)
+    guard, _runs, worker = guard_for(tmp_path, Limits(), stats_from_pi=True)
     worker.answers["get_session_stats"] = {"tokens": {"input": 700, "output": 20}, "cost": 0.25}
     guard.on_settled(None)
     assert worker.run_spawned() == ["get_session_stats"]

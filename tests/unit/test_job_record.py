@@ -128,7 +128,7 @@ def test_job_json_is_written_grouped() -> None:
 
 def test_a_grouped_field_of_the_wrong_type_is_a_bad_record() -> None:
     saved = load_record(FIXTURES / "main-c0781a3-child.json").to_json()
-    with pytest.raises(BadRecord, match="process.workerPid has the wrong type"):
+    with pytest.raises(BadRecord, match=r"process\.workerPid has the wrong type"):
         JobRecord.from_json({**saved, "process": {"workerPid": "12"}})
     with pytest.raises(BadRecord, match="links must be an object"):
         JobRecord.from_json({**saved, "links": []})

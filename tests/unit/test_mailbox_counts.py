@@ -44,7 +44,7 @@ def test_a_settled_folder_is_listed_once(listings: tuple[Mailbox, list[int]]) ->
 
 
 def test_every_change_is_counted(listings: tuple[Mailbox, list[int]]) -> None:
-    box, calls = listings
+    box, _calls = listings
     age(box, 10)
     assert box.counts() == {"replies": 0, "agent": 0}
     box.post("reply", "later")  # new/'s mtime moves on

@@ -79,7 +79,7 @@ def test_a_stopped_run_is_not_continued_and_its_note_is_kept() -> None:
     runs, _, _ = restored(RunNote("reply", "t0", stopped=True), ANSWERED)
     assert (runs.state, runs.question) == (JobState.NEEDS_INPUT, "Done. Shall I push?")
     runs, _, _ = restored(
-        RunNote("reply", "t0", stopped=True), ANSWERED[:1] + [message("assistant", "Done.", stop="stop")]
+        RunNote("reply", "t0", stopped=True), [*ANSWERED[:1], message("assistant", "Done.", stop="stop")]
     )
     assert (runs.state, runs.summary) == (JobState.DONE, "")  # stopped after its run ended
 

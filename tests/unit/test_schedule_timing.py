@@ -4,6 +4,7 @@ fires; a file trigger's debounce. And a firing's framed task (roost.schedules.bo
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -94,7 +95,7 @@ def test_dst_fall_back_every_half_hour_fires_in_both_passes() -> None:
         "2026-10-25T02:00:00+01:00",
         "2026-10-25T02:30:00+01:00",
     ]  # 2 h: 01:50 -> 02:50
-    assert all(b - a == 1800 for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a == 1800 for a, b in itertools.pairwise(times))
 
 
 def test_dst_in_new_york_is_new_yorks() -> None:

@@ -176,7 +176,7 @@ def test_the_best_match_first_and_the_newest_first_on_ties(tmp_path: Path) -> No
         ],
     )
     rows = search(conn, "retry")
-    assert [r["job"] for r in rows][0] == "b"  # BM25: the densest match
+    assert rows[0]["job"] == "b"  # BM25: the densest match
     ties = [r["job"] for r in rows if r["snippet"] == "the same words retry"]
     assert ties == ["d", "c"]  # equal scores: the newest first
     assert rows[0]["marks"] and rows[0]["when"] == "1970-01-01T00:00:50Z"

@@ -184,7 +184,7 @@ def decide(
 
 
 def test_outcome_matrix() -> None:
-    O = Outcome  # noqa: N806, E741
+    O = Outcome  # noqa: E741
     # A stopped job is not woken and keeps nothing, except a child's report.
     assert decide("message", J.STOPPED) == (O.STOPPED, False, False, False)
     assert decide("reply", J.STOPPED) == (O.STOPPED, False, False, False)

@@ -35,7 +35,9 @@ def test_a_task_nothing_else_refers_to_is_kept_until_it_is_done() -> None:
         await asyncio.sleep(0)
         gc.collect()
         assert task() is not None and tasks.running == 1
-        assert gate is not None and (future := gate()) is not None
+        assert gate is not None
+        future = gate()
+        assert future is not None
         kept = task()
         assert kept is not None
         future.set_result(None)

@@ -35,7 +35,7 @@ def by_kind(lab: Lab) -> dict[str, dict]:
 
 
 def test_the_inbox_lists_what_waits_with_stable_ids(lab: Lab) -> None:
-    asker, chooser, broken = waiting_jobs(lab)
+    asker, _chooser, broken = waiting_jobs(lab)
     found = lab.cli_json("inbox", "--json")
     assert {e["kind"] for e in found} == {"question", "dialog", "failed"}
     for entry in found:

@@ -38,7 +38,7 @@ def attach(job: str) -> None:
     try:
         from roost.pi.locate import find_pi
 
-        argv = find_pi().argv + ["--session", attached["session"], "-e", str(paths.extension_path())]
+        argv = [*find_pi().argv, "--session", attached["session"], "-e", str(paths.extension_path())]
         # The job's agent definition holds in the foreground too (same tools and prompt).
         definition = row.get("agentDefinition") or {}
         if definition.get("tools") is not None:

@@ -133,10 +133,10 @@ class AgentOps:
         look-alike of a job's or another peer's name), refused when it breaks it. Without
         one, its folder's name, under the same rule, or else its peer id: a folder the user
         named long ago never costs a pi its tools."""
-        others = {r.name: f"{ascii(r.name)}, the name of job {r.id}" for r in self.core.jobs.values()}
+        others = {r.name: f"{r.name!a}, the name of job {r.id}" for r in self.core.jobs.values()}
         others.update(
             {
-                fg.name: f"{ascii(fg.name)}, the name of peer {fg.id}"
+                fg.name: f"{fg.name!a}, the name of peer {fg.id}"
                 for fg in self.router.foreground.values()
                 if fg.id != peer_id
             }
@@ -147,7 +147,7 @@ class AgentOps:
             name = unitext.clean_name(" ".join(strip_controls(raw).split()), "peer name")[:80]
             imitated = unitext.imitates(name, others)
             if imitated:
-                raise ValueError(f"peer name {ascii(name)} looks like {imitated}")
+                raise ValueError(f"peer name {name!a} looks like {imitated}")
         except ValueError as exc:
             if given:
                 raise RequestError(BAD_REQUEST, str(exc)) from None
@@ -254,7 +254,7 @@ class AgentOps:
         others.update({fg.name: f"peer {fg.id}" for fg in self.router.foreground.values()})
         if name in others or (imitated := unitext.imitates(name, others)):
             raise refuse(
-                f"from: {ascii(name)} is (or looks like) the name of "
+                f"from: {name!a} is (or looks like) the name of "
                 f"{others.get(name) or imitated}: choose another name"
             )
         return name

@@ -17,7 +17,7 @@ Pred = Callable[[Mapping[str, Any]], bool]
 class Matcher:
     """A named predicate over a request."""
 
-    __slots__ = ("fn", "desc")
+    __slots__ = ("desc", "fn")
 
     def __init__(self, fn: Pred, desc: str) -> None:
         self.fn = fn
