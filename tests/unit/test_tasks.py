@@ -90,6 +90,24 @@ def test_cancel_all_ends_every_task_still_running() -> None:
     asyncio.run(scenario())
 
 
+def test_one_done_waits_for_the_first_to_end_and_returns_at_once_when_none_runs() -> None:
+    async def scenario() -> None:
+        tasks = Tasks(log)
+        await asyncio.wait_for(tasks.one_done(), 5)  # none running: at once
+        first, never = asyncio.Event(), asyncio.Event()
+        tasks.spawn(first.wait(), "first")
+        tasks.spawn(never.wait(), "never")
+        waiting = asyncio.ensure_future(tasks.one_done())
+        await asyncio.sleep(0)
+        assert not waiting.done() and tasks.running == 2
+        first.set()
+        await asyncio.wait_for(waiting, 5)
+        assert tasks.running == 1  # the ended one already let go (the backpressure's count)
+        await tasks.cancel_all()
+
+    asyncio.run(scenario())
+
+
 def test_cancel_ends_every_task_but_the_one_calling_it() -> None:
     async def scenario() -> None:
         tasks = Tasks(log)
