@@ -429,7 +429,6 @@ MAX_LINES = 500
 # commit, which removes its line here (the test below fails on a line left behind).
 AWAITING_SPLIT = {
     "protocol.py",
-    "worker/lifecycle.py",
     "testkit/lab.py",
     "cli/demo.py",
     "cli/demomodel.py",
