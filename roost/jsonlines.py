@@ -22,15 +22,19 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roost import protocol
-from roost.protocol import FrameTooLarge, Op, ProtocolError, RequestError
+from roost.protocol import FrameTooLarge, ProtocolError, RequestError
 from roost.tasks import Tasks
+
+if TYPE_CHECKING:
+    from roost.ops import Op
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Connection", dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# A handler is given the request as its op's type declares it (roost.ops): checked in `_answer`.
+Handler = Callable[["Connection", Any], Awaitable[dict[str, Any] | None]]
 
 
 @dataclass(frozen=True)
@@ -379,11 +383,9 @@ async def _answer(
     if denied:
         await conn.send(protocol.fail(request_id, protocol.UNAUTHORIZED, denied))
         return
-    missing = protocol.missing_arguments(op, frame)
-    if missing:
-        await conn.send(
-            protocol.fail(request_id, protocol.BAD_REQUEST, f"{name}: missing {', '.join(missing)}")
-        )
+    wrong = op.check(frame)  # the one decoding of a request: handlers get it typed (roost.ops)
+    if wrong:
+        await conn.send(protocol.fail(request_id, protocol.BAD_REQUEST, f"{name}: {wrong}"))
         return
     try:
         result = await handler(conn, frame)

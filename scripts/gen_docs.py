@@ -174,13 +174,14 @@ def config_page() -> str:
 
 
 def protocol_page() -> str:
+    from roost import ops
     from roost import protocol as p
 
     def args(names: tuple[str, ...]) -> str:
         return ", ".join(f"`{n}`" for n in names) or "—"
 
     out = [
-        HEADER.format(source="the tables in roost/protocol.py"),
+        HEADER.format(source="the tables in roost/protocol.py and roost/ops.py"),
         "# Protocol: operations and events\n\n",
         "roostd listens on `$ROOST_HOME/roostd.sock` (mode 0600, peers checked with "
         "SO_PEERCRED). Frames are one JSON object a line, at most "
@@ -207,7 +208,7 @@ def protocol_page() -> str:
         "foreground pi).\n\n",
         "| op | caller | required | optional | what it does |\n|---|---|---|---|---|\n",
     ]
-    for op in p.DAEMON_OPS.values():
+    for op in ops.DAEMON_OPS.values():
         out.append(
             f"| `{op.name}` | {op.caller} | {args(op.required)} | {args(op.optional)} | {_cell(op.doc)} |\n"
         )
@@ -217,7 +218,7 @@ def protocol_page() -> str:
         "are roostd's, forwarded as they are.\n\n"
         "| op | caller | required | optional | what it does |\n|---|---|---|---|---|\n"
     )
-    for op in p.EXTENSION_OPS.values():
+    for op in ops.EXTENSION_OPS.values():
         out.append(
             f"| `{op.name}` | {op.caller} | {args(op.required)} | {args(op.optional)} | {_cell(op.doc)} |\n"
         )

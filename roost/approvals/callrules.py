@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,7 +209,7 @@ def definition_policy(value: Any) -> dict[str, Any]:
 
 
 def compose(
-    request: dict[str, Any],
+    request: Mapping[str, Any],
     definition: dict[str, Any] | str | None,
     project: bool,
     settings_mode: str,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def entry_key(job: str, kind: str, text: str) -> str:
     return hashlib.sha256(f"{job}\0{kind}\0{text}".encode()).hexdigest()[:24]
 
 
-def answer_text(entry: dict[str, Any], request: dict[str, Any]) -> str:
+def answer_text(entry: dict[str, Any], request: Mapping[str, Any]) -> str:
     choice, text = request.get("choice"), request.get("text")
     if choice is not None:
         options = entry.get("options") or []
@@ -138,7 +139,9 @@ def note_answer(entry_id: str, by: str, job: str, asked: str | None) -> None:
     save(book)
 
 
-def answer_question(core: Core, record: JobRecord, request: dict[str, Any], by: str) -> dict[str, Any] | None:
+def answer_question(
+    core: Core, record: JobRecord, request: Mapping[str, Any], by: str
+) -> dict[str, Any] | None:
     """The one place a person's answer to a job's open question or dialog is delivered and
     written down (the `answer` op and the `reply` op both come here). `request`: the answer
     (`text`, or `choice` N of a dialog) and, optionally, `question`: the text of the

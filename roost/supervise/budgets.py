@@ -10,7 +10,7 @@ crosses processes, so only roostd can), and logs a removed job's figures (roost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +133,7 @@ def row_usage(daemon: JobTable, record: JobRecord) -> dict[str, Any]:
     }
 
 
-def amount(request: dict[str, Any], key: str, integer: bool = False) -> Any:
+def amount(request: Mapping[str, Any], key: str, integer: bool = False) -> Any:
     try:
         return budget.check_amount(request.get(key), key, integer)
     except ValueError as exc:
@@ -145,7 +145,7 @@ def blocked(record: JobRecord) -> bool:
     return record.state == JobState.FAILED and budget.is_stop_reason(record.error)
 
 
-def apply_budget(daemon: JobTable, record: JobRecord, request: dict[str, Any]) -> None:
+def apply_budget(daemon: JobTable, record: JobRecord, request: Mapping[str, Any]) -> None:
     """Set a new job's limits from a run/spawn request and the user's defaults; a spawn
     over what is left of its tree's budget is refused (RequestError)."""
     settings = daemon.settings()

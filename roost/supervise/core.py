@@ -1,7 +1,7 @@
 """What a handler (`roost.supervise.handlers.*`) may use of roostd: `Core`, a
 `typing.Protocol` that `Daemon` satisfies. Handlers are typed against it and never import
 `daemon.py` (nor each other): a feature plugs in by adding a handler module and its ops to
-`protocol.DAEMON_OPS`; `Daemon` checks at start-up that the two lists agree."""
+`ops.DAEMON_OPS`; `Daemon` checks at start-up that the two lists agree."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ class Core(JobTable, Protocol):
     def request_shutdown(self) -> None: ...
 
 
-Op = Callable[["Core", "Connection", dict[str, Any]], Awaitable[dict[str, Any]]]
+# A handler is given its request typed as its op declares it (roost.ops), decoded where it arrived.
+Op = Callable[["Core", "Connection", Any], Awaitable[dict[str, Any]]]
 
 
 def bind(core: Core, ops: dict[str, Op]) -> dict[str, Handler]:

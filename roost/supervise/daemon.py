@@ -25,7 +25,7 @@ from roost.jobs import Facts, JobRecord
 from roost.jsonlines import Connection, Handler, serve_connection
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
-from roost.protocol import DAEMON_OPS, Op
+from roost.ops import DAEMON_OPS, Op
 from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.supervise import admission, budgets, jobstore, logsetup, searchkeeper
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit

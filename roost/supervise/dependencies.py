@@ -21,7 +21,7 @@ turn: no polling. The rules are
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from roost.agents.depends import (
@@ -123,7 +123,9 @@ class Dependencies:
         self._ready = False  # until `resume`, the table is still loading
 
     # -- a new job -------------------------------------------------------------------------
-    def hold(self, record: JobRecord, request: dict[str, Any], resolve: Callable[[str], JobRecord]) -> None:
+    def hold(
+        self, record: JobRecord, request: Mapping[str, Any], resolve: Callable[[str], JobRecord]
+    ) -> None:
         """Check a run's or spawn's `after` (`afterMode`, `withResults`) and, when it has
         one, make the new job `waiting` (before it is first saved). `resolve` finds a
         dependency by reference (a spawn: within the tree's reach), or raises."""

@@ -1,6 +1,7 @@
 """Creating and launching jobs: what `run`, `spawn` and `/roost-bg`'s hand-off share.
 
-`create_job` validates a request and builds the record; `launch` writes it and starts its
+`create_job` checks what a request means (its types were checked where it arrived:
+roost.ops) and builds the record; `launch` writes it and starts its
 worker (all or nothing); `resolve_agent` picks the agent definition; `strip_controls`
 makes agent- or user-written text safe for a one-line name."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from roost import jobenv, paths, unitext
@@ -22,23 +23,13 @@ from roost.supervise.jobstore import new_job_id
 
 if TYPE_CHECKING:
     from roost.definitions.rules import Definition
+    from roost.opargs import NewJob
     from roost.supervise.core import Core
 
 log = logging.getLogger(__name__)
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 NAME_MAX = 80
-
-
-def _text_arg(request: dict[str, Any], key: str, required: bool = False) -> str | None:
-    value = request.get(key)
-    if value is None or value == "":
-        if required:
-            raise RequestError(BAD_REQUEST, f"missing {key}")
-        return None
-    if not isinstance(value, str):
-        raise RequestError(BAD_REQUEST, f"{key} must be a string")
-    return value
 
 
 def strip_controls(text: str) -> str:
@@ -75,15 +66,15 @@ def default_name(text: str) -> str:
 
 
 def resolve_agent(
-    request: dict[str, Any], cwd: str, parent_tools: tuple[str, ...] | None = None
+    name: str | None, cwd: str, parent_tools: tuple[str, ...] | None = None
 ) -> Definition | None:
-    """The agent definition a run/spawn asks for (with a spawn's tools narrowed to the
-    parent's), None without `agent`; an unknown name is refused with the available ones."""
+    """The agent definition `name` (a run's or spawn's `agent`), with a spawn's tools
+    narrowed to the parent's; None without a name; an unknown name is refused with the
+    available ones."""
     from dataclasses import replace
 
     from roost.definitions import rules, store
 
-    name = _text_arg(request, "agent")
     if name is None:
         if parent_tools is None:
             return None
@@ -100,82 +91,97 @@ def resolve_agent(
 
 def create_job(
     core: Core,
-    request: dict[str, Any],
+    request: NewJob,
     parent_tools: tuple[str, ...] | None = None,
     links: Links | None = None,
     resolve_after: Callable[[str], JobRecord] | None = None,
 ) -> JobRecord:
-    """Validate a run/spawn request and create (but not start) its job record.
+    """Check a run/spawn request and create (but not start) its job record. Its arguments'
+    types were checked where it arrived (roost.ops); what they mean is checked here.
 
     `parent_tools`: a spawning job's tool allowlist (a child never gets more).
     `resolve_after`: how `after` names its jobs (default: any job, by id or name)."""
-    shell = bool(request.get("shell"))
-    cwd = _text_arg(request, "cwd") or os.getcwd()
+    cwd = request.get("cwd") or os.getcwd()
     if not os.path.isabs(cwd):
         raise RequestError(BAD_REQUEST, f"cwd must be an absolute path, got {cwd!r}")
     if not os.path.isdir(cwd):
         raise RequestError(BAD_REQUEST, f"cwd {cwd!r} is not a directory")
-    name = _text_arg(request, "name")
-    if name is not None:
-        name = checked_name(core, name)
+    given = request.get("name")
+    name = checked_name(core, given) if given else None
     job_id = new_job_id(set(core.jobs))
-    if shell:
-        command = request.get("command")
-        if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
-            raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
-        record = JobRecord(
-            id=job_id,
-            name=name or default_name(" ".join(command)),
-            kind=JobKind.SHELL,
-            cwd=cwd,
-            command=command,
-            summary=" ".join(strip_controls(" ".join(command)).split())[:120],
-        )
+    if request.get("shell"):
+        record = _shell_job(job_id, name, cwd, request.get("command"))
     else:
-        from roost.definitions.rules import compose_task, pick
-        from roost.results import task_note
-
-        task = _text_arg(request, "task", required=True)
-        assert task is not None
-        if not task.strip():  # a model would be asked to do nothing
-            raise RequestError(BAD_REQUEST, "the task is empty (only whitespace)")
-        defn = resolve_agent(request, cwd, parent_tools)
-        # Explicit model/thinking > the definition's > the spawner's current ones.
-        model = pick(_text_arg(request, "model"), defn, "model", _text_arg(request, "defaultModel"))
-        thinking = pick(
-            _text_arg(request, "thinking"), defn, "thinking", _text_arg(request, "defaultThinking")
-        )
-        schema = output_schema(request, defn)
-        full = compose_task(defn, task) + (task_note(schema) if schema is not None else "")
-        try:  # the task becomes the first mailbox item: refuse now what the post would
-            checked_body(ItemKind.REPLY.value, full, None, {"cause": RunCause.TASK.value})
-        except InvalidItem as exc:
-            raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
-        if thinking is not None and thinking not in THINKING_LEVELS:
-            raise RequestError(BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}")
-        record = JobRecord(
-            id=job_id,
-            name=name or default_name(task),
-            kind=JobKind.PI,
-            cwd=cwd,
-            task=full,
-            model=model,
-            thinking=thinking,
-            output_schema=schema,
-            summary=default_name(task),
-            agent=_text_arg(request, "agent"),
-            agent_def=defn.to_json() if defn else None,
-            session=str(paths.job_dir(job_id) / "session.jsonl"),
-            links=links or Links(),
-        )
-        record.approvals = approval_policy(core, request, defn, record.links)
-        record.sandbox = sandbox_policy(core, request, defn, record.links, cwd)
+        record = _pi_job(core, job_id, name, cwd, request, parent_tools, links or Links())
     core.deps.hold(record, request, resolve_after or core.find_job)  # `after`: born waiting
     return record
 
 
+def _shell_job(job_id: str, name: str | None, cwd: str, command: list[str] | None) -> JobRecord:
+    if not command:
+        raise RequestError(BAD_REQUEST, "a shell job needs command: a non-empty list of strings")
+    return JobRecord(
+        id=job_id,
+        name=name or default_name(" ".join(command)),
+        kind=JobKind.SHELL,
+        cwd=cwd,
+        command=command,
+        summary=" ".join(strip_controls(" ".join(command)).split())[:120],
+    )
+
+
+def _pi_job(
+    core: Core,
+    job_id: str,
+    name: str | None,
+    cwd: str,
+    request: NewJob,
+    parent_tools: tuple[str, ...] | None,
+    links: Links,
+) -> JobRecord:
+    from roost.definitions.rules import compose_task, pick
+    from roost.results import task_note
+
+    task = request.get("task")
+    if not task:
+        raise RequestError(BAD_REQUEST, "missing task")
+    if not task.strip():  # a model would be asked to do nothing
+        raise RequestError(BAD_REQUEST, "the task is empty (only whitespace)")
+    agent = request.get("agent") or None
+    defn = resolve_agent(agent, cwd, parent_tools)
+    # Explicit model/thinking > the definition's > the spawner's current ones.
+    model = pick(request.get("model"), defn, "model", request.get("defaultModel") or None)
+    thinking = pick(request.get("thinking"), defn, "thinking", request.get("defaultThinking") or None)
+    schema = output_schema(request.get("output_schema"), defn)
+    full = compose_task(defn, task) + (task_note(schema) if schema is not None else "")
+    try:  # the task becomes the first mailbox item: refuse now what the post would
+        checked_body(ItemKind.REPLY.value, full, None, {"cause": RunCause.TASK.value})
+    except InvalidItem as exc:
+        raise RequestError(BAD_REQUEST, f"task refused: {exc}") from None
+    if thinking is not None and thinking not in THINKING_LEVELS:
+        raise RequestError(BAD_REQUEST, f"thinking must be one of {', '.join(THINKING_LEVELS)}")
+    record = JobRecord(
+        id=job_id,
+        name=name or default_name(task),
+        kind=JobKind.PI,
+        cwd=cwd,
+        task=full,
+        model=model,
+        thinking=thinking,
+        output_schema=schema,
+        summary=default_name(task),
+        agent=agent,
+        agent_def=defn.to_json() if defn else None,
+        session=str(paths.job_dir(job_id) / "session.jsonl"),
+        links=links,
+    )
+    record.approvals = approval_policy(core, request, defn, record.links)
+    record.sandbox = sandbox_policy(core, request, defn, record.links, cwd)
+    return record
+
+
 def sandbox_policy(
-    core: Core, request: dict[str, Any], defn: Definition | None, links: Links, cwd: str
+    core: Core, request: NewJob, defn: Definition | None, links: Links, cwd: str
 ) -> dict[str, Any] | None:
     """The job's bubblewrap sandbox (roost.sandbox.compose): a sandboxed parent's child is
     sandboxed too, inside its parent's writable folders; a sandbox is refused here, not at
@@ -196,7 +202,7 @@ def sandbox_policy(
             f"a sandboxed job's child works inside its parent's writable folders: {cwd} is outside them",
         )
     on = request.get("sandbox")
-    network = _text_arg(request, "sandboxNetwork")
+    network = request.get("sandboxNetwork") or None
     try:
         policy = sandbox.compose(
             on if isinstance(on, bool) else None,
@@ -208,8 +214,8 @@ def sandbox_policy(
             boxed,
         )
         if policy is not None:  # the job's PATH, roostd's ROOST_BWRAP (as its worker will)
-            env = request.get("env")
-            env = dict(env) if isinstance(env, dict) and env.get("PATH") else dict(os.environ)
+            given = request.get("env")
+            env = dict(given) if given and given.get("PATH") else dict(os.environ)
             env.pop(sandbox.BWRAP_VAR, None)
             if os.environ.get(sandbox.BWRAP_VAR):
                 env[sandbox.BWRAP_VAR] = os.environ[sandbox.BWRAP_VAR]
@@ -220,7 +226,7 @@ def sandbox_policy(
 
 
 def approval_policy(
-    core: Core, request: dict[str, Any], defn: Definition | None, links: Links
+    core: Core, request: NewJob, defn: Definition | None, links: Links
 ) -> dict[str, Any] | None:
     """The job's approval policy (roost.approvals.callrules.compose). A spawned child's request
     comes from a model: it may only add ask and deny rules, and gets at least its parent
@@ -229,11 +235,12 @@ def approval_policy(
 
     settings = core.settings()
     parent = core.jobs.get(links.parent_peer) if links.spawned and links.parent_peer else None
+    asked: Mapping[str, Any] = request
     if links.spawned:
-        request = {kind: request.get(kind) for kind in ("ask", "deny")}
+        asked = {kind: request.get(kind) for kind in ("ask", "deny")}
     try:
         return compose(
-            request,
+            asked,
             defn.approvals if defn is not None else None,
             defn is not None and defn.source == "project",
             settings.approvals,
@@ -245,13 +252,12 @@ def approval_policy(
         raise RequestError(BAD_REQUEST, str(exc)) from None
 
 
-def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str, Any] | None:
-    """The JSON Schema the job's answers are checked against: the request's
-    `output_schema` (an object, or its JSON text: a model may send either), else the agent
+def output_schema(schema: dict[str, Any] | str | None, defn: Definition | None) -> dict[str, Any] | None:
+    """The JSON Schema the job's answers are checked against: the request's `schema` (its
+    `output_schema`: an object, or its JSON text: a model may send either), else the agent
     definition's; a schema that cannot be used is refused with why (roost.results)."""
     from roost.results import BadSchema, check_schema
 
-    schema = request.get("output_schema")
     if schema is None:
         # A definition's file name was read into the schema when the definition was loaded.
         return defn.output_schema if defn is not None and isinstance(defn.output_schema, dict) else None
@@ -268,7 +274,7 @@ def output_schema(request: dict[str, Any], defn: Definition | None) -> dict[str,
         raise RequestError(BAD_REQUEST, str(exc)) from None
 
 
-def request_env(request: dict[str, Any]) -> dict[str, str] | None:
+def request_env(request: Mapping[str, Any]) -> dict[str, str] | None:
     """The `env` a client sent (roost's own names dropped), None when it sent none."""
     try:
         return jobenv.checked(request.get("env"))
@@ -315,7 +321,7 @@ def launch(
     elif queued:
         core.job_changed(record, persist=False)  # its row, with its place; saved above
     else:
-        core.start_worker(record, "new job", admitted=True)  # the gate was asked above
+        core.start_worker(record, "new job")
 
 
 def agent_catalog(cwd: str) -> str | None:

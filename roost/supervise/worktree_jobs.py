@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,7 @@ def in_tree(daemon: JobTable, key: str) -> int:
 
 
 # -- creation ----------------------------------------------------------------------------
-async def prepare(daemon: JobTable, record: JobRecord, request: dict[str, Any], spawned: bool) -> None:
+async def prepare(daemon: JobTable, record: JobRecord, request: Mapping[str, Any], spawned: bool) -> None:
     """Give a new (not yet launched) pi job its worktree when the request and the policy
     say so: the worktree is made, `record.worktree` set and `record.cwd` moved into it.
     RequestError (nothing made) otherwise."""

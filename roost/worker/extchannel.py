@@ -15,7 +15,8 @@ from typing import Any
 
 from roost import protocol
 from roost.jsonlines import Connection, serve_connection
-from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
+from roost.ops import EXTENSION_OPS, Op
+from roost.protocol import REFUSED, UNAUTHORIZED, RequestError
 from roost.worker.daemon_link import DaemonLink
 
 

@@ -7,6 +7,7 @@ asks them and does the git work.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ class WorktreeRequest:
     base: str | None = None
 
 
-def _opt_str(request: dict[str, Any], key: str) -> str | None:
+def _opt_str(request: Mapping[str, Any], key: str) -> str | None:
     value = request.get(key)
     if value is None or value == "":
         return None
@@ -42,7 +43,7 @@ def _opt_str(request: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def decide(request: dict[str, Any], policy: str | None, spawned: bool) -> WorktreeRequest:
+def decide(request: Mapping[str, Any], policy: str | None, spawned: bool) -> WorktreeRequest:
     """Whether the job gets a worktree. A user's `roost run --worktree` always may; a
     spawn follows the user-level `agentChildWorktrees` policy."""
     asked = request.get("worktree")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from roost.protocol import DAEMON_OPS
+from roost.ops import DAEMON_OPS
 from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
 from roost.testkit.lab import Lab
 

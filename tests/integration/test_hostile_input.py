@@ -15,7 +15,7 @@ import pytest
 from kit.jobs import Raw, raw_unix, run_job, settle, status_is
 from kit.wait import wait_until
 
-from roost.protocol import DAEMON_OPS
+from roost.ops import DAEMON_OPS
 from roost.testkit.lab import Lab
 
 LONE = "\ud800"

@@ -459,9 +459,9 @@ def test_a_report_kept_after_a_failure_goes_once_when_its_parent_comes_back(
 
 
 def test_the_op_table_and_the_handlers_are_checked_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    """protocol.DAEMON_OPS is the one list of ops: every op has a handler, every handler
+    """ops.DAEMON_OPS is the one list of ops: every op has a handler, every handler
     an op, or roostd does not start."""
-    from roost.protocol import DAEMON_OPS
+    from roost.ops import DAEMON_OPS
     from roost.supervise.handlers import worktrees
 
     assert set(daemon_module.Daemon().handlers) == set(DAEMON_OPS)
@@ -504,6 +504,16 @@ def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(harness
         for key in ("dir", "mailbox"):  # under this test's ROOST_HOME
             assert Path(shown.pop(key)).parts[-2:] == Path(expected.pop(key)).parts[-2:]
         assert shown == expected
+
+
+def test_a_row_has_the_keys_jobrow_declares(harness: Harness) -> None:
+    """roost.opargs.JobRow is the row `list` answers and `job` events push, key for key."""
+    from roost.jobs import load_record
+    from roost.opargs import JobRow
+
+    record = load_record(FIXTURES / "main-c0781a3-parent.json")
+    harness.add(record)
+    assert set(harness.daemon.row(record)) == set(JobRow.__annotations__)
 
 
 # -- `list` as `roost ls --json` prints it ------------------------------------------------------

@@ -17,7 +17,8 @@ import pytest
 
 from roost import protocol, unitext
 from roost.jsonlines import Connection, serve_connection
-from roost.protocol import MAX_FRAME, Op
+from roost.ops import Op
+from roost.protocol import MAX_FRAME
 
 LONE = "\ud800"
 

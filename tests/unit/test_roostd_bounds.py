@@ -18,7 +18,7 @@ import pytest
 from roost import protocol
 from roost.agents.limits import RateLimiter
 from roost.jsonlines import Bounds, Connection, InputPool, serve_connection
-from roost.protocol import Op
+from roost.ops import Op
 from roost.supervise.admission import connection_cap
 from roost.supervise.hooks import OutputTail
 from roost.supervise.logsetup import RepeatFilter
@@ -104,7 +104,7 @@ def test_pipelined_requests_stop_the_reading_at_the_in_flight_bound() -> None:
             await gate.wait()
             return {}
 
-        ops = {"slow": Op("slow", "any", (), "")}
+        ops = {"slow": Op("slow", "any")}
         server = asyncio.ensure_future(serve_connection(conn, {"slow": slow}, ops, lambda c, o: None))
         peer.sendall(protocol.encode({"id": 1, "op": "slow"}) * 50)
         await asyncio.sleep(0.2)

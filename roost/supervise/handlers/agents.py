@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from roost import jobenv, procid, unitext
 from roost.agents import tooltext
@@ -22,6 +22,7 @@ from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
 from roost.jobs import JobRecord, Links
 from roost.jsonlines import Connection, Handler
 from roost.locks import holder_is_alive, read_holder
+from roost.opargs import Handback, MessageRequest, NewJob, NoArgs, PeerRegister, SendRequest, SpawnRequest
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.states import SETTLED_JOB_STATES, Attach, ItemKind, JobState, PeerKind
 from roost.supervise import budgets, worktree_jobs
@@ -52,7 +53,7 @@ class AgentOps:
         self.send_rate = RateLimiter()
         self.spawn_rate = RateLimiter()
 
-    async def peer_register(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def peer_register(self, conn: Connection, request: PeerRegister) -> dict[str, Any]:
         if conn.job_id is not None:
             raise RequestError(BAD_REQUEST, "a job's worker is already its peer")
         session = request.get("session")
@@ -127,7 +128,7 @@ class AgentOps:
         self.router.register(fg)
         return {"id": peer_id, "name": fg.name}
 
-    def _peer_name(self, request: dict[str, Any], peer_id: str) -> str:
+    def _peer_name(self, request: PeerRegister, peer_id: str) -> str:
         """The name a foreground pi goes by: its session's name, under the rule of a job's
         name (unitext.clean_name: NFKC, no bidi or invisible character, one script; no
         look-alike of a job's or another peer's name), refused when it breaks it. Without
@@ -171,7 +172,7 @@ class AgentOps:
             return f"session:{me.session}"
         return f"pid:{conn.peer.pid}" if conn.peer else f"peer:{me.id}"
 
-    async def peers(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def peers(self, conn: Connection, request: NoArgs) -> dict[str, Any]:
         me = self.caller(conn)
         external = self.core.settings().agentExternalMessages
         rows = [peer.row(rel) for peer, rel in reachable(me, self.router.all_peers(), external)]
@@ -188,13 +189,13 @@ class AgentOps:
             raise refuse(f"message too long: {len(message)} characters (max {settings.agentMessageMaxChars})")
         return message
 
-    async def send(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def send(self, conn: Connection, request: SendRequest) -> dict[str, Any]:
         me = self.caller(conn)
         settings = self.core.settings()
         message = self._checked_message(self.identity(conn, me), request["message"], settings)
         try:
             target, rel = resolve(
-                me, str(request["to"]), self.router.all_peers(), settings.agentExternalMessages
+                me, request["to"], self.router.all_peers(), settings.agentExternalMessages
             )
         except ResolveError as exc:
             raise refuse(str(exc)) from None
@@ -207,7 +208,7 @@ class AgentOps:
             "text": tooltext.send_text(outcome, rel, target.id, target.name),
         }
 
-    async def message(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def message(self, conn: Connection, request: MessageRequest) -> dict[str, Any]:
         """A message from an agent outside roost (`roost mcp`'s client, named by `from`) to
         the job `job`: framed to its model as an external agent's (relation `external`),
         never as the user's. External reach rules: only when agentExternalMessages is on,
@@ -220,7 +221,7 @@ class AgentOps:
             )
         name = self._external_name(request.get("from"))
         message = self._checked_message(f"external:{name}", request["message"], settings)
-        ref = str(request["job"])
+        ref = request["job"]
         record = self.core.jobs.get(ref)
         if record is None:
             named = [r.id for r in self.core.jobs.values() if r.name == ref]
@@ -259,7 +260,7 @@ class AgentOps:
             )
         return name
 
-    async def spawn(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def spawn(self, conn: Connection, request: SpawnRequest) -> dict[str, Any]:
         me = self.caller(conn)
         settings = self.core.settings()
         parent_session = me.session
@@ -308,7 +309,7 @@ class AgentOps:
             request = {**request, "withResults": True}  # a fan-in child reads their answers
         record = create_job(
             self.core,
-            request,
+            cast(NewJob, request),  # a new job's arguments, its task given (no shell)
             parent_tools=parent_tools,
             links=Links(
                 parent_session=parent_session,
@@ -368,10 +369,10 @@ class AgentOps:
 
         return find
 
-    async def handback(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def handback(self, conn: Connection, request: Handback) -> dict[str, Any]:
         assert conn.job_id is not None
         record = self.core.jobs[conn.job_id]
-        state = str(request["state"])
+        state = request["state"]
         if state not in REPORT_STATES:
             raise RequestError(BAD_REQUEST, f"handback state must be one of {REPORT_STATES}")
         report_id = request.get("report")

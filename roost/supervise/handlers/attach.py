@@ -16,6 +16,7 @@ from typing import Any
 
 from roost import jobenv, paths, procid, protocol
 from roost.jsonlines import Connection, Handler
+from roost.opargs import Handoff, JobRef, NewJob
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, RunCause
 from roost.supervise import budgets, jobstore
@@ -25,8 +26,8 @@ from roost.supervise.jobs_service import create_job, request_env
 log = logging.getLogger(__name__)
 
 
-async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def attach(core: Core, conn: Connection, request: JobRef) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     if record.kind != JobKind.PI:
         raise RequestError(REFUSED, f"job {record.id} is a shell job: nothing to attach to")
     if record.attached:
@@ -61,12 +62,12 @@ async def attach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     return {"id": record.id, "name": record.name, "session": record.session, "cwd": record.cwd}
 
 
-async def detach(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def detach(core: Core, conn: Connection, request: JobRef) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     return {"id": record.id, "outcome": core.agents.detach(record, "roost attach ended")}
 
 
-async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def handoff(core: Core, conn: Connection, request: Handoff) -> dict[str, Any]:
     """A foreground pi gives its session to a job (new, or the session's old one)."""
     router = core.agents
     fg = router.foreground.get(conn.peer_id or "")
@@ -77,23 +78,22 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
             BAD_REQUEST, "a session without a file (--no-session) cannot move to the background"
         )
     task = request.get("task") or None
-    if task is not None and not isinstance(task, str):
-        raise RequestError(BAD_REQUEST, "task must be a string")
     env = request_env(request)  # the pi's environment: the job's from now on
     record = router.job_for_session(fg.session)
     if record is not None and core.procs.get(record.id) and core.procs[record.id].alive:
         raise RequestError(REFUSED, f"job {record.id} already runs this session")
     if record is None:
-        record = create_job(
-            core,
-            {
-                "task": task or "(handed off from the foreground)",
-                "name": request.get("name") or fg.name,
-                "cwd": request.get("cwd") if os.path.isdir(str(request.get("cwd"))) else fg.cwd,
-                "model": request.get("model"),
-                "thinking": request.get("thinking"),
-            },
-        )
+        cwd, model, thinking = request.get("cwd"), request.get("model"), request.get("thinking")
+        job: NewJob = {
+            "task": task or "(handed off from the foreground)",
+            "name": request.get("name") or fg.name,
+            "cwd": cwd if cwd and os.path.isdir(cwd) else fg.cwd,
+        }
+        if model:
+            job["model"] = model
+        if thinking:
+            job["thinking"] = thinking
+        record = create_job(core, job)
         record.session = fg.session
         budgets.apply_budget(core, record, {})  # the user's default budgets
         core.add_job(record)

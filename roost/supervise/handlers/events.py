@@ -13,6 +13,7 @@ from typing import Any
 
 from roost import eventlog, protocol
 from roost.jsonlines import Connection, Handler
+from roost.opargs import EventsRequest
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.supervise.core import Core, bind
 from roost.supervise.eventwriter import Subscription
@@ -22,7 +23,7 @@ MAX_FOLLOWS = 4
 OVERFLOW = "it fell too far behind the event log; resume from the last seq read"
 
 
-async def events(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def events(core: Core, conn: Connection, request: EventsRequest) -> dict[str, Any]:
     since = request.get("since")
     if since is not None and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
         raise RequestError(BAD_REQUEST, "since must be a seq (an integer >= 0) or null")

@@ -25,6 +25,7 @@ from typing import Any
 from roost.approvals import callrules as policy
 from roost.fsutil import utc_now
 from roost.jsonlines import Connection, Handler
+from roost.opargs import AnswerRequest, ApprovalAnswer, ApprovalRequest, NoArgs
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.supervise import approvalbook, attention
 from roost.supervise.approvalbook import load, save
@@ -76,12 +77,12 @@ def entries(core: Core) -> list[dict[str, Any]]:
     return out + [approvalbook.inbox_entry(core, entry) for entry in approvalbook.pending(core)]
 
 
-async def inbox(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def inbox(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     return {"entries": entries(core)}
 
 
-async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    entry_id = str(request["entry"])
+async def answer(core: Core, conn: Connection, request: AnswerRequest) -> dict[str, Any]:
+    entry_id = request["entry"]
     by = str(request.get("by") or "someone")[:80]
     book = attention.load()
     done = book["answered"].get(entry_id)
@@ -122,13 +123,13 @@ async def answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
 
 
 # -- approvals (roost.supervise.approvalbook keeps them) ----------------------------------------
-async def approval_request(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def approval_request(core: Core, conn: Connection, request: ApprovalRequest) -> dict[str, Any]:
     """A worker holds a call that needs a person: its entry (new, or the one it asked before)."""
     assert conn.job_id is not None
     record = core.jobs.get(conn.job_id)
     if record is None:
         raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
-    call, tool, tool_input = str(request["call"]), str(request["tool"]), request.get("input")
+    call, tool, tool_input = request["call"], request["tool"], request.get("input")
     if not isinstance(tool_input, dict):
         tool_input = {}
     worker = request.get("worker")
@@ -187,7 +188,7 @@ async def approval_request(core: Core, conn: Connection, request: dict[str, Any]
     return approvalbook.reply(entry)
 
 
-async def approval_answer(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def approval_answer(core: Core, conn: Connection, request: ApprovalAnswer) -> dict[str, Any]:
     """A person approves or denies an entry (`decision`: approve | deny; `always`, `reason`,
     `by`: cli | view | web)."""
     if conn.job_id is not None or conn.peer_id is not None:
@@ -204,7 +205,7 @@ async def approval_answer(core: Core, conn: Connection, request: dict[str, Any])
     if reason is not None and not isinstance(reason, str):
         raise RequestError(BAD_REQUEST, "reason must be text")
     return approvalbook.answer(
-        core, str(request["entry"]), decision, by, reason=reason, always=bool(request.get("always"))
+        core, request["entry"], decision, by, reason=reason, always=bool(request.get("always"))
     )
 
 

@@ -18,6 +18,18 @@ from roost.escapes import json_text
 from roost.jobs import JobRecord
 from roost.jobtree import tree_order
 from roost.jsonlines import Connection, Handler
+from roost.opargs import (
+    JobRef,
+    ListRequest,
+    NoArgs,
+    ReplyRequest,
+    RmRequest,
+    RunRequest,
+    ShutdownRequest,
+    StartRequest,
+    WaitJobsRequest,
+    WaitRequest,
+)
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
 from roost.supervise import attention, budgets, worktree_jobs
@@ -76,7 +88,7 @@ def reached(core: Core, record: JobRecord, until: str) -> bool:
     return record.state.value == until
 
 
-async def status(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def status(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     return {
         "running": True,
         "pid": os.getpid(),
@@ -86,7 +98,7 @@ async def status(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     }
 
 
-async def shutdown(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def shutdown(core: Core, conn: Connection, request: ShutdownRequest) -> dict[str, Any]:
     stopped = []
     if request.get("jobs"):
         for record in list(core.jobs.values()):
@@ -97,7 +109,7 @@ async def shutdown(core: Core, conn: Connection, request: dict[str, Any]) -> dic
     return {"stopped": stopped}
 
 
-async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def run(core: Core, conn: Connection, request: RunRequest) -> dict[str, Any]:
     _check_chosen_name(core, request.get("name"))
     env = request_env(request)
     record = create_job(core, request)
@@ -126,7 +138,7 @@ def all_rows(core: Core) -> list[dict[str, Any]]:
         return [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
 
 
-async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def list_jobs(core: Core, conn: Connection, request: ListRequest) -> dict[str, Any]:
     core.queue.schedule()  # a maxRunning raised in roost.json applies now
     rows = all_rows(core)
     if request.get("tree"):
@@ -145,8 +157,8 @@ async def list_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> di
     return {"jobs": rows}
 
 
-async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def show(core: Core, conn: Connection, request: JobRef) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     proc = core.procs.get(record.id)
     row = core.row(record)
     row.update(
@@ -172,8 +184,8 @@ async def show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     return {"job": row}
 
 
-async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def reply(core: Core, conn: Connection, request: ReplyRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     text = request.get("text")
     if request.get("choice") is None and (not isinstance(text, str) or not text.strip()):
         raise RequestError(BAD_REQUEST, "the reply text is empty")
@@ -211,8 +223,8 @@ async def reply(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     return answer
 
 
-async def wait(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def wait(core: Core, conn: Connection, request: WaitRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     timeout = request.get("timeout")
     if timeout is not None and (
         isinstance(timeout, bool)
@@ -232,7 +244,7 @@ async def wait(core: Core, conn: Connection, request: dict[str, Any]) -> dict[st
     return {"settled": True, "row": core.row(record)}
 
 
-async def wait_jobs(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def wait_jobs(core: Core, conn: Connection, request: WaitJobsRequest) -> dict[str, Any]:
     refs = request["jobs"]
     if not isinstance(refs, list) or not refs:
         raise RequestError(BAD_REQUEST, "jobs must be a non-empty list of job ids or names")
@@ -272,17 +284,17 @@ async def _stop(core: Core, record: JobRecord, reason: str = "stopped") -> None:
         core.agents.job_ended(record, reason)
 
 
-async def stop(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def stop(core: Core, conn: Connection, request: JobRef) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     was = record.state.value
     await _stop(core, record)
     return {"id": record.id, "was": was, "state": record.state.value}
 
 
-async def abort(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def abort(core: Core, conn: Connection, request: JobRef) -> dict[str, Any]:
     """End the run in progress and keep the job (`stop` ends the job): its worker sends pi
     `abort`, the run ends as aborted and the job is done, ready for the next message."""
-    record = core.find_job(str(request["job"]))
+    record = core.find_job(request["job"])
     proc = core.procs.get(record.id)
     aborted = bool(
         record.busy and proc is not None and proc.conn is not None and proc.conn.push(protocol.event("abort"))
@@ -290,8 +302,8 @@ async def abort(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     return {"id": record.id, "aborted": aborted, "state": record.state.value}
 
 
-async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def start(core: Core, conn: Connection, request: StartRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     proc = core.procs.get(record.id)
     if proc is not None and proc.alive:
         raise RequestError(REFUSED, _nothing_to_start(record))
@@ -327,8 +339,8 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     return {"id": record.id, "state": record.state.value}
 
 
-async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def rm(core: Core, conn: Connection, request: RmRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     force, delete_branch = bool(request.get("force")), bool(request.get("deleteBranch"))
     await worktree_jobs.check_removable(record, force, delete_branch)
     proc = core.procs.get(record.id)
@@ -355,7 +367,7 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     return {"id": record.id, "removed": True, "worktree": notes}
 
 
-async def subscribe(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def subscribe(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     core.subscribers.add(conn)
     return {"jobs": all_rows(core)}
 

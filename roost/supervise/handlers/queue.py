@@ -9,6 +9,8 @@ from typing import Any
 
 from roost.fsutil import one_sync
 from roost.jsonlines import Connection, Handler
+from roost.opargs import GroupAddRequest, GroupRef, NoArgs, QueueMoveRequest, RunEachRequest
+from roost.ops import run_request
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import JobState
 from roost.supervise import budgets
@@ -21,7 +23,7 @@ EACH_MAX = 10_000
 _EACH_KEYS = ("task", "name", "group", "priority")
 
 
-def _each_requests(request: dict[str, Any]) -> list[dict[str, Any]]:
+def _each_requests(request: RunEachRequest) -> list[dict[str, Any]]:
     """One run request per task: the shared arguments, then the task's own."""
     tasks = request["tasks"]
     if not isinstance(tasks, list) or not tasks:
@@ -46,13 +48,14 @@ def _each_requests(request: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def run_each(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def run_each(core: Core, conn: Connection, request: RunEachRequest) -> dict[str, Any]:
     """Every job checked and made first, then launched: a bad task refuses the whole request."""
     env = request_env(request)
     made = []
     names: set[str] = set()
-    for n, each in enumerate(_each_requests(request), 1):
+    for n, given in enumerate(_each_requests(request), 1):
         try:
+            each = run_request(given)
             record = create_job(core, each)
             if each.get("name"):
                 if record.name in names:
@@ -79,7 +82,7 @@ async def run_each(core: Core, conn: Connection, request: dict[str, Any]) -> dic
     return {"jobs": jobs}
 
 
-async def queue(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def queue(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     core.queue.schedule()  # a maxRunning raised in roost.json applies now
     return {
         **core.queue.summary(),
@@ -88,8 +91,8 @@ async def queue(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     }
 
 
-async def queue_move(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def queue_move(core: Core, conn: Connection, request: QueueMoveRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     first = bool(request.get("first"))
     if first == ("priority" in request and request["priority"] is not None):
         raise RequestError(BAD_REQUEST, "give a priority or first, one of them")
@@ -102,16 +105,16 @@ async def queue_move(core: Core, conn: Connection, request: dict[str, Any]) -> d
     return {"id": record.id, "queue": core.row(record)["queue"]}
 
 
-async def group_add(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def group_add(core: Core, conn: Connection, request: GroupAddRequest) -> dict[str, Any]:
     core.queue.set_group(request["name"], request["parallel"])
     return {"groups": core.queue.group_rows()}
 
 
-async def group_ls(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def group_ls(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     return {"groups": core.queue.group_rows()}
 
 
-async def group_rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def group_rm(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     core.queue.set_group(request["name"], None)
     return {"groups": core.queue.group_rows()}
 

@@ -10,11 +10,12 @@ from typing import Any
 
 from roost import results
 from roost.jsonlines import Connection, Handler
+from roost.opargs import ResultRequest
 from roost.protocol import NOT_FOUND, REFUSED, RequestError
 from roost.supervise.core import Core, bind
 
 
-async def result(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def result(core: Core, conn: Connection, request: ResultRequest) -> dict[str, Any]:
     assert conn.job_id is not None
     record = core.jobs.get(conn.job_id)
     if record is None:

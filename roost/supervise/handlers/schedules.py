@@ -13,6 +13,8 @@ from typing import Any
 
 from roost import jobenv
 from roost.jsonlines import Connection, Handler
+from roost.opargs import GroupRef, NoArgs, ScheduleAdd
+from roost.ops import run_request
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.schedules import timing
 from roost.schedules.book import Schedule, iso
@@ -41,7 +43,7 @@ RUN_KEYS = (
 """What of `run`'s request a schedule keeps for its firings."""
 
 
-def _choice(request: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+def _choice(request: ScheduleAdd, key: str, allowed: tuple[str, ...]) -> str:
     value = request.get(key) or allowed[0]
     if value not in allowed:
         raise RequestError(BAD_REQUEST, f"{key} must be one of {', '.join(allowed)}, got {value!r}")
@@ -65,12 +67,18 @@ def local_zone_of_machine() -> str:
     return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "UTC"
 
 
-def _when(request: dict[str, Any], tz: str, now: float) -> tuple[When, str]:
+def _when(request: ScheduleAdd, tz: str, now: float) -> tuple[When, str]:
     """The schedule's trigger and how the person wrote it."""
-    given = [k for k in ("cron", "every", "at", "onChange") if request.get(k)]
+    triggers: dict[str, Any] = {
+        "cron": request.get("cron"),
+        "every": request.get("every"),
+        "at": request.get("at"),
+        "onChange": request.get("onChange"),
+    }
+    given = [k for k, v in triggers.items() if v]
     if len(given) != 1:
         raise RequestError(BAD_REQUEST, "give one of cron, every, at, onChange")
-    kind, value = given[0], request[given[0]]
+    kind, value = given[0], triggers[given[0]]
     try:
         zone = timing.zone(tz)
         if kind == "cron":
@@ -104,8 +112,8 @@ def _watched(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-async def schedule_add(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    name = str(request["name"])
+async def schedule_add(core: Core, conn: Connection, request: ScheduleAdd) -> dict[str, Any]:
+    name = request["name"]
     if not NAME.fullmatch(name):
         raise RequestError(
             BAD_REQUEST,
@@ -121,13 +129,14 @@ async def schedule_add(core: Core, conn: Connection, request: dict[str, Any]) ->
         env = jobenv.checked(request.get("env"))
     except jobenv.BadEnvironment as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
-    run = request["run"]
-    if not isinstance(run, dict) or set(run) - set(RUN_KEYS):
+    given = request["run"]
+    if set(given) - set(RUN_KEYS):
         raise RequestError(
             BAD_REQUEST, f"run must be an object with at most these keys: {', '.join(RUN_KEYS)}"
         )
-    run = {k: v for k, v in run.items() if v is not None}
-    create_job(core, run)  # checks the run now (cwd, task, agent, thinking): made at each firing
+    run = {k: v for k, v in given.items() if v is not None}
+    # Checked now (its types, as a `run`'s; cwd, task, agent, thinking): made at each firing.
+    create_job(core, run_request(run, "run"))
     try:
         debounce = timing.parse_duration(str(request.get("debounce") or "2s"))
     except ValueError as exc:
@@ -151,8 +160,8 @@ async def schedule_add(core: Core, conn: Connection, request: dict[str, Any]) ->
     return {"schedule": _row(core, schedule)}
 
 
-def _find(core: Core, request: dict[str, Any]) -> Schedule:
-    name = str(request["name"])
+def _find(core: Core, request: GroupRef) -> Schedule:
+    name = request["name"]
     schedule = core.schedules.schedules.get(name)
     if schedule is None:
         raise RequestError(NOT_FOUND, f"no schedule named {name!r} (roost schedule ls lists them)")
@@ -201,34 +210,34 @@ def _row(core: Core, schedule: Schedule, details: bool = False) -> dict[str, Any
     return row
 
 
-async def schedule_ls(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_ls(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     rows = [_row(core, s) for s in sorted(core.schedules.schedules.values(), key=lambda s: s.name)]
     return {"schedules": rows}
 
 
-async def schedule_show(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_show(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     return {"schedule": _row(core, _find(core, request), details=True)}
 
 
-async def schedule_rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_rm(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     schedule = _find(core, request)
     core.schedules.remove(schedule)  # its jobs stay: `roost rm` removes a job
     return {"name": schedule.name, "removed": True}
 
 
-async def schedule_pause(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_pause(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     schedule = _find(core, request)
     core.schedules.set_paused(schedule, True)
     return {"schedule": _row(core, schedule)}
 
 
-async def schedule_resume(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_resume(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     schedule = _find(core, request)
     core.schedules.set_paused(schedule, False)
     return {"schedule": _row(core, schedule)}
 
 
-async def schedule_run_now(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def schedule_run_now(core: Core, conn: Connection, request: GroupRef) -> dict[str, Any]:
     schedule = _find(core, request)
     event = await core.schedules.run_now(schedule)
     return {

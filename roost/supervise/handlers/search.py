@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from roost.jsonlines import Connection, Handler
+from roost.opargs import NoArgs, SearchRequest
 from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 from roost.search.entryscan import KINDS
 from roost.search.ftsquery import BadQuery, fts_query, parse_since
@@ -44,7 +45,7 @@ def _tree(jobs: list[dict[str, Any]], root: str) -> set[str]:
 
 
 def _scope(
-    core: Core, request: dict[str, Any], jobs: list[dict[str, Any]]
+    core: Core, request: SearchRequest, jobs: list[dict[str, Any]]
 ) -> tuple[list[str] | None, list[str]]:
     """The jobs a search looks in (None: all of them) and those it leaves out: a search of
     every job names the few it leaves out (the removed ones) rather than the many it keeps."""
@@ -71,7 +72,7 @@ def _scope(
     return [job["id"] for job in jobs], []
 
 
-async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def search(core: Core, conn: Connection, request: SearchRequest) -> dict[str, Any]:
     kinds = request.get("kinds") or []
     if not isinstance(kinds, list) or any(kind not in KINDS for kind in kinds):
         raise RequestError(BAD_REQUEST, f"kinds: each one of {', '.join(KINDS)}")
@@ -79,7 +80,7 @@ async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LIMIT_MAX:
         raise RequestError(BAD_REQUEST, f"limit: a number from 1 to {LIMIT_MAX}")
     try:
-        query = fts_query(str(request["query"]))
+        query = fts_query(request["query"])
         since = parse_since(str(request["since"])) if request.get("since") else None
     except BadQuery as exc:
         raise RequestError(BAD_REQUEST, str(exc)) from None
@@ -108,7 +109,7 @@ async def search(core: Core, conn: Connection, request: dict[str, Any]) -> dict[
     return {"query": query, "results": rows}
 
 
-async def search_reindex(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def search_reindex(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     return await core.search.reindex()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from roost import protocol
 from roost.jsonlines import Connection, Handler
+from roost.opargs import FollowPartials, PartialRequest
 from roost.protocol import REFUSED, RequestError
 from roost.supervise.core import Core, bind
 
@@ -46,7 +47,7 @@ async def _until_closed(conn: Connection, then: Any) -> None:
 def handlers(core: Core) -> dict[str, Handler]:
     book = Partials()
 
-    async def partial(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    async def partial(core: Core, conn: Connection, request: PartialRequest) -> dict[str, Any]:
         job = conn.job_id
         assert job is not None
         value = request.get("partial")
@@ -59,8 +60,8 @@ def handlers(core: Core) -> dict[str, Handler]:
             book.put(job, value)
         return {}
 
-    async def follow_partials(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-        only = core.find_job(str(request["job"])).id if request.get("job") else None
+    async def follow_partials(core: Core, conn: Connection, request: FollowPartials) -> dict[str, Any]:
+        only = core.find_job(request["job"]).id if request.get("job") else None
         if conn not in book.followers:
             conn.spawn(_until_closed(conn, lambda: book.followers.pop(conn, None)), "a partials follower")
         book.followers[conn] = only

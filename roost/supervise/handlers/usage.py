@@ -8,6 +8,7 @@ from typing import Any
 
 from roost.jobs import JobRecord
 from roost.jsonlines import Connection, Handler
+from roost.opargs import BudgetRequest, UsageNote
 from roost.protocol import BAD_REQUEST, REFUSED, RequestError
 from roost.states import ItemKind, JobKind
 from roost.supervise import budgets
@@ -17,8 +18,8 @@ from roost.usage import budget
 log = logging.getLogger(__name__)
 
 
-async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def set_budget(core: Core, conn: Connection, request: BudgetRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     if record.kind != JobKind.PI:
         raise RequestError(REFUSED, f"job {record.id} is a shell job: it has no budget")
     amount = budgets.amount(request, "budget")
@@ -61,7 +62,7 @@ async def set_budget(core: Core, conn: Connection, request: dict[str, Any]) -> d
     return {"id": record.id, "tree": tree, "usage": budgets.row_usage(core, record)}
 
 
-async def usage_note(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def usage_note(core: Core, conn: Connection, request: UsageNote) -> dict[str, Any]:
     assert conn.job_id is not None
     record = core.jobs.get(conn.job_id)
     if record is None:

@@ -9,6 +9,7 @@ from typing import Any, cast
 from roost import procid
 from roost.jobs import Facts
 from roost.jsonlines import Connection, Handler
+from roost.opargs import NoArgs, WorkerExiting, WorkerHello, WorkerUpdate
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
 from roost.supervise import budgets
@@ -21,11 +22,11 @@ WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "
 EPHEMERAL_FIELDS = {"status", "busy", "usage"}
 
 
-async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.jobs.get(str(request["job"]))
+async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> dict[str, Any]:
+    record = core.jobs.get(request["job"])
     if record is None:
         raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
-    if not hmac.compare_digest(str(request["token"]), record.token):
+    if not hmac.compare_digest(request["token"], record.token):
         raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
     # The token alone is no proof: job.json is readable by any process of the user
     # (an agent's tools included), and so is its worker lock. The caller must be the very
@@ -55,12 +56,12 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     return {"job": record.id}
 
 
-async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def worker_update(core: Core, conn: Connection, request: WorkerUpdate) -> dict[str, Any]:
     assert conn.job_id is not None
     record = core.jobs.get(conn.job_id)
     if record is None:
         raise RequestError(NOT_FOUND, f"job {conn.job_id} was removed")
-    fields = cast(Facts, {key: request[key] for key in WORKER_FIELDS if key in request})
+    fields = cast(Facts, {key: value for key, value in request.items() if key in WORKER_FIELDS})
     proc = core.procs.get(record.id)
     if proc is not None:  # its record is current once this returns (nothing here awaits)
         proc.reported.set()
@@ -97,18 +98,18 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     return {}
 
 
-async def worker_exiting(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def worker_exiting(core: Core, conn: Connection, request: WorkerExiting) -> dict[str, Any]:
     assert conn.job_id is not None
     proc = core.procs.get(conn.job_id)
     if proc is not None:
         if request.get("fatal"):
-            proc.fatal_reason = str(request["reason"])
+            proc.fatal_reason = request["reason"]
         elif proc.expected_exit is None:
-            proc.expected_exit = str(request["reason"])
+            proc.expected_exit = request["reason"]
     return {}
 
 
-async def turn(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def turn(core: Core, conn: Connection, request: NoArgs) -> dict[str, Any]:
     assert conn.job_id is not None
     record = core.jobs.get(conn.job_id)
     if record is None:

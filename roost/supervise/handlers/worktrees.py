@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from roost.jsonlines import Connection, Handler
+from roost.opargs import GcRequest, MergeRequest
 from roost.supervise import attention, worktree_jobs
 from roost.supervise.core import Core, bind
 
 
-async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
-    record = core.find_job(str(request["job"]))
+async def merge(core: Core, conn: Connection, request: MergeRequest) -> dict[str, Any]:
+    record = core.find_job(request["job"])
     try:
         result = await worktree_jobs.merge(
             core, record, request.get("into") or None, bool(request.get("squash"))
@@ -23,7 +24,7 @@ async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
     return result
 
 
-async def gc(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+async def gc(core: Core, conn: Connection, request: GcRequest) -> dict[str, Any]:
     return await worktree_jobs.gc(core, bool(request.get("force")))
 
 
