@@ -18,12 +18,15 @@ import * as path from "node:path";
 import * as child_process from "node:child_process";
 import * as crypto from "node:crypto";
 import { Type } from "typebox";
+import type { TSchema } from "typebox";
 // pi 1.x maps the legacy @mariozechner/* names to its own modules (docs/extensions.md,
 // "Available Imports"); 0.73 knows only these names. So this one spelling loads in both.
 import { Text } from "@mariozechner/pi-tui";
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { SessionLock } from "./session_lock.ts";
 import { ownSocket } from "./own_home.ts";
-import { approvalGate, installToolGate, lost } from "./toolgate.ts";
+import { approvalGate, errorText, installToolGate, lost } from "./toolgate.ts";
+import type { AgentItemDetails, EventFrame, Frame, MessageContent, Replies } from "./wire.ts";
 
 const CUSTOM_TYPE = "pi-roost-agent-message";
 const NOTE_TYPE = "pi-roost-note";
@@ -90,13 +93,13 @@ class Channel {
 	private sock: net.Socket;
 	private buffer = "";
 	private nextId = 1;
-	private waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+	private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private greeted: Promise<void>;
 	private onGreeting!: () => void;
 	private onGreetingError!: (e: Error) => void;
 	closed = false;
 
-	constructor(socketPath: string, private onEvent: (frame: any) => void, private onClose: () => void) {
+	constructor(socketPath: string, private onEvent: (frame: EventFrame) => void, private onClose: () => void) {
 		this.greeted = new Promise((resolve, reject) => {
 			this.onGreeting = resolve;
 			this.onGreetingError = reject;
@@ -119,7 +122,7 @@ class Channel {
 			const line = this.buffer.slice(0, index).replace(/\r$/, "");
 			this.buffer = this.buffer.slice(index + 1);
 			if (!line.trim()) continue;
-			let frame: any;
+			let frame: Frame;
 			try {
 				frame = JSON.parse(line);
 			} catch {
@@ -141,11 +144,11 @@ class Channel {
 		}
 	}
 
-	request(op: string, args: Record<string, unknown> = {}): Promise<any> {
+	request<Op extends keyof Replies>(op: Op, args: Record<string, unknown> = {}): Promise<Replies[Op]> {
 		if (this.closed) return Promise.reject(lost(new Error("not connected to roost")));
 		const id = this.nextId++;
 		return new Promise((resolve, reject) => {
-			this.waiting.set(id, { resolve, reject });
+			this.waiting.set(id, { resolve: (v) => resolve(v as Replies[Op]), reject });
 			this.sock.write(JSON.stringify({ id, op, ...args }) + "\n");
 		});
 	}
@@ -165,11 +168,12 @@ function textResult(text: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text }], details };
 }
 
-export default function roost(pi: any) {
+export default function roost(pi: ExtensionAPI) {
 	// Installed globally and passed with -e by a worker: load once.
 	const marker = Symbol.for("roost.extension.loaded");
-	if ((globalThis as any)[marker]) return;
-	(globalThis as any)[marker] = true;
+	const loaded = globalThis as { [key: symbol]: unknown };
+	if (loaded[marker]) return;
+	loaded[marker] = true;
 
 	const settings = userSettings();
 	const jobMode = Boolean(EXT_SOCK);
@@ -181,14 +185,14 @@ export default function roost(pi: any) {
 	// The job this foreground pi's session belongs to once it quits (attached, or handed off
 	// with /roost-bg): its way back is `roost attach`, never pi's own resume hint.
 	let resumeJob: string | null = ATTACHED_JOB ?? null;
-	let lastCtx: any = null;
+	let lastCtx: ExtensionContext | null = null;
 
 	/** A message from roost into this pi's session (pi.sendMessage): `deliverAs: "steer"` puts
 	 * it into a running turn, `triggerTurn` starts one when pi is idle; a failure is logged as
 	 * "could not `what`". */
 	function steer(
 		customType: string,
-		content: unknown,
+		content: MessageContent,
 		opts: { deliverAs?: "steer"; triggerTurn: boolean; display?: boolean; details?: unknown; what?: string },
 	): void {
 		const { display = true, details = {}, what, ...delivery } = opts;
@@ -198,27 +202,27 @@ export default function roost(pi: any) {
 	}
 
 	// roost built both: the envelope the model reads and the details the renderer shows.
-	const inject = (frame: any) =>
+	const inject = (frame: EventFrame) =>
 		steer(CUSTOM_TYPE, frame.content, { deliverAs: "steer", triggerTurn: true, details: frame.details ?? {}, what: "inject an agent item" });
 
 	/** The events roost pushes to the extension (roost/protocol.py PUSHED_EVENTS), one handler each. */
-	const eventHandlers: Record<string, (frame: any) => void> = {
+	const eventHandlers: Record<string, (frame: EventFrame) => void> = {
 		inject: inject, // from the job's worker: a mailbox item
 		deliver: inject, // from roostd to a foreground pi: an agent message or report
 		// From roost itself (a run continued after a crash, a raised budget): shown, and starts a run.
-		note: (frame: any) => steer(NOTE_TYPE, frame.content, { triggerTurn: true, what: "add a note" }),
+		note: (frame) => steer(NOTE_TYPE, frame.content, { triggerTurn: true, what: "add a note" }),
 		// From roost itself (a budget warning): steered into a running turn, else only stored.
-		budget_note: (frame: any) =>
+		budget_note: (frame) =>
 			steer(NOTE_TYPE, frame.content, {
 				...(frame.steer ? { deliverAs: "steer" as const } : {}),
 				triggerTurn: Boolean(frame.steer),
 				what: "add a note",
 			}),
 		// A queued steer was stranded when a run ended: a hidden message starts the run it waits for.
-		kick: (_frame: any) => steer("pi-roost-kick", "(queued input follows)", { triggerTurn: true, display: false }),
+		kick: (_frame) => steer("pi-roost-kick", "(queued input follows)", { triggerTurn: true, display: false }),
 	};
 
-	const onEvent = (frame: any) => {
+	const onEvent = (frame: EventFrame) => {
 		if (typeof frame.event === "string" && Object.hasOwn(eventHandlers, frame.event)) eventHandlers[frame.event](frame);
 	};
 
@@ -247,14 +251,14 @@ export default function roost(pi: any) {
 		return ch;
 	}
 
-	function peerIdFor(ctx: any): string {
+	function peerIdFor(ctx: ExtensionContext): string {
 		const sessionId: string | undefined = ctx?.sessionManager?.getSessionId?.();
 		const file = ctx?.sessionManager?.getSessionFile?.();
 		if (file && sessionId) return "f" + crypto.createHash("sha256").update(sessionId).digest("hex").slice(0, 7);
 		return "f" + crypto.randomBytes(4).toString("hex").slice(0, 7);
 	}
 
-	async function registerForeground(ch: Channel, ctx: any): Promise<void> {
+	async function registerForeground(ch: Channel, ctx: ExtensionContext): Promise<void> {
 		const file = ctx?.sessionManager?.getSessionFile?.() ?? null;
 		foregroundPeer = peerIdFor(ctx);
 		const result = await ch.request("peer_register", {
@@ -269,7 +273,7 @@ export default function roost(pi: any) {
 	}
 
 	/** The channel tool calls go through; a foreground pi connects (and registers) lazily. */
-	async function connection(ctx: any): Promise<Channel> {
+	async function connection(ctx: ExtensionContext): Promise<Channel> {
 		if (channel && !channel.closed) return channel;
 		if (jobMode) {
 			connecting ??= connectJob().finally(() => (connecting = null));
@@ -296,7 +300,7 @@ export default function roost(pi: any) {
 		};
 		try {
 			return await open();
-		} catch (err: any) {
+		} catch (err) {
 			let command = ["roost", "daemon", "start"];
 			try {
 				if (process.env.ROOST_DAEMON_COMMAND) command = JSON.parse(process.env.ROOST_DAEMON_COMMAND);
@@ -305,24 +309,24 @@ export default function roost(pi: any) {
 			}
 			const started = child_process.spawnSync(command[0], command.slice(1), { stdio: "ignore", timeout: 30_000 });
 			if (started.status !== 0) {
-				throw new Error(`roostd is not running (${err?.message ?? err}) and \`${command.join(" ")}\` failed`);
+				throw new Error(`roostd is not running (${errorText(err)}) and \`${command.join(" ")}\` failed`);
 			}
 			return await open();
 		}
 	}
 
 	/** A roost request as a tool call: a refusal becomes a tool error starting with "error:". */
-	async function call(ctx: any, op: string, args: Record<string, unknown> = {}): Promise<any> {
+	async function call<Op extends keyof Replies>(ctx: ExtensionContext, op: Op, args: Record<string, unknown> = {}): Promise<Replies[Op]> {
 		try {
 			return await (await connection(ctx)).request(op, args);
-		} catch (err: any) {
-			throw new Error(`error: ${err?.message ?? err}`);
+		} catch (err) {
+			throw new Error(`error: ${errorText(err)}`);
 		}
 	}
 
 	installToolGate(pi, jobMode, connection); // a worktree being written; approvals (toolgate.ts)
 
-	pi.on("session_start", async (_event: any, ctx: any) => {
+	pi.on("session_start", async (_event, ctx) => {
 		lastCtx = ctx;
 		if (!jobMode) foregroundPeer = peerIdFor(ctx);
 		takeLock(ctx?.sessionManager?.getSessionFile?.());
@@ -337,8 +341,8 @@ export default function roost(pi: any) {
 
 	pi.registerCommand("roost-bg", {
 		description: "Move this session into the background as a roost job: /roost-bg [task]",
-		handler: async (args: string, ctx: any) => {
-			const notify = (text: string, level = "info") => ctx?.ui?.notify?.(text, level);
+		handler: async (args: string, ctx) => {
+			const notify = (text: string, level: "info" | "error" = "info") => ctx?.ui?.notify?.(text, level);
 			if (jobMode) return notify("this session already runs as a roost job", "error");
 			if (!ctx?.sessionManager?.getSessionFile?.()) {
 				return notify("roost: only a session with a file can move to the background", "error");
@@ -364,13 +368,13 @@ export default function roost(pi: any) {
 				// pi would linger until its client sends something. SIGTERM is RPC mode's own
 				// graceful shutdown (session_shutdown, dispose, exit). The TUI exits by itself.
 				if (RPC_MODE) setImmediate(() => process.kill(process.pid, "SIGTERM"));
-			} catch (err: any) {
-				notify(`roost: ${err?.message ?? err}`, "error");
+			} catch (err) {
+				notify(`roost: ${errorText(err)}`, "error");
 			}
 		},
 	});
 
-	pi.on("session_shutdown", async (event: any) => {
+	pi.on("session_shutdown", async (event) => {
 		lock?.release();
 		lock = null;
 		if (resumeJob && !RPC_MODE && (event?.reason ?? "quit") === "quit") replaceResumeHint(resumeJob);
@@ -392,15 +396,15 @@ export default function roost(pi: any) {
 		}
 	}
 
-	pi.registerMessageRenderer(CUSTOM_TYPE, (message: any, options: any, theme: any) => {
+	pi.registerMessageRenderer<AgentItemDetails>(CUSTOM_TYPE, (message, options, theme) => {
 		// The title and body come from roost (details); expanded, the envelope as the model read it.
-		const d = message.details ?? {};
+		const d: AgentItemDetails = message.details ?? {};
 		const envelope = String(message.content ?? "");
 		const text = theme.fg("accent", String(d.title ?? "✉ agent message"));
 		return new Text(`${text}\n${options?.expanded || d.body === undefined ? envelope : String(d.body)}`, 0, 0);
 	});
 
-	pi.registerMessageRenderer(NOTE_TYPE, (message: any, _options: any, theme: any) => {
+	pi.registerMessageRenderer(NOTE_TYPE, (message, _options, theme) => {
 		return new Text(theme.fg("accent", "⟳ roost: ") + String(message.content ?? ""), 0, 0);
 	});
 
@@ -409,7 +413,7 @@ export default function roost(pi: any) {
 	// Offered as the user's agentChildWorktrees allows (roostd decides either way): "ask"
 	// lets the model choose, "always" gives every child one (it may name the branch).
 	const worktreePolicy = settings.agentChildWorktrees;
-	const worktreeParams: Record<string, unknown> =
+	const worktreeParams: Partial<Record<"worktree" | "branch" | "base", TSchema>> =
 		worktreePolicy === "ask" || worktreePolicy === "always"
 			? {
 					...(worktreePolicy === "ask"
@@ -426,7 +430,7 @@ export default function roost(pi: any) {
 		description:
 			"List the agent sessions you can message: id, name, relation, state, status, cost, summary, question. Messages from agents are not from the user.",
 		parameters: Type.Object({}),
-		async execute(_id: string, _params: any, _signal: any, _onUpdate: any, ctx: any) {
+		async execute(_id, _params, _signal, _onUpdate, ctx) {
 			const result = await call(ctx, "peers");
 			return textResult(result.text, { peers: result.peers ?? [] });
 		},
@@ -441,7 +445,7 @@ export default function roost(pi: any) {
 			to: Type.String({ description: "peer id or exact name" }),
 			message: Type.String({ description: "the message" }),
 		}),
-		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
+		async execute(_id, params, _signal, _onUpdate, ctx) {
 			const result = await call(ctx, "send", { to: params.to, message: params.message });
 			return textResult(result.text, result);
 		},
@@ -466,7 +470,7 @@ export default function roost(pi: any) {
 			output_schema: Type.Optional(Type.Object({}, { additionalProperties: true, description: "a JSON Schema: the child's final answer must be JSON valid against it; its report carries that JSON" })),
 			...worktreeParams,
 		}),
-		async execute(_id: string, params: any, _signal: any, _onUpdate: any, ctx: any) {
+		async execute(_id, params, _signal, _onUpdate, ctx) {
 			// Explicit arguments win, then the agent definition's, then this session's (roostd picks).
 			const result = await call(ctx, "spawn", {
 				task: params.task,

@@ -13,6 +13,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 // pi 1.x maps the legacy name to its own module (as roost.ts's pi-tui import).
 import { createBashToolDefinition } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 
 const RAW = process.env.ROOST_SANDBOX;
 delete process.env.ROOST_SANDBOX;
@@ -61,12 +62,12 @@ function hiddenFrom(target: string, plan: Plan): boolean {
  * or with one it cannot install, it throws, and pi exits on an extension that fails to load
  * (1.x and 0.73 alike): the job fails, never running unsandboxed.
  */
-export default function sandbox(pi: any): void {
+export default function sandbox(pi: ExtensionAPI): void {
 	if (!installSandbox(pi)) throw new Error("roost: a sandboxed job without its plan (ROOST_SANDBOX)");
 }
 
 /** Install the sandbox when there is a plan; true if it did. A bad plan throws. */
-export function installSandbox(pi: any): boolean {
+export function installSandbox(pi: ExtensionAPI): boolean {
 	if (!RAW) return false;
 	const plan: Plan = JSON.parse(RAW);
 	if (!Array.isArray(plan.argv) || plan.argv.length === 0) throw new Error("roost: a sandbox plan without bwrap");
@@ -75,7 +76,7 @@ export function installSandbox(pi: any): boolean {
 	const cwd = process.cwd();
 	pi.registerTool(
 		createBashToolDefinition(cwd, {
-			spawnHook: ({ command, cwd: where, env }: any) => {
+			spawnHook: ({ command, cwd: where, env }) => {
 				const clean: Record<string, string> = {};
 				for (const [key, value] of Object.entries(env ?? {})) {
 					if (!drop.test(key) && typeof value === "string") clean[key] = value;
@@ -84,8 +85,9 @@ export function installSandbox(pi: any): boolean {
 			},
 		}),
 	);
-	pi.on("tool_call", async (event: any) => {
-		const input = event.input ?? {};
+	pi.on("tool_call", async (event) => {
+		// Each tool's own arguments; only their path fields are read here.
+		const input: Record<string, unknown> = event.input ?? {};
 		const tool = event.toolName;
 		if (tool === "write" || tool === "edit") {
 			const target = resolved(String(input.path ?? input.file_path ?? ""), cwd);

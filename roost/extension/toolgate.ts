@@ -15,6 +15,8 @@
  *   and the restarted worker would not continue it (docs/known-limits.md).
  */
 import * as fs from "node:fs";
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { GateAnswer, GateAsk } from "./wire.ts";
 
 /** A new worktree whose files the worker is still writing. */
 let CHECKOUT_PENDING = process.env.ROOST_CHECKOUT_PENDING;
@@ -26,11 +28,24 @@ export const approvalGate = { on: false };
 /** How long a call whose worker went away waits before it asks again. */
 const ASK_AGAIN_MS = 500;
 
+/** An error `lost` marked. */
+type LostError = Error & { lost?: boolean };
+
 /** Marks `err` as the loss of roost's end of the connection (closed, refused, missing),
  * not an answer from it. */
 export function lost(err: Error): Error {
-	(err as any).lost = true;
+	(err as LostError).lost = true;
 	return err;
+}
+
+/** What a caught value says: an Error's message, else the value itself. */
+export function errorText(err: unknown): string {
+	return String((err as { message?: unknown } | null | undefined)?.message ?? err);
+}
+
+/** roost's end as the gate uses it (roost.ts's Channel). */
+export interface GateChannel {
+	request(op: "gate", args: GateAsk): Promise<GateAnswer>;
 }
 
 /** True once `signal` is aborted; false after `ms` without. */
@@ -48,7 +63,11 @@ function abortedWithin(signal: AbortSignal | undefined, ms: number): Promise<boo
 	});
 }
 
-export function installToolGate(pi: any, jobMode: boolean, connection: (ctx: any) => Promise<any>): void {
+export function installToolGate(
+	pi: ExtensionAPI,
+	jobMode: boolean,
+	connection: (ctx: ExtensionContext) => Promise<GateChannel>,
+): void {
 	if (CHECKOUT_PENDING) {
 		pi.on("tool_call", async () => {
 			while (CHECKOUT_PENDING && fs.existsSync(CHECKOUT_PENDING)) {
@@ -59,18 +78,18 @@ export function installToolGate(pi: any, jobMode: boolean, connection: (ctx: any
 		});
 	}
 	if (!jobMode) return;
-	pi.on("tool_call", async (event: any, ctx: any) => {
+	pi.on("tool_call", async (event, ctx) => {
 		if (!approvalGate.on) return undefined;
 		const signal: AbortSignal | undefined = ctx?.signal; // now: a disposed ctx throws
-		const ask = { call: event.toolCallId, tool: event.toolName, input: event.input ?? {} };
+		const ask: GateAsk = { call: event.toolCallId, tool: event.toolName, input: event.input ?? {} };
 		for (;;) {
 			try {
 				const ch = await connection(ctx);
 				const answer = await ch.request("gate", ask);
 				return answer.block ? { block: true, reason: String(answer.reason ?? "denied") } : undefined;
-			} catch (err: any) {
-				if (!err?.lost) {
-					return { block: true, reason: `roost could not ask for this call's approval: ${err?.message ?? err}` };
+			} catch (err) {
+				if (!(err as LostError | null | undefined)?.lost) {
+					return { block: true, reason: `roost could not ask for this call's approval: ${errorText(err)}` };
 				}
 			}
 			// The worker went away: the same call is asked again (one entry per call id)

@@ -199,7 +199,7 @@ def ts_handled_events(source: str) -> set[str]:
     """The keys of the extension's eventHandlers table, and any `frame.event === "…"` test."""
     code = _ts_code(source)
     table = re.search(
-        r"const eventHandlers: Record<string, \(frame: any\) => void> = \{\n(.*?)\n\t\};", code, re.S
+        r"const eventHandlers: Record<string, \(frame: \w+\) => void> = \{\n(.*?)\n\t\};", code, re.S
     )
     assert table, "roost.ts has no eventHandlers table"
     handled = set(re.findall(r"^\t\t(\w+):", table.group(1), re.M))
