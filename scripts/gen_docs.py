@@ -205,7 +205,10 @@ def protocol_page() -> str:
         ),
         "\n\n## roostd's operations\n\n",
         "`caller`: `any` connection, a bound `worker` connection, or a `peer` (a worker or a "
-        "foreground pi).\n\n",
+        "foreground pi). Each op's arguments have a type (`roost/opargs.py`); a request without "
+        "a required one (or with it null or empty) or with one of another type is answered "
+        "`bad_request` naming it before anything acts on it, e.g. `run: priority must be a whole "
+        "number, got a string`. An optional argument that is null is as one left out.\n\n",
         "| op | caller | required | optional | what it does |\n|---|---|---|---|---|\n",
     ]
     for op in ops.DAEMON_OPS.values():
