@@ -27,11 +27,6 @@ CHILD = {"id": "a1b2c3d4", "name": "Checkout refactor", "relation": "child"}
 CREATED_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "mailbox")
-
-
 def names(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
 

@@ -5,7 +5,6 @@ value, it must not hand out a seq again (a repeated seq is dropped by the worker
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -20,11 +19,6 @@ def roll_back(box: Mailbox, last: int) -> None:
     record = re.sub(r"reserved=\d+", f"reserved={last:012d}", record)
     record = re.sub(r"acked=\d+", f"acked={last:012d}", record)
     seq_file.write_text(record)
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "mailbox")
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["same object", "reopened"])

@@ -16,11 +16,6 @@ from kit.wait import wait_until
 from roost.mailbox import InvalidItem, Item, Mailbox, MailboxWatcher
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "mailbox")
-
-
 def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 

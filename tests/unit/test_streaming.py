@@ -10,8 +10,10 @@ from roost.worker.streaming import Streamer
 
 
 def run(
-    events: list[dict[str, Any]], interval: float = 0.08, pause: float = 0.0
+    events: list[dict[str, Any]], interval: float = 0.08, pause: float = 0.0, settle: float | None = None
 ) -> list[dict[str, Any] | None]:
+    """What the streamer sent for `events` (`pause` s apart), `settle` s after the last one
+    (two intervals unless given)."""
     sent: list[dict[str, Any] | None] = []
 
     async def feed() -> None:
@@ -19,7 +21,7 @@ def run(
         for event in events:
             streamer.on_event(event)
             await asyncio.sleep(pause)
-        await asyncio.sleep(interval * 2)
+        await asyncio.sleep(interval * 2 if settle is None else settle)
 
     asyncio.run(feed())
     return sent
@@ -91,6 +93,6 @@ def test_a_running_tool_is_sent_at_once_and_dropped_when_it_ends() -> None:
         },
         {"type": "tool_execution_end", "toolCallId": "c", "toolName": "bash"},
     ]
-    sent = run(events, interval=10)
+    sent = run(events, interval=10, settle=0.5)  # both at once: well within the interval
     assert sent[0] is not None and sent[0]["tools"][0]["summary"] == "make test"
     assert sent[0]["message"] is None and sent[1] is None
