@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,11 +18,6 @@ from roost.testkit.procs import wait_until
 from roost.testkit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(150)
-
-
-@pytest.fixture
-def lab(fake_pi_env: Lab) -> Iterator[Lab]:
-    yield fake_pi_env
 
 
 def user_texts(lab: Lab, job: str) -> list[str]:

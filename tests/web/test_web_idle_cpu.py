@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -27,12 +26,6 @@ IDLE_SECONDS = 6.0
 IDLE_CPU_LIMIT = 0.3
 """CPU seconds `roost web` may use over IDLE_SECONDS with every stream idle: a page that
 reads itself awake uses about a core, 6 s; an idle one a few ms."""
-
-
-@pytest.fixture
-def web(fake_pi_env: Lab) -> Iterator[WebServer]:
-    with WebServer(fake_pi_env) as server:
-        yield server
 
 
 class Page:

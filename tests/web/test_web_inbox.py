@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from roost.testkit.lab import Lab
@@ -12,11 +10,6 @@ from roost.testkit.procs import wait_until
 from roost.testkit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def lab(fake_pi_env: Lab) -> Iterator[Lab]:
-    yield fake_pi_env
 
 
 def waiting_jobs(lab: Lab) -> tuple[str, str, str]:

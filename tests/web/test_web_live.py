@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,6 @@ from roost.testkit.procs import wait_until
 from roost.testkit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def web(fake_pi_env: Lab) -> Iterator[WebServer]:
-    with WebServer(fake_pi_env) as server:
-        yield server
 
 
 def test_the_pairing_link_is_alone_on_stdouts_first_line(web: WebServer) -> None:

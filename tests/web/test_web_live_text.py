@@ -5,7 +5,6 @@ message replaces it once it is in the session file."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,12 +14,6 @@ from roost.testkit.procs import wait_until
 from roost.testkit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def web(fake_pi_env: Lab) -> Iterator[WebServer]:
-    with WebServer(fake_pi_env) as server:
-        yield server
 
 
 def test_the_text_being_written_grows_on_the_job_page(web: WebServer, fake_pi_env: Lab) -> None:

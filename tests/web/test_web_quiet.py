@@ -10,7 +10,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,11 +21,6 @@ pytestmark = pytest.mark.timeout(180)
 
 ROOSTD_FRAME_TIMEOUT = 30.0
 """roostd closes a connection whose first frame has not come by then (admission.py)."""
-
-
-@pytest.fixture
-def lab(fake_pi_env: Lab) -> Iterator[Lab]:
-    yield fake_pi_env
 
 
 def quiet(stderr: str, web: WebServer) -> bool:
