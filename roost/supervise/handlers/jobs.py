@@ -52,13 +52,13 @@ def _nothing_to_start(record: JobRecord) -> str:
     return f"job {record.id} is {state.value} and its worker is up, idle: {hint}"
 
 
-def _check_chosen_name(core: Core, name: Any) -> None:
+def _check_chosen_name(core: Core, name: str | None) -> None:
     """A name a person gives (`roost run --name`) is what later commands find the job by:
     an empty one is refused (not silently replaced), and so is one another job has (every
     later `roost wait NAME` would say "ambiguous")."""
     if name is None:
         return
-    if not isinstance(name, str) or not name.strip():
+    if not name.strip():
         raise RequestError(
             BAD_REQUEST,
             f"name {name!r} is empty: give a name, or leave --name out for one made from the task",
