@@ -8,11 +8,14 @@
 
 Every lab prints its diagnostics (roostd's and the workers' logs; shown when the test
 failed) and is closed: roostd and every process it left behind are gone after the test.
-Everything under tests/e2e/ (the real pi) is marked `e2e`.
+Everything under tests/e2e/ (the real pi) is marked `e2e`. In parallel workers (pytest-xdist,
+scripts/test) the tests marked `slow` are handed out first, so that no long test starts last
+and holds the run's end alone.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,10 +31,13 @@ E2E_DIR = Path(__file__).resolve().parent / "e2e"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The e2e marker follows the directory: every test under tests/e2e/ runs the real pi."""
+    """The e2e marker follows the directory: every test under tests/e2e/ runs the real pi.
+    In an xdist worker (every worker orders alike), the slow tests go first."""
     for item in items:
         if E2E_DIR in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

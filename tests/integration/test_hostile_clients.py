@@ -249,6 +249,7 @@ def _frames(sock: socket.socket) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.split(b"\n") if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_subscriber_that_never_reads_is_dropped(fake_pi_env: Lab) -> None:
     """A `subscribe` client that never reads, over thousands of job changes: its queue is
     bounded; it is dropped with a final `dropped` event (and would subscribe again)."""

@@ -8,6 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from roost.mailbox import Item, Mailbox
 
 WRITER = r"""
@@ -59,6 +61,7 @@ def files_of(directory: Path) -> dict[int, Item]:
     return found
 
 
+@pytest.mark.slow
 def test_four_writers_and_a_concurrent_consumer(tmp_path: Path) -> None:
     path = tmp_path / "mailbox"
     box = Mailbox(path, max_replies=100_000, max_agent=100_000)

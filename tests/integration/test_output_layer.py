@@ -265,6 +265,7 @@ def hostile_world(env: Lab) -> dict[str, list[tuple[list[str], bool]]]:
     }
 
 
+@pytest.mark.slow
 def test_every_command_shows_foreign_text_escaped_on_a_terminal_and_a_pipe(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     walked = hostile_world(env)

@@ -190,6 +190,7 @@ def test_the_queue_survives_a_roostd_sigkill_in_order_and_nothing_starts_twice(
     assert all(env.show(j)["worker"]["crashes"] == 0 for j in (a, b, c, d))
 
 
+@pytest.mark.slow
 def test_run_each_submits_many_jobs_in_one_request(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.configure(maxRunning=2)

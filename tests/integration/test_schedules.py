@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from kit.jobs import alive, settle
 from kit.wait import kill, wait_until
 
@@ -82,6 +83,7 @@ def test_an_every_2s_schedule_fires_on_time_each_time(fake_pi_env: Lab) -> None:
     assert gone.returncode == 2 and "no schedule named 'tick'" in gone.stderr
 
 
+@pytest.mark.slow
 def test_a_sigkilled_roostd_catches_up_exactly_once(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     env.roost_ok("schedule", "add", "nightly", "--every", "2s", "--catch-up", "one", "scout")
@@ -296,6 +298,7 @@ def test_an_at_schedule_fires_once(fake_pi_env: Lab) -> None:
     assert shown["next"] is None and shown["fired"] == 1
 
 
+@pytest.mark.slow
 def test_idle_schedules_cost_roostd_no_cpu(fake_pi_env: Lab) -> None:
     """100 schedules with nothing due: timers only, so roostd does nothing at all."""
     import psutil
@@ -324,6 +327,7 @@ def test_idle_schedules_cost_roostd_no_cpu(fake_pi_env: Lab) -> None:
     assert used < 0.05
 
 
+@pytest.mark.slow
 def test_a_missed_firing_is_one_event_and_one_job_wherever_the_kill_lands(fake_pi_env: Lab) -> None:
     """`--every 3s --overlap queue`, roostd SIGKILLed at several points around a due time
     and started again after the due times it missed: each restart makes one catch-up, one

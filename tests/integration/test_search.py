@@ -12,6 +12,7 @@ import stat
 from typing import Any
 
 import psutil
+import pytest
 
 from roost.testkit.lab import Lab
 from roost.testkit.procs import wait_until
@@ -89,6 +90,7 @@ def _entries(env: Lab) -> list[tuple[str, str, str]]:
         )
 
 
+@pytest.mark.slow
 def test_sigkill_of_roostd_loses_and_repeats_nothing(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     jobs = [env.run(f"task number {i} about otters") for i in range(4)]
@@ -145,6 +147,7 @@ def _count(env: Lab) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_sigkill_in_the_middle_of_indexing_from_scratch(fake_pi_env: Lab) -> None:
     from roost.testkit.sessionfiles import write_jobs
 

@@ -53,6 +53,7 @@ def cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+@pytest.mark.slow
 def test_idle_pages_cost_nothing_and_a_growing_session_still_wakes_its_page(
     web: WebServer, fake_pi_env: Lab
 ) -> None:

@@ -49,6 +49,7 @@ def open_live(web: WebServer, http: object, path: str) -> threading.Event:
     return got
 
 
+@pytest.mark.slow
 def test_no_false_alarm_after_a_long_quiet_spell(lab: Lab) -> None:
     with WebServer(lab) as web:
         http = web.paired()
