@@ -321,7 +321,7 @@ def launch(
     elif queued:
         core.job_changed(record, persist=False)  # its row, with its place; saved above
     else:
-        core.start_worker(record, "new job")
+        core.start_worker(record, "new job", admitted=True)  # the gate was asked above
 
 
 def agent_catalog(cwd: str) -> str | None:
