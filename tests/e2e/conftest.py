@@ -1,6 +1,13 @@
-"""The browser tests' fixtures (tests/e2e/test_web_*.py): `browser`, a headless Debian
-chromium (roost.testkit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when
-set (the README's come from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir."""
+"""The end-to-end layer's fixtures:
+
+- `lab`: a real-pi Lab with its own scripted model (`make_lab()`), for a file that needs no
+  other (a file that does defines its own `lab`);
+- `tmux`: a private tmux server with one session (kit.attach.Tmux), its screen printed
+  after the test (shown when it failed);
+- the browser tests' (tests/e2e/test_web_*.py): `browser`, a headless Debian chromium
+  (roost.testkit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when set (the
+  README's come from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.attach import Tmux
 
 from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium
+from roost.testkit.lab import Lab
+
+
+@pytest.fixture
+def lab(make_lab: Callable[..., Lab]) -> Lab:
+    return make_lab()
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    session = Tmux(f"roost-{request.node.name[:20]}")
+    try:
+        yield session
+    finally:
+        print("--- tmux screen ---\n" + session.capture()[-4000:])
+        session.close()
 
 
 @pytest.fixture

@@ -61,16 +61,6 @@ def lab(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
         lab.close()
 
 
-@pytest.fixture
-def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
-    session = Tmux(f"roost-{request.node.name[:20]}")
-    try:
-        yield session
-    finally:
-        print("--- tmux screen ---\n" + session.capture()[-4000:])
-        session.close()
-
-
 def wait_request(lab: Lab, match: Matcher, timeout: float = T, since: int = 0) -> dict:
     try:
         return lab.llm.wait_for_request(match, timeout=timeout, since=since)

@@ -20,7 +20,6 @@ import queue
 import signal
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +88,6 @@ class WorkerEnd:
         for conn in self.open:
             with contextlib.suppress(OSError):
                 conn.close()
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    with Lab(llm=True) as lab_:
-        yield lab_
 
 
 def drop(conn: socket.socket) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,16 +32,6 @@ INSPECTOR = (
     / "build"
     / "index.js"
 )
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    lab_ = Lab(llm=True)
-    try:
-        yield lab_
-    finally:
-        print(lab_.diagnostics())
-        lab_.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -202,16 +202,6 @@ def test_restarted_worker_refuses_a_pi_that_names_the_session(
     assert lab.wait(job, T) == "done"
     assert lab.mailbox_files(job) == []
     assert_single_branch(Path(session))
-
-
-@pytest.fixture
-def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
-    session = Tmux(f"roost-{request.node.name[:20]}")
-    try:
-        yield session
-    finally:
-        print("--- tmux screen ---\n" + session.capture()[-4000:])
-        session.close()
 
 
 def test_quitting_roost_attach_names_roost_attach_not_pi(

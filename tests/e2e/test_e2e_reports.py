@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,6 @@ from roost.worker.faults import REPORT_POINTS
 pytestmark = pytest.mark.usefixtures("real_pi")
 
 T = 90.0  # seconds: pi start-up is slow on a loaded 2-core machine
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    lab_ = Lab(llm=True)
-    try:
-        yield lab_
-    finally:
-        print(lab_.diagnostics())
-        lab_.close()
 
 
 def spawned_id(result_text: str) -> str:

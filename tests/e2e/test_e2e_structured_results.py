@@ -7,7 +7,6 @@ the job with the errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from kit.matchers import after_tool, fresh, last_user_has, task, user_messages
@@ -25,16 +24,6 @@ SCHEMA = {
     "required": ["verdict", "count"],
 }
 NOTE = "[roost] Your final answer is not valid against this job's output schema"
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    lab_ = Lab(llm=True)
-    try:
-        yield lab_
-    finally:
-        print(lab_.diagnostics())
-        lab_.close()
 
 
 def run_with_schema(lab: Lab, marker: str) -> str:

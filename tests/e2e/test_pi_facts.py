@@ -22,7 +22,6 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +62,6 @@ SYSTEM_KINDS = ["message_start:system", "message_end:system"]
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 Event = dict[str, Any]
-
-
-@pytest.fixture
-def lab() -> Iterator[Lab]:
-    with Lab(llm=True) as lab_:
-        yield lab_
 
 
 def kinds(lines: list[Event]) -> list[str]:
