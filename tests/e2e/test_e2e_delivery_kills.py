@@ -164,6 +164,7 @@ def pair() -> Iterator[SenderReceiver]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_a_kill_at_any_step_of_delivery_loses_and_doubles_nothing(
     pair: SenderReceiver, kind: str, mode: str
 ) -> None:

@@ -27,6 +27,7 @@ def _texts(seen: list[dict[str, Any] | None]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_slow_answer_and_a_tool_stream_through_roostd(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
     lab = make_lab(llm=llm)
     llm.add(last_user_contains("LIVE-GO"), tool_call("bash", {"command": "sleep 2; echo tool-ok"}), times=1)

@@ -52,6 +52,7 @@ def test_an_every_schedule_fires_twice_into_the_same_session(
     assert lab.wait(job) == "done"
 
 
+@pytest.mark.slow
 def test_a_catch_up_after_a_sigkill_and_a_file_trigger_run_real_pis(
     make_lab: Callable[..., Lab],
     llm: FakeLLM,

@@ -12,11 +12,14 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import torture
 
 
+@pytest.mark.slow
 def test_crash_torture_loses_and_doubles_nothing() -> None:
     ci = torture.CI
     # Settling takes ~10 s; 150 s ends (and logs what did not settle) inside pytest's timeout.
