@@ -194,9 +194,7 @@ class AgentOps:
         settings = self.core.settings()
         message = self._checked_message(self.identity(conn, me), request["message"], settings)
         try:
-            target, rel = resolve(
-                me, request["to"], self.router.all_peers(), settings.agentExternalMessages
-            )
+            target, rel = resolve(me, request["to"], self.router.all_peers(), settings.agentExternalMessages)
         except ResolveError as exc:
             raise refuse(str(exc)) from None
         outcome = await self.router.send_message(target, me, message)
