@@ -41,7 +41,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
         from roost.usage import meter
-        from roost.worker.budget_guard import BudgetGuard
+        from roost.worker.budget import BudgetGuard
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False
@@ -80,12 +80,13 @@ import os
 import statistics
 from typing import Any
 
-from roost import paths
-from roost.client import connect
-from roost.testkit.fakellm import first_user_contains, text, tool_call
-from roost.testkit.fakellm.requests import tool_results
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import require_pi
+from kit.lab import Lab
+from kit.testpi import require_pi
+
+from roost.fakellm import first_user_contains, text, tool_call
+from roost.fakellm.requests import tool_results
+from roost.host import paths
+from roost.wire.client import connect
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 
@@ -95,7 +96,7 @@ def median(values: list[float]) -> float | None:
 
 
 class UsageBench:
-    """The scripted jobs of the benchmark, in a testkit Lab whose roostd is the probe."""
+    """The scripted jobs of the benchmark, in a Lab (tests/kit) whose roostd is the probe."""
 
     aa = False
 

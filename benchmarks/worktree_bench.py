@@ -37,10 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kit.lab import Lab
 from overhead_bench import bench_lab, load_average, ms
 
-from roost.testkit.fakellm import last_user_contains
-from roost.testkit.lab import Lab
+from roost.fakellm import last_user_contains
 
 TIMEOUT = 120.0
 

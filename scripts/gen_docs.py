@@ -6,7 +6,7 @@
 - configuration.md: every `roost.json` key, from the fields of roost.config.Settings (type,
   default, the field's docstring);
 - protocol.md: roostd's operations, the extension socket's, the pushed events and the
-  event log's entry types, from the tables in roost/protocol.py.
+  event log's entry types, from the tables in roost/wire/protocol.py.
 
 Run it after changing a command's help, a setting or a protocol table:
 
@@ -174,14 +174,14 @@ def config_page() -> str:
 
 
 def protocol_page() -> str:
-    from roost import ops
-    from roost import protocol as p
+    from roost.wire import ops
+    from roost.wire import protocol as p
 
     def args(names: tuple[str, ...]) -> str:
         return ", ".join(f"`{n}`" for n in names) or "—"
 
     out = [
-        HEADER.format(source="the tables in roost/protocol.py and roost/ops.py"),
+        HEADER.format(source="the tables in roost/wire/protocol.py and roost/wire/ops.py"),
         "# Protocol: operations and events\n\n",
         "roostd listens on `$ROOST_HOME/roostd.sock` (mode 0600, peers checked with "
         "SO_PEERCRED). Frames are one JSON object a line, at most "
@@ -205,7 +205,7 @@ def protocol_page() -> str:
         ),
         "\n\n## roostd's operations\n\n",
         "`caller`: `any` connection, a bound `worker` connection, or a `peer` (a worker or a "
-        "foreground pi). Each op's arguments have a type (`roost/opargs.py`); a request without "
+        "foreground pi). Each op's arguments have a type (`roost/wire/requests.py`); a request without "
         "a required one (or with it null or empty) or with one of another type is answered "
         "`bad_request` naming it before anything acts on it, e.g. `run: priority must be a whole "
         "number, got a string`. An optional argument that is null is as one left out.\n\n",

@@ -1,5 +1,5 @@
 /**
- * The shapes of what roost and the extension say to each other (roost/protocol.py), as far as
+ * The shapes of what roost and the extension say to each other (roost/wire/protocol.py), as far as
  * the extension reads them: types only, for `tsc` (scripts/tsc). Imported with `import type`,
  * which pi's loader erases: this file is never loaded, and `roost install` leaves it out.
  */
@@ -15,7 +15,7 @@ export type Frame =
 	| { type: "response"; id: number; ok: boolean; result?: unknown; error?: { message?: string } | null }
 	| EventFrame;
 
-/** A pushed event (roost/protocol.py PUSHED_EVENTS); `content` in those that carry one. */
+/** A pushed event (roost/wire/protocol.py PUSHED_EVENTS); `content` in those that carry one. */
 export interface EventFrame {
 	type: "event";
 	event: unknown;

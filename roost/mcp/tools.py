@@ -26,8 +26,8 @@ from roost import __version__
 from roost.errors import RoostError
 from roost.mcp import calls, shapes
 from roost.mcp.safetext import text as safe
-from roost.ops import DAEMON_OPS
-from roost.protocol import RequestError
+from roost.wire.ops import DAEMON_OPS
+from roost.wire.protocol import RequestError
 
 INSTRUCTIONS = """\
 roost supervises pi coding-agent sessions as background jobs that talk to each other.

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from roost.supervise.base import JobTable
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
-    from roost.jsonlines import Connection, Handler
+    from roost.job.record import JobRecord
     from roost.supervise.dependencies import Dependencies
     from roost.supervise.router import AgentRouter
     from roost.supervise.scheduler import Scheduler
     from roost.supervise.searchkeeper import SearchKeeper
     from roost.supervise.workers import WorkerProcess
+    from roost.wire.connection import Connection, Handler
 
 
 class Core(JobTable, Protocol):
@@ -45,7 +45,7 @@ class Core(JobTable, Protocol):
     def request_shutdown(self) -> None: ...
 
 
-# A handler is given its request typed as its op declares it (roost.ops), decoded where it arrived.
+# A handler is given its request typed as its op declares it (roost.wire.ops), decoded where it arrived.
 Op = Callable[["Core", "Connection", Any], Awaitable[dict[str, Any]]]
 
 

@@ -37,17 +37,17 @@ from roost.agents.depends import (
     task_with,
     waiting_on,
 )
+from roost.job.states import ItemKind, JobKind, JobState, RunCause
 from roost.mailbox import MailboxError
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobKind, JobState, RunCause
+from roost.pi.transcript import content_text, read_entries
 from roost.supervise.coalesce import Coalesced
-from roost.transcript import content_text, read_entries
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 if TYPE_CHECKING:
-    from roost.jobs import Facts, JobRecord
+    from roost.events.writer import EventLog
+    from roost.job.record import Facts, JobRecord
     from roost.mailbox import Mailbox
     from roost.supervise.base import JobListener
-    from roost.supervise.eventwriter import EventLog
     from roost.supervise.router import AgentRouter
 
     class Table(Protocol):

@@ -18,12 +18,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from roost.states import REAP_REASON, JobKind, JobState, ProcState
+from roost.job.states import REAP_REASON, JobKind, JobState, ProcState
 from roost.tasks import Tasks
 
 if TYPE_CHECKING:
     from roost.config import Settings
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.mailbox import Mailbox
     from roost.supervise.base import JobListener
     from roost.supervise.workers import WorkerProcess

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, Unpack
 
-from roost.states import JobState, WorkerExit
+from roost.job.states import JobState, WorkerExit
 
 if TYPE_CHECKING:
-    from roost.jobs import Facts, JobRecord
+    from roost.events.writer import EventLog
+    from roost.job.record import Facts, JobRecord
     from roost.mailbox import Mailbox
-    from roost.supervise.eventwriter import EventLog
     from roost.supervise.router import AgentRouter
 
 log = logging.getLogger("roostd")

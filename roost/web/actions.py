@@ -13,11 +13,11 @@ from urllib.parse import parse_qs, quote
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from roost.client import DaemonUnavailable
-from roost.protocol import RequestError
 from roost.web import bridge
 from roost.web import pageparts as views
 from roost.web.devices import csrf_token
+from roost.wire.client import DaemonUnavailable
+from roost.wire.protocol import RequestError
 
 FORM_MAX = 256 * 1024
 """The largest form body read (a reply or a task)."""

@@ -13,10 +13,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from roost import protocol
-from roost.jsonlines import Connection, serve_connection
-from roost.ops import EXTENSION_OPS, Op
-from roost.protocol import REFUSED, UNAUTHORIZED, RequestError
+from roost.wire import protocol
+from roost.wire.connection import Connection, serve_connection
+from roost.wire.ops import EXTENSION_OPS, Op
+from roost.wire.protocol import REFUSED, UNAUTHORIZED, RequestError
 from roost.worker.daemon_link import DaemonLink
 
 

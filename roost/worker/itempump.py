@@ -12,21 +12,21 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost import protocol
-from roost.fsutil import utc_now
+from roost.host.fsutil import utc_now
+from roost.job.states import ATTACH_REASON, SETTLED_JOB_STATES
 from roost.pi import agentfiles, problems
-from roost.protocol import RequestError
-from roost.states import ATTACH_REASON, SETTLED_JOB_STATES
+from roost.wire import protocol
+from roost.wire.protocol import RequestError
 from roost.worker import runnote
 from roost.worker.pi_process import PiError
 from roost.worker.runs import dialog_answer, item_cause
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.mailbox import Item
     from roost.pi.compat import PiFeatures
     from roost.tasks import Tasks
-    from roost.worker.budget_guard import BudgetGuard
+    from roost.worker.budget import BudgetGuard
     from roost.worker.daemon_link import DaemonLink
     from roost.worker.delivery import Delivery
     from roost.worker.extchannel import ExtensionChannel

@@ -5,7 +5,7 @@
 - `tmux`: a private tmux server with one session (kit.attach.Tmux), its screen printed
   after the test (shown when it failed);
 - the browser tests' (tests/e2e/test_web_*.py): `browser`, a headless Debian chromium
-  (roost.testkit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when set (the
+  (kit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when set (the
   README's come from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir.
 """
 
@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 from kit.attach import Tmux
-
-from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium
-from roost.testkit.lab import Lab
+from kit.browser import CHROMIUM, DRIVER, MISSING, chromium
+from kit.lab import Lab
 
 
 @pytest.fixture

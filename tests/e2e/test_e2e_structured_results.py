@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, last_user_has, task, user_messages
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import tool_call
 
 pytestmark = pytest.mark.usefixtures("real_pi")
 

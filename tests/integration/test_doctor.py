@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 from kit.doctor import by_name, doctor, failed
+from kit.lab import Lab
 
 from roost.pi.locate import find_pi
-from roost.testkit.lab import Lab
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,16 +104,16 @@ def test_write_problem_names_the_failure(tmp_path, monkeypatch) -> None:  # type
     import errno
     import os
 
-    from roost.cli import diskcheck
+    from roost.cli.doctor import disk
 
-    assert diskcheck.write_problem(tmp_path) is None
+    assert disk.write_problem(tmp_path) is None
     real_write = os.write
 
     def full(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "write", full)
-    assert diskcheck.write_problem(tmp_path) == (f"cannot write in {tmp_path}: No space left on device")
+    assert disk.write_problem(tmp_path) == (f"cannot write in {tmp_path}: No space left on device")
     monkeypatch.setattr(os, "write", real_write)
     assert list(tmp_path.iterdir()) == []  # the probe file is gone either way
 
@@ -121,4 +121,4 @@ def test_write_problem_names_the_failure(tmp_path, monkeypatch) -> None:  # type
         f_flag = os.ST_RDONLY
 
     monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
-    assert diskcheck.write_problem(tmp_path) == f"{tmp_path} is on a read-only filesystem"
+    assert disk.write_problem(tmp_path) == f"{tmp_path} is on a read-only filesystem"

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from kit.jobs import alive, settle
+from kit.lab import Lab
 from kit.wait import kill, wait_until
-
-from roost.testkit.lab import Lab
 
 
 def fired(env: Lab, name: str | None = None) -> list[dict[str, Any]]:

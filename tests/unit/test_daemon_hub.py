@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from roost import paths
-from roost.jobs import JobRecord
-from roost.states import JobKind, JobState, ProcState, WorkerExit
+from roost.host import paths
+from roost.job.record import JobRecord
+from roost.job.states import JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
-from roost.supervise import jobs_service
+from roost.supervise import jobs as jobs_service
 from roost.supervise.workerexits import WorkerExits
 
 pytestmark = pytest.mark.usefixtures("home")

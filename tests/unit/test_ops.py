@@ -1,4 +1,4 @@
-"""roost.ops: each op's table entry is its arguments' TypedDict (roost.opargs), and a request
+"""roost.wire.ops: each op's table entry is its arguments' TypedDict (roost.wire.requests), and a request
 is checked against it once, where its frame arrives: a missing or wrong-typed argument is
 answered `bad_request` naming the argument and what it must be."""
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from roost import protocol
-from roost.jsonlines import Bounds, Connection, serve_connection
-from roost.opargs import JobRow, ReplyRequest, RunRequest, SpawnRequest
-from roost.ops import DAEMON_OPS, EXTENSION_OPS, Op, run_request
-from roost.protocol import RequestError
+from roost.wire import protocol
+from roost.wire.connection import Bounds, Connection, serve_connection
+from roost.wire.ops import DAEMON_OPS, EXTENSION_OPS, Op, run_request
+from roost.wire.protocol import RequestError
+from roost.wire.requests import JobRow, ReplyRequest, RunRequest, SpawnRequest
 
 
 def test_every_ops_keys_are_its_typeddicts() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from roost import sandbox
-from roost.cli.checklist import Report
-from roost.cli.doctor import check_sandbox
+from roost.cli.doctor.checklist import Report
+from roost.cli.doctor.report import check_sandbox
 from roost.config import Settings
 from roost.definitions.rules import parse
 

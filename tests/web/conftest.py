@@ -1,14 +1,13 @@
 """The web layer's fixtures: `lab`, the fake pi's lab (`fake_pi_env`), and `web`, `roost web`
-serving it (roost.testkit.webserver) until the test ends."""
+serving it (kit.webserver) until the test ends."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
+from kit.lab import Lab
+from kit.webserver import WebServer
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost import protocol
-from roost.jsonlines import Connection, Handler
-from roost.opargs import FollowPartials, PartialRequest
-from roost.protocol import REFUSED, RequestError
 from roost.supervise.core import Core, bind
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import REFUSED, RequestError
+from roost.wire.requests import FollowPartials, PartialRequest
 
 
 class Partials:
