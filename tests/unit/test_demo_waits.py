@@ -1,4 +1,4 @@
-"""The demo's waits (roost/cli/demo.py): who reported to a parent, when both reports arrive
+"""The demo's waits (roost/cli/demo/story.py): who reported to a parent, when both reports arrive
 in one turn, and a wait that says so when it lasts; the play mode's default answer."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from roost.cli import demo, demomodel
+from roost.cli.demo import model as demomodel
+from roost.cli.demo import story as demo
 
 
 def report(sender: str) -> str:

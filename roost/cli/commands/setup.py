@@ -109,7 +109,8 @@ def demo(keep: bool, no_scenes: bool, end: bool, directory: str | None) -> None:
 
     `roost demo --keep` leaves its sandbox running to play in (`--no-scenes`: the sandbox
     alone, at once); `roost demo --end [DIR]` ends it."""
-    from roost.cli.demo import end_sandbox, run_demo
+    from roost.cli.demo.play import end_sandbox
+    from roost.cli.demo.story import run_demo
 
     if end:
         if keep or no_scenes:

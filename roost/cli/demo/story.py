@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shlex
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from roost.cli.demomodel import BUILDER, last_user, play_answer, script
+from roost.cli.demo.model import BUILDER, last_user, play_answer, script
+from roost.cli.demo.play import SOCKET_ROOM, keep_sandbox, say
 from roost.fakellm import FakeLLM, first_user_contains
 from roost.fakellm.requests import envelopes, message_text, messages
 from roost.fakellm.sandbox import Sandbox
@@ -45,15 +42,6 @@ WAIT_NOTICE = 5.0
 """Seconds: a part that waits longer than this says what it waits for (then every
 WAIT_NOTICE_EVERY s), so the demo never looks hung."""
 WAIT_NOTICE_EVERY = 15.0
-SANDBOX_FILE = "roost-demo.json"
-"""In a kept sandbox's root: what `roost demo --end` needs (and the mark that it is one)."""
-SOCKET_ROOM = 60
-"""The longest TMPDIR a sandbox goes under: a job's ext.sock, ROOT/rh/jobs/ID/ext.sock, must
-fit a Unix socket path (107 bytes); a longer TMPDIR falls back to /tmp."""
-
-
-def say(line: str = "") -> None:
-    print(line, flush=True)
 
 
 def step(title: str) -> None:
@@ -147,7 +135,7 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
         code = _story(client, work, box.llm) if scenes else 0
         if keep:
             client.close()
-            kept = _keep(box)
+            kept = keep_sandbox(box)
             return code if kept else 1
         return code
     finally:
@@ -156,144 +144,6 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
                 client.request("shutdown", jobs=True)
             client.close()
             box.close()
-
-
-# -- play mode: a kept sandbox ----------------------------------------------------------------
-def _keep(box: Sandbox) -> bool:
-    """Hand the model over to a process of its own (on the same port, so pi's models.json
-    stays true) and leave the sandbox: its file, then the lines to use it and end it."""
-    port, url = box.llm.port, box.llm.base_url
-    box.llm.stop()
-    log = open(box.root / "model.log", "ab")  # noqa: SIM115 - the child's, from here on
-    with log:
-        model = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.demomodel", str(box.root), str(port)],
-            env=box.env,
-            cwd=box.root,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    from roost.host import procid
-
-    start = procid.live_start_time(model.pid)
-    try:
-        _connectable(port, model)
-    except OSError as exc:
-        say(f"roost demo: the scripted model did not start ({exc}); see {box.root / 'model.log'}")
-        with contextlib.suppress(ProcessLookupError):
-            model.kill()
-        return False
-    (box.root / SANDBOX_FILE).write_text(
-        json.dumps(
-            {
-                "roostHome": str(box.roost_home),
-                "agentDir": str(box.agent_dir),
-                "model": {"pid": model.pid, "start": start, "port": port},
-            }
-        )
-        + "\n"
-    )
-    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sandbox_env(box).items())
-    say()
-    say(
-        "━━ the sandbox keeps running: its roostd, its jobs and the scripted model (pid "
-        f"{model.pid}, {url}). To use it, in a shell:"
-    )
-    say(f"  export {exports}")
-    say("  roost view")
-    say(
-        "new jobs and replies there (roost run '…', roost reply JOB '…') get the scripted "
-        "model's answers; no API key, nothing leaves 127.0.0.1. End it (its jobs, roostd, the "
-        "model, and the directory) with:"
-    )
-    say(f"  roost demo --end          (or: roost demo --end {shlex.quote(str(box.root))})")
-    return True
-
-
-def sandbox_env(box: Sandbox) -> dict[str, str]:
-    """What a shell needs to use a kept sandbox: its ROOST_HOME, its pi agent dir (the
-    scripted model's models.json, the demo's roost.json), pi offline."""
-    return {
-        "ROOST_HOME": str(box.roost_home),
-        "PI_CODING_AGENT_DIR": str(box.agent_dir),
-        "PI_OFFLINE": "1",
-        "PI_SKIP_VERSION_CHECK": "1",
-    }
-
-
-def _connectable(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            return
-        except OSError:
-            if proc.poll() is not None:
-                raise OSError(f"it exited with {proc.returncode}") from None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)  # start-up only
-
-
-def end_sandbox(directory: str | None) -> int:
-    """`roost demo --end [DIR]`: stop a kept sandbox's jobs, roostd and model, and delete it.
-    DIR is the sandbox or its ROOST_HOME (default: ROOST_HOME); a directory without the
-    sandbox file is refused, never deleted."""
-    from roost.cli.commands.daemon import live_workers, stop_workers
-    from roost.host.procid import alive, same_process, stop_exact
-    from roost.wire.client import DaemonUnavailable, connect
-
-    given = directory or os.environ.get("ROOST_HOME")
-    if not given:
-        say(
-            "roost demo --end: no sandbox named: give its DIR, or set ROOST_HOME to its "
-            "ROOST_HOME (the export line `roost demo --keep` printed)"
-        )
-        return 2
-    path = Path(given).expanduser().absolute()
-    root = next((p for p in (path, path.parent) if (p / SANDBOX_FILE).is_file()), None)
-    if root is None:
-        say(
-            f"roost demo --end: {path} is not a sandbox of `roost demo --keep` (no "
-            f"{SANDBOX_FILE}); nothing done"
-        )
-        return 1
-    try:
-        info = json.loads((root / SANDBOX_FILE).read_text())
-        home = Path(info["roostHome"])
-        model = info["model"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        say(f"roost demo --end: {root / SANDBOX_FILE} is unreadable ({exc}); nothing done")
-        return 1
-    if home.parent != root:
-        say(f"roost demo --end: {root / SANDBOX_FILE} names a ROOST_HOME outside it; nothing done")
-        return 1
-    os.environ["ROOST_HOME"] = str(home)
-    os.environ["PI_CODING_AGENT_DIR"] = str(info.get("agentDir") or os.environ.get("PI_CODING_AGENT_DIR", ""))
-    try:
-        client = connect(autostart=False)
-    except DaemonUnavailable:
-        client = None
-    if client is not None:
-        with client:
-            pid = client.request("status")["pid"]
-            client.request("shutdown", timeout=120, jobs=True)
-        deadline = time.monotonic() + 20
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    stop_workers(live_workers())  # a worker roostd did not know of, or no roostd
-    if same_process(model.get("pid"), model.get("start")):
-        stop_exact(model["pid"], model["start"], 5.0)
-    shutil.rmtree(root, ignore_errors=True)
-    if root.exists():
-        say(f"roost demo --end: could not delete all of {root}")
-        return 1
-    say(f"sandbox {root} ended: its jobs, roostd and scripted model stopped, and deleted")
-    return 0
 
 
 def _story(client: Client, work: Path, llm: FakeLLM) -> int:
@@ -391,7 +241,6 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
 
 
 def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
-    import subprocess
 
     from roost.wire.protocol import RequestError
 

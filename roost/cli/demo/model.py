@@ -1,13 +1,14 @@
 """`roost demo`'s scripted model: the story's rules (`script`: every job's task carries a
 marker its rules key on), the answer to anything else (`play_answer`: a new job or a reply in
 a kept sandbox gets a short note, never an error), and the kept sandbox's model as a process
-of its own (`serve_model`, `python -m roost.cli.demomodel ROOT PORT`)."""
+of its own (`serve_model`, `python -m roost.cli.demo.model ROOT PORT`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,13 @@ from roost.fakellm.requests import envelopes
 
 RUNAWAY_USAGE = (20000, 1000, 5000)  # prompt, completion, cached: about $0.06 a request
 
+Scene = Callable[..., None]
+"""`job(marker, *rules)`: a scene's jobs and their rules, added to the model."""
+
 
 def script(llm: FakeLLM) -> None:
-    """The scripted model: every job's task carries a marker its rules key on."""
+    """The scripted model: every job's task carries a marker its rules key on; one function
+    per scene of the story adds its jobs' rules."""
 
     def job(marker: str, *rules: tuple[Any, Any]) -> None:
         for match, reply in rules:
@@ -36,7 +41,12 @@ def script(llm: FakeLLM) -> None:
                 all_of(first_user_contains(marker), match) if match else first_user_contains(marker), reply
             )
 
-    # 1. A job that looks around, answers, and asks the user something.
+    for scene in (_greeter, _builder_and_reviewer, _lead_and_children, _budget, _worktrees, _results):
+        scene(job)
+
+
+def _greeter(job: Scene) -> None:
+    """A job that looks around, answers, and asks the user something."""
     job(
         "[greeter]",
         (last_user_contains("yes"), text("Done: I wrote NOTES.md with a two-line summary.")),
@@ -48,7 +58,10 @@ def script(llm: FakeLLM) -> None:
         ),
         (last_user_contains("[greeter]"), tool_call("bash", {"command": "ls -a"})),
     )
-    # 2. A builder busy in a long tool call, and a reviewer that messages it meanwhile.
+
+
+def _builder_and_reviewer(job: Scene) -> None:
+    """A builder busy in a long tool call, and a reviewer that messages it meanwhile."""
     job(
         "[builder]",
         (
@@ -78,7 +91,10 @@ def script(llm: FakeLLM) -> None:
         ),
         (None, text("Ready to review.")),
     )
-    # 3. A lead that spawns two children; kid-b asks the lead a question.
+
+
+def _lead_and_children(job: Scene) -> None:
+    """A lead that spawns two children; kid-b asks the lead a question."""
     job(
         "[lead]",
         (last_is_tool_result("roost_send"), text("Answered kid-b: JSON.")),
@@ -99,7 +115,19 @@ def script(llm: FakeLLM) -> None:
             ),
         ),
     )
-    # 5. A parent that spawns a child with a small budget; the child never stops by itself.
+    job(
+        "[kid-b]",
+        (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
+        (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
+        (
+            last_user_contains("[kid-b]"),
+            tool_call("roost_send", {"to": "lead", "message": "Which format do you want: JSON or YAML?"}),
+        ),
+    )
+
+
+def _budget(job: Scene) -> None:
+    """A parent that spawns a child with a small budget; the child never stops by itself."""
     job(
         "[saver]",
         (
@@ -127,7 +155,10 @@ def script(llm: FakeLLM) -> None:
         (None, lambda req: tool_call("bash", {"command": "echo refactoring"}, usage=RUNAWAY_USAGE)),
     )
     job("[kid-a]", (None, text("Found 3 TODOs: two in src/, one in README.")))
-    # 5. A lead that gives two children a worktree each; both change the same line.
+
+
+def _worktrees(job: Scene) -> None:
+    """A lead that gives two children a worktree each; both change the same line."""
     job(
         "[wt-lead]",
         (
@@ -166,7 +197,10 @@ def script(llm: FakeLLM) -> None:
                 ),
             ),
         )
-    # 7. Two reviewers answer in a schema (one only after roost's note); a summary of both.
+
+
+def _results(job: Scene) -> None:
+    """Two reviewers answer in a schema (one only after roost's note); a summary of both."""
     job("[rev-api]", (None, text(json.dumps({"verdict": "approve", "issues": 0}))))
     job(
         "[rev-ui]",
@@ -177,15 +211,6 @@ def script(llm: FakeLLM) -> None:
         (None, text("Looks good overall, but two buttons overlap.")),
     )
     job("[summary]", (None, text('```json\n{"approve": 1, "request-changes": 1, "issues": 2}\n```')))
-    job(
-        "[kid-b]",
-        (last_user_contains("JSON"), text("Exported the findings as findings.json.")),
-        (last_is_tool_result("roost_send"), text("Asked the lead which format to use.")),
-        (
-            last_user_contains("[kid-b]"),
-            tool_call("roost_send", {"to": "lead", "message": "Which format do you want: JSON or YAML?"}),
-        ),
-    )
 
 
 def last_user(req: Any) -> str:
@@ -242,7 +267,7 @@ def play_answer(req: Any) -> Reply:
 
 
 def serve_model(root: Path, port: int) -> int:
-    """The kept sandbox's scripted model (`python -m roost.cli.demomodel ROOT PORT`): the
+    """The kept sandbox's scripted model (`python -m roost.cli.demo.model ROOT PORT`): the
     demo's rules and play_answer, on the port pi's models.json names, until SIGTERM or until
     ROOT (or its sandbox file) is gone."""
     import signal
@@ -276,7 +301,7 @@ def serve_model(root: Path, port: int) -> int:
 def _main(argv: list[str]) -> int:
     if len(argv) == 2:
         return serve_model(Path(argv[0]), int(argv[1]))
-    print("usage: python -m roost.cli.demomodel ROOT PORT", file=sys.stderr)
+    print("usage: python -m roost.cli.demo.model ROOT PORT", file=sys.stderr)
     return 2
 
 
