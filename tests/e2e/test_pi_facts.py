@@ -142,9 +142,13 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     """
     session = lab.root / "sessions" / "new-dir" / "a.jsonl"
     gate = threading.Event()
+    # The tool runs until the test has read the file at its start (`tool_gate`), so a late
+    # read under load cannot see its result already written.
+    tool_gate = lab.root / "tool-gate"
+    command = f"while [ ! -e {tool_gate} ]; do sleep 0.05; done; echo hi"
     lab.llm.add(
         first_user_contains("TASK-A") & ~last_is_tool_result(),
-        tool_call("bash", {"command": "echo hi"}, hold=gate),
+        tool_call("bash", {"command": command}, hold=gate),
         times=1,
         name="call-bash",
     )
@@ -182,6 +186,7 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     pi.wait_event("tool_execution_start", since=start)
     on_disk = session_roles(session)
     assert on_disk[-2:] == ["user", "assistant"]
+    tool_gate.touch()
 
     end = pi.wait_event("agent_end", since=start, timeout=20)
     expect_settled(pi, end)
@@ -223,7 +228,7 @@ def test_prompt_with_tool_call_event_sequence(lab: Lab) -> None:
     assert call_msg["stopReason"] == "toolUse"
     tc = call_msg["content"][0]
     assert tc["type"] == "toolCall" and tc["name"] == "bash"
-    assert tc["arguments"] == {"command": "echo hi"}
+    assert tc["arguments"] == {"command": command}
     assert {"api", "provider", "model", "usage", "timestamp"} <= set(call_msg)
     expected_result = {
         "role": "toolResult",
