@@ -143,6 +143,7 @@ def test_raise_a_budget_from_the_browser(
         turns = browser.find_element(By.CSS_SELECTOR, 'input[name="maxTurns"]')
         turns.send_keys("10")
         turns.find_element(By.XPATH, "./ancestor::form//button").click()
-        assert lab.wait(job) == "done"
+        # The click posts on its own: `roost wait` right away could still find the job failed.
+        lab.wait_state(job, "done", timeout=T)
         wait_text(browser, "#head", "at most 10 turns")
         wait_text(browser, "#transcript", "ANSWER-TURNS: finished")
