@@ -6,7 +6,6 @@ import hmac
 import os
 from typing import Any, cast
 
-from roost.host import procid
 from roost.job.record import Facts
 from roost.job.states import WORKER_STATES, JobState
 from roost.supervise import budget
@@ -42,10 +41,9 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
     proc = core.proc(record)
     if not proc.alive and not proc.adopt():
         raise RequestError(UNAUTHORIZED, f"job {record.id} has no worker that roostd started")
-    if record.process.worker_pid != pid or not procid.same_process(pid, record.process.worker_start):
-        raise RequestError(
-            UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
-        )
+    refusal = proc.not_the_worker(pid)
+    if refusal is not None:
+        raise RequestError(UNAUTHORIZED, refusal)
     conn.job_id = record.id
     conn.peer_id = record.id
     proc.connected_as_worker(conn)
