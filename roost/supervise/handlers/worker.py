@@ -30,8 +30,9 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
     # The token alone is no proof: job.json is readable by any process of the user
     # (an agent's tools included), and so is its worker lock. The caller must be the very
     # process roostd spawned (or adopted) as the job's worker: the pid the kernel gives
-    # for the socket (SO_PEERCRED) and that process's start time are the ones roostd saved
-    # when it spawned it, and roostd still watches it.
+    # for the socket (SO_PEERCRED) and that process's start (its ticks since boot:
+    # WorkerProcess.not_the_worker) are the ones roostd saved when it spawned it, and roostd
+    # still watches it.
     peer = conn.peer
     if peer is None or peer.uid != os.getuid():
         raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
