@@ -54,6 +54,10 @@ def test_scrub_text_replaces_only_lone_surrogates() -> None:
 OPS = {name: Op(name, "any") for name in ("echo", "bad_answer", "huge_answer", "push_bad")}
 
 
+SERVING: list[asyncio.Task[None]] = []
+"""The server side of each pair (a test's loop cancels what is left when it ends)."""
+
+
 async def _serve_pair(calls: list[str]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     left, right = socket.socketpair()
 
@@ -76,7 +80,9 @@ async def _serve_pair(calls: list[str]) -> tuple[asyncio.StreamReader, asyncio.S
     reader, writer = await asyncio.open_unix_connection(sock=left)
     server_reader, server_writer = await asyncio.open_unix_connection(sock=right, limit=MAX_FRAME + 2)
     conn = Connection(server_reader, server_writer)
-    asyncio.get_running_loop().create_task(serve_connection(conn, handlers, OPS, lambda c, o: None))
+    # Kept until the test's loop ends: a task nothing refers to may be collected mid-test,
+    # and its connection closed under the client (ConnectionResetError, seen under load).
+    SERVING.append(asyncio.create_task(serve_connection(conn, handlers, OPS, lambda c, o: None)))
     return reader, writer
 
 
