@@ -19,7 +19,6 @@ from kit.testpi import make_agent_dir
 
 from roost.events import log as eventlog
 from roost.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
-from roost.pi.locate import find_pi
 
 T = 60.0
 
@@ -54,9 +53,10 @@ def test_no_model_fails_within_seconds_and_start_after_the_fix_delivers_the_task
     job = lab.run("CFG-HELLO say hello")
     assert lab.wait(job, timeout=T) == "failed"  # `roost wait` returns, no time-out
     took = time.monotonic() - began
-    # 5 s is the target on the default pi (it boots in ~0.3 s); 0.73.1 boots in 1.2-3 s.
-    limit = 5.0 if (find_pi().package or "").startswith("@earendil-works") else 10.0
-    assert took < limit, f"{took:.1f}s to a visible failure"
+    # The 5 s target (2.5 s measured on 1.6.0) is benchmarks/failure_bench.py's: here, only
+    # that the failure comes at once, not after restarts and their backoff (no crash event,
+    # below), with room for a machine a whole suite loads (7.3 s seen at load 23).
+    assert took < 30.0, f"{took:.1f}s to a visible failure"
     shown = error_of(lab, job)
     assert "No API key found" in shown, shown
     assert "fix: no model configured" in shown and f"roost start {job}" in shown
