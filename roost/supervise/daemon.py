@@ -42,6 +42,7 @@ from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs_service import agent_catalog
+from roost.supervise.placement import Placement
 from roost.supervise.router import AgentRouter
 from roost.supervise.runner import LocalRunner
 from roost.supervise.scheduler import Scheduler
@@ -74,7 +75,10 @@ class Daemon:
         self.usage_book = UsageBook()
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
-        self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
+        # Local workers (with a spare), or a remote runner's per job (supervise/placement.py).
+        self.runner = Placement(
+            self, LocalRunner(spare=lambda: self.settings().spareWorker), self._on_connection
+        )
         self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to
         # followers (`roost events --follow`), handed to the hooks.

@@ -56,6 +56,24 @@ class Runner(Protocol):
     def launch(self, spec: WorkerSpec) -> Launched: ...
 
 
+class RemoteLaunch(Launched, Protocol):
+    """A worker started on another machine (supervise/rayrunner.py): no local process
+    (`pid` 0), so its runner watches it and says when it ends."""
+
+    def on_exit(self, callback: Callable[[int | None], None]) -> None:
+        """Call `callback(exit status)` on roostd's loop once it has ended."""
+
+    def kill(self) -> None:
+        """Stop it (it did not stop when asked): its end comes through `on_exit`."""
+
+    def forget(self) -> None:
+        """Stop watching it (roostd's shutdown): it runs on for the next roostd."""
+
+
+def is_remote(launched: Launched) -> bool:
+    return launched.pid == 0 and hasattr(launched, "on_exit")
+
+
 class LocalLaunch:
     """A worker started here: a child process that waits on a pipe (`ROOST_WORKER_GO_FD`)."""
 

@@ -7,11 +7,11 @@ import os
 from typing import Any, cast
 
 from roost import procid
-from roost.jobs import Facts
+from roost.jobs import Facts, JobRecord
 from roost.jsonlines import Connection, Handler
 from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 from roost.states import WORKER_STATES, JobState
-from roost.supervise import budgets
+from roost.supervise import budgets, remotehub
 from roost.supervise.core import Core, bind
 
 # What a worker may report, and the job states it may move its job to.
@@ -32,6 +32,8 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
     # process roostd spawned (or adopted) as the job's worker: the pid the kernel gives
     # for the socket (SO_PEERCRED) and that process's start time are the ones roostd saved
     # when it spawned it, and roostd still watches it.
+    if remotehub.linked_job(conn.writer) == record.id:
+        return _remote_hello(core, conn, record)
     peer = conn.peer
     if peer is None or peer.uid != os.getuid():
         raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
@@ -45,6 +47,20 @@ async def worker_hello(core: Core, conn: Connection, request: dict[str, Any]) ->
         raise RequestError(
             UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
         )
+    return _bind(core, conn, record)
+
+
+def _remote_hello(core: Core, conn: Connection, record: JobRecord) -> dict[str, Any]:
+    """A worker on another machine (supervise/remotehub.py): its connection proved the
+    job's current attempt with the attempt's secret; no pid of this machine is its."""
+    proc = core.proc(record)
+    if not proc.alive and not proc.adopt():
+        raise RequestError(UNAUTHORIZED, f"job {record.id} has no remote attempt that roostd started")
+    return _bind(core, conn, record)
+
+
+def _bind(core: Core, conn: Connection, record: JobRecord) -> dict[str, Any]:
+    proc = core.proc(record)
     conn.job_id = record.id
     conn.peer_id = record.id
     proc.connected_as_worker(conn)

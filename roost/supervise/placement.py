@@ -1,0 +1,143 @@
+"""Which runner starts a job's worker: `Placement`, the runner roostd launches through.
+
+A job runs where `roost run --runner` said (kept in `jobs/<id>/placement.json`), else
+where roost.json's `runner.kind` says: `local` (runner.LocalRunner, the default, with its
+spare worker) or `ray` (supervise/rayrunner.py). Shell jobs always run locally. The first
+remote job starts roostd's remote hub (supervise/remotehub.py); a roostd that finds a
+remote attempt it did not see end (supervise/attempts.py) starts it too and adopts the
+attempt, so the remote end reconnects to it. Nothing of Ray is imported for a local job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost.fsutil import atomic_write_json
+from roost.states import JobKind, JobState
+from roost.supervise import attempts
+from roost.supervise.remotehub import RemoteHub
+from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, WorkerSpec
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from roost.jobs import JobRecord
+    from roost.supervise.base import JobTable
+    from roost.supervise.rayrunner import RayOptions, RayRunner
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "placement.json"
+KINDS = ("local", "ray")
+
+
+def choose(job_dir: Path, kind: str) -> None:
+    """Pin a job to a runner (`roost run --runner`)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown runner {kind!r} (expected one of {', '.join(KINDS)})")
+    atomic_write_json(job_dir / FILE_NAME, {"runner": kind})
+
+
+def chosen(job_dir: Path) -> str | None:
+    try:
+        kind = json.loads((job_dir / FILE_NAME).read_text(encoding="utf-8"))["runner"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return kind if kind in KINDS else None
+
+
+class Placement:
+    def __init__(
+        self,
+        table: JobTable,
+        local: LocalRunner,
+        serve_link: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    ) -> None:
+        self.local = local
+        self._table = table
+        self._settings = table.settings
+        self.hub = RemoteHub(self._find, table.mailbox, serve_link)
+        self._ray: RayRunner | None = None
+
+    def _find(self, job_id: str) -> JobRecord | None:
+        return self._table.jobs.get(job_id)
+
+    # -- what roostd asks of its runner ------------------------------------------------------
+    def prepare(self) -> None:
+        self.local.prepare()
+
+    def close(self) -> None:
+        self.local.close()
+        self.hub.close()
+
+    def worker_up(self, job_id: str) -> None:
+        self.local.worker_up(job_id)
+
+    def kind_of(self, record: JobRecord) -> str:
+        if record.kind == JobKind.SHELL:
+            return "local"
+        return chosen(record.dir) or str(self._settings().runner.get("kind") or "local")
+
+    def launch(self, spec: WorkerSpec) -> Launched:
+        record = self._find(spec.job_id)
+        if record is None or self.kind_of(record) == "local":
+            return self.local.launch(spec)
+        self._start_hub()
+        return self._ray_runner().launch_job(record.id, record.dir)
+
+    def adopt(self, record: JobRecord) -> RemoteLaunch | None:
+        """A remote attempt a previous roostd left running, watched again (None: none)."""
+        current = attempts.load(record.dir)
+        if current is None or current.ended or current.runner != "ray":
+            return None
+        self._start_hub()
+        return self._ray_runner().adopt_job(record.id, record.dir)
+
+    # -- the remote parts, made on first use --------------------------------------------------
+    def _start_hub(self) -> None:
+        if self.hub.started:
+            return
+        runner = self._settings().runner
+        tls = runner.get("tls")
+        self.hub.start(
+            str(runner.get("listen") or "127.0.0.1:0"),
+            runner.get("advertise"),
+            dict(tls) if isinstance(tls, dict) else None,
+        )
+
+    def _ray_runner(self) -> RayRunner:
+        if self._ray is None:
+            from roost.supervise.rayrunner import RayRunner
+
+            self._ray = RayRunner(
+                self._ray_options, lambda: (self.hub.address, self.hub.cert_pem), self._status
+            )
+        return self._ray
+
+    def _ray_options(self) -> RayOptions:
+        from roost.supervise.rayrunner import RayOptions
+
+        runner: dict[str, Any] = self._settings().runner
+        defaults = RayOptions()
+        return RayOptions(
+            address=str(runner.get("address") or defaults.address),
+            python=str(runner.get("python") or defaults.python),
+            num_cpus=float(runner.get("numCpus", defaults.num_cpus)),
+            resources={str(k): float(v) for k, v in (runner.get("resources") or {}).items()},
+            env={str(k): str(v) for k, v in (runner.get("env") or {}).items()},
+        )
+
+    def _status(self, job_id: str, reason: str | None) -> None:
+        """The cluster cannot be reached (`reason`), or can again (None): the job waits in
+        `starting` with the reason as its status, its items in its mailbox."""
+        record = self._find(job_id)
+        if record is None or record.state != JobState.STARTING:
+            return
+        status = f"waiting: {reason}" if reason else "starting"
+        if record.status != status:
+            record.status = status
+            self._table.job_changed(record, persist=False)
