@@ -335,8 +335,9 @@ DAEMON_OPS: dict[str, Op] = {
             "any",
             (),
             "start a pi job (`task`), or a shell job (`shell`, `command`); "
-            "`env`: the caller's environment, which the job runs with",
-            ("task", "shell", "command", "treeBudget", "group", "priority", *_JOB_ARGS),
+            "`env`: the caller's environment, which the job runs with; "
+            "`runner`: local or ray, where its worker runs (default: roost.json's)",
+            ("task", "shell", "command", "treeBudget", "group", "priority", "runner", *_JOB_ARGS),
         ),
         Op(
             "run_each",

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roost import paths
 from roost.fsutil import atomic_write_json
 from roost.states import JobKind, JobState
 from roost.supervise import attempts
@@ -39,6 +40,7 @@ def choose(job_dir: Path, kind: str) -> None:
     """Pin a job to a runner (`roost run --runner`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown runner {kind!r} (expected one of {', '.join(KINDS)})")
+    paths.ensure_dir(job_dir)  # a job just made: its folder may come with its first save
     atomic_write_json(job_dir / FILE_NAME, {"runner": kind})
 
 

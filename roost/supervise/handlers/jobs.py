@@ -20,7 +20,7 @@ from roost.jobtree import tree_order
 from roost.jsonlines import Connection, Handler
 from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
-from roost.supervise import attention, budgets, worktree_jobs
+from roost.supervise import attention, budgets, placement, worktree_jobs
 from roost.supervise.core import Core, bind
 from roost.supervise.jobqueue import checked_priority
 from roost.supervise.jobs_service import create_job, launch, request_env
@@ -100,7 +100,14 @@ async def shutdown(core: Core, conn: Connection, request: dict[str, Any]) -> dic
 async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     _check_chosen_name(core, request.get("name"))
     env = request_env(request)
+    runner = request.get("runner")
+    if runner is not None and runner not in placement.KINDS:
+        raise RequestError(
+            BAD_REQUEST, f"runner: expected one of {', '.join(placement.KINDS)}, got {runner!r}"
+        )
     record = create_job(core, request)
+    if runner is not None:
+        placement.choose(record.dir, runner)  # where its worker runs, every start (supervise/placement.py)
     core.queue.place(record, request.get("group"), checked_priority(request.get("priority")))
     budgets.apply_budget(core, record, request)
     await worktree_jobs.prepare(core, record, request, spawned=False)
