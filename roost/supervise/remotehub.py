@@ -205,6 +205,7 @@ class SyncSession:
         loop = asyncio.get_running_loop()
         watcher = self.box.watch(lambda: _wake_from_thread(loop, self._wake))
         pusher = loop.create_task(self._push_loop())
+        self._wake.set()  # every pending item, on every connection (the remote end skips what it has)
         try:
             await self._send({"ok": True, "sizes": {name: _size(self._path(name)) for name in STREAMS}})
             while True:
@@ -272,7 +273,6 @@ class SyncSession:
                 files[name] = remotewire.encode((self.record.dir / name).read_bytes())
             except FileNotFoundError:
                 files[name] = None
-        self._wake.set()  # the pending items follow the kit
         return {"dir": str(self.record.dir), "files": files}
 
     def _append(self, name: str, offset: int, data: Any) -> int:

@@ -4,7 +4,9 @@
 included), so a head started here is stopped by what is its own: every process of the
 user whose command line names its temp dir (Ray passes the session directory, which lies
 under it, to each of its processes), SIGTERM then SIGKILL. Its ports are picked free, so
-two heads never meet. Ray's own CLI is run from the interpreter `python` (a venv that has
+two heads never meet. Ray's servers bind every interface whatever `--node-ip-address`
+says, so a head starts only where loopback is the only interface (a network namespace of
+its own: scripts/test-ray runs the tests and the benchmark under `unshare -n`). Ray's own CLI is run from the interpreter `python` (a venv that has
 `ray[default]`); nothing of Ray is imported here.
 """
 
@@ -20,6 +22,11 @@ import urllib.request
 from pathlib import Path
 
 START_TIMEOUT = 120.0
+
+
+def only_loopback() -> bool:
+    """This process sees no network interface but loopback (its own network namespace)."""
+    return all(name == "lo" for _, name in socket.if_nameindex())
 
 
 def free_port() -> int:
@@ -43,6 +50,11 @@ class RayHead:
         self.started = 0.0
 
     def start(self) -> RayHead:
+        if not only_loopback():
+            raise RuntimeError(
+                "a Ray head binds every interface: start it where loopback is the only one "
+                "(scripts/test-ray runs under `unshare -n`)"
+            )
         ports = {
             "--port": free_port(),
             "--dashboard-port": self.dashboard_port,

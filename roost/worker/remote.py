@@ -75,6 +75,7 @@ class RemoteEnd:
         self._sizes: dict[str, int] = {}
         self.worker: subprocess.Popen[bytes] | None = None
         self.refused: Refused | None = None
+        self._early: list[dict[str, Any]] | None = []  # items pushed before the mirror was made
         self._gave_up = asyncio.Event()
 
     # -- the sync connection -------------------------------------------------------------
@@ -184,9 +185,14 @@ class RemoteEnd:
         self._sent["session"] = offset
         self._log_base = self._sizes.get("log", 0)
         self._sent["log"] = 0
+        early, self._early = self._early or [], None
+        self._store_items(early)
 
     def _store_items(self, items: list[dict[str, Any]]) -> None:
         """Pushed items into the mirror's new/ (one seen before, in new/ or cur/, is skipped)."""
+        if self._early is not None:
+            self._early.extend(items)
+            return
         for entry in items:
             try:
                 seq = int(entry["seq"])
@@ -263,14 +269,15 @@ class RemoteEnd:
 
     # -- the worker ---------------------------------------------------------------------------
     def start_worker(self) -> subprocess.Popen[bytes]:
-        from roost.worker.launch import popen_dying_with_worker
-
         env = {**os.environ, "ROOST_HOME": str(self.home)}
+        parent = os.getpid()
         with open(self.job_dir / "worker.log", "ab") as log_file:
-            # It dies with this process (SIGKILLed too): no worker or pi of a lost attempt
-            # runs on beside the next one.
-            self.worker = popen_dying_with_worker(
+            # It dies with this process, SIGKILLed as a crashed worker (never a clean stop,
+            # which would end its run as stopped by the user): no worker or pi of a lost
+            # attempt runs on beside the next one, and the next continues the cut-short run.
+            self.worker = subprocess.Popen(
                 [sys.executable, "-m", "roost.worker", self.job],
+                preexec_fn=lambda: _killed_with(parent),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
@@ -298,9 +305,9 @@ class RemoteEnd:
         await self.build()
         server = await asyncio.start_unix_server(self._relay, path=str(self.home / "roostd.sock"))
         os.chmod(self.home / "roostd.sock", 0o600)
+        worker = self.start_worker()  # before the watch's thread: preexec_fn runs in a fork
         watch = _watch(self.job_dir, self._wake)
         syncer = asyncio.create_task(self._sync_loop())
-        worker = self.start_worker()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.kill_worker)
@@ -342,6 +349,15 @@ async def _pipe_both(
             writer.close()
 
     await asyncio.gather(pipe(a_reader, b_writer), pipe(b_reader, a_writer))
+
+
+def _killed_with(parent: int) -> None:
+    """In the worker's child before its exec: SIGKILL when this process dies."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # this process died before the signal was set
+        os._exit(1)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -1,0 +1,247 @@
+"""The Ray runner end to end: the real pi and the scripted model, roostd, and a Ray head on
+127.0.0.1 (roost.testkit.rayhead) started once for the file and stopped by its own temp dir.
+
+Run with an interpreter that has roost[ray] (scripts/test-ray). Each test bounds its waits;
+the whole file is bounded by pytest-timeout per test. The model runs in this process: the
+tests see every request the job's pi made from the Ray job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kit.matchers import after_tool, fresh, task, user_texts
+from kit.wait import pid_alive, wait_until
+
+from roost.testkit.fakellm import FakeLLM, last_user_contains, text, tool_call
+from roost.testkit.lab import Lab
+from roost.testkit.rayhead import RayHead, free_port
+
+ray = pytest.importorskip("ray", reason="the ray runner's tests need roost[ray] (scripts/test-ray)")
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_pi")]
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[RayHead]:
+    with RayHead(sys.executable, num_cpus=4, resources='{"roost-node": 4}') as started:
+        yield started
+    assert not started.pids(), "the head's processes outlived its stop"
+
+
+@pytest.fixture
+def ray_lab(make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead) -> Lab:
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head))
+    return lab
+
+
+def runner_settings(lab: Lab, head: RayHead, **more: object) -> dict[str, object]:
+    node_env = {k: v for k, v in lab.env.items() if k != "ROOST_HOME"}
+    return {
+        "kind": "ray",
+        "address": head.address,
+        "python": sys.executable,
+        "numCpus": 0.5,
+        "resources": {"roost-node": 1},
+        "env": node_env,
+        **more,
+    }
+
+
+def attempt(lab: Lab, job: str) -> dict[str, object]:
+    return json.loads((lab.job_dir(job) / "remote.json").read_text())
+
+
+def job_client(head: RayHead) -> object:
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(head.address)
+
+
+def spawned_id(result_text: str) -> str:
+    match = re.match(r'^spawned ([0-9a-f]{8}) "', result_text)
+    assert match, result_text
+    return match.group(1)
+
+
+def remote_end_pid(job: str) -> int | None:
+    """The remote end of `job` on this machine (the head's one node)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"roost.worker.remote" in cmdline and f"ROOST_REMOTE_JOB={job}".encode() in environ:
+            return int(entry)
+    return None
+
+
+def test_a_ray_job_runs_takes_a_reply_and_roostd_keeps_its_files(
+    ray_lab: Lab, llm: FakeLLM, head: RayHead
+) -> None:
+    llm.add(last_user_contains("RAY-TASK"), text("RAY-ANSWER-1: fine."))
+    llm.add(last_user_contains("RAY-REPLY"), text("RAY-ANSWER-2"))
+    job = ray_lab.run_job("RAY-TASK please")
+
+    assert ray_lab.wait(job, timeout=150) == "done"
+    ray_lab.reply(job, "RAY-REPLY now")
+    wait_until(lambda: "RAY-ANSWER-2" in json.dumps(ray_lab.session(job)), timeout=60)
+    assert ray_lab.wait(job, timeout=60) == "done"
+
+    # roostd's own copies: the session (each item once), the mailbox acked, the log.
+    assert user_texts(ray_lab.session(job)) == ["RAY-TASK please", "RAY-REPLY now"]
+    wait_until(lambda: not ray_lab.mailbox_files(job, "new"), timeout=30)
+    assert len(ray_lab.mailbox_files(job, "cur")) == 2
+    assert "job running -> done" in (ray_lab.job_dir(job) / "worker.log").read_text()
+    # The worker ran as a Ray job with the attempt's submission id, not as roostd's child.
+    current = attempt(ray_lab, job)
+    assert current["submission"] == f"roost-{job}-1"
+    client = job_client(head)
+    status = str(client.get_job_status(current["submission"]))  # type: ignore[attr-defined]
+    assert status.endswith("RUNNING"), status
+    assert ray_lab.show(job, cli=True)["worker"]["pid"] in (None, 0)
+    # The secret is in no log: roostd's, the worker's, Ray's of the job.
+    secret = str(current["secret"])
+    logs = client.get_job_logs(current["submission"])  # type: ignore[attr-defined]
+    for where in (logs, ray_lab.diagnostics()):
+        assert secret not in where
+
+    ray_lab.cli("stop", job)
+    assert ray_lab.wait_state(job, "stopped", timeout=60)["state"] == "stopped"
+    wait_until(
+        lambda: (
+            str(client.get_job_status(current["submission"])).split(".")[-1]  # type: ignore[attr-defined]
+            in ("SUCCEEDED", "STOPPED")
+        ),
+        timeout=60,
+    )
+
+
+def test_a_killed_ray_job_is_restarted_and_its_item_reaches_the_model_once(
+    ray_lab: Lab, llm: FakeLLM, head: RayHead
+) -> None:
+    hold = threading.Event()
+    llm.add(last_user_contains("KILL-TASK"), text("KILL-ANSWER-1"))
+    llm.add(last_user_contains("KILL-REPLY"), text("KILL-ANSWER-2", hold=hold), times=1)
+    llm.add(last_user_contains("KILL-AFTER"), text("KILL-ANSWER-AFTER"))
+    job = ray_lab.run_job("KILL-TASK please")
+    assert ray_lab.wait(job, timeout=150) == "done"
+    before = len(llm.requests)
+
+    ray_lab.reply(job, "KILL-REPLY go")
+    wait_until(lambda: len(llm.requests) > before, timeout=60)  # pi took it: its run is held
+    pid = remote_end_pid(job)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # the Ray job's process, as a lost node would
+    hold.set()
+
+    # roostd saw the Ray job end and started the next attempt (a new submission id).
+    wait_until(lambda: attempt(ray_lab, job)["attempt"] == 2, timeout=90)
+    wait_until(lambda: ray_lab.row(job)["state"] in ("done", "needs_input"), timeout=120)
+    # Exactly once to the model: the reply is in roostd's session once (the next attempt
+    # continued the run the kill cut short, or found it answered: never delivered twice).
+    assert user_texts(ray_lab.session(job)).count("KILL-REPLY go") == 1
+    assert not ray_lab.mailbox_files(job, "new")
+    # The new attempt works: the next reply is answered.
+    ray_lab.reply(job, "KILL-AFTER now")
+    wait_until(lambda: "KILL-ANSWER-AFTER" in json.dumps(ray_lab.session(job)), timeout=90)
+    assert user_texts(ray_lab.session(job)).count("KILL-REPLY go") == 1
+    assert attempt(ray_lab, job)["attempt"] == 2
+    ray_lab.cli("stop", job)
+    ray_lab.wait_state(job, "stopped", timeout=60)
+
+
+def test_a_ray_job_stopped_through_ray_is_restarted(ray_lab: Lab, llm: FakeLLM, head: RayHead) -> None:
+    """`ray job stop` (not roost's): roostd sees the Ray job end and starts the next attempt."""
+    llm.add(last_user_contains("RAYSTOP-TASK"), text("RAYSTOP-ANSWER-1"))
+    llm.add(last_user_contains("RAYSTOP-AFTER"), text("RAYSTOP-ANSWER-2"))
+    job = ray_lab.run_job("RAYSTOP-TASK please")
+    assert ray_lab.wait(job, timeout=150) == "done"
+    client = job_client(head)
+    client.stop_job(f"roost-{job}-1")  # type: ignore[attr-defined]
+
+    wait_until(lambda: attempt(ray_lab, job)["attempt"] == 2, timeout=90)
+    ray_lab.reply(job, "RAYSTOP-AFTER now")
+    wait_until(lambda: "RAYSTOP-ANSWER-2" in json.dumps(ray_lab.session(job)), timeout=90)
+    assert user_texts(ray_lab.session(job)) == ["RAYSTOP-TASK please", "RAYSTOP-AFTER now"]
+    ray_lab.cli("stop", job)
+    ray_lab.wait_state(job, "stopped", timeout=60)
+
+
+def test_roostd_killed_while_a_ray_job_runs_the_job_reconnects(ray_lab: Lab, llm: FakeLLM) -> None:
+    llm.add(last_user_contains("RECONNECT-TASK"), text("RECONNECT-ANSWER-1"))
+    llm.add(last_user_contains("RECONNECT-REPLY"), text("RECONNECT-ANSWER-2"))
+    job = ray_lab.run_job("RECONNECT-TASK please")
+    assert ray_lab.wait(job, timeout=150) == "done"
+    remote = remote_end_pid(job)
+
+    daemon = ray_lab.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(daemon), timeout=30)
+    ray_lab.reply(job, "RECONNECT-REPLY now")  # the CLI starts the next roostd
+    wait_until(lambda: "RECONNECT-ANSWER-2" in json.dumps(ray_lab.session(job)), timeout=90)
+    assert ray_lab.wait(job, timeout=60) == "done"
+    assert attempt(ray_lab, job)["attempt"] == 1  # the same Ray job, adopted
+    assert remote_end_pid(job) == remote
+    ray_lab.cli("stop", job)
+    ray_lab.wait_state(job, "stopped", timeout=60)
+
+
+def test_an_unreachable_cluster_keeps_the_job_waiting_with_its_items(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead
+) -> None:
+    lab = make_lab(llm=llm)
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    lab.configure(runner=runner_settings(lab, head, address=closed))
+    job = lab.run_job("NOWHERE-TASK please")
+
+    row = wait_until(
+        lambda: (r := lab.row(job))["status"].startswith("waiting: ray cluster unreachable") and r, timeout=90
+    )
+    assert row["state"] == "starting"
+    assert len(lab.mailbox_files(job, "new")) == 1  # its task waits in its mailbox
+    lab.cli("stop", job)
+    assert lab.wait_state(job, "stopped", timeout=60)["state"] == "stopped"
+    assert len(lab.mailbox_files(job, "new")) == 1
+
+
+def test_a_local_parent_spawns_a_ray_child_whose_report_reaches_it(ray_lab: Lab, llm: FakeLLM) -> None:
+    """roost.json sends jobs to Ray; the parent is pinned here (`--runner local`): its child
+    runs on Ray, and its report comes back to the parent as from a local child."""
+    llm.add(fresh("MK-RAYPARENT"), tool_call("roost_spawn", {"task": "MK-RAYKID work", "name": "kid"}))
+    llm.add(after_tool("MK-RAYPARENT", "roost_spawn"), text("spawned"))
+    llm.add(task("MK-RAYPARENT") & last_user_contains("RAYKID-RESULT-7"), text("PARENT-GOT-IT"))
+    llm.add(fresh("MK-RAYKID"), text("RAYKID-RESULT-7"))
+    parent = ray_lab.run_job("--runner", "local", "MK-RAYPARENT start")
+    kid = spawned_id(ray_lab.wait_tool_results("MK-RAYPARENT", "roost_spawn")[0]["text"])
+
+    wait_until(lambda: "PARENT-GOT-IT" in json.dumps(ray_lab.session(parent)), timeout=150)
+    assert attempt(ray_lab, kid)["submission"] == f"roost-{kid}-1"  # the kid ran on Ray
+    assert not (ray_lab.job_dir(parent) / "remote.json").exists()  # the parent here
+    assert ray_lab.show(parent, cli=True)["worker"]["pid"]
+    for job in (kid, parent):
+        ray_lab.cli("stop", job)
+
+
+def test_the_ray_runner_never_imports_ray_for_a_local_job() -> None:
+    import subprocess
+
+    code = (
+        "import sys; from roost.supervise import daemon, placement, rayrunner, remotehub; "
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"
