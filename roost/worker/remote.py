@@ -203,7 +203,7 @@ class RemoteEnd:
             if (self.box_dir / "new" / name).exists() or (self.box_dir / "cur" / name).exists():
                 continue
             tmp = self.box_dir / "tmp" / f"{name}.remote"
-            _write(tmp, data)
+            _write(tmp, data, durable=False)  # roostd's copy is the durable one
             os.rename(tmp, self.box_dir / "new" / name)
 
     # -- sending up --------------------------------------------------------------------------
@@ -360,12 +360,13 @@ def _killed_with(parent: int) -> None:
         os._exit(1)
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes, durable: bool = True) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 class _Watch:
