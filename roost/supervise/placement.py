@@ -1,8 +1,9 @@
 """Which runner starts a job's worker: `Placement`, the runner roostd launches through.
 
 A job runs where `roost run --runner` said (kept in `jobs/<id>/placement.json`), else
-where roost.json's `runner.kind` says: `local` (runner.LocalRunner, the default, with its
-spare worker) or `ray` (supervise/rayrunner.py). Shell jobs always run locally. The first
+where its agent definition's `runner` says, else where roost.json's `runner.kind` says:
+`local` (runner.LocalRunner, the default, with its spare worker) or `ray`
+(supervise/rayrunner.py). Shell jobs always run locally. The first
 remote job starts roostd's remote hub (supervise/remotehub.py); a roostd that finds a
 remote attempt it did not see end (supervise/attempts.py) starts it too and adopts the
 attempt, so the remote end reconnects to it. Nothing of Ray is imported for a local job.
@@ -82,7 +83,10 @@ class Placement:
     def kind_of(self, record: JobRecord) -> str:
         if record.kind == JobKind.SHELL:
             return "local"
-        return chosen(record.dir) or str(self._settings().runner.get("kind") or "local")
+        by_definition = (record.agent_def or {}).get("runner")
+        if by_definition not in KINDS:
+            by_definition = None
+        return chosen(record.dir) or by_definition or str(self._settings().runner.get("kind") or "local")
 
     def launch(self, spec: WorkerSpec) -> Launched:
         record = self._find(spec.job_id)

@@ -37,6 +37,7 @@ from typing import Any
 
 from roost import remotewire
 from roost.mailbox.item import name_for, seq_of
+from roost.tasks import first_of
 
 log = logging.getLogger("roost.worker.remote")
 
@@ -294,10 +295,8 @@ class RemoteEnd:
 
     async def run(self) -> int:
         keeper = asyncio.create_task(self._keep_connected())
-        waits = [asyncio.ensure_future(e.wait()) for e in (self._connected, self._gave_up)]
-        await asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        for wait in waits:
-            wait.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(first_of(self._connected.wait(), self._gave_up.wait()), 60)
         if not self._connected.is_set():
             keeper.cancel()
             log.error("%s", self.refused or f"roostd's hub at {self.addr} could not be reached")

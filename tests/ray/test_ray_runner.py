@@ -236,6 +236,28 @@ def test_a_local_parent_spawns_a_ray_child_whose_report_reaches_it(ray_lab: Lab,
         ray_lab.cli("stop", job)
 
 
+def test_a_definition_sends_its_jobs_to_ray(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead
+) -> None:
+    """roost.json keeps jobs here; an agent definition with `runner = "ray"` sends its own."""
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head, kind="local"))
+    agents = lab.agent_dir / "roost" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / "far.toml").write_text('description = "runs on the cluster"\nrunner = "ray"\n')
+    llm.add(last_user_contains("DEF-TASK"), text("DEF-ANSWER"))
+    llm.add(last_user_contains("HERE-TASK"), text("HERE-ANSWER"))
+    far = lab.run_job("--agent", "far", "DEF-TASK please")
+    here = lab.run_job("HERE-TASK please")
+
+    for job in (far, here):
+        assert lab.wait(job, timeout=150) == "done"
+    assert attempt(lab, far)["submission"] == f"roost-{far}-1"
+    assert not (lab.job_dir(here) / "remote.json").exists()
+    for job in (far, here):
+        lab.cli("stop", job)
+
+
 def test_the_ray_runner_never_imports_ray_for_a_local_job() -> None:
     import subprocess
 
