@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -258,9 +259,31 @@ def test_a_definition_sends_its_jobs_to_ray(
         lab.cli("stop", job)
 
 
-def test_the_ray_runner_never_imports_ray_for_a_local_job() -> None:
-    import subprocess
+def test_a_ray_job_reaches_roostd_over_tls(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead, tmp_path: Path
+) -> None:
+    """runner.tls: the hub speaks TLS 1.3; the remote end trusts only roostd's certificate
+    (handed in the submission), and everything still goes through."""
+    cert, key = tmp_path / "roostd.pem", tmp_path / "roostd.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        + ["-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=roostd"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head, tls={"cert": str(cert), "key": str(key)}))
+    llm.add(last_user_contains("TLS-TASK"), text("TLS-ANSWER"))
+    job = lab.run_job("TLS-TASK please")
 
+    assert lab.wait(job, timeout=150) == "done"
+    assert "(TLS)" in (lab.roost_home / "roostd.log").read_text()
+    assert user_texts(lab.session(job)) == ["TLS-TASK please"]
+    lab.cli("stop", job)
+
+
+def test_the_ray_runner_never_imports_ray_for_a_local_job() -> None:
     code = (
         "import sys; from roost.supervise import daemon, placement, rayrunner, remotehub; "
         "print('ray' in sys.modules)"
