@@ -9,8 +9,9 @@
 Needs an interpreter with roost[ray]. It starts its own Ray head on 127.0.0.1 (one node,
 this machine: so the ratio is the runner's own cost, the Jobs API, the remote end's
 mirror and its TCP hops, never a network's), a Lab with the real pi against the scripted
-model in this process, and stops both. `roost run --runner local|ray` chooses per job; the
-local runner keeps its spare worker (its default). t0 is just before the `run` or `reply`
+model in this process, and stops both. roost.json's runner is Ray's (so roostd imports Ray
+as it starts, as it would for a user), and each `run` request names its runner; the local
+runner keeps its spare worker (its default). t0 is just before the `run` or `reply`
 request (roost.client); the finish line is the model request (FakeLLM's receipt time); one
 clock (time.monotonic). Trials alternate local and ray. Read medians; the machine may be
 shared (the load average is printed).
@@ -82,8 +83,8 @@ def main() -> None:
     }
     try:
         node_env = {k: v for k, v in lab.env.items() if k != "ROOST_HOME"}
-        runner = {
-            "kind": "local",
+        runner = {  # roost.json sends jobs to Ray (Ray imported at roostd's start); each run says
+            "kind": "ray",
             "address": head.address,
             "python": sys.executable,
             "numCpus": 0.5,

@@ -72,6 +72,10 @@ class Placement:
     # -- what roostd asks of its runner ------------------------------------------------------
     def prepare(self) -> None:
         self.local.prepare()
+        if self._settings().runner.get("kind") == "ray":  # Ray's import, ahead of the first job
+            from roost.supervise.rayrunner import warm_up
+
+            warm_up(self._ray_options().address)
 
     def close(self) -> None:
         self.local.close()

@@ -45,10 +45,39 @@ class RayOptions:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def _client(address: str) -> Any:
-    from ray.job_submission import JobSubmissionClient  # the optional extra: roost[ray]
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
 
-    return JobSubmissionClient(address)
+
+def _client(address: str) -> Any:
+    """The Jobs API client of `address`, made once (making one asks the head its version)."""
+    with _clients_lock:
+        client = _clients.get(address)
+    if client is None:
+        from ray.job_submission import JobSubmissionClient  # the optional extra: roost[ray]
+
+        client = JobSubmissionClient(address)
+        with _clients_lock:
+            _clients[address] = client
+    return client
+
+
+def _forget_client(address: str) -> None:
+    with _clients_lock:
+        _clients.pop(address, None)
+
+
+def warm_up(address: str) -> None:
+    """Import Ray and make the client ahead of the first job (a thread of its own: Ray's
+    import takes a second or more), when roost.json sends jobs to Ray."""
+
+    def run() -> None:
+        try:
+            _client(address)
+        except Exception as exc:  # the first job says it, with its retries
+            log.info("the Ray cluster at %s is not reachable yet: %s", address, _short(exc))
+
+    threading.Thread(target=run, name="ray warm-up", daemon=True).start()
 
 
 class RayLaunch:
@@ -120,6 +149,7 @@ class RayLaunch:
                     self._finish(-signal.SIGTERM)
                     return
                 client = None
+                _forget_client(self.options.address)
                 self._say(f"ray cluster unreachable: {_short(exc)}")
                 log.warning("%s: %s; trying again in %.1fs", self.submission_id, _short(exc), delay)
                 self._stop.wait(delay)
