@@ -28,6 +28,7 @@ class Attempt:
     submission: str
     address: str
     ended: bool = False
+    submitted: bool = False  # the engine took it: a later roostd may adopt it
 
     def proves(self, attempt: object, secret: object) -> bool:
         return (
@@ -48,6 +49,7 @@ def load(job_dir: Path) -> Attempt | None:
             submission=str(data["submission"]),
             address=str(data["address"]),
             ended=bool(data.get("ended", False)),
+            submitted=bool(data.get("submitted", False)),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -64,6 +66,13 @@ def next_attempt(job_dir: Path, runner: str, address: str, job_id: str) -> Attem
     attempt = Attempt(runner, number, secrets.token_urlsafe(32), f"roost-{job_id}-{number}", address)
     save(job_dir, attempt)
     return attempt
+
+
+def mark_submitted(job_dir: Path, number: int) -> None:
+    current = load(job_dir)
+    if current is not None and current.attempt == number and not current.submitted:
+        current.submitted = True
+        save(job_dir, current)
 
 
 def mark_ended(job_dir: Path, number: int) -> None:

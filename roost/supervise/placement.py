@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "placement.json"
 KINDS = ("local", "ray")
+WAITS = "runner"
+"""The key of a job's `queue` that says it waits for its remote runner's cluster (the reason)."""
 
 
 def choose(job_dir: Path, kind: str) -> None:
@@ -101,6 +103,10 @@ class Placement:
 
     def adopt(self, record: JobRecord) -> RemoteLaunch | None:
         """A remote attempt a previous roostd left running, watched again (None: none)."""
+        if isinstance(record.queue, dict) and WAITS in record.queue:
+            # It waited for its cluster when the last roostd went: an ordinary queued job
+            # now (the queue starts it, a new attempt), never left out of the queue for good.
+            record.queue = {k: v for k, v in record.queue.items() if k != WAITS}
         current = attempts.load(record.dir)
         if current is None or current.ended or current.runner != "ray":
             return None
@@ -142,12 +148,21 @@ class Placement:
         )
 
     def _status(self, job_id: str, reason: str | None) -> None:
-        """The cluster cannot be reached (`reason`), or can again (None): the job waits in
-        `starting` with the reason as its status, its items in its mailbox."""
+        """The cluster cannot be reached (`reason`): the job waits `queued` with the reason
+        (`queue.runner`: the queue's pump leaves it to its runner), its items in its
+        mailbox; it can again (None): the job is `starting` again, its attempt submitted."""
         record = self._find(job_id)
-        if record is None or record.state != JobState.STARTING:
+        if record is None:
             return
-        status = f"waiting: {reason}" if reason else "starting"
-        if record.status != status:
-            record.status = status
-            self._table.job_changed(record, persist=False)
+        info = record.queue if isinstance(record.queue, dict) else {}
+        if reason is not None:
+            status = f"waiting: {reason}"
+            if record.state == JobState.STARTING:
+                record.queue = {**info, WAITS: reason}
+                self._table.set_state(record, JobState.QUEUED, reason, status=status)
+            elif record.state == JobState.QUEUED and info.get(WAITS) and record.status != status:
+                record.status = status
+                self._table.job_changed(record, persist=False)
+        elif record.state == JobState.QUEUED and WAITS in info:
+            record.queue = {k: v for k, v in info.items() if k != WAITS}
+            self._table.set_state(record, JobState.STARTING, "its cluster answers", status="starting")

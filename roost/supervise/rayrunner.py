@@ -105,6 +105,7 @@ class RayLaunch:
         self._loop = asyncio.get_running_loop()
         self._stop = threading.Event()  # forget: stop watching, leave the Ray job alone
         self._kill = threading.Event()
+        self._poke = threading.Event()  # wakes the thread's waits (a kill, a forget)
         self._submitted = submitted
         self._code: int | None = None
         self._thread: threading.Thread | None = None
@@ -118,16 +119,20 @@ class RayLaunch:
 
     def cancel(self) -> None:
         self._stop.set()
+        self._poke.set()
 
     def wait(self) -> int | None:
         return self._code
 
     def kill(self) -> None:
-        """Stop the Ray job (Ray sends SIGTERM, then SIGKILL); its end comes as usual."""
+        """Stop the Ray job (Ray sends SIGTERM, then SIGKILL); its end comes as usual. One
+        never submitted (the cluster away) ends at once."""
         self._kill.set()
+        self._poke.set()
 
     def forget(self) -> None:
         self._stop.set()
+        self._poke.set()
 
     # -- the thread ------------------------------------------------------------------------
     def _say(self, reason: str | None) -> None:
@@ -137,6 +142,9 @@ class RayLaunch:
         client = None
         delay = 0.5
         while not self._stop.is_set():
+            if self._kill.is_set() and not self._submitted:
+                self._finish(-signal.SIGTERM)
+                return
             try:
                 if client is None:
                     client = _client(self.options.address)
@@ -145,14 +153,12 @@ class RayLaunch:
                     self._say(None)
                 code = self._watch(client)
             except Exception as exc:  # the cluster cannot be reached (or refused): try again
-                if self._kill.is_set() and not self._submitted:
-                    self._finish(-signal.SIGTERM)
-                    return
                 client = None
                 _forget_client(self.options.address)
                 self._say(f"ray cluster unreachable: {_short(exc)}")
                 log.warning("%s: %s; trying again in %.1fs", self.submission_id, _short(exc), delay)
-                self._stop.wait(delay)
+                self._poke.wait(delay)
+                self._poke.clear()
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
                 continue
             if code is not _STILL:
@@ -166,6 +172,7 @@ class RayLaunch:
             if "already exists" not in str(exc):
                 raise
         self._submitted = True
+        attempts.mark_submitted(self._job_dir, self.attempt.attempt)
         log.info("submitted %s to %s", self.submission_id, self.options.address)
 
     def _watch(self, client: Any) -> Any:
@@ -186,7 +193,8 @@ class RayLaunch:
                     log.warning("%s failed: %s", self.submission_id, info.message)
                     return 1
                 return code
-            self._stop.wait(POLL_SECONDS)
+            self._poke.wait(POLL_SECONDS)
+            self._poke.clear()
         return _STILL
 
     def _finish(self, code: int | None) -> None:
@@ -257,8 +265,8 @@ class RayRunner:
     def adopt_job(self, job_id: str, job_dir: Any) -> RayLaunch | None:
         """The attempt a previous roostd submitted and did not see end: watched again."""
         current = attempts.load(job_dir)
-        if current is None or current.runner != self.KIND or current.ended:
-            return None
+        if current is None or current.runner != self.KIND or current.ended or not current.submitted:
+            return None  # a new attempt starts instead (an unsubmitted one's secret is refused)
         options = self._options()
         if current.address != options.address:
             options = RayOptions(current.address, options.python, options.num_cpus, options.resources)

@@ -8,10 +8,12 @@ tests see every request the job's pi made from the Ray job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -201,22 +203,80 @@ def test_roostd_killed_while_a_ray_job_runs_the_job_reconnects(ray_lab: Lab, llm
     ray_lab.wait_state(job, "stopped", timeout=60)
 
 
-def test_an_unreachable_cluster_keeps_the_job_waiting_with_its_items(
+def test_an_unreachable_cluster_keeps_the_job_queued_with_its_items_until_it_answers(
     make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead
 ) -> None:
     lab = make_lab(llm=llm)
-    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    lab.configure(runner=runner_settings(lab, head, address=closed))
+    port = free_port()  # nothing listens there yet: the cluster is away
+    lab.configure(runner=runner_settings(lab, head, address=f"http://127.0.0.1:{port}"))
+    llm.add(last_user_contains("NOWHERE-TASK"), text("NOWHERE-ANSWER"))
     job = lab.run_job("NOWHERE-TASK please")
 
     row = wait_until(
         lambda: (r := lab.row(job))["status"].startswith("waiting: ray cluster unreachable") and r, timeout=90
     )
-    assert row["state"] == "starting"
+    assert row["state"] == "queued"
     assert len(lab.mailbox_files(job, "new")) == 1  # its task waits in its mailbox
+    with Forward(port, head.dashboard_port):  # the cluster answers at that address now
+        assert lab.wait(job, timeout=150) == "done"
+        assert user_texts(lab.session(job)) == ["NOWHERE-TASK please"]
+        lab.cli("stop", job)
+        lab.wait_state(job, "stopped", timeout=60)
+
+
+def test_a_job_waiting_for_its_cluster_is_stopped_at_once(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead
+) -> None:
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head, address=f"http://127.0.0.1:{free_port()}"))
+    job = lab.run_job("NEVER-TASK please")
+    wait_until(lambda: lab.row(job)["state"] == "queued", timeout=90)
     lab.cli("stop", job)
-    assert lab.wait_state(job, "stopped", timeout=60)["state"] == "stopped"
+    assert lab.wait_state(job, "stopped", timeout=30)["state"] == "stopped"
     assert len(lab.mailbox_files(job, "new")) == 1
+    assert not attempt(lab, job)["submitted"]
+
+
+class Forward:
+    """A TCP forwarder on 127.0.0.1:`port` to 127.0.0.1:`target` while in its `with`."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.port, self.target = port, target
+        self.server = socket.create_server(("127.0.0.1", port))
+        self.server.settimeout(0.2)
+        self.done = threading.Event()
+
+    def __enter__(self) -> Forward:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.server.close()
+
+    def _accept(self) -> None:
+        while not self.done.is_set():
+            try:
+                near, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            far = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((near, far), (far, near)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (a, b):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 def test_a_local_parent_spawns_a_ray_child_whose_report_reaches_it(ray_lab: Lab, llm: FakeLLM) -> None:
