@@ -6,8 +6,9 @@ user whose command line names its temp dir (Ray passes the session directory, wh
 under it, to each of its processes), SIGTERM then SIGKILL. Its ports are picked free, so
 two heads never meet. Ray's servers bind every interface whatever `--node-ip-address`
 says, so a head starts only where loopback is the only interface (a network namespace of
-its own: scripts/test-ray runs the tests and the benchmark under `unshare -n`). Ray's own CLI is run from the interpreter `python` (a venv that has
-`ray[default]`); nothing of Ray is imported here.
+its own: scripts/test-ray runs the tests and the benchmark under `unshare -n`). Ray's own
+CLI is run from the interpreter `python` (a venv that has `ray[default]`); nothing of Ray
+is imported here.
 """
 
 from __future__ import annotations
