@@ -14,6 +14,7 @@ is imported here.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -128,6 +129,12 @@ class RayHead:
         return found
 
     def stop(self, grace: float = 10.0) -> None:
+        """Stop its processes, then remove its temp dir (its logs) once none is left."""
+        self._stop_processes(grace)
+        if not self.pids():
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _stop_processes(self, grace: float) -> None:
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
             pids = self.pids()
             if not pids:
