@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/agents_bench.py [--sends 30] [--reports 5] [--spawns 4]
 
-One isolated roost (overhead_bench.bench_lab, a roost.testkit.lab.Lab: FakeLLM in this
+One isolated roost (overhead_bench.bench_lab, a kit.lab.Lab: FakeLLM in this
 process, probe roostd whose workers write phase marks to their worker.log). This process is
 a foreground peer: it holds a session writer lock (roost.locks.SessionLock) and registers
 with `peer_register`, so it can call `send` and `spawn` like a pi with the roost extension
@@ -45,6 +45,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import mailbox_bench  # noqa: E402
+from kit.lab import Lab  # noqa: E402
 from overhead_bench import (  # noqa: E402
     TIMEOUT,
     bare_trial,
@@ -62,10 +63,7 @@ from overhead_bench import (  # noqa: E402
     worker_phases,
 )
 
-from roost.client import Client  # noqa: E402
-from roost.locks import SessionLock  # noqa: E402
-from roost.mailbox import Mailbox  # noqa: E402
-from roost.testkit.fakellm import (  # noqa: E402
+from roost.fakellm import (  # noqa: E402
     Reply,
     first_user_contains,
     last_is_tool_result,
@@ -74,8 +72,10 @@ from roost.testkit.fakellm import (  # noqa: E402
     text,
     tool_call,
 )
-from roost.testkit.fakellm.requests import last_user_text, message_text  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
+from roost.fakellm.requests import last_user_text, message_text  # noqa: E402
+from roost.locks import SessionLock  # noqa: E402
+from roost.mailbox import Mailbox  # noqa: E402
+from roost.wire.client import Client  # noqa: E402
 
 SETTINGS = {  # the limits would refuse a benchmark's burst of sends and spawns
     "agentMessagesPerMinute": 100000,

@@ -22,7 +22,7 @@ always through the click group, the way every command went before the entry), an
 (`request`) the same request to roostd from this process, which is roostd's share of the
 wall time. `targets` prints each start-up target (README: Start-up) with its figure, the
 click path's and bare Python's from the same run. Also, from -X importtime (median of `--runs`
-processes): `import roost.cli.main`, click alone, and what roost.client adds after
+processes): `import roost.cli.main`, click alone, and what roost.wire.client adds after
 roost.cli.main; and which heavy modules each command loads (one run per command).
 
 Output: one JSON object (see benchmarks/README.md).
@@ -44,8 +44,9 @@ from typing import Any
 REPO_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_DIR))
 
-from roost.jobenv import caller_env  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+
+from roost.job.env import caller_env  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
 TARGETS_MS = {"ls": 80.0, "ls_json": 60.0, "reply": 60.0, "run": 60.0}
@@ -66,7 +67,7 @@ HEAVY = (
     "asyncio",
     "roost.mailbox",
     "roost.supervise",
-    "roost.transcript",
+    "roost.pi.transcript",
 )
 """Modules the fast path must not load (a package counts with its submodules)."""
 TIMEOUT = 60.0
@@ -252,8 +253,8 @@ def main() -> int:
         imports = {
             "roost.cli.main": summary(import_ms(lab, "roost.cli.main") for _ in range(args.runs)),
             "click": summary(import_ms(lab, "click") for _ in range(args.runs)),
-            "roost.client after roost.cli.main": summary(
-                import_ms(lab, "roost.client", after="roost.cli.main") for _ in range(args.runs)
+            "roost.wire.client after roost.cli.main": summary(
+                import_ms(lab, "roost.wire.client", after="roost.cli.main") for _ in range(args.runs)
             ),
         }
         heavy = {name: heavy_imports(lab, command_args(name, job, 99)) for name in names}

@@ -6,7 +6,7 @@ started by `roost run` (README: Dependencies; the target: at most the baseline +
 
 The real pi against the lab's FakeLLM, roostd (stock) already running. Each trial runs,
 in a rotating order:
-  run    t0 = just before the `run` request (roost.client); the finish line is the
+  run    t0 = just before the `run` request (roost.wire.client); the finish line is the
          FakeLLM's receipt of the job's first model request (nothing else runs).
   run_at_done  the same `run`, made the moment a dependency like `after`'s is done (this
          process follows the event log through roostd and sends `run` on its job.state ->
@@ -40,11 +40,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
 from overhead_bench import bench_lab  # noqa: E402
 
-from roost.testkit.fakellm import first_user_contains, text  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
+from roost.fakellm import first_user_contains, text  # noqa: E402
 
 TIMEOUT = 120.0
 TARGET_MS = 50.0

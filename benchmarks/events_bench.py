@@ -32,10 +32,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from agents_bench import SETTINGS, Bench, send_trial, summary99  # noqa: E402
+from kit.lab import Lab  # noqa: E402
 from overhead_bench import bench_lab, load_average, pi_label  # noqa: E402
 
-from roost.supervise.eventwriter import EVENT_TYPES  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
+from roost.events.writer import EVENT_TYPES  # noqa: E402
 
 VARIANTS = ("off", "log", "hooks")
 

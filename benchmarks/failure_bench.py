@@ -4,7 +4,7 @@ against `roost run` -> the first model request with a model configured.
 
     .venv/bin/python benchmarks/failure_bench.py [--trials 5]
 
-Two isolated roosts (roost.testkit.lab.Lab, the real pi, bytecode cached like an installed
+Two isolated roosts (kit.lab.Lab, the real pi, bytecode cached like an installed
 package), each with its roostd started and warmed by one job first:
 
   no_key      a fresh pi agent dir: no models.json, no settings, no API key. Measured from
@@ -34,11 +34,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from kit.lab import Lab  # noqa: E402
+from kit.testpi import require_pi  # noqa: E402
 from overhead_bench import load_average, pi_label, summary  # noqa: E402
 
-from roost.testkit.fakellm import first_user_contains, text  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.testpi import require_pi  # noqa: E402
+from roost.fakellm import first_user_contains, text  # noqa: E402
 
 SETTINGS = {"reapAfterSeconds": 3600}
 

@@ -4,7 +4,7 @@
                                               [--idle 20] [--no-browser]      (~2 min)
 
 - **delta -> page**: one job's answer streams a token (`t00 `, `t01 `, ...) every 0.25 s
-  (roost.testkit.fakellm: chunk_size 4, chunk_delay 0.25). For each token, the time from
+  (roost.fakellm: chunk_size 4, chunk_delay 0.25). For each token, the time from
   the scripted model writing its chunk to pi (FakeLLM.sent) to its first sighting:
   - **browser**: Debian's headless chromium holds the job page open; a MutationObserver on
     its live item notes the page's own clock (`performance.timeOrigin + now()`) when each
@@ -41,11 +41,11 @@ from typing import Any
 
 import httpx2
 import psutil
+from kit.browser import chromium
+from kit.lab import Lab
+from kit.webserver import WebServer
 
-from roost.testkit.browser import chromium
-from roost.testkit.fakellm import always, text
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
+from roost.fakellm import always, text
 
 TOKEN = re.compile(rb"t(\d\d)\b")
 OBSERVE = """

@@ -58,8 +58,8 @@ sys.path.insert(0, str(HERE.parent))
 from agents_bench import SETTINGS, Bench, summary99  # noqa: E402
 from overhead_bench import bench_lab, load_average, ms, percentile, pi_label, wait_settled  # noqa: E402
 
-from roost.testkit.fakellm import predicate, text, tool_call  # noqa: E402
-from roost.testkit.fakellm.requests import first_user_text, message_text  # noqa: E402
+from roost.fakellm import predicate, text, tool_call  # noqa: E402
+from roost.fakellm.requests import first_user_text, message_text  # noqa: E402
 
 TAG = re.compile(r"LOAD-\d{6}")
 BUSY_MARK = "BUSYJOB"

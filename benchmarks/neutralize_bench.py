@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/neutralize_bench.py [--base REV] [--trials 30]
 
 `neutralize_body` of roost/agents/envelope.py at REV (default: the commit before
-roost/unitext.py existed) against the working tree's, interleaved in one run, on two 100 KB
+roost/text/unicode.py existed) against the working tree's, interleaved in one run, on two 100 KB
 bodies: plain ASCII (prose and code, with `<` in it and a few real tags), and mixed
 (the same with Cyrillic, Greek, CJK, emoji and look-alike tags). The first call of each
 (the table read and the patterns built, once a process) is reported apart.

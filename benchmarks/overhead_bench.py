@@ -12,12 +12,12 @@ by other work slows all of them alike; compare medians.
 Start-up, from t0 to the FakeLLM's receipt of the first model request:
   bare      `pi --mode rpc --session FILE` driven directly: t0 = spawn; get_state; prompt.
   bare_ext  the same with `-e roost/extension/roost.ts` (the extension's load cost).
-  roost     roostd already running; t0 = just before the `run` request (roost.client).
+  roost     roostd already running; t0 = just before the `run` request (roost.wire.client).
   cli       t0 = spawn of a `roost run TASK` process, as a person types it (adds the CLI's
             own Python start-up); the target's figure (`start_summary`). --no-cli skips it.
 Reply, from t0 to the next model request, on an idle pi (its previous run ended):
   bare      t0 = just before writing an RPC `prompt` to the idle bare pi.
-  roost     t0 = just before the `reply` request (roost.client); the job is done/idle.
+  roost     t0 = just before the `reply` request (roost.wire.client); the job is done/idle.
   cli       t0 = spawn of a `roost reply JOB TEXT` process.
 
 roostd runs through a thin probe (this file, `--daemon-probe`) that starts every pi
@@ -336,7 +336,7 @@ def _daemon_probe() -> int:
     spare.standby_command = lambda: [sys.executable, "-c", boot, "--standby-probe"]
 
     # Daemon-side marks (in roostd.log): requests handled, durable writes around them.
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.mailbox import Mailbox
     from roost.supervise.handlers import agents, jobs, worker
 
@@ -396,11 +396,12 @@ from typing import Any  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from roost import paths  # noqa: E402
-from roost.client import Client  # noqa: E402
-from roost.testkit.fakellm import last_user_contains  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.testpi import PiRpc, require_pi  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.testpi import PiRpc, require_pi  # noqa: E402
+
+from roost.fakellm import last_user_contains  # noqa: E402
+from roost.host import paths  # noqa: E402
+from roost.wire.client import Client  # noqa: E402
 
 TIMEOUT = 90.0
 
@@ -445,7 +446,7 @@ def bench_lab(
     bytecode_cache: bool = True,
 ) -> Lab:
     """A Lab (the real pi, the lab's own FakeLLM) with roostd (the probe, or the stock daemon)
-    running in it, which this process's roost.client reaches too."""
+    running in it, which this process's roost.wire.client reaches too."""
     require_pi()
     settings: dict[str, Any] = {"warmSeconds": 3600, "maxLivePi": 1000}  # no idle stop
     settings.update(roost_settings or {})
@@ -453,7 +454,7 @@ def bench_lab(
     lab.env.pop("PYTHONUNBUFFERED", None)  # roostd and the workers as they run for real
     if bytecode_cache:
         lab.use_bytecode_cache()
-    lab.activate()  # roost.client and roost.paths in this process resolve the same ROOST_HOME
+    lab.activate()  # roost.wire.client and roost.host.paths in this process resolve the same ROOST_HOME
     paths.ensure_dir(lab.roost_home)
     lab.start_daemon([sys.executable, os.path.abspath(__file__), "--daemon-probe"] if probe else None)
     return lab
@@ -697,7 +698,7 @@ def machine_quiet(max_busy: float = 0.10, window: float = 0.1, timeout: float = 
 
 
 def roost_trial(lab: Lab, token: str, replies: int) -> dict[str, Any]:
-    """`run` through roost.client with roostd up, then `reply` to the idle job."""
+    """`run` through roost.wire.client with roostd up, then `reply` to the idle job."""
     spare_ready(lab)
     with lab.client() as c:
         since = len(lab.llm.requests)

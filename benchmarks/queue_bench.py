@@ -25,11 +25,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import psutil  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
 
+from roost.fakellm import first_user_contains, text  # noqa: E402
 from roost.supervise.jobqueue import machine_limit  # noqa: E402
-from roost.testkit.fakellm import first_user_contains, text  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
 
 
 def submit(jobs: int, baseline: int) -> dict[str, float]:

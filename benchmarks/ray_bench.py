@@ -12,7 +12,7 @@ mirror and its TCP hops, never a network's), a Lab with the real pi against the 
 model in this process, and stops both. roost.json's runner is Ray's (so roostd imports Ray
 as it starts, as it would for a user), and each `run` request names its runner; the local
 runner keeps its spare worker (its default). t0 is just before the `run` or `reply`
-request (roost.client); the finish line is the model request (FakeLLM's receipt time); one
+request (roost.wire.client); the finish line is the model request (FakeLLM's receipt time); one
 clock (time.monotonic). Trials alternate local and ray. Read medians; the machine may be
 shared (the load average is printed).
 """
@@ -31,10 +31,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from roost import paths  # noqa: E402
-from roost.testkit.fakellm.matchers import first_user_contains, last_user_contains  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.rayhead import RayHead  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.rayhead import RayHead  # noqa: E402
+
+from roost.fakellm.matchers import first_user_contains, last_user_contains  # noqa: E402
+from roost.host import paths  # noqa: E402
 
 TIMEOUT = 180.0
 

@@ -13,7 +13,7 @@ model's answer each, as pi writes them), and one unmeasured reply loads it once.
 Each trial, for each size (in a rotating order): once the window has stopped the job's
 worker and pi (`reaped`), a reply that starts them again (`cold`: a worker and a pi boot
 and pi reads the session), then a reply right after that run settled (`warm`: the job is
-done and its worker and pi are alive). t0 is just before the `reply` request (roost.client); the finish
+done and its worker and pi are alive). t0 is just before the `reply` request (roost.wire.client); the finish
 line is the model request carrying the reply (FakeLLM's receipt time). One clock
 (time.monotonic). Read medians; the machine may be shared (the load average is printed).
 """
@@ -35,10 +35,11 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from roost import paths  # noqa: E402
-from roost.testkit.fakellm.matchers import last_user_contains  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
+
+from roost.fakellm.matchers import last_user_contains  # noqa: E402
+from roost.host import paths  # noqa: E402
 
 TIMEOUT = 120.0
 

@@ -27,11 +27,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from roost import paths, sandbox
-from roost.testkit.fakellm import predicate, text, tool_call
-from roost.testkit.fakellm import requests as rq
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import PiRpc
+from kit.lab import Lab
+from kit.testpi import PiRpc
+
+from roost import sandbox
+from roost.fakellm import predicate, text, tool_call
+from roost.fakellm import requests as rq
+from roost.host import paths
 
 TARGET_MS = 25.0
 TIMEOUT = 120.0

@@ -20,7 +20,7 @@ A quick check of the benchmark itself: `--jobs 20 --records 100 --idle-seconds 5
    - the total time (submission to the last job done) against 1.25 x (jobs / maxRunning x
      one job's time).
 2. records: `--records` job records, most done (90% done, 5% failed, 5% stopped), written
-   directly as job.json files (roost.jobs.JobRecord.save, as roostd writes them; no pi ran:
+   directly as job.json files (roost.job.record.JobRecord.save, as roostd writes them; no pi ran:
    only the records matter here) while roostd is down. Then:
    - roostd restart to a ready socket (spawn of `python -m roost.supervise` -> its answer
      to a `status` request: its socket is bound before it loads the jobs, so a connect alone
@@ -54,9 +54,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import psutil  # noqa: E402
-
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"
 TIMEOUT = 1800.0
@@ -185,7 +184,7 @@ def machine_cpu_seconds() -> float:
 def one_job(lab: Lab) -> dict[str, float]:
     """One job alone: `roost run` -> done (s), the machine's CPU time meanwhile (s); and the
     RSS of a job's worker and pi while its model request is held (as queue_bench measures it)."""
-    from roost.testkit.fakellm import first_user_contains, text
+    from roost.fakellm import first_user_contains, text
 
     started, cpu = time.monotonic(), machine_cpu_seconds()
     job = lab.roost_ok("run", "one job alone").strip()
@@ -259,8 +258,8 @@ def burst(lab: Lab, jobs: int) -> dict[str, Any]:
 def write_records(lab: Lab, count: int) -> None:
     """`count` job records as roostd writes them (roostd is down), most of them done."""
     lab.activate()
-    from roost.jobs import JobRecord
-    from roost.states import JobKind, JobState
+    from roost.job.record import JobRecord
+    from roost.job.states import JobKind, JobState
     from roost.supervise.jobstore import new_job_id
 
     taken: set[str] = set()
@@ -309,7 +308,7 @@ def restart_seconds(lab: Lab) -> float:
 
 VIEW_PROBE = """
 import asyncio, sys, time
-from roost.cli.live import ViewApp
+from roost.view.app import ViewApp
 from textual.widgets import DataTable
 want = int(sys.argv[1])
 async def main():

@@ -28,9 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import psutil  # noqa: E402
-
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
 
 
 def stamp(text: str) -> float:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`roost search` at scale: 1,000 jobs of 200 entries each (200,000 entries, ~110 MB of
-session files, written directly by roost.testkit.sessionfiles while roostd is down), the
+session files, written directly by kit.sessionfiles while roostd is down), the
 figures printed beside their targets and their baselines from the same run:
 
 1. indexing from scratch: roostd started on the jobs with no index -> every entry indexed
@@ -37,10 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil  # noqa: E402
-
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.procs import wait_until  # noqa: E402
-from roost.testkit.sessionfiles import write_jobs  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.procs import wait_until  # noqa: E402
+from kit.sessionfiles import write_jobs  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"  # the installed command, as a user runs it
 ROUNDS = 3

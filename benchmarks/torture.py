@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/torture.py [--duration 600] [--rate 3] [--kill-every 3]
                                            [--seed 1] [--ci]
 
-One isolated roost + real pi + FakeLLM (`roost.testkit.lab.Lab`), with roostd
+One isolated roost + real pi + FakeLLM (`kit.lab.Lab`), with roostd
 managed as supervisord would (ROOST_NO_AUTOSTART=1; after a kill this script runs
 `roost daemon start`). The load:
 
@@ -21,7 +21,7 @@ Items are uniquely tagged (`TQ<kind><n>Z`) and issued at `--rate` per second fro
 threads, all at once. Meanwhile, every `--kill-every` seconds (jittered), a random process
 is SIGKILLed by pid: a job's worker (`process.workerPid` in job.json), its pi (the worker's
 child), or roostd (its pid file; restarted with `roost daemon start` after a short pause);
-or a fault of `roost/worker/faults.py` is armed (`ROOST_FAULTS`: the first item passing a
+or a fault of `roost/faults.py` is armed (`ROOST_FAULTS`: the first item passing a
 chosen point of the delivery path in a chosen job kills its worker or pi there). On
 `--replay-share` of the ticks an already delivered item is also replayed: a tagged file of a
 receiver's (or the parent's) `mailbox/cur/` is copied into its `mailbox/new/` under a seq
@@ -65,15 +65,16 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from roost.testkit.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
-from roost.testkit.fakellm.requests import (  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+
+from roost.fakellm import Reply, first_user_contains, text, tool_calls  # noqa: E402
+from roost.fakellm.requests import (  # noqa: E402
     content_text,
     message_text,
     messages,
     new_user_texts,
 )
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.worker.faults import POINTS, TARGETS  # noqa: E402
+from roost.faults import POINTS, TARGETS  # noqa: E402
 
 SETTINGS = {
     "agentExternalMessages": True,

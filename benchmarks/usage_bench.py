@@ -41,7 +41,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--worker-probe":
         name = json.load(handle).get("name", "")
     if name.startswith("off-"):
         from roost.usage import meter
-        from roost.worker.budget_guard import BudgetGuard
+        from roost.worker.budget import BudgetGuard
 
         def _load(self, entries):  # type: ignore[no-untyped-def]
             self.loaded = False
@@ -79,12 +79,13 @@ import os  # noqa: E402
 import statistics  # noqa: E402
 from typing import Any  # noqa: E402
 
-from roost import paths  # noqa: E402
-from roost.client import connect  # noqa: E402
-from roost.testkit.fakellm import first_user_contains, text, tool_call  # noqa: E402
-from roost.testkit.fakellm.requests import tool_results  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
-from roost.testkit.testpi import require_pi  # noqa: E402
+from kit.lab import Lab  # noqa: E402
+from kit.testpi import require_pi  # noqa: E402
+
+from roost.fakellm import first_user_contains, text, tool_call  # noqa: E402
+from roost.fakellm.requests import tool_results  # noqa: E402
+from roost.host import paths  # noqa: E402
+from roost.wire.client import connect  # noqa: E402
 
 PRICES = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 
@@ -94,7 +95,7 @@ def median(values: list[float]) -> float | None:
 
 
 class UsageBench:
-    """The scripted jobs of the benchmark, in a testkit Lab whose roostd is the probe."""
+    """The scripted jobs of the benchmark, in a Lab (tests/kit) whose roostd is the probe."""
 
     aa = False
 

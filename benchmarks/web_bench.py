@@ -44,10 +44,9 @@ from typing import Any
 
 import httpx2
 import psutil
-
-from roost.testkit.browser import chromium
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
+from kit.browser import chromium
+from kit.lab import Lab
+from kit.webserver import WebServer
 
 OBSERVE = """
 window.__seen = []; window.__waiters = [];

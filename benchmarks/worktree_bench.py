@@ -37,10 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kit.lab import Lab  # noqa: E402
 from overhead_bench import bench_lab, load_average, ms  # noqa: E402
 
-from roost.testkit.fakellm import last_user_contains  # noqa: E402
-from roost.testkit.lab import Lab  # noqa: E402
+from roost.fakellm import last_user_contains  # noqa: E402
 
 TIMEOUT = 120.0
 

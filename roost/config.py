@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost import trustedfiles as trust
-from roost.protocol import EVENT_TYPES
+from roost.host import paths
+from roost.host import trusted as trust
+from roost.wire.protocol import EVENT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +335,7 @@ def load_settings() -> Settings:
         return Settings()
     if _cache is not None and _cache[0] == path and _cache[1] == mtime:
         return _cache[2]
-    try:  # a regular file of the user's, bounded (roost.trustedfiles)
+    try:  # a regular file of the user's, bounded (roost.host.trusted)
         data = json.loads(trust.read_text(path))
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")

@@ -6,7 +6,7 @@
 - configuration.md: every `roost.json` key, from the fields of roost.config.Settings (type,
   default, the field's docstring);
 - protocol.md: roostd's operations, the extension socket's, the pushed events and the
-  event log's entry types, from the tables in roost/protocol.py.
+  event log's entry types, from the tables in roost/wire/protocol.py.
 
 Run it after changing a command's help, a setting or a protocol table:
 
@@ -174,13 +174,13 @@ def config_page() -> str:
 
 
 def protocol_page() -> str:
-    from roost import protocol as p
+    from roost.wire import protocol as p
 
     def args(names: tuple[str, ...]) -> str:
         return ", ".join(f"`{n}`" for n in names) or "—"
 
     out = [
-        HEADER.format(source="the tables in roost/protocol.py"),
+        HEADER.format(source="the tables in roost/wire/protocol.py"),
         "# Protocol: operations and events\n\n",
         "roostd listens on `$ROOST_HOME/roostd.sock` (mode 0600, peers checked with "
         "SO_PEERCRED). Frames are one JSON object a line, at most "

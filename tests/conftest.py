@@ -1,4 +1,4 @@
-"""Fixtures for roost's tests (helpers live in tests/kit/, the set-up in roost.testkit.lab).
+"""Fixtures for roost's tests (helpers live in tests/kit/, the set-up in kit.lab).
 
 - `roost_env`: a Lab (temp ROOST_HOME, pi agent dir, HOME, work dir) without a model, on
   the selected pi; `fake_pi_env`: the same on the fake pi (tests/fakepi/fakepi.py).
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.lab import Lab
+from kit.testpi import SETUP_HINT, require_pi
 
-from roost import protocol
-from roost.testkit.fakellm import FakeLLM
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import SETUP_HINT, require_pi
+from roost.fakellm import FakeLLM
+from roost.wire import protocol
 
 E2E_DIR = Path(__file__).resolve().parent / "e2e"
 

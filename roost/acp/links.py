@@ -1,6 +1,6 @@
 """roost acp's link to roostd: requests, and what roostd pushes.
 
-A request opens its own connection in a thread of its own (roost.client is blocking), so
+A request opens its own connection in a thread of its own (roost.wire.client is blocking), so
 a long `wait` never blocks the loop that answers the editor. `Feed` follows two connections
 in threads of their own, as roost web does: `subscribe` (a job's row changed) and
 `follow_partials` (what a job's pi streams now), and hands each push to the loop, where
@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from roost.client import DaemonUnavailable, connect
-from roost.protocol import ProtocolError, RequestError
+from roost.wire.client import DaemonUnavailable, connect
+from roost.wire.protocol import ProtocolError, RequestError
 
 RETRY_SECONDS = (0.05, 1.0)
 

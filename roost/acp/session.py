@@ -45,7 +45,7 @@ from acp.schema import (
 from roost import __version__
 from roost.acp import links
 from roost.acp.updates import KINDS, SessionFile, Shown, safe
-from roost.protocol import RequestError as RoostRefused
+from roost.wire.protocol import RequestError as RoostRefused
 
 PREFIX = "acp-"
 """A session made by `session/new` names its job PREFIX + 8 hex digits: its session id."""
@@ -280,7 +280,7 @@ class RoostAgent:
 
     async def _give(self, session: Session, text: str) -> None:
         if session.job is None:
-            from roost.jobenv import caller_env
+            from roost.job.env import caller_env
 
             answer = await links.request(
                 "run", task=text, cwd=session.cwd, name=session.sid, env=caller_env(), **session.options

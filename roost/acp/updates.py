@@ -24,10 +24,10 @@ from acp import (
     update_user_message_text,
 )
 
-from roost import escapes
 from roost.agents.envelope import neutralize_body, title
-from roost.protocol import CUSTOM_TYPE, NOTE_TYPE, scrub_text
-from roost.transcript import content_text
+from roost.pi.transcript import content_text
+from roost.text import escapes
+from roost.wire.protocol import CUSTOM_TYPE, NOTE_TYPE, scrub_text
 
 RESULT_MAX = 20_000
 """The most characters of a tool's result sent as its content."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost.agents.envelope import neutralize_body, sanitize_name
-from roost.states import JobState
+from roost.job.states import JobState
 
 MODES = ("all", "any", "settled")
 DONE, REMOVED = "done", "removed"

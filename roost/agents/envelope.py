@@ -3,7 +3,7 @@
 Names are reduced to `[\\w .:@/-]`; `<agent-message` and `</agent-message` inside the body
 are neutralised (`<` -> `&lt;`) so a peer cannot close the frame early or forge another —
 in every spelling a model could read as one. Characters are judged by what they look like
-(`roost.unitext.fold`: Unicode's confusables table, UTS #39, with case, compatibility forms
+(`roost.text.unicode.fold`: Unicode's confusables table, UTS #39, with case, compatibility forms
 and combining marks folded and invisible characters dropped), not by a list of cases:
 Cyrillic or Greek letters, `∕` and `⁄` for the slash, `‹ ⟨ 〈 ＜` for the bracket, U+034F
 or U+3164 between letters all count. Control characters other than newline and tab become
@@ -19,8 +19,8 @@ import unicodedata
 from itertools import chain, repeat
 from typing import Any
 
-from roost import unitext
-from roost.states import ItemKind
+from roost.job.states import ItemKind
+from roost.text import unicode as unitext
 
 NAME_MAX = 80
 

@@ -9,7 +9,7 @@ runs and restores (no run) never report.
 
 from __future__ import annotations
 
-from roost.states import RunCause
+from roost.job.states import RunCause
 
 MAX_PARENT_CHAIN = 3
 USER_CAUSES = frozenset({RunCause.TASK.value, RunCause.REPLY.value, RunCause.CLI.value})

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from roost.states import PeerKind
+from roost.job.states import PeerKind
 
 PEER_ID = re.compile(r"^f[0-9a-f]{7}$")
 

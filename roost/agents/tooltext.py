@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from roost.states import Outcome
+from roost.job.states import Outcome
 from roost.usage.show import format_cost
 
 

@@ -167,7 +167,7 @@ def decide(policy: dict[str, Any] | None, tool: str, tool_input: Any, cwd: str) 
 
 def _one_line(text: str) -> str:
     """Whitespace runs as one space; any other control, bidi or separator escaped."""
-    from roost.escapes import FIELD, shown
+    from roost.text.escapes import FIELD, shown
 
     return shown(" ".join(text.split()), FIELD)
 

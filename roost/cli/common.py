@@ -8,50 +8,18 @@ protocol and the socket are imported by `daemon()`, so `roost --help` never load
 
 from __future__ import annotations
 
-import sys
+from roost.display.exits import REFUSED, USAGE, echo, exit_code, fail, usage_error
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a CLI start-up cost)
 
 if TYPE_CHECKING:
     from types import TracebackType
-    from typing import Any, NoReturn
+    from typing import Any
 
-    from roost.client import Client
-
-
-# Exit codes, the same for every command (README: Exit codes).
-REFUSED = 1
-"""Understood, but not done: the job's state or kind, a limit, a conflict, a failure."""
-USAGE = 2
-"""A bad command line (an unknown option, a bad or missing value) or an unknown job."""
-_EXIT_OF_ERROR = {"bad_request": USAGE, "not_found": USAGE}
-"""roostd's error codes that are usage errors; every other code is a refusal."""
+    from roost.wire.client import Client
 
 
-def exit_code(error: str) -> int:
-    """The exit code for roostd's error code `error` (a RequestError's `code`)."""
-    return _EXIT_OF_ERROR.get(error, REFUSED)
-
-
-def echo(text: str, err: bool = False) -> None:
-    """One line on stdout (stderr), written as click.echo writes it: through the output
-    layer's guard (roost.cli.output), then flushed."""
-    stream = sys.stderr if err else sys.stdout
-    stream.write(f"{text}\n")
-    stream.flush()
-
-
-def fail(message: str, code: int = REFUSED) -> NoReturn:
-    """One line on stderr, then exit `code`. It may quote roostd, pi, git or a model: its
-    control characters are shown as escapes (roost.cli.output)."""
-    from roost.cli.output import visible
-
-    echo(f"roost: {visible(message)}", err=True)
-    sys.exit(code)
-
-
-def usage_error(message: str) -> NoReturn:
-    fail(message, USAGE)
+__all__ = ["REFUSED", "USAGE", "daemon", "echo", "exit_code", "fail", "print_json", "usage_error"]
 
 
 class daemon:  # a function to its callers: `with daemon() as client:`
@@ -63,8 +31,8 @@ class daemon:  # a function to its callers: `with daemon() as client:`
         self.autostart = autostart
 
     def __enter__(self) -> Client:
-        from roost.client import DaemonUnavailable, connect
-        from roost.protocol import ProtocolError
+        from roost.wire.client import DaemonUnavailable, connect
+        from roost.wire.protocol import ProtocolError
 
         try:
             self.client = connect(autostart=self.autostart)
@@ -75,8 +43,8 @@ class daemon:  # a function to its callers: `with daemon() as client:`
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        from roost.client import DaemonUnavailable
-        from roost.protocol import RequestError
+        from roost.wire.client import DaemonUnavailable
+        from roost.wire.protocol import RequestError
 
         self.client.close()
         if isinstance(exc, RequestError):
@@ -86,7 +54,7 @@ class daemon:  # a function to its callers: `with daemon() as client:`
 
 
 def print_json(data: Any) -> None:
-    """`data` as JSON, its strings' control and bidi characters escaped (roost.cli.output)."""
-    from roost.cli.output import json_text
+    """`data` as JSON, its strings' control and bidi characters escaped (roost.display.output)."""
+    from roost.display.output import json_text
 
     echo(json_text(data))

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from roost.cli.demomodel import BUILDER, last_user, play_answer, script
-from roost.client import Client, connect
+from roost.fakellm import FakeLLM, first_user_contains
+from roost.fakellm.requests import envelopes, message_text, messages
+from roost.fakellm.sandbox import Sandbox
 from roost.pi.locate import PiNotFound, find_pi
-from roost.testkit.fakellm import FakeLLM, first_user_contains
-from roost.testkit.fakellm.requests import envelopes, message_text, messages
-from roost.testkit.lab import Lab
+from roost.wire.client import Client, connect
 
 T = TypeVar("T")
 
@@ -100,7 +100,7 @@ def until(what: str, check: Callable[[], T], timeout: float, interval: float = 0
 
 
 def table(client: Client, tree: bool = False) -> None:
-    from roost.cli import views
+    from roost.display import views
 
     views.print_table(client.request("list")["jobs"], tree=tree)
 
@@ -117,7 +117,7 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
     if len(tmp) > SOCKET_ROOM:
         say(f"roost demo: TMPDIR {tmp} is too long for the sandbox's sockets; using /tmp")
         tmp = "/tmp"
-    lab = Lab(
+    box = Sandbox(
         llm=True,
         settings=DEMO_SETTINGS,
         prices=DEMO_PRICES,
@@ -125,16 +125,16 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
         hold_timeout=300.0,
         tmp=tmp,
     )
-    work = lab.work
+    work = box.work
     (work / "src").mkdir(parents=True)
     (work / "README").write_text("A demo project.\n")
-    script(lab.llm)
-    lab.llm.set_default(play_answer)
-    lab.env.pop("NO_COLOR", None)  # the demo's own tables keep their colours
-    lab.activate()  # roostd, started by connect() below, and its jobs run in the lab
+    script(box.llm)
+    box.llm.set_default(play_answer)
+    box.env.pop("NO_COLOR", None)  # the demo's own tables keep their colours
+    box.activate()  # roostd, started by connect() below, and its jobs run in the box
     say(
-        f"roost demo: state in {lab.root} (ROOST_HOME, pi agent dir); model: scripted, "
-        f"local ({lab.llm.base_url})"
+        f"roost demo: state in {box.root} (ROOST_HOME, pi agent dir); model: scripted, "
+        f"local ({box.llm.base_url})"
     )
     if scenes:
         say(
@@ -144,10 +144,10 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
     client = connect()
     kept = False
     try:
-        code = _story(client, work, lab.llm) if scenes else 0
+        code = _story(client, work, box.llm) if scenes else 0
         if keep:
             client.close()
-            kept = _keep(lab)
+            kept = _keep(box)
             return code if kept else 1
         return code
     finally:
@@ -155,47 +155,47 @@ def run_demo(keep: bool = False, scenes: bool = True) -> int:
             with contextlib.suppress(Exception):
                 client.request("shutdown", jobs=True)
             client.close()
-            lab.close()
+            box.close()
 
 
 # -- play mode: a kept sandbox ----------------------------------------------------------------
-def _keep(lab: Lab) -> bool:
+def _keep(box: Sandbox) -> bool:
     """Hand the model over to a process of its own (on the same port, so pi's models.json
     stays true) and leave the sandbox: its file, then the lines to use it and end it."""
-    port, url = lab.llm.port, lab.llm.base_url
-    lab.llm.stop()
-    log = open(lab.root / "model.log", "ab")  # noqa: SIM115 - the child's, from here on
+    port, url = box.llm.port, box.llm.base_url
+    box.llm.stop()
+    log = open(box.root / "model.log", "ab")  # noqa: SIM115 - the child's, from here on
     with log:
         model = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.demomodel", str(lab.root), str(port)],
-            env=lab.env,
-            cwd=lab.root,
+            [sys.executable, "-m", "roost.cli.demomodel", str(box.root), str(port)],
+            env=box.env,
+            cwd=box.root,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    from roost import procid
+    from roost.host import procid
 
     start = procid.live_start_time(model.pid)
     try:
         _connectable(port, model)
     except OSError as exc:
-        say(f"roost demo: the scripted model did not start ({exc}); see {lab.root / 'model.log'}")
+        say(f"roost demo: the scripted model did not start ({exc}); see {box.root / 'model.log'}")
         with contextlib.suppress(ProcessLookupError):
             model.kill()
         return False
-    (lab.root / SANDBOX_FILE).write_text(
+    (box.root / SANDBOX_FILE).write_text(
         json.dumps(
             {
-                "roostHome": str(lab.roost_home),
-                "agentDir": str(lab.agent_dir),
+                "roostHome": str(box.roost_home),
+                "agentDir": str(box.agent_dir),
                 "model": {"pid": model.pid, "start": start, "port": port},
             }
         )
         + "\n"
     )
-    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sandbox_env(lab).items())
+    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sandbox_env(box).items())
     say()
     say(
         "━━ the sandbox keeps running: its roostd, its jobs and the scripted model (pid "
@@ -208,16 +208,16 @@ def _keep(lab: Lab) -> bool:
         "model's answers; no API key, nothing leaves 127.0.0.1. End it (its jobs, roostd, the "
         "model, and the directory) with:"
     )
-    say(f"  roost demo --end          (or: roost demo --end {shlex.quote(str(lab.root))})")
+    say(f"  roost demo --end          (or: roost demo --end {shlex.quote(str(box.root))})")
     return True
 
 
-def sandbox_env(lab: Lab) -> dict[str, str]:
+def sandbox_env(box: Sandbox) -> dict[str, str]:
     """What a shell needs to use a kept sandbox: its ROOST_HOME, its pi agent dir (the
     scripted model's models.json, the demo's roost.json), pi offline."""
     return {
-        "ROOST_HOME": str(lab.roost_home),
-        "PI_CODING_AGENT_DIR": str(lab.agent_dir),
+        "ROOST_HOME": str(box.roost_home),
+        "PI_CODING_AGENT_DIR": str(box.agent_dir),
         "PI_OFFLINE": "1",
         "PI_SKIP_VERSION_CHECK": "1",
     }
@@ -244,8 +244,8 @@ def end_sandbox(directory: str | None) -> int:
     DIR is the sandbox or its ROOST_HOME (default: ROOST_HOME); a directory without the
     sandbox file is refused, never deleted."""
     from roost.cli.commands.daemon import live_workers, stop_workers
-    from roost.client import DaemonUnavailable, connect
-    from roost.procid import alive, same_process, stop_exact
+    from roost.host.procid import alive, same_process, stop_exact
+    from roost.wire.client import DaemonUnavailable, connect
 
     given = directory or os.environ.get("ROOST_HOME")
     if not given:
@@ -338,7 +338,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
         if snapshot != shown[0]:
             shown[0] = snapshot
             say()
-            from roost.cli import views
+            from roost.display import views
 
             views.print_table(rows, tree=True)
         settled = all(
@@ -393,7 +393,7 @@ def _story(client: Client, work: Path, llm: FakeLLM) -> int:
 def _worktrees(client: Client, llm: FakeLLM, repo: Path) -> None:
     import subprocess
 
-    from roost.protocol import RequestError
+    from roost.wire.protocol import RequestError
 
     step("6. two children in their own git worktrees change the same line; one merges, the other conflicts")
     repo.mkdir()
@@ -503,7 +503,7 @@ def _row(client: Client, job_id: str) -> dict[str, Any]:
 
 
 def _transcript(client: Client, job_id: str) -> None:
-    from roost.transcript import read_entries, render
+    from roost.pi.transcript import read_entries, render
 
     row = _row(client, job_id)
     say(f"$ roost logs {row['name']}")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     FakeLLM,
     Reply,
     all_of,
@@ -22,7 +22,7 @@ from roost.testkit.fakellm import (
     tool_call,
     tool_calls,
 )
-from roost.testkit.fakellm.requests import envelopes
+from roost.fakellm.requests import envelopes
 
 RUNAWAY_USAGE = (20000, 1000, 5000)  # prompt, completion, cached: about $0.06 a request
 
@@ -189,7 +189,7 @@ def script(llm: FakeLLM) -> None:
 
 
 def last_user(req: Any) -> str:
-    from roost.testkit.fakellm import last_user_text
+    from roost.fakellm import last_user_text
 
     return last_user_text(req) or ""
 

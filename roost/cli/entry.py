@@ -71,7 +71,7 @@ def main() -> None:
 
         click_main()
         return
-    from roost.cli.output import guard_streams
+    from roost.display.output import guard_streams
 
     guard_streams()
     try:

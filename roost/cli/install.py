@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roost import paths
+from roost.host import paths
 
 MARKER = "Installed by `roost install`"
 FILES = ("roost.ts", "session_lock.ts", "own_home.ts", "toolgate.ts")

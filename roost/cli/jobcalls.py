@@ -19,13 +19,13 @@ def list_jobs(as_json: bool, tree: bool = False, group: str = "dir", wide: bool 
         if "text" in result:
             echo(result["text"])
         else:  # a roostd from before `text`
-            from roost.jobtree import tree_order
+            from roost.job.tree import tree_order
 
             print_json(tree_order(result["jobs"]) if tree else result["jobs"])
         return
     with daemon() as client:
         rows = client.request("list")["jobs"]
-    from roost.cli import views
+    from roost.display import views
 
     views.print_table(rows, group=group, tree=tree, wide=wide)
 
@@ -34,13 +34,13 @@ def reply(job: str, text: str) -> None:
     with daemon() as client:
         result = client.request("reply", job=job, text=text, by="roost reply (CLI)")
     if result["status"] == "already answered":  # as `roost answer` says it
-        from roost.cli.views import printable
+        from roost.display.views import printable
 
         echo(f"already answered by {printable(result.get('by'))} at {result.get('at')}")
         return
     echo(result["status"])
     if result.get("why"):  # queued on a failed job: nothing runs until it is started again
-        from roost.cli.views import printable
+        from roost.display.views import printable
 
         echo(
             f"roost: job {result['id']} failed: {printable(result['why'])}; the reply waits "
@@ -71,21 +71,21 @@ def pi_task(task: str, cwd: str) -> dict[str, Any]:
 
 def start(args: dict[str, Any], shell: bool) -> None:
     """Send `run` (with the caller's environment) and print the new job's id."""
-    from roost.jobenv import caller_env
+    from roost.job.env import caller_env
 
     args["env"] = caller_env()  # the job runs with it (README: A job's environment)
     with daemon() as client:
         result = client.request("run", **args)
     echo(result["id"])
     if result.get("state") == "failed":  # a dependency had failed already
-        from roost.cli.output import field
+        from roost.display.output import field
 
         echo(field(f"roost: job {result['id']} failed at once: {result.get('error')}"), err=True)
     if result.get("position") is not None:
         echo(f"roost: job {result['id']} is queued (position {result['position']})", err=True)
     import os.path
 
-    from roost.homes import agent_dir
+    from roost.host.homes import agent_dir
 
     theirs, ours = result.get("agentDir"), agent_dir()
     if not shell and theirs is not None and os.path.normpath(theirs) != os.path.normpath(ours):

@@ -116,7 +116,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     if not value or ctx.resilient_parsing:
         return
     # Light: package.json reads only (pi and node are not run), no heavy module.
-    from roost.cli.doctor import version_text
+    from roost.cli.doctor.report import version_text
 
     click.echo(version_text())
     ctx.exit()
@@ -170,10 +170,10 @@ def run_cli(command: click.Command, prog_name: str) -> NoReturn:
     """Run a click command with roost's error rule: every error is one line on stderr,
     exit 2 for a usage error, 1 for anything refused (README: Exit codes).
 
-    Every write to stdout and stderr goes through the output layer (roost.cli.output), which
+    Every write to stdout and stderr goes through the output layer (roost.display.output), which
     shows control characters as escapes; click is told not to strip escape sequences itself
     (`color=True`), so that a pipe gets them shown too, not silently dropped."""
-    from roost.cli.output import guard_streams
+    from roost.display.output import guard_streams
 
     guard_streams()
     try:

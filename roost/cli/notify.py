@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost import paths
 from roost.config import user_config_path
+from roost.host import paths
 
 # Not worker.gave_up: job.failed always follows it (with the same reason), and one failure
 # is one notification.
@@ -146,11 +146,11 @@ def message(event: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def notice_text(text: str) -> str:
-    """A notification's text: controls shown as escapes (roost.cli.output), and the markup
+    """A notification's text: controls shown as escapes (roost.display.output), and the markup
     that notification servers read in a body (`<a href>`, `<img>`, `&amp;`) shown as text."""
     import html
 
-    from roost.cli.output import field
+    from roost.display.output import field
 
     return html.escape(field(text), quote=False)
 
@@ -192,7 +192,7 @@ def send(raw: str) -> int:
         return 0  # a call held for approval: its approval.requested says which
     urgency, title, body = message(event)
     # The title is plain text to notification servers; the body may hold markup.
-    from roost.cli.output import field
+    from roost.display.output import field
 
     title, body = field(title), notice_text(body[:BODY_MAX])
     if rate_limited(event, title, body, time.time()):

@@ -34,7 +34,7 @@ def segments(row: dict[str, Any]) -> list[tuple[str, bool]]:
 
 def line_of(row: dict[str, Any], bold: bool) -> str:
     """One result as one line: when, job, kind, snippet."""
-    from roost.cli.output import field
+    from roost.display.output import field
 
     gone = " (removed)" if row.get("removed") else ""
     head = (
@@ -56,7 +56,7 @@ def search(args: dict[str, Any], as_json: bool) -> None:
         print_json(rows)
         return
     from roost.cli.common import echo
-    from roost.cli.output import echo_styled, terminal
+    from roost.display.output import echo_styled, terminal
 
     bold = terminal().isatty()
     if not rows:

@@ -72,7 +72,7 @@ class Definition:
     tools: tuple[str, ...] | None = None  # None: pi's defaults (and roost's tools)
     prompt: str | None = None
     task_prefix: str | None = None
-    # The JSON Schema its jobs' final answers are checked against (roost.results): a TOML
+    # The JSON Schema its jobs' final answers are checked against (roost.job.results): a TOML
     # table, or in a file the string names (beside the definition; read by the store).
     output_schema: dict[str, Any] | str | None = None
     # Its jobs' approval policy (roost.approvals.callrules.definition_policy): "auto", "ask"
@@ -279,7 +279,7 @@ def _check_value(key: str, value: Any) -> str | None:
 def _check_schema_value(value: Any) -> str | None:
     """An inline schema (a table) must be a usable JSON Schema; a file's name must stay
     in the definition's folder (the store reads and checks the file)."""
-    from roost.results import BadSchema, check_schema
+    from roost.job.results import BadSchema, check_schema
 
     if isinstance(value, dict):
         try:

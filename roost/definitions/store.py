@@ -3,7 +3,7 @@
 User-level: `<pi agent dir>/roost/agents/<name>.toml` (next to roost.json).
 Project: `<repo>/.pi/roost/agents/<name>.toml`, where `<repo>` is the nearest ancestor of
 the job's directory holding `.git`, reached through folders the user may trust only
-(`roost.trustedfiles`: else there is no project); read only when the user-level
+(`roost.host.trusted`: else there is no project); read only when the user-level
 `projectAgents` is true. The rules are in `roost.definitions.rules`.
 """
 
@@ -14,8 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost import trustedfiles as trust
 from roost.definitions.rules import (
     Definition,
     DefinitionError,
@@ -26,6 +24,8 @@ from roost.definitions.rules import (
     parse,
     render,
 )
+from roost.host import paths
+from roost.host import trusted as trust
 
 
 def user_dir() -> Path:
@@ -39,7 +39,7 @@ def catalog_cache_path() -> Path:
 
 def repo_root(cwd: str | os.PathLike[str]) -> Path | None:
     """The nearest folder at or above `cwd` that holds `.git` (none up to /: `cwd`
-    itself), climbing only through folders the user may trust (`roost.trustedfiles`).
+    itself), climbing only through folders the user may trust (`roost.host.trusted`).
     None when the climb meets a folder another user controls before it finds one: a
     `.git` planted in /tmp, or in any folder of another user, makes no project."""
     start = Path(os.path.realpath(cwd))  # the folders that hold it, not a link's names
@@ -113,7 +113,7 @@ def _schema_file(
     definition, read like the definition itself); None, with the problem, when it cannot be."""
     import json
 
-    from roost.results import BadSchema, check_schema
+    from roost.job.results import BadSchema, check_schema
 
     assert isinstance(defn.output_schema, str)
     target = path.parent / defn.output_schema

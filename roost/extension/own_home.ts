@@ -1,7 +1,7 @@
 /**
  * The roostd socket a foreground pi may talk to: in a ROOST_HOME of the user's alone.
  *
- * The twin of roost.trustedfiles.home_problem and socket_problem (Python), which the CLI
+ * The twin of roost.host.trusted.home_problem and socket_problem (Python), which the CLI
  * applies before it sends anything: ROOST_HOME (symlinks resolved) owned by the user, it
  * and every folder above it owned by the user or root and writable by no one else unless
  * sticky (/tmp), and the socket a socket of the user's that no one else may write. Node

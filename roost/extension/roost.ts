@@ -39,7 +39,7 @@ const JOB_ID = process.env.ROOST_JOB_ID;
 const ATTACHED_JOB = process.env.ROOST_ATTACH_JOB;
 delete process.env.ROOST_ATTACH_JOB;
 
-/** This pi's environment, for a job it creates (roost/jobenv.py keeps what is not roost's). */
+/** This pi's environment, for a job it creates (roost/job/env.py keeps what is not roost's). */
 function callerEnv(): Record<string, string> {
 	return Object.fromEntries(Object.entries(process.env).filter(([, v]) => typeof v === "string")) as Record<string, string>;
 }
@@ -201,7 +201,7 @@ export default function roost(pi: any) {
 	const inject = (frame: any) =>
 		steer(CUSTOM_TYPE, frame.content, { deliverAs: "steer", triggerTurn: true, details: frame.details ?? {}, what: "inject an agent item" });
 
-	/** The events roost pushes to the extension (roost/protocol.py PUSHED_EVENTS), one handler each. */
+	/** The events roost pushes to the extension (roost/wire/protocol.py PUSHED_EVENTS), one handler each. */
 	const eventHandlers: Record<string, (frame: any) => void> = {
 		inject: inject, // from the job's worker: a mailbox item
 		deliver: inject, // from roostd to a foreground pi: an agent message or report

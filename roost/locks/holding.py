@@ -2,7 +2,7 @@
 
 One rule for roostd (before it wakes a job for an item) and the worker (before it starts
 pi): the session of job J is held when the writer lock names a live process that is not J's
-own pi, or when roost.writers finds another writer: a process that names the session on
+own pi, or when roost.locks.writers finds another writer: a process that names the session on
 its command line, or a pi outside roost that was running when the session was written
 outside roost (a pi without roost's extension, typically started from pi's own resume
 hint). J's own previous pi is not "someone else": its worker stops it.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roost import paths
+from roost.host import paths
 from roost.locks.session_lock import SessionLock
-from roost.writers import find_writers
+from roost.locks.writers import find_writers
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Held:
     pid: int
     what: str  # "pi, not under roost", "pi, roost peer ab12cd34", ...
     how: str  # why it counts (for the log)
-    others: tuple[int, ...] = ()  # more pis that may be the writer (roost.writers, part 2)
+    others: tuple[int, ...] = ()  # more pis that may be the writer (roost.locks.writers, part 2)
 
     def who(self) -> str:
         also = f" or by pid {', '.join(map(str, self.others))}" if self.others else ""

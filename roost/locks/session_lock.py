@@ -33,8 +33,8 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from roost import paths, procid
 from roost.errors import RoostError
+from roost.host import paths, procid
 
 # A corrupt lock file younger than this may be a hand edit in progress: treat it as held.
 CORRUPT_GRACE = 5.0

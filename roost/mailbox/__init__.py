@@ -59,8 +59,8 @@ restart) yields again whatever was not acknowledged; receivers drop resends by s
 """
 
 from roost.mailbox.box import DEFAULT_MAX_AGENT, DEFAULT_MAX_REPLIES, Mailbox
+from roost.mailbox.errors import InvalidItem, MailboxError, MailboxFull
 from roost.mailbox.item import AGENT_KINDS, KINDS, Item
-from roost.mailbox.mail_errors import InvalidItem, MailboxError, MailboxFull
 from roost.mailbox.watch import MailboxWatcher
 
 __all__ = [

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.fsutil import fsync, fsync_dir
+from roost.host.fsutil import fsync, fsync_dir
 from roost.mailbox.counter import SeqCounter
+from roost.mailbox.errors import InvalidItem, MailboxError, MailboxFull
 from roost.mailbox.fileops import (
     NotAnItemFile,
     ensure_private_dir,
@@ -34,7 +35,6 @@ from roost.mailbox.item import (
     render_line,
     seq_of,
 )
-from roost.mailbox.mail_errors import InvalidItem, MailboxError, MailboxFull
 from roost.mailbox.replays import AckedIds
 
 if TYPE_CHECKING:

@@ -36,10 +36,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost import fsutil
+from roost.host import fsutil
+from roost.mailbox.errors import MailboxError
 from roost.mailbox.fileops import FILE_MODE
 from roost.mailbox.item import MAX_SEQ, seq_of
-from roost.mailbox.mail_errors import MailboxError
 
 log = logging.getLogger(__name__)
 

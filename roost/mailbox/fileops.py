@@ -8,7 +8,7 @@ import stat
 import time
 from pathlib import Path
 
-from roost.fsutil import fsync
+from roost.host.fsutil import fsync
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

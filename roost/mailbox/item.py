@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.mailbox.mail_errors import InvalidItem
+from roost.mailbox.errors import InvalidItem
 
 KINDS = ("reply", "message", "report")
 """Every item kind; one seq counter covers them all."""

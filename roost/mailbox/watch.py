@@ -25,8 +25,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
+from roost.mailbox.errors import MailboxError
 from roost.mailbox.item import Item
-from roost.mailbox.mail_errors import MailboxError
 
 if TYPE_CHECKING:
     from roost.mailbox.box import Mailbox
@@ -100,7 +100,7 @@ class _ObserverSource:
         from watchdog.events import DirDeletedEvent, FileSystemEvent, FileSystemEventHandler
         from watchdog.observers import Observer
 
-        from roost.contentwatch import CONTENT_CHANGES
+        from roost.host.contentwatch import CONTENT_CHANGES
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:

@@ -1,5 +1,5 @@
 """What each `roost mcp` tool asks roostd, blocking (the server runs them in a worker
-thread): one connection per call, started roostd when needed (roost.client), answers made
+thread): one connection per call, started roostd when needed (roost.wire.client), answers made
 safe to show (`safetext`). A refusal is roostd's one-line message (RequestError), which
 the server gives back as the tool's error."""
 
@@ -10,12 +10,13 @@ import threading
 import time
 from typing import Any
 
-from roost import client, eventlog
-from roost.client import DaemonUnavailable
 from roost.errors import RoostError
+from roost.events import log as eventlog
 from roost.mcp.safetext import clean
 from roost.mcp.shapes import BRIEF_KEYS
-from roost.transcript import read_entries, render
+from roost.pi.transcript import read_entries, render
+from roost.wire import client
+from roost.wire.client import DaemonUnavailable
 
 WAIT_MAX = 25.0
 """The longest a wait_for_jobs call blocks (a client's request timeout is often 30-60 s)."""
@@ -94,7 +95,7 @@ def event_seq() -> int:
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    from roost.jobenv import caller_env
+    from roost.job.env import caller_env
 
     task = args.get("task")
     if not isinstance(task, str) or not task.strip():

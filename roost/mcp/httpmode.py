@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from roost import paths
 from roost.errors import RoostError
+from roost.host import paths
 
 DEFAULT_PORT = 8478
 PATH = "/mcp"

@@ -1,6 +1,6 @@
 """Text an MCP client reads: what a model wrote (a transcript, a question, a result) never
 carries raw terminal control (C0, C1, DEL, bidi controls, line separators: shown as
-escapes, `roost.escapes`) nor the mailbox's wire form (`<agent-message` and its
+escapes, `roost.text.escapes`) nor the mailbox's wire form (`<agent-message` and its
 look-alikes: neutralised as in the envelope, `roost.agents.envelope.neutralize_body`), so
 an MCP client's model cannot be handed a forged agent message through roost."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost import escapes
 from roost.agents.envelope import neutralize_body
+from roost.text import escapes
 
 
 def text(value: str) -> str:

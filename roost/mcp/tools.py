@@ -26,7 +26,7 @@ from roost import __version__
 from roost.errors import RoostError
 from roost.mcp import calls, shapes
 from roost.mcp.safetext import text as safe
-from roost.protocol import DAEMON_OPS, RequestError
+from roost.wire.protocol import DAEMON_OPS, RequestError
 
 INSTRUCTIONS = """\
 roost supervises pi coding-agent sessions as background jobs that talk to each other.

@@ -1,13 +1,13 @@
 """pi's own files in its agent dir, read as roost needs them: what pi says nothing of.
 
-Read through `roost.trustedfiles`: a regular file of the user's (or root's), bounded."""
+Read through `roost.host.trusted`: a regular file of the user's (or root's), bounded."""
 
 from __future__ import annotations
 
 import json
 
-from roost import paths
-from roost import trustedfiles as trust
+from roost.host import paths
+from roost.host import trusted as trust
 
 
 def default_provider() -> str | None:

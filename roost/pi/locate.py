@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from roost import paths
+from roost.host import paths
 
 PI_PACKAGE = "@earendil-works/pi-coding-agent"  # the current line, the default
 PI_VERSION = "1.6.0"

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from roost import paths
-from roost.fsutil import atomic_write_json
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json
 from roost.schedules.timing import When
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from roost.protocol import CUSTOM_TYPE
-from roost.transcript import content_text, parse_millis
+from roost.pi.transcript import content_text, parse_millis
+from roost.wire.protocol import CUSTOM_TYPE
 
 KINDS = ("user", "assistant", "tool", "message", "report", "answer", "result")
 TEXT_MAX = 200_000

@@ -21,8 +21,9 @@ from typing import IO
 
 import portalocker
 
-from roost import procid, protocol
-from roost.jsonlines import READ_CHUNK, Bounds, Connection, InputPool
+from roost.host import procid
+from roost.wire import protocol
+from roost.wire.connection import READ_CHUNK, Bounds, Connection, InputPool
 
 log = logging.getLogger("roostd")
 

@@ -25,12 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost import paths, protocol
 from roost.approvals import callrules as policy
-from roost.escapes import json_text
-from roost.fsutil import atomic_write_json, utc_now
-from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json, utc_now
 from roost.supervise.core import Core
+from roost.text.escapes import json_text
+from roost.wire import protocol
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 
 KEPT = 1000
 """How many answered entries the book keeps (the newest)."""

@@ -2,7 +2,7 @@
 
 Each start of a job on a remote runner is a new attempt with its own number, its
 engine's id (Ray's submission id) and its own secret, the one credential its remote end
-proves itself with (roost.remotewire). The file names the current attempt only: the
+proves itself with (roost.wire.remote). The file names the current attempt only: the
 secret of an earlier one is refused from the moment the next is made. `ended` says that
 roostd saw the attempt's end, so a roostd that starts later does not adopt it again.
 """
@@ -15,7 +15,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roost.fsutil import atomic_write_json
+from roost.host.fsutil import atomic_write_json
 
 FILE_NAME = "remote.json"
 

@@ -21,14 +21,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost.fsutil import atomic_write_json, utc_now
-from roost.jobs import JobRecord
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobState, ProcState
-from roost.supervise import budgets
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json, utc_now
+from roost.job.record import JobRecord
+from roost.job.states import ItemKind, JobState, ProcState
+from roost.supervise import budget as budgets
 from roost.supervise.core import Core
 from roost.supervise.jobstore import accept_item
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 ANSWERED_KEPT = 500
 """How many answered ids the book remembers (the newest): enough for any retry."""

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol, Unpack
 
 if TYPE_CHECKING:
     from roost.config import Settings
-    from roost.jobs import Facts, JobRecord
+    from roost.events.writer import EventLog
+    from roost.job.record import Facts, JobRecord
+    from roost.job.states import JobState
     from roost.mailbox import Mailbox
-    from roost.states import JobState
-    from roost.supervise.eventwriter import EventLog
     from roost.supervise.jobqueue import JobQueue
     from roost.supervise.usagebook import UsageBook
     from roost.supervise.workers import WorkerProcess

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from roost.supervise.base import JobTable
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
-    from roost.jsonlines import Connection, Handler
+    from roost.job.record import JobRecord
     from roost.supervise.dependencies import Dependencies
     from roost.supervise.router import AgentRouter
     from roost.supervise.scheduler import Scheduler
     from roost.supervise.searchkeeper import SearchKeeper
     from roost.supervise.workers import WorkerProcess
+    from roost.wire.connection import Connection, Handler
 
 
 class Core(JobTable, Protocol):

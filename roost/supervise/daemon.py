@@ -18,21 +18,20 @@ import signal
 from pathlib import Path
 from typing import Any, Unpack
 
-from roost import __version__, paths, protocol
-from roost import trustedfiles as trust
+from roost import __version__
 from roost.config import Settings, load_settings
-from roost.fsutil import atomic_write_text
-from roost.jobs import Facts, JobRecord
-from roost.jsonlines import Connection, Handler, serve_connection
+from roost.events.writer import EventLog
+from roost.host import paths
+from roost.host import trusted as trust
+from roost.host.fsutil import atomic_write_text
+from roost.job.record import Facts, JobRecord
+from roost.job.states import JOBS, Attach, JobKind, JobState, WorkerExit
 from roost.locks import holder_is_alive, read_holder
 from roost.mailbox import Mailbox, MailboxError
-from roost.protocol import DAEMON_OPS, Op
-from roost.states import JOBS, Attach, JobKind, JobState, WorkerExit
-from roost.supervise import admission, budgets, jobstore, logsetup, searchkeeper
+from roost.supervise import admission, budget, jobstore, logsetup, searchkeeper
 from roost.supervise.admission import DAEMON_BOUNDS, Admission, connection_cap, raise_fd_limit
 from roost.supervise.core import Core
 from roost.supervise.dependencies import Dependencies
-from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import agents, attach, events, inbox, jobs, queue, schedules, worker, worktrees
 from roost.supervise.handlers import results as results_ops
 from roost.supervise.handlers import search as search_ops
@@ -41,13 +40,16 @@ from roost.supervise.handlers import usage as usage_ops
 from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
-from roost.supervise.jobs_service import agent_catalog
+from roost.supervise.jobs import agent_catalog
 from roost.supervise.placement import Placement
 from roost.supervise.router import AgentRouter
 from roost.supervise.runner import LocalRunner
 from roost.supervise.scheduler import Scheduler
 from roost.supervise.usagebook import UsageBook
 from roost.supervise.workers import WorkerProcess, evict_strangers, stop_leftovers
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler, serve_connection
+from roost.wire.protocol import DAEMON_OPS, Op
 from roost.worktrees import row_fields
 
 log = logging.getLogger("roostd")
@@ -331,7 +333,7 @@ class Daemon:
 
     def find_job(self, ref: str) -> JobRecord:
         """A job by id or exact unique name; RequestError otherwise."""
-        from roost.protocol import NOT_FOUND, RequestError
+        from roost.wire.protocol import NOT_FOUND, RequestError
 
         record = self.jobs.get(ref)
         if record is not None:
@@ -514,7 +516,7 @@ class Daemon:
             "worktree": row_fields(record.worktree),
             "sandbox": record.sandbox,  # roost.sandbox
             "pending": pending,
-            "usage": budgets.row_usage(self, record),
+            "usage": budget.row_usage(self, record),
             "result": record.result,  # the last valid structured result (roost result)
             "created": record.created,
             "updated": record.updated,

@@ -36,14 +36,14 @@ from roost.agents.depends import (
     task_with,
     waiting_on,
 )
+from roost.job.states import ItemKind, JobKind, JobState, RunCause
 from roost.mailbox import MailboxError
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobKind, JobState, RunCause
+from roost.pi.transcript import content_text, read_entries
 from roost.supervise.coalesce import Coalesced
-from roost.transcript import content_text, read_entries
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.supervise.base import JobTable
     from roost.supervise.router import AgentRouter
 

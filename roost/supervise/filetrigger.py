@@ -28,7 +28,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-from roost.contentwatch import CONTENT_CHANGES
+from roost.host.contentwatch import CONTENT_CHANGES
 
 WRITES = (EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_CLOSED)
 

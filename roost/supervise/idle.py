@@ -18,11 +18,11 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from roost.states import REAP_REASON, JobKind, JobState, ProcState
+from roost.job.states import REAP_REASON, JobKind, JobState, ProcState
 from roost.tasks import Tasks
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)

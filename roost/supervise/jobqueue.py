@@ -23,19 +23,20 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from roost import paths, protocol
-from roost import trustedfiles as trust
 from roost.agents.limits import SpawnCounts, spawn_refusal
-from roost.fsutil import atomic_write_json
-from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
-from roost.states import ENDED_JOB_STATES, JobKind, JobState
+from roost.host import paths
+from roost.host import trusted as trust
+from roost.host.fsutil import atomic_write_json
+from roost.job.states import ENDED_JOB_STATES, JobKind, JobState
 from roost.supervise.coalesce import Coalesced
+from roost.wire import protocol
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 
 if TYPE_CHECKING:
     from roost.config import Settings
-    from roost.jobs import Facts, JobRecord
-    from roost.jsonlines import Connection
+    from roost.job.record import Facts, JobRecord
     from roost.supervise.workers import WorkerProcess
+    from roost.wire.connection import Connection
 
 
 class JobTable(Protocol):

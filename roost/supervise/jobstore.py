@@ -2,7 +2,7 @@
 choosing new job ids, accepting an item for a job (the one place its outcome is decided),
 and whether a job is settled.
 
-Only roostd uses it; a single record is `roost.jobs.JobRecord`, and the daemon
+Only roostd uses it; a single record is `roost.job.record.JobRecord`, and the daemon
 (`Daemon.set_state`) is the one writer of a job's state."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost import paths
-from roost.fsutil import utc_now
-from roost.jobs import BAD_SUFFIX, BadRecord, JobRecord, Links, load_record
+from roost.host import paths
+from roost.host.fsutil import utc_now
+from roost.job.record import BAD_SUFFIX, BadRecord, JobRecord, Links, load_record
+from roost.job.states import ItemDecision, ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
 from roost.locks.holding import Held, other_writer
 from roost.mailbox import MailboxError, MailboxFull
-from roost.protocol import REFUSED, RequestError
-from roost.states import ItemDecision, ItemKind, JobKind, JobState, Outcome, ProcState, item_outcome
-from roost.supervise import budgets
+from roost.supervise import budget as budgets
 from roost.supervise.coalesce import Coalesced
+from roost.wire.protocol import REFUSED, RequestError
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable

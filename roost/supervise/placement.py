@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost import paths
-from roost.fsutil import atomic_write_json
-from roost.states import JobKind, JobState
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json
+from roost.job.states import JobKind, JobState
 from roost.supervise import attempts
 from roost.supervise.remotehub import RemoteHub
 from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, WorkerSpec
@@ -27,7 +27,7 @@ from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, WorkerSp
 if TYPE_CHECKING:
     import asyncio
 
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.supervise.base import JobTable
     from roost.supervise.rayrunner import RayOptions, RayRunner
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost import remotewire
 from roost.supervise import attempts
+from roost.wire import remote as remotewire
 
 log = logging.getLogger(__name__)
 

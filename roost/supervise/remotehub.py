@@ -3,7 +3,7 @@
 Started by `placement.Placement` when a job first goes to a remote runner. It listens on
 loopback, or anywhere under TLS, on a port kept in `$ROOST_HOME/remote-hub.json` so that
 the next roostd listens where running remote ends reconnect. Every connection opens with
-its job, attempt and the attempt's secret (roost.remotewire; supervise/attempts.py holds
+its job, attempt and the attempt's secret (roost.wire.remote; supervise/attempts.py holds
 the current one); anything else is closed unanswered. A `link` connection is then served
 by roostd's ordinary connection handler (`linked_job` lets `worker_hello` know it was
 proved); a `sync` connection by `SyncSession`: roostd stays the one writer of the job's
@@ -23,13 +23,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost import paths, remotewire
-from roost.fsutil import atomic_write_json, atomic_write_text
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json, atomic_write_text
 from roost.mailbox.item import name_for
 from roost.supervise import attempts
+from roost.wire import remote as remotewire
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
+    from roost.job.record import JobRecord
     from roost.mailbox import Mailbox
 
 log = logging.getLogger(__name__)

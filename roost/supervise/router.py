@@ -12,16 +12,16 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roost import protocol
+from roost import faults
 from roost.agents.envelope import agent_frame
 from roost.agents.peers import Peer, relation
-from roost.jobs import JobRecord
-from roost.jsonlines import Connection
-from roost.states import ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, Outcome, PeerKind
-from roost.supervise import budgets
+from roost.job.record import JobRecord
+from roost.job.states import ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, Outcome, PeerKind
+from roost.supervise import budget
 from roost.supervise.jobstore import accept_item
 from roost.tasks import Tasks
-from roost.worker import faults
+from roost.wire import protocol
+from roost.wire.connection import Connection
 
 if TYPE_CHECKING:
     from roost.supervise.base import JobTable
@@ -152,7 +152,7 @@ class AgentRouter:
             proc = daemon.procs.get(record.id)
             return "started" if proc is not None and proc.alive else "idle"
         record.set_attach(Attach.DETACHED, why)
-        budgets.recount(daemon, record)  # what the foreground pi spent counts too
+        budget.recount(daemon, record)  # what the foreground pi spent counts too
         if record.state == JobState.STARTING or daemon.mailbox(record).pending():
             daemon.start_worker(record, why)
             daemon.job_changed(record)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from roost import procid
+from roost.host import procid
+from roost.locks import joblock
 from roost.supervise.spare import Spare
-from roost.worker import joblock
 
 
 @dataclass(frozen=True)

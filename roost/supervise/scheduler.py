@@ -25,19 +25,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roost import paths
-from roost.protocol import REFUSED, RequestError
+from roost.host import paths
 from roost.schedules import book
 from roost.schedules.book import Schedule
 from roost.schedules.timing import CATCH_UP_MAX, ON_TIME, Debounce, firings
 from roost.supervise.base import JobTable
 from roost.supervise.jobstore import is_settled
 from roost.tasks import Tasks
+from roost.wire.protocol import REFUSED, RequestError
 
 if TYPE_CHECKING:
-    from roost.jobs import JobRecord
-    from roost.jsonlines import Handler
+    from roost.job.record import JobRecord
     from roost.supervise.filetrigger import FileTriggers
+    from roost.wire.connection import Handler
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """roostd's search index writer (`SearchKeeper`, built by `Daemon.__init__`): the one writer
 of `$ROOST_HOME/search.db` (roost.search.indexdb), on its own thread.
 
-It learns of new session entries from a content watch (roost.contentwatch: writes only,
+It learns of new session entries from a content watch (roost.host.contentwatch: writes only,
 never reads) of each live job's session file, and of everything else from the daemon's
 job changes; it never polls. Each source is read from its committed offset to its last
 complete line, and the rows and the new offset are committed together, so a SIGKILL at any
@@ -27,12 +27,12 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from roost import paths
-from roost.contentwatch import CONTENT_CHANGES
-from roost.jobs import JobRecord
+from roost.host import paths
+from roost.host.contentwatch import CONTENT_CHANGES
+from roost.job.record import JobRecord
+from roost.job.states import JobState
 from roost.search import entryscan, indexdb
 from roost.search.entryscan import Row
-from roost.states import JobState
 from roost.supervise.base import JobTable
 
 log = logging.getLogger(__name__)

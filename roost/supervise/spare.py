@@ -25,8 +25,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from roost import procid
-from roost.worker import joblock
+from roost.host import procid
+from roost.locks import joblock
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from roost.usage.account import Usage
 
 
 class UsageBook:
-    """Built once by `Daemon.__init__`; `roost.supervise.budgets` keeps it up to date."""
+    """Built once by `Daemon.__init__`; `roost.supervise.budget` keeps it up to date."""
 
     def __init__(self) -> None:
         self._removed: dict[str, Usage] | None = None  # tree -> removed jobs' usage

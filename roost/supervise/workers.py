@@ -1,6 +1,6 @@
 """Worker processes as roostd supervises them: spawn, adopt, exit, backoff, give up.
 
-Each job with a process has one WorkerProcess. Its lifecycle is `roost.states.ProcState`;
+Each job with a process has one WorkerProcess. Its lifecycle is `roost.job.states.ProcState`;
 every move goes through `_set_state`. Exits are noticed through a pidfd (event-driven, no
 polling), which works for our own children and for workers adopted from a previous roostd
 alike. Workers run in their own process session (`start_new_session`), so a roostd killed
@@ -20,16 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost import procid
-from roost.locks import holder_is_alive, read_holder
-from roost.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
+from roost.host import procid
+from roost.job.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
+from roost.locks import holder_is_alive, joblock, read_holder
 from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, Runner, WorkerSpec, is_remote
-from roost.worker import joblock
 
 if TYPE_CHECKING:
     from roost.config import Settings
-    from roost.jobs import JobRecord
-    from roost.jsonlines import Connection
+    from roost.job.record import JobRecord
+    from roost.wire.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +297,7 @@ class WorkerProcess:
             return
         sent = False
         if self.connected:
-            from roost import protocol
+            from roost.wire import protocol
 
             assert self.conn is not None
             sent = await self.conn.send(protocol.event("stop", reason=reason))
@@ -314,7 +313,7 @@ class WorkerProcess:
     async def _stop_remote(self, remote: RemoteLaunch, reason: str, timeout: float) -> None:
         sent = False
         if self.connected:
-            from roost import protocol
+            from roost.wire import protocol
 
             assert self.conn is not None
             sent = await self.conn.send(protocol.event("stop", reason=reason))

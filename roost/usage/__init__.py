@@ -8,7 +8,7 @@
 - `report`: `roost usage` grouped by job, tree, model or day (GROUPS).
 - `show`: the cells and the usage block the CLI prints.
 
-roostd's side is `roost.supervise.budgets`, the worker's `roost.worker.budget_guard`, the commands
+roostd's side is `roost.supervise.budget`, the worker's `roost.worker.budget`, the commands
 `roost.cli.commands.usage`. Every `roost` process imports this package's `__init__` only (the CLI's
 options), so it stays free of imports.
 """

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost.fsutil import utc_now
+from roost.host import paths
+from roost.host.fsutil import utc_now
 from roost.usage.account import Usage, breakdown
 
 log = logging.getLogger(__name__)

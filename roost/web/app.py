@@ -25,10 +25,8 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response, S
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from roost.client import DaemonUnavailable
-from roost.protocol import RequestError
+from roost.pi.transcript import read_entries
 from roost.tasks import first_of
-from roost.transcript import read_entries
 from roost.web import bridge, jobpages, searchpage
 from roost.web import pageparts as views
 from roost.web.devices import csrf_token
@@ -37,6 +35,8 @@ from roost.web.filewatch import Watcher
 from roost.web.guard import TOO_MANY, Guard, Settings, client_address
 from roost.web.pagerender import ENV as ENV
 from roost.web.pagerender import fragment, render
+from roost.wire.client import DaemonUnavailable
+from roost.wire.protocol import RequestError
 
 HERE = Path(__file__).resolve().parent
 FORM_MAX = 256 * 1024

@@ -1,6 +1,6 @@
 """The web server's link to roostd: requests, and the live rows.
 
-`roost web` is a client of roostd's socket like the CLI (roost.client): a fault here never
+`roost web` is a client of roostd's socket like the CLI (roost.wire.client): a fault here never
 reaches roostd. A request opens its own connection in a worker thread (a Unix socket
 connect is ~0.1 ms), so a slow op never blocks the event loop. The live view is one
 `subscribe` connection read by one thread, blocked on the socket: roostd pushes a `job`
@@ -18,8 +18,8 @@ from typing import Any
 
 import anyio.to_thread
 
-from roost.client import Client, DaemonUnavailable, connect
-from roost.protocol import ProtocolError, RequestError
+from roost.wire.client import Client, DaemonUnavailable, connect
+from roost.wire.protocol import ProtocolError, RequestError
 
 log = logging.getLogger("roost.web")
 

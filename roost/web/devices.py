@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost.fsutil import atomic_write_json
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json
 
 PAIRING_TTL = 300.0
 """A pairing code is good for 5 minutes, once."""

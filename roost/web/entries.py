@@ -1,6 +1,6 @@
 """A pi session file as the web shows it: one item a line of the transcript.
 
-The same reading as `roost logs` (roost.transcript), as data for the templates rather than
+The same reading as `roost logs` (roost.pi.transcript), as data for the templates rather than
 text: every string here is agent-, model- or user-written and goes to the page only
 through Jinja's autoescape. Agent messages and reports (and roost's own notes) are their
 own kinds, so the page frames them as coming from an agent, never as the user's.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roost.agents.envelope import sanitize_name, title
-from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
-from roost.transcript import content_text, tool_outcome
+from roost.pi.transcript import content_text, tool_outcome
+from roost.wire.protocol import CUSTOM_TYPE, NOTE_TYPE
 
 SUMMARY_MAX = 160
 """The characters of a tool call's arguments or result shown before it is expanded."""

@@ -4,7 +4,7 @@ A job's row changes when its state or status does; a transcript grows between th
 model answer, each tool result), so the job page also wakes when pi appends to the file.
 One observer serves the process; each open page adds a watch of its file's directory for
 as long as it is open, of content changes only: the page's own read of the file must not
-wake it again (roost.contentwatch).
+wake it again (roost.host.contentwatch).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from watchdog.observers import Observer
 
-from roost.contentwatch import CONTENT_CHANGES, FileChanged
+from roost.host.contentwatch import CONTENT_CHANGES, FileChanged
 
 
 def _waker(loop: asyncio.AbstractEventLoop, flag: asyncio.Event) -> Callable[[], None]:

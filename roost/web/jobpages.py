@@ -12,11 +12,11 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from roost.client import DaemonUnavailable
-from roost.protocol import RequestError
 from roost.web import bridge
 from roost.web import pageparts as views
 from roost.web.pagerender import render
+from roost.wire.client import DaemonUnavailable
+from roost.wire.protocol import RequestError
 
 Page = Callable[[Request], Awaitable[Response]]
 _COUNT: dict[str, Any] = {"version": None, "count": 0}

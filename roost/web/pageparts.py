@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from roost import paths
-from roost.eventlog import matches, read_events
-from roost.jobtree import group_folder
-from roost.rowtext import state_text as state_text  # a state as a person reads it
+from roost.events.log import matches, read_events
+from roost.host import paths
+from roost.job.tree import group_folder
+from roost.text.rows import state_text as state_text  # a state as a person reads it
 
 DIFF_MAX = 400_000
 """The most characters of a diff a page shows (the rest: `roost diff`)."""
@@ -85,7 +85,7 @@ def _waits(subtree: list[tuple[int, dict[str, Any]]]) -> bool:
 
 
 def job_list(rows: dict[str, dict[str, Any]], state: str = "", text: str = "") -> list[dict[str, Any]]:
-    """The web's job list: groups by folder (`roost.jobtree.group_folder`, as roost view),
+    """The web's job list: groups by folder (`roost.job.tree.group_folder`, as roost view),
     each `{folder, label, rows: [(depth, row)], waiting}`; a group with a waiting job comes
     first, and within a group a tree with one; children under their parent. A filter keeps
     the rows that match (and no empty group)."""

@@ -11,9 +11,9 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from roost.protocol import RequestError
 from roost.web import bridge
 from roost.web.pagerender import render
+from roost.wire.protocol import RequestError
 
 KINDS = ("user", "answer", "assistant", "tool", "message", "report", "result")
 LIMIT = 50

@@ -99,8 +99,8 @@ def run(
 ) -> None:
     import uvicorn
 
-    from roost import protocol
     from roost.web.app import create_app
+    from roost.wire import protocol
 
     protocol.use_fast_json()  # long-lived, like roostd: its frames decoded with orjson
     quiet_watchdog()

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost.protocol import CUSTOM_TYPE, RequestError
+from roost.wire.protocol import CUSTOM_TYPE, RequestError
 
 SHOWN_REPO = "/home/dev/src/parser"
 """Where the worktree job's repository is said to be (the real one is in a temp dir: the

@@ -3,7 +3,8 @@
 
 import sys
 
-from roost.worker import joblock, launch
+from roost.locks import joblock
+from roost.worker import launch
 
 if len(sys.argv) != 2:
     print("usage: python -m roost.worker JOB_ID", file=sys.stderr)

@@ -1,7 +1,7 @@
 """What a settled run's answer becomes: the job's checked result and its parent's report.
 
 A job with an output schema (README: Structured results) has each answer checked when its
-run settles (`Answers.check`, roost.results): the final text must be a JSON value valid
+run settles (`Answers.check`, roost.job.results): the final text must be a JSON value valid
 against the schema. A valid one goes to roostd (the `result` op: the record, `roost
 result`, `job.result`) before the worker reports the run's end, so whoever sees the job
 `done` finds its result. An invalid one gets roost's framed note with the errors, which
@@ -26,14 +26,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from roost import protocol, results
+from roost import faults
 from roost.agents.handback import should_report
 from roost.config import load_settings
-from roost.jobs import JobRecord
-from roost.protocol import RESULT_MAX
-from roost.states import JobState
-from roost.transcript import content_text, interrupted, parse_millis
-from roost.worker import faults
+from roost.job import results
+from roost.job.record import JobRecord
+from roost.job.states import JobState
+from roost.pi.transcript import content_text, interrupted, parse_millis
+from roost.wire import protocol
+from roost.wire.protocol import RESULT_MAX
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.runnote import Keeper, RunNote
 from roost.worker.runs import Run, RunTracker, first_line, question_in

@@ -14,11 +14,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from roost import paths, protocol
-from roost.jobs import JobRecord
-from roost.jsonlines import Connection
-from roost.protocol import ProtocolError, RequestError
+from roost.host import paths
+from roost.job.record import JobRecord
 from roost.tasks import Tasks
+from roost.wire import protocol
+from roost.wire.connection import Connection
+from roost.wire.protocol import ProtocolError, RequestError
 
 log = logging.getLogger(__name__)
 

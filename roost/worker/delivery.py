@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roost import faults
+from roost.job.states import ItemKind
 from roost.mailbox import Item, Mailbox
-from roost.states import ItemKind
-from roost.transcript import Delivered
-from roost.worker import faults
+from roost.pi.transcript import Delivered
 
 log = logging.getLogger(__name__)
 

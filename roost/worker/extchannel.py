@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from roost import protocol
-from roost.jsonlines import Connection, serve_connection
-from roost.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
+from roost.wire import protocol
+from roost.wire.connection import Connection, serve_connection
+from roost.wire.protocol import EXTENSION_OPS, REFUSED, UNAUTHORIZED, Op, RequestError
 from roost.worker.daemon_link import DaemonLink
 
 

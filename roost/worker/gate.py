@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from roost.approvals import callrules as policy
-from roost.jobs import JobRecord
-from roost.jsonlines import Connection
-from roost.protocol import BAD_REQUEST, RequestError
-from roost.states import JobState
+from roost.job.record import JobRecord
+from roost.job.states import JobState
+from roost.wire.connection import Connection
+from roost.wire.protocol import BAD_REQUEST, RequestError
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.runs import RunTracker
 

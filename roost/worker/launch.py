@@ -3,11 +3,11 @@
 pi needs a second or more to boot; the worker's own imports (asyncio, watchdog,
 portalocker, ...) take a few hundred milliseconds. Starting pi first makes them overlap,
 so a job's first model request comes about as soon as a bare pi's would. Only the
-standard library's lighter modules and roost.paths are imported here (no dataclasses, no
+standard library's lighter modules and roost.host.paths are imported here (no dataclasses, no
 typing at run time, no secrets: each costs milliseconds on the way to pi).
 
 The fast path needs the session to be free: no lock file, and no other writer that
-roost.writers can see (a pi without roost's extension takes no lock; the scan reads one
+roost.locks.writers can see (a pi without roost's extension takes no lock; the scan reads one
 small /proc file per process, about 1-2 ms). Then pi, whose roost
 extension takes the lock, is the session's only writer. Otherwise the worker first finds
 out who holds it (roost.worker.lifecycle.Worker.check_lock) and starts pi itself, or refuses.
@@ -26,9 +26,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost import jobenv, paths, writers
+from roost.host import paths
+from roost.job import env as jobenv
+from roost.locks import joblock, writers
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
-from roost.worker import joblock
 
 if TYPE_CHECKING:
     from typing import Any
@@ -254,7 +255,7 @@ def start(job_id: str) -> Early:
     try:
         early.install = locate()
         session = job["session"]
-        # What this worker's pi leaves is roost's, not another writer's (roost.writers).
+        # What this worker's pi leaves is roost's, not another writer's (roost.locks.writers).
         atexit.register(_remember, early, session, str(job_dir))
         if not paths.session_lock_path(session).exists() and not writers.find_writers(session, str(job_dir)):
             early.pi = spawn_pi(job, ext_path, early.install)

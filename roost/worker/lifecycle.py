@@ -20,19 +20,20 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from roost import protocol
-from roost.fsutil import utc_now
-from roost.jobs import JobRecord
+from roost import faults
+from roost.host.fsutil import utc_now
+from roost.job.record import JobRecord
+from roost.job.states import ATTACH_REASON, EXIT_FATAL, SETTLED_JOB_STATES
 from roost.mailbox import Item, Mailbox
 from roost.pi import agentfiles, problems
 from roost.pi.compat import features_of
-from roost.protocol import RequestError
-from roost.states import ATTACH_REASON, EXIT_FATAL, SETTLED_JOB_STATES
+from roost.pi.transcript import content_text, delivered, read_entries
 from roost.tasks import Tasks, first_of
-from roost.transcript import content_text, delivered, read_entries
-from roost.worker import faults, runnote, startup
+from roost.wire import protocol
+from roost.wire.protocol import RequestError
+from roost.worker import runnote, startup
 from roost.worker.answers import Answers
-from roost.worker.budget_guard import BudgetGuard, Ports
+from roost.worker.budget import BudgetGuard, Ports
 from roost.worker.daemon_link import DaemonLink
 from roost.worker.delivery import Delivery
 from roost.worker.extchannel import ExtensionChannel

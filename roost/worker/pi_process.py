@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from roost import protocol
+from roost.wire import protocol
 
 log = logging.getLogger(__name__)
 

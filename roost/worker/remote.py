@@ -1,7 +1,7 @@
 """`python -m roost.worker.remote`: a job's worker on another machine (a Ray job's entrypoint).
 
 It is the transport, not a second worker (docs/scale-out.md). It reaches roostd's hub
-(roost.remotewire: host:port, the attempt's secret, roostd's certificate), builds a private
+(roost.wire.remote: host:port, the attempt's secret, roostd's certificate), builds a private
 mirror of the job's files in a temporary folder (`job.json`, `env.json`, the delivery
 journal, the run note, the session file, the pending mailbox items), and runs the ordinary
 worker (`python -m roost.worker JOB`, with ROOST_HOME the mirror's) against it. Then:
@@ -35,9 +35,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from roost import remotewire
 from roost.mailbox.item import name_for, seq_of
 from roost.tasks import first_of
+from roost.wire import remote as remotewire
 
 log = logging.getLogger("roost.worker.remote")
 
@@ -98,7 +98,7 @@ class RemoteEnd:
                 frame = await remotewire.read_frame(self._reader)
                 if frame is None:
                     return
-                if "items" in frame:  # roostd's push (roost.remotewire's, not its protocol's events)
+                if "items" in frame:  # roostd's push (roost.wire.remote's, not its protocol's events)
                     self._store_items(frame["items"] or [])
                     continue
                 future = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]

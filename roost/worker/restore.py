@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from roost.config import load_settings
-from roost.states import JobState
-from roost.transcript import interrupted
+from roost.job.states import JobState
+from roost.pi.transcript import interrupted
 from roost.worker.runnote import RunNote
 from roost.worker.runs import RunTracker, open_question
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from roost.states import RunCause
+from roost.job.states import RunCause
 
 log = logging.getLogger("roost.worker")
 

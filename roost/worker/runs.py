@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from roost.job.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, ItemKind, JobState, RunCause, run_cause
 from roost.mailbox import Item
-from roost.states import DIALOGS, ITEM_CAUSES, JOBS, Dialog, ItemKind, JobState, RunCause, run_cause
-from roost.transcript import INPUT_ROLES, content_text
+from roost.pi.transcript import INPUT_ROLES, content_text
 
 SUMMARY_MAX = 120
 QUESTION_MAX = 400

@@ -14,10 +14,11 @@ import signal
 import subprocess
 import sys
 
-from roost import jobenv, paths
-from roost.fsutil import atomic_write_json, utc_now
-from roost.jobs import load_record
-from roost.worker import joblock
+from roost.host import paths
+from roost.host.fsutil import atomic_write_json, utc_now
+from roost.job import env as jobenv
+from roost.job.record import load_record
+from roost.locks import joblock
 
 
 def main(argv: list[str] | None = None) -> int:

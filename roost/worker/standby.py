@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 
-from roost.worker import joblock
+from roost.locks import joblock
 
 MAX_MESSAGE = 1 << 20
 """The job's message (id, directory, environment): far less than this."""

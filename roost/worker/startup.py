@@ -12,10 +12,10 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from roost import paths
-from roost.jobs import JobRecord
+from roost.host import paths
+from roost.job.record import JobRecord
+from roost.job.states import EXIT_FATAL
 from roost.pi import problems
-from roost.states import EXIT_FATAL
 from roost.worker import launch
 from roost.worker.launch import Early
 from roost.worker.pi_process import PiError, PiProcess
@@ -32,7 +32,7 @@ class Fatal(Exception):
 
 def check_lock(record: JobRecord) -> None:
     """Refuse to start a second writer of the session (docs/locks.md, "Other writers"):
-    the writer lock's holder, or another writer that roost.writers finds."""
+    the writer lock's holder, or another writer that roost.locks.writers finds."""
     from roost.locks.holding import other_writer, own_pis
 
     session, job_id = record.session, record.id
@@ -47,7 +47,7 @@ def check_lock(record: JobRecord) -> None:
         time.sleep(0.05)  # start-up only: the worker has nothing else to do yet
         held = other_writer(session, job_id)
     if held is None:
-        from roost import writers
+        from roost.locks import writers
 
         writers.remember(session, str(record.dir))  # what our pi starts from
         return

@@ -6,7 +6,7 @@
 - `checkout`: the worker writes a new worktree's files while pi boots.
 
 roostd's side (create at spawn, merge, remove, gc; blocking git work runs in a thread, so
-roostd keeps serving meanwhile) is `roost.supervise.worktree_jobs`.
+roostd keeps serving meanwhile) is `roost.supervise.worktrees`.
 
 A job's `worktree` record (job.json) is `{path, branch, base, origin, toplevel, repo}`:
 the worktree directory (`$ROOST_HOME/worktrees/<id>`), its branch (in the original
@@ -27,7 +27,7 @@ CHECKOUT_MARKER = "checkout.pending"
 
 def worktrees_dir() -> Path:
     """`$ROOST_HOME/worktrees`: one directory per job that has a worktree."""
-    from roost import paths
+    from roost.host import paths
 
     return paths.roost_home() / "worktrees"
 

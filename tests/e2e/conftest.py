@@ -1,5 +1,5 @@
 """The browser tests' fixtures (tests/e2e/test_web_*.py): `browser`, a headless Debian
-chromium (roost.testkit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when
+chromium (kit.browser), and `shots`, screenshots to $ROOST_WEB_SCREENSHOTS when
 set (the README's come from `ROOST_WEB_SCREENSHOTS=docs/img`), else to the test's temp dir."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium
+from kit.browser import CHROMIUM, DRIVER, MISSING, chromium
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ import json
 
 import pytest
 from kit.doctor import by_name, doctor, failed
-
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import make_agent_dir
+from kit.lab import Lab
+from kit.testpi import make_agent_dir
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,11 +9,11 @@ import os
 
 import pytest
 from kit.doctor import CHECKS, by_name, doctor, failed
+from kit.lab import Lab
+from kit.testpi import make_agent_dir
 
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import make_agent_dir
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable
 
 import pytest
+from kit.lab import Lab
 
-from roost.protocol import DAEMON_OPS
-from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
+from roost.wire.protocol import DAEMON_OPS
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 pytest.importorskip("acp")

@@ -32,10 +32,10 @@ from kit.matchers import (
 )
 from kit.wait import kill_and_wait, wait_until
 
-from roost.client import Client
+from roost.fakellm import text, tool_call, tool_calls
 from roost.locks import lock_path_for
-from roost.protocol import RequestError
-from roost.testkit.fakellm import text, tool_call, tool_calls
+from roost.wire.client import Client
+from roost.wire.protocol import RequestError
 
 T = 90.0  # seconds; pi start-up is slow on a loaded 2-core machine
 
@@ -494,7 +494,7 @@ def test_peer_register_spoofing_is_refused(make_lab) -> None:
         # peer (its own pid).
         own = lab.root / "own.jsonl"
         registrar = (
-            "import json, os, socket, sys\nfrom roost.client import Client\n"
+            "import json, os, socket, sys\nfrom roost.wire.client import Client\n"
             "from roost.locks import SessionLock\n"
             "assert SessionLock(sys.argv[1]).acquire()\n"
             "ids = []\n"

@@ -11,11 +11,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import text, tool_call, tool_calls
-from roost.testkit.lab import Lab
+from roost.fakellm import text, tool_call, tool_calls
 
 T = 90.0
 
@@ -210,8 +210,8 @@ def test_the_view_inbox_pane_approves_and_denies(
 
     from kit.pilot import until
 
-    from roost.cli.inboxpane import InboxScreen
-    from roost.cli.live import ViewApp
+    from roost.view.app import ViewApp
+    from roost.view.inbox import InboxScreen
 
     lab = make_lab()
     marker = tmp_path / "ran.txt"

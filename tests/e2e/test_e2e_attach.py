@@ -34,15 +34,15 @@ from kit.attach import (
     assert_single_branch,
     attach_wrapper,
 )
+from kit.lab import Lab
 from kit.matchers import after_tool, agent_messages_in, envelopes, fresh, last_user_has, task, user_texts
+from kit.testpi import PiRpc, make_agent_dir, read_session
 from kit.wait import pi_under, wait_until
 from kit.wait import pid_alive as alive
 
+from roost.fakellm import FakeLLM, Matcher, text, tool_call
+from roost.fakellm.requests import message_text
 from roost.locks import holder_is_alive, read_holder
-from roost.testkit.fakellm import FakeLLM, Matcher, text, tool_call
-from roost.testkit.fakellm.requests import message_text
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import PiRpc, make_agent_dir, read_session
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from kit.lab import Lab
+from kit.procs import wait_until
+from kit.testpi import make_agent_dir
 
-from roost import eventlog
+from roost.events import log as eventlog
+from roost.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
 from roost.pi.locate import find_pi
-from roost.testkit.fakellm import FakeLLM, error, first_user_contains, last_user_contains, text
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
-from roost.testkit.testpi import make_agent_dir
 
 T = 60.0
 

@@ -8,12 +8,12 @@ import json
 import re
 from pathlib import Path
 
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, task
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.fakellm.requests import message_text, system_text, tool_names
-from roost.testkit.lab import Lab
+from roost.fakellm import text, tool_call
+from roost.fakellm.requests import message_text, system_text, tool_names
 
 T = 90.0
 SCOUT_TOOLS = {"read", "grep", "find", "ls", "roost_agents", "roost_send"}
@@ -143,8 +143,8 @@ def test_a_spawn_never_widens_the_parents_tools(make_lab) -> None:
 
 
 def _results_count(tool: str, count: int):
-    from roost.testkit.fakellm import Matcher
-    from roost.testkit.fakellm.requests import tool_results
+    from roost.fakellm import Matcher
+    from roost.fakellm.requests import tool_results
 
     return Matcher(
         lambda r: sum(1 for x in tool_results(r) if x.get("name") == tool) == count, f"{count} {tool} results"

@@ -2,7 +2,7 @@
 
 The real pi (whichever is selected: the default 1.x, or 0.73.1 in CI's second pass), real
 roostd and workers, the scripted model. For each step an item passes on its way into pi
-(roost.worker.faults: `posted`, `sent`, `taken`, `before_ack`, `after_ack`), for a user reply
+(roost.faults: `posted`, `sent`, `taken`, `before_ack`, `after_ack`), for a user reply
 and for an agent message (`roost_send` from another job), with the receiver idle or in the
 middle of a tool, the worker — or, separately, its pi — is SIGKILLed exactly there. Then:
 
@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import new_user_texts, wait_file_command
 from kit.wait import wait_until
 
+from roost.fakellm import Reply, first_user_contains, text, tool_call
+from roost.fakellm.requests import message_text, messages
+from roost.faults import POINTS, TARGETS
 from roost.pi.compat import features_of
 from roost.pi.locate import find_pi
-from roost.testkit.fakellm import Reply, first_user_contains, text, tool_call
-from roost.testkit.fakellm.requests import message_text, messages
-from roost.testkit.lab import Lab
-from roost.worker.faults import POINTS, TARGETS
 
 T = 90.0
 KINDS = ("reply", "message")

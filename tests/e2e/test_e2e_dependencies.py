@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task, user_messages
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import FakeLLM, text, tool_call, tool_calls
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, text, tool_call, tool_calls
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

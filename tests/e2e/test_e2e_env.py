@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kit.lab import EXTENSION, Lab
 from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.testpi import PiRpc
 from kit.wait import wait_until
 
+from roost.fakellm import text, tool_call
 from roost.pi.locate import find_pi
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.lab import EXTENSION, Lab
-from roost.testkit.testpi import PiRpc
 
 T = 90.0
 KEY_VAR = "MY_PROVIDER_KEY"

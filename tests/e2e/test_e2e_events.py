@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task
 from kit.wait import kill_and_wait, wait_until
 
-from roost import eventlog
-from roost.supervise.eventwriter import EVENT_TYPES
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.lab import Lab
+from roost.events import log as eventlog
+from roost.events.writer import EVENT_TYPES
+from roost.fakellm import text, tool_call
 
 T = 120.0
 

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.lab import EXTENSION, Lab
 from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.testpi import read_session
 from kit.wait import wait_until
 
-from roost import protocol
-from roost.testkit.fakellm import last_tool_result_contains, text, tool_call
-from roost.testkit.lab import EXTENSION, Lab
-from roost.testkit.testpi import read_session
-from roost.transcript import interrupted
+from roost.fakellm import last_tool_result_contains, text, tool_call
+from roost.pi.transcript import interrupted
+from roost.wire import protocol
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from kit.lab import Lab
 from kit.wait import pi_under, pid_alive, wait_until
 
-from roost.testkit.fakellm import FakeLLM, last_user_contains, text
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, last_user_contains, text
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

@@ -1,6 +1,6 @@
 """End to end: the real `roost` CLI, roostd, workers and the real pi against a FakeLLM.
 
-Each test gets its own ROOST_HOME, HOME and pi agent dir (a roost.testkit.lab.Lab); the
+Each test gets its own ROOST_HOME, HOME and pi agent dir (a kit.lab.Lab); the
 scripted model runs in this process, so the tests can look at every request pi made and
 hold a response back to keep a run in flight.
 """
@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 from kit import FIXTURES
+from kit.lab import Lab
 from kit.matchers import user_messages, user_texts
 from kit.wait import is_pi, kill, pi_under, pid_alive, wait_until
 
-from roost.pi.compat import features_of
-from roost.pi.locate import find_pi
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     FakeLLM,
     any_message_contains,
     first_user_contains,
@@ -30,7 +29,8 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
-from roost.testkit.lab import Lab
+from roost.pi.compat import features_of
+from roost.pi.locate import find_pi
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 
@@ -153,7 +153,7 @@ def test_daemon_stop_jobs_keeps_each_question_until_it_is_answered(lab: Lab, llm
     """`roost daemon stop --jobs` stops a job waiting on its question: its row (ls, show,
     view) keeps the question, a reply is refused (nothing wakes a stopped job), and `roost
     start` brings it back waiting on the same question, which a reply then answers."""
-    from roost.cli.live import table_rows
+    from roost.view.app import table_rows
 
     llm.add(last_user_contains("TASK-DQ"), text("Plan ready. Shall I apply it to main?"))
     llm.add(last_user_contains("REPLY-DQ"), text("ANSWER-DQ: applied."))

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kit.lab import REPO_DIR, Lab
 from kit.matchers import fresh
 
 from roost.pi.locate import node_binary, parse_version, prefix_node
-from roost.testkit.lab import REPO_DIR, Lab
 
 pytestmark = pytest.mark.usefixtures("real_pi")
 

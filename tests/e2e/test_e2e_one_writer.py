@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from kit.attach import Tmux, assert_single_branch, attach_wrapper
+from kit.lab import EXTENSION, Lab
 from kit.matchers import last_user_has, task
+from kit.testpi import PiRpc, require_pi
 from kit.wait import is_pi, pid_alive, wait_until
 
-from roost.testkit.fakellm import FakeLLM, text
-from roost.testkit.lab import EXTENSION, Lab
-from roost.testkit.testpi import PiRpc, require_pi
+from roost.fakellm import FakeLLM, text
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 
@@ -64,7 +64,7 @@ HELD = re.compile(
 
 def names_holder(text: str, pid: int, job: str) -> bool:
     """`text` says the session is held, by pid `pid` among others: other helpers' pis on a
-    shared test machine may count too (roost.writers, part 2 names every candidate)."""
+    shared test machine may count too (roost.locks.writers, part 2 names every candidate)."""
     found = HELD.search(text or "")
     if found is None or found.group(3) != job:
         return False

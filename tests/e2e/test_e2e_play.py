@@ -15,8 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from roost.testkit.procs import kill_processes, processes_of, wait_until
+from kit.procs import kill_processes, processes_of, wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_pi")]
 

@@ -7,10 +7,10 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import FakeLLM, first_user_contains, text
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, first_user_contains, text
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 

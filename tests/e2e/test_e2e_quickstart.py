@@ -10,9 +10,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 
-from roost.testkit.fakellm import FakeLLM, last_user_contains, text
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, last_user_contains, text
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, task
 from kit.wait import kill_and_wait, pid_alive, wait_until
 
-from roost.testkit.fakellm import last_user_contains, text, tool_call
-from roost.testkit.lab import Lab
-from roost.worker.faults import REPORT_POINTS
+from roost.fakellm import last_user_contains, text, tool_call
+from roost.faults import REPORT_POINTS
 
 pytestmark = pytest.mark.usefixtures("real_pi")
 

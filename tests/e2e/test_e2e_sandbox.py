@@ -12,11 +12,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh
 
 from roost import sandbox
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import text, tool_call
 
 T = 90.0
 

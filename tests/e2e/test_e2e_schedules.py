@@ -11,10 +11,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 import pytest
+from kit.lab import Lab
 from kit.wait import kill, wait_until
 
-from roost.testkit.fakellm import FakeLLM, any_message_contains, first_user_contains, text
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, any_message_contains, first_user_contains, text
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("real_pi")]
 

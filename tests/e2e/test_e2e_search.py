@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from kit.wait import wait_until
 
+from roost.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
 from roost.pi.locate import find_pi, parse_version
-from roost.testkit.fakellm import FakeLLM, last_is_tool_result, last_user_contains, text, tool_call
-from roost.testkit.lab import Lab
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

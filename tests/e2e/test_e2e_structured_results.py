@@ -10,11 +10,11 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, last_user_has, task, user_messages
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import tool_call
 
 pytestmark = pytest.mark.usefixtures("real_pi")
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.testpi import make_agent_dir
 from kit.wait import wait_until
 
-from roost.cli.live import table_rows
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.fakellm.requests import message_text, messages, tool_results
-from roost.testkit.testpi import make_agent_dir
+from roost.fakellm import text, tool_call
+from roost.fakellm.requests import message_text, messages, tool_results
+from roost.view.app import table_rows
 
 T = 90.0
 # Prices per million tokens (pi's models.json `cost`), and what every scripted request

@@ -13,9 +13,10 @@ from collections.abc import Callable
 import pytest
 from kit import FIXTURES
 from kit.attach import Tmux
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     FakeLLM,
     first_user_contains,
     last_is_tool_result,
@@ -23,7 +24,6 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
-from roost.testkit.lab import Lab
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 

@@ -13,11 +13,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task, wait_file_command
 from kit.wait import kill_and_wait, wait_until
 
-from roost.testkit.fakellm import text, tool_call, tool_calls
-from roost.testkit.lab import Lab
+from roost.fakellm import text, tool_call, tool_calls
 
 T = 90.0
 

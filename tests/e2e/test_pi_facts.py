@@ -27,11 +27,11 @@ from typing import Any
 
 import psutil
 import pytest
+from kit.lab import Lab
+from kit.testpi import PiRpc, read_session
 from kit.wait import wait_until
 
-from roost.pi.compat import features_of
-from roost.pi.locate import PiNotFound, find_pi, parse_version
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     error,
     first_user_contains,
     last_is_tool_result,
@@ -40,8 +40,8 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import PiRpc, read_session
+from roost.pi.compat import features_of
+from roost.pi.locate import PiNotFound, find_pi, parse_version
 
 pytestmark = [pytest.mark.pifacts, pytest.mark.usefixtures("real_pi")]
 

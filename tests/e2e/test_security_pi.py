@@ -10,11 +10,11 @@ from pathlib import Path
 
 import psutil
 from kit.jobs import error_code, raw_unix, request
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task, wait_file_command
 from kit.wait import wait_until
 
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.lab import Lab
+from roost.fakellm import text, tool_call
 
 
 def test_no_job_secret_reaches_pi_or_its_tools_and_the_extension_cannot_be_replaced() -> None:

@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import user_messages
 from kit.wait import kill, pi_under, pid_alive, wait_until
 
-from roost.testkit.fakellm import FakeLLM, last_user_contains, text
-from roost.testkit.lab import Lab
+from roost.fakellm import FakeLLM, last_user_contains, text
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.usefixtures("real_pi")]
 

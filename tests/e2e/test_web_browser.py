@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from kit import FIXTURES
+from kit.browser import load, wait_text
+from kit.lab import Lab
+from kit.webserver import WebServer
 
-from roost.testkit.browser import load, wait_text
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     FakeLLM,
     first_user_contains,
     last_is_tool_result,
@@ -27,8 +29,6 @@ from roost.testkit.fakellm import (
     text,
     tool_call,
 )
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("real_pi")]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.browser import click, wait_text
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task
+from kit.webserver import WebServer
 
-from roost.testkit.browser import click, wait_text
-from roost.testkit.fakellm import text, tool_call
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
+from roost.fakellm import text, tool_call
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("real_pi")]
 

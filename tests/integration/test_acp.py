@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.lab import Lab
+from kit.procs import wait_until
 
 pytest.importorskip("acp")
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kit.jobs import run_job, settle
+from kit.lab import Lab
 
 from roost.cli import entry, jobcalls, searchcalls
 from roost.cli.main import cli
-from roost.testkit.lab import Lab
 
 
 class Recorder:
@@ -147,7 +147,7 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     assert settle(env, job) == "done"
     for args in (("ls",), ("ls", "--json"), ("reply", job, "again"), ("run", "second task")):
         modules = imported(env, *args)
-        assert "roost.cli.entry" in modules and "roost.client" in modules, args
+        assert "roost.cli.entry" in modules and "roost.wire.client" in modules, args
         assert not modules.intersection(HEAVY), (args, modules.intersection(HEAVY))
         if args[0] == "reply":
             settle(env, job)

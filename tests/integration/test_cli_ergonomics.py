@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from kit.jobs import settle
+from kit.lab import Lab
 from kit.wait import wait_until
-
-from roost.testkit.lab import Lab
 
 pytestmark = pytest.mark.timeout(300)
 

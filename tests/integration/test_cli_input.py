@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from roost.testkit.lab import Lab
+from kit.lab import Lab
 
 pytestmark = pytest.mark.timeout(300)
 

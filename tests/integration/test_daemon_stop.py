@@ -8,10 +8,10 @@ import json
 import subprocess
 
 import psutil
+from kit.lab import Lab
+from kit.procs import wait_until
 
-from roost import procid
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from roost.host import procid
 
 WAIT = 60.0
 

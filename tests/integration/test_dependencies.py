@@ -16,10 +16,10 @@ import sys
 
 import pytest
 from kit.jobs import alive, run_job, settle
+from kit.lab import Lab
 from kit.wait import wait_until
 
 from roost.mailbox import Mailbox
-from roost.testkit.lab import Lab
 
 
 def open_gate(env: Lab, name: str) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 from kit.doctor import by_name, doctor, failed
+from kit.lab import Lab
 
 from roost.pi.locate import find_pi
-from roost.testkit.lab import Lab
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,7 +104,7 @@ def test_write_problem_names_the_failure(tmp_path, monkeypatch) -> None:  # type
     import errno
     import os
 
-    from roost.cli import doctor as doctor_module
+    from roost.cli.doctor import report as doctor_module
 
     assert doctor_module.write_problem(tmp_path) is None
     real_write = os.write

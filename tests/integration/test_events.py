@@ -1,6 +1,6 @@
 """Events, hooks, notifications and `roost wait --any/--all`.
 
-Unit tests of the event log (roost.supervise.eventwriter) first, then integration tests with a
+Unit tests of the event log (roost.events.writer) first, then integration tests with a
 real roostd and the fake pi. The real-pi run of every event type is in test_e2e_events.py.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import psutil
 import pytest
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost import eventlog
-from roost.supervise.eventwriter import EVENT_TYPES, EventLog
-from roost.testkit.lab import Lab
+from roost.events import log as eventlog
+from roost.events.writer import EVENT_TYPES, EventLog
 
 WAIT = 30.0
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from roost import paths, protocol
+from roost.host import paths
 from roost.pi.locate import node_binary
-from roost.protocol import CUSTOM_TYPE, EXTENSION, NOTE_TYPE
+from roost.wire import protocol
+from roost.wire.protocol import CUSTOM_TYPE, EXTENSION, NOTE_TYPE
 
 REPO = Path(__file__).resolve().parents[2]
 JITI = paths.pi_prefix() / "node_modules" / "jiti" / "lib" / "jiti.cjs"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kit.lab import Lab
 
-from roost import protocol
-from roost.protocol import MAX_FRAME, ProtocolError
-from roost.testkit.lab import Lab
+from roost.wire import protocol
+from roost.wire.protocol import MAX_FRAME, ProtocolError
 
 OPS = [
     "status",

@@ -15,10 +15,10 @@ import stat
 
 import psutil
 from kit.jobs import Raw, alive, pi_child, run_job, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
 from roost.mailbox.item import MAX_ITEM_BYTES
-from roost.testkit.lab import Lab
 
 
 def error_code(frame: dict) -> str:
@@ -208,7 +208,7 @@ def test_every_persisted_field_of_a_job_record_has_a_checked_type() -> None:
     record that carries it unreadable."""
     import dataclasses
 
-    from roost.jobs import _FIELD_TYPES, _GROUPS, JobRecord
+    from roost.job.record import _FIELD_TYPES, _GROUPS, JobRecord
 
     persisted = {
         f.name

@@ -18,10 +18,10 @@ from typing import Any
 
 import psutil
 import pytest
+from kit.lab import Lab
+from kit.procs import wait_until
 
-from roost import protocol
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from roost.wire import protocol
 
 LS_SECONDS = 1.0  # the issue's acceptance check
 
@@ -29,7 +29,7 @@ LS_SECONDS = 1.0  # the issue's acceptance check
 def ls_seconds(lab: Lab) -> float:
     """A fresh connection, the greeting and a `list`: what `roost ls` waits for (its
     connect blocks while roostd's listen backlog is full; here: tried again)."""
-    from roost.client import Client
+    from roost.wire.client import Client
 
     t0 = time.monotonic()
     while True:

@@ -1,6 +1,6 @@
 """Files and folders another local user owns or planted (docs/security.md, door 1).
 
-A second local user (roost.testkit.intruder, created when the tests run as root, as in
+A second local user (kit.intruder, created when the tests run as root, as in
 CI) plants a project (`.git` + `.pi/roost/agents/*.toml` + a FIFO) in a shared sticky
 folder and in a folder of its own, an empty `.git` in a shared TMPDIR, and serves a fake
 roostd behind a ROOST_HOME symlink. A fake roostd of the user's own answers with paths
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit import intruder
+from kit.lab import Lab
+from kit.procs import wait_until
 
-from roost import protocol
-from roost.testkit import intruder
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from roost.wire import protocol
 
 needs_intruder = pytest.mark.skipif(intruder.skip_reason() is not None, reason=str(intruder.skip_reason()))
 
@@ -385,7 +385,7 @@ const jiti = createJiti(__filename, { moduleCache: false });
 
 @needs_intruder
 def test_the_extension_refuses_another_users_roost_home(roost_env: Lab) -> None:
-    from roost import paths
+    from roost.host import paths
     from roost.pi.locate import node_binary
 
     jiti = paths.pi_prefix() / "node_modules" / "jiti" / "lib" / "jiti.cjs"

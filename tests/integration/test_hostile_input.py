@@ -13,10 +13,10 @@ import os
 
 import pytest
 from kit.jobs import Raw, raw_unix, run_job, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.protocol import DAEMON_OPS
-from roost.testkit.lab import Lab
+from roost.wire.protocol import DAEMON_OPS
 
 LONE = "\ud800"
 

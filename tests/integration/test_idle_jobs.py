@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 
 from kit.jobs import alive, pi_child, run_job, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
-
-from roost.testkit.lab import Lab
 
 
 def worker_pid(env: Lab, job: str) -> int | None:

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
+from kit.testpi import require_pi
 
-from roost import paths
 from roost.cli import install as installer
-from roost.testkit.fakellm import tool_names
-from roost.testkit.lab import Lab
-from roost.testkit.testpi import require_pi
+from roost.fakellm import tool_names
+from roost.host import paths
 
 ROOST_TOOLS = {"roost_agents", "roost_send", "roost_spawn"}
 
@@ -142,7 +142,7 @@ def test_install_uses_the_package_files() -> None:
 
 
 def test_a_foreground_pi_starts_roostd_on_its_first_roost_tool_call(lab: Lab) -> None:
-    from roost.testkit.fakellm import last_is_tool_result, last_user_contains, text, tool_call
+    from roost.fakellm import last_is_tool_result, last_user_contains, text, tool_call
 
     assert roost_cli(lab.agent_dir).returncode == 0
     home = lab.root / "roost-home"

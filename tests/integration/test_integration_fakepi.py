@@ -20,11 +20,11 @@ import sys
 
 import pytest
 from kit.jobs import WAIT, Raw, alive, pi_child, run_job, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.protocol import MAX_FRAME
-from roost.testkit.lab import Lab
-from roost.transcript import content_text, read_entries
+from roost.pi.transcript import content_text, read_entries
+from roost.wire.protocol import MAX_FRAME
 
 JOBROW_KEYS = {
     "id",

@@ -16,11 +16,11 @@ import signal
 import stat
 
 from kit.jobs import alive, settle
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.protocol import RequestError
-from roost.testkit.lab import Lab
-from roost.transcript import content_text
+from roost.pi.transcript import content_text
+from roost.wire.protocol import RequestError
 
 SECRET = "sk-test-7f3a91c2e5b84d06a1c9"
 

@@ -19,18 +19,18 @@ from typing import Any
 
 import psutil
 from kit.jobs import pi_child, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost import procid
-from roost.testkit.lab import Lab
-from roost.worker import joblock
+from roost.host import procid
+from roost.locks import joblock
 
 IMPOSTOR = textwrap.dedent("""
     import json, os, socket, sys, time
     from pathlib import Path
-    from roost import paths
+    from roost.host import paths
     from roost.locks import SessionLock
-    from roost.worker import joblock
+    from roost.locks import joblock
     args = json.loads(sys.argv[1])
     if args.get("session"):
         assert SessionLock(args["session"]).acquire()

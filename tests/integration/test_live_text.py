@@ -15,9 +15,8 @@ import threading
 import time
 from typing import Any
 
+from kit.lab import Lab
 from kit.wait import wait_until
-
-from roost.testkit.lab import Lab
 
 WAIT = 30.0
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import psutil
 import pytest
+from kit.testpi import require_pi
 
-from roost import paths
+from roost.host import paths
 from roost.locks import SessionLock, SessionLocked, lock_path_for
 from roost.pi.locate import node_binary
-from roost.testkit.testpi import require_pi
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK_TS = REPO / "roost" / "extension" / "session_lock.ts"

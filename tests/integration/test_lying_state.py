@@ -12,16 +12,16 @@ import sys
 import textwrap
 
 from kit.jobs import pi_child, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost import procid
-from roost.testkit.lab import Lab
+from roost.host import procid
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from roost.locks import SessionLock
-    from roost.worker import joblock
+    from roost.locks import joblock
     what, path = sys.argv[1], sys.argv[2]
     if what == "worker":
         joblock.acquire(Path(path))

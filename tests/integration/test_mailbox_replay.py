@@ -11,9 +11,8 @@ import stat
 
 import pytest
 from kit.jobs import run_job, settle
+from kit.lab import Lab
 from kit.wait import wait_until
-
-from roost.testkit.lab import Lab
 
 
 def user_texts(env: Lab, job: str) -> list[str]:

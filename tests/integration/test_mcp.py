@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.mcpclient import McpSession, stdio_params
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.procs import wait_until
 
 pytest.importorskip("mcp")
 
@@ -210,7 +209,7 @@ def test_the_cli_imports_the_sdk_only_for_roost_mcp() -> None:
 
 def test_search_jobs_finds_a_conversation(fake_pi_env: Lab) -> None:
     """With roost's full-text search (roostd's `search` op), the search_jobs tool."""
-    from roost.protocol import DAEMON_OPS
+    from roost.wire.protocol import DAEMON_OPS
 
     if "search" not in DAEMON_OPS:
         pytest.skip("this roost has no full-text search")

@@ -1,4 +1,4 @@
-"""The CLI's one output layer (roost/cli/output.py): text that a model, an agent, a repository
+"""The CLI's one output layer (roost/display/output.py): text that a model, an agent, a repository
 or a project file wrote reaches no terminal and no pipe raw.
 
 The walk enumerates the `roost` commands from the click group: each one is either run here
@@ -21,14 +21,14 @@ from typing import Any
 
 import click
 import pytest
+from kit.lab import Lab
+from kit.procs import wait_until
 from kit.term import on_pty
 
-from roost.cli.live import TranscriptSource
 from roost.cli.main import cli
-from roost.cli.views import display_row
-from roost.cli.viewtable import table_rows
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from roost.display.views import display_row
+from roost.view.app import TranscriptSource
+from roost.view.table import table_rows
 
 # A window title (OSC 0), a clipboard write (OSC 52), an OSC 8 link, cursor up + erase line
 # (CSI), a C1 CSI (0x9b), a bidi override, and rich markup.
@@ -367,7 +367,7 @@ def test_view_rows_and_transcript_show_controls(tmp_path: Path, monkeypatch: pyt
 
 
 def test_doctor_shows_controls_in_a_check() -> None:
-    from roost.cli.doctor import Report, render
+    from roost.cli.doctor.report import Report, render
 
     report = Report()
     report.add("pi", "fail", f"pi said: {PAYLOAD}", f"fix: {PAYLOAD}")

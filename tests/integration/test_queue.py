@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from kit.jobs import alive, run_job, settle
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost import protocol
-from roost.testkit.lab import Lab
+from roost.wire import protocol
 
 
 def open_gate(env: Lab, name: str) -> None:

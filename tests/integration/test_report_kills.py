@@ -1,7 +1,7 @@
 """A child's worker killed between its run's end and roostd's answer to its hand-back: the
 parent gets the report exactly once (seed M9, Hand-back: nothing lost at any kill point).
 
-roost.worker.faults' report points, on the fake pi: `run_ended` (pi answered, the worker
+roost.faults' report points, on the fake pi: `run_ended` (pi answered, the worker
 had not settled the run: the restarted worker finds the answer in the session and reports
 it), `report_pending` (the report is in the run note, not yet sent: the restarted worker
 must send it) and `report_answered` (roostd took it, the worker had not crossed it off: sent
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost.testkit.lab import Lab
-from roost.worker.faults import REPORT_POINTS
+from roost.faults import REPORT_POINTS
 
 T = 60.0
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 
 from kit.jobs import run_job, settle
-
-from roost.testkit.lab import Lab
+from kit.lab import Lab
 
 
 def test_a_job_pinned_here_runs_as_a_local_worker(fake_pi_env: Lab) -> None:

@@ -13,9 +13,8 @@ import time
 from typing import Any
 
 from kit.jobs import alive, settle
+from kit.lab import Lab
 from kit.wait import kill, wait_until
-
-from roost.testkit.lab import Lab
 
 
 def fired(env: Lab, name: str | None = None) -> list[dict[str, Any]]:

@@ -12,9 +12,8 @@ import stat
 from typing import Any
 
 import psutil
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.lab import Lab
+from kit.procs import wait_until
 
 
 def found(env: Lab, *args: str) -> list[dict[str, Any]]:
@@ -146,7 +145,7 @@ def _count(env: Lab) -> int:
 
 
 def test_sigkill_in_the_middle_of_indexing_from_scratch(fake_pi_env: Lab) -> None:
-    from roost.testkit.sessionfiles import write_jobs
+    from kit.sessionfiles import write_jobs
 
     env = fake_pi_env
     jobs, entries = 12, 3000  # ~18 MB of sessions: seconds of indexing

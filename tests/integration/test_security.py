@@ -20,10 +20,10 @@ import textwrap
 
 import pytest
 from kit.jobs import Raw, error_code, pi_child, raw_unix, request, run_job, settle, status_is
+from kit.lab import Lab
 from kit.wait import wait_until
 
 from roost.locks import SessionLock
-from roost.testkit.lab import Lab
 
 PROBE_USER = "roost-probe"
 

@@ -10,9 +10,8 @@ import signal
 
 import psutil
 from kit.jobs import alive, run_job, settle
+from kit.lab import Lab
 from kit.wait import wait_until
-
-from roost.testkit.lab import Lab
 
 
 def spares(env: Lab) -> list[psutil.Process]:

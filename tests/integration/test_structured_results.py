@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.lab import Lab
+from kit.procs import wait_until
 
 SCHEMA = {
     "type": "object",

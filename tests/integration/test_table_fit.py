@@ -9,9 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.term import columns_of, in_pty, roost_argv
-
-from roost.testkit.lab import Lab
 
 OPTIONS = (
     "Export the findings as JSON into findings.json in the project root",

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.lab import Lab
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from roost.cli.live import GROUP_PREFIX, TranscriptScreen, TranscriptSource, ViewApp, table_rows
-from roost.client import daemon_running
-from roost.jobtree import tree_order
-from roost.testkit.lab import Lab
+from roost.job.tree import tree_order
+from roost.view.app import GROUP_PREFIX, TranscriptScreen, TranscriptSource, ViewApp, table_rows
+from roost.wire.client import daemon_running
 
 SIZE = (160, 40)
 

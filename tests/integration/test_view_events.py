@@ -8,11 +8,11 @@ import asyncio
 import json
 
 import pytest
+from kit.lab import Lab
 from kit.pilot import until
 
-from roost.cli.eventpane import EventsScreen
-from roost.cli.live import ViewApp
-from roost.testkit.lab import Lab
+from roost.view.app import ViewApp
+from roost.view.events import EventsScreen
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,6 +1,6 @@
 """`roost view`'s layout and keys (issue 36): group labels readable (whole at 120 columns,
 the last two path parts at 80), worktree jobs under their repository (the web's rule,
-roost.jobtree.group_folder), an empty STATUS column takes no room, the events pane in 80
+roost.job.tree.group_folder), an empty STATUS column takes no room, the events pane in 80
 columns (time as HH:MM:SS), the help scrolls, the assistant's Markdown rendered; the keys
 s t x d m on the selected job (in the footer and the palette), Remove after a yes; an
 outcome said in the header, never a toast over the table's rows."""
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 
+from kit.lab import Lab
 from kit.pilot import until
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable
 
-from roost.cli.eventviews import pane_line
-from roost.cli.live import ViewApp
-from roost.cli.replybox import HelpScreen
-from roost.cli.viewkeys import KEYS, ConfirmScreen
-from roost.cli.views import job_groups, shown_line
-from roost.cli.viewtable import GROUP_PREFIX, fitted_rows, table_rows
-from roost.testkit.lab import Lab
+from roost.display.events import pane_line
+from roost.display.views import job_groups, shown_line
+from roost.view.app import ViewApp
+from roost.view.keys import KEYS, ConfirmScreen
+from roost.view.replybox import HelpScreen
+from roost.view.table import GROUP_PREFIX, fitted_rows, table_rows
 
 FOLDER = "/srv/projects/customers/acme-corporation/website-frontend-next"
 

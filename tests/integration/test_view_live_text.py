@@ -1,17 +1,17 @@
 """`roost view`'s live text: an open transcript shows what the job's pi writes right now
-(roost.cli.livetext's pane, fed by roostd's partials), then the complete message in the
+(roost.view.livetext's pane, fed by roostd's partials), then the complete message in the
 transcript once it is in the session file. The fake pi streams `[[stream N MS GATE]]`."""
 
 from __future__ import annotations
 
 import asyncio
 
+from kit.lab import Lab
 from kit.pilot import until
 from rich.text import Text
 
-from roost.cli.live import TranscriptScreen, ViewApp
-from roost.cli.livetext import PartialPane, partial_text
-from roost.testkit.lab import Lab
+from roost.view.app import TranscriptScreen, ViewApp
+from roost.view.livetext import PartialPane, partial_text
 
 SIZE = (120, 40)
 

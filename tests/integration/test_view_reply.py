@@ -10,14 +10,14 @@ import shlex
 import sys
 
 from kit.attach import Tmux
+from kit.lab import Lab
 from kit.pilot import until
 from kit.wait import wait_until
 from textual.widgets import DataTable
 
-from roost.cli.live import ViewApp
-from roost.cli.replybox import HelpScreen, ReplyScreen, reply_text
-from roost.cli.viewtable import GROUP_PREFIX, QUESTION_LINES, fitted_rows, table_rows
-from roost.testkit.lab import Lab
+from roost.view.app import ViewApp
+from roost.view.replybox import HelpScreen, ReplyScreen, reply_text
+from roost.view.table import GROUP_PREFIX, QUESTION_LINES, fitted_rows, table_rows
 
 OPTIONS = (
     "Export the findings as JSON into findings.json in the project root",

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
+from kit.lab import Lab
 from kit.pilot import until
 from textual.widgets import DataTable, Input, OptionList
 
-from roost.cli.live import TranscriptScreen, ViewApp
-from roost.cli.searchpane import SearchScreen
-from roost.testkit.lab import Lab
+from roost.view.app import TranscriptScreen, ViewApp
+from roost.view.search import SearchScreen
 
 
 def test_slash_searches_and_enter_opens_the_match(view_env: Lab) -> None:

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.lab import Lab
+from kit.procs import wait_until
 
 WAIT = "60"
 

@@ -1,4 +1,4 @@
-"""Other writers of a session (roost.writers, roost.locks.holding) and the worker's refusal.
+"""Other writers of a session (roost.locks.writers, roost.locks.holding) and the worker's refusal.
 
 The rule's two parts against real processes: a program whose command line names the
 session (every form pi accepts), and a pi outside roost (a process titled `pi`) once the
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from kit.jobs import alive, pi_child, run_job, settle
+from kit.lab import Lab
 from kit.wait import wait_until
 
-from roost import writers
-from roost.testkit.lab import Lab
+from roost.locks import writers
 
 SLEEPER = "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(60)"
 TITLED = (  # a process whose name is `pi`, as pi retitles itself (its argv then reads `pi`)

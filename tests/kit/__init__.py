@@ -1,4 +1,4 @@
-"""Helpers the test layers share (the set-up itself is roost.testkit.lab.Lab):
+"""Helpers the test layers share (the set-up itself is kit.lab.Lab):
 
 - `kit.wait`: wait_until, and looking at and killing processes;
 - `kit.matchers`: matchers and readers for the scripted model's requests and session files;

@@ -13,7 +13,7 @@ from typing import Any
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
-from roost.testkit.lab import Lab
+from kit.lab import Lab
 
 
 class Editor:

@@ -31,9 +31,9 @@ from typing import Any
 
 import psutil
 
-from roost.client import Client
+from kit.testpi import read_session
 from roost.locks import SessionLock, holder_is_alive, read_holder
-from roost.testkit.testpi import read_session
+from roost.wire.client import Client
 
 
 # -- tmux ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roost.testkit.lab import Lab
+from kit.lab import Lab
 
 CHECKS = {
     "pi",

@@ -11,9 +11,9 @@ from typing import Any
 
 import psutil
 
+from kit.lab import Lab
 from kit.wait import pid_alive, wait_until
-from roost.protocol import MAX_FRAME
-from roost.testkit.lab import Lab
+from roost.wire.protocol import MAX_FRAME
 
 WAIT = "30"  # seconds a `roost wait` may take here (2 loaded cores); fast when unloaded
 

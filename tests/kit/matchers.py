@@ -1,4 +1,4 @@
-"""Matchers and readers for scripted-model tests (used with roost.testkit.lab.Lab).
+"""Matchers and readers for scripted-model tests (used with kit.lab.Lab).
 
 The model is scripted per job: every rule is keyed on `first_user_contains(<task marker>)`
 so each job (whose task is its first user message) gets its own script. Agent items reach
@@ -12,9 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from roost.protocol import CUSTOM_TYPE
-from roost.testkit.fakellm import Matcher, first_user_contains
-from roost.testkit.fakellm.requests import (
+from roost.fakellm import Matcher, first_user_contains
+from roost.fakellm.requests import (
     all_tool_results,
     content_text,
     envelopes,
@@ -23,6 +22,7 @@ from roost.testkit.fakellm.requests import (
     new_user_texts,
     tool_results,
 )
+from roost.wire.protocol import CUSTOM_TYPE
 
 __all__ = [
     "after_tool",

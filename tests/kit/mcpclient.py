@@ -14,7 +14,7 @@ import anyio.from_thread
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from roost.testkit.lab import Lab
+from kit.lab import Lab
 
 T = TypeVar("T")
 

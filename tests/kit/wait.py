@@ -1,6 +1,6 @@
 """Waiting on a condition, and looking at and killing processes (every layer).
 
-`wait_until`, `pid_alive`, `is_pi` and `pi_under` are roost.testkit.procs' (the Lab waits
+`wait_until`, `pid_alive`, `is_pi` and `pi_under` are kit.procs' (the Lab waits
 and finds processes with them); here beside the two ways tests kill one process.
 """
 
@@ -12,7 +12,7 @@ import signal
 
 import psutil
 
-from roost.testkit.procs import is_pi, pi_under, pid_alive, wait_until
+from kit.procs import is_pi, pi_under, pid_alive, wait_until
 
 __all__ = ["is_pi", "kill", "kill_and_wait", "pi_under", "pid_alive", "wait_until"]
 

@@ -1,5 +1,5 @@
 """The Ray runner end to end: the real pi and the scripted model, roostd, and a Ray head on
-127.0.0.1 (roost.testkit.rayhead) started once for the file and stopped by its own temp dir.
+127.0.0.1 (kit.rayhead) started once for the file and stopped by its own temp dir.
 
 Run with an interpreter that has roost[ray] (scripts/test-ray). Each test bounds its waits;
 the whole file is bounded by pytest-timeout per test. The model runs in this process: the
@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kit.lab import Lab
 from kit.matchers import after_tool, fresh, task, user_texts
+from kit.rayhead import RayHead, free_port
 from kit.wait import pid_alive, wait_until
 
-from roost.testkit.fakellm import FakeLLM, last_user_contains, text, tool_call
-from roost.testkit.lab import Lab
-from roost.testkit.rayhead import RayHead, free_port
+from roost.fakellm import FakeLLM, last_user_contains, text, tool_call
 
 ray = pytest.importorskip("ray", reason="the ray runner's tests need roost[ray] (scripts/test-ray)")
 

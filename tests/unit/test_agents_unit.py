@@ -29,10 +29,10 @@ from roost.agents.handback import MAX_PARENT_CHAIN, should_report
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import Peer, ResolveError, collapse, reachable, relation, resolve
 from roost.config import Settings
+from roost.job.states import PeerKind, RunCause
 from roost.mailbox import Item, Mailbox
-from roost.protocol import CUSTOM_TYPE
-from roost.states import PeerKind, RunCause
-from roost.transcript import Delivered, UserMessage
+from roost.pi.transcript import Delivered, UserMessage
+from roost.wire.protocol import CUSTOM_TYPE
 from roost.worker.delivery import Delivery
 
 

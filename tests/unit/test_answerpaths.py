@@ -1,4 +1,4 @@
-"""roost.cli.answerpaths.session_file: which session file named in roostd's answer the CLI
+"""roost.display.answerpaths.session_file: which session file named in roostd's answer the CLI
 hands to pi (`roost attach`) or reads (`roost logs`). Inside ROOST_HOME, any; outside it,
 only the job's handed-off session (docs/security.md, door 1): the job's own record names
 it, it is the user's regular file (no symlink) in folders no one else may write, and it is
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.cli.answerpaths import session_file
+from roost.display.answerpaths import session_file
 
 HEADER = '{"type":"session","version":3,"id":"s1","timestamp":"2026-12-06T00:00:00Z","cwd":"/"}\n'
 

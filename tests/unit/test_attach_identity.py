@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from roost import paths, procid
-from roost.jobs import JobRecord
-from roost.jsonlines import PeerCred
+from roost.host import paths, procid
+from roost.job.record import JobRecord
+from roost.job.states import Attach, JobKind, JobState
 from roost.locks import SessionLock
-from roost.protocol import RequestError
-from roost.states import Attach, JobKind, JobState
 from roost.supervise import daemon as daemon_module
 from roost.supervise.handlers.agents import AgentOps
+from roost.wire.connection import PeerCred
+from roost.wire.protocol import RequestError
 
 pytestmark = pytest.mark.usefixtures("home")
 

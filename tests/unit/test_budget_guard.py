@@ -1,4 +1,4 @@
-"""The worker's budget guard (roost/worker/budget_guard.py) with fake ports: no pi, no roostd, no
+"""The worker's budget guard (roost/worker/budget.py) with fake ports: no pi, no roostd, no
 worker. A `RunTracker` fed by hand stands for pi's runs."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import JobLimits, JobRecord, Links
-from roost.states import JobKind, JobState, RunCause
+from roost.job.record import JobLimits, JobRecord, Links
+from roost.job.states import JobKind, JobState, RunCause
 from roost.usage.budget import Limits
 from roost.usage.meter import Meter
-from roost.worker.budget_guard import STOP_NOTE, BudgetGuard, Ports
+from roost.worker.budget import STOP_NOTE, BudgetGuard, Ports
 from roost.worker.pi_process import PiError
 from roost.worker.runs import RunTracker
 

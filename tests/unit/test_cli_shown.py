@@ -10,8 +10,8 @@ from typing import Any
 import click
 import pytest
 
-from roost.cli import views
 from roost.cli.commands.jobs import _each_tasks
+from roost.display import views
 
 
 @pytest.mark.parametrize(
@@ -75,13 +75,13 @@ def test_reaped_is_shown_idle_in_the_table_and_the_detail(capsys: pytest.Capture
 
 
 def test_reaped_is_shown_idle_in_the_view() -> None:
-    from roost.cli.viewtable import table_rows
+    from roost.view.table import table_rows
 
     for group in ("dir", "state"):
         rows = table_rows([dict(ROW)], group)
         texts = [cell.plain for _, cells in rows for cell in cells]
         assert "idle" in texts and "reaped" not in " ".join(texts), texts
-    from roost.cli.viewtable import HEADING
+    from roost.view.table import HEADING
 
     key, cells = table_rows([dict(ROW)], "state")[0]  # the group's heading, in SUMMARY
     assert key.startswith("@group:") and cells[HEADING].plain == "idle (1)"

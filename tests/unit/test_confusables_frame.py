@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost import unitext
 from roost.agents.envelope import (
     _ascii_delimiter,
     _delimiter,
@@ -23,6 +22,7 @@ from roost.agents.envelope import (
     neutralize_body,
     sanitize_name,
 )
+from roost.text import unicode
 
 TAGS = ("<agent-message", "</agent-message")
 
@@ -30,7 +30,7 @@ TAGS = ("<agent-message", "</agent-message")
 def lookalikes() -> dict[str, list[str]]:
     """For each character, every other character the table maps to it (its sources)."""
     found: dict[str, list[str]] = {}
-    for source, target in unitext._table().items():
+    for source, target in unicode._table().items():
         if len(target) == 1 and source != target:
             found.setdefault(target, []).append(source)
     return found
@@ -217,7 +217,7 @@ def test_a_frame_with_lookalike_tags_in_its_body_has_one_tag_each_way() -> None:
 def test_names_keep_only_what_looks_safe(name: str) -> None:
     clean = sanitize_name(name)
     assert re.fullmatch(r"[\w .:@/-]+", clean)
-    assert all(unitext.fold(c) and re.fullmatch(r"[\w .:@/-]+", unitext.fold(c)) for c in clean)
+    assert all(unicode.fold(c) and re.fullmatch(r"[\w .:@/-]+", unicode.fold(c)) for c in clean)
     assert not any(unicodedata.category(c) == "Cf" for c in clean)
 
 

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from roost.contentwatch import wait_for_change
+from roost.host.contentwatch import wait_for_change
 
 
 def watch_in_background(path: Path, timeout: float) -> tuple[threading.Thread, list[bool]]:

@@ -12,14 +12,14 @@ from typing import Any, Unpack
 
 import pytest
 
-from roost import paths
 from roost.config import Settings
-from roost.jobs import Facts, JobRecord, Links
+from roost.events.writer import EventLog
+from roost.host import paths
+from roost.job.record import Facts, JobRecord, Links
+from roost.job.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.mailbox import Mailbox
-from roost.states import Attach, JobKind, JobState, Outcome, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
 from roost.supervise import router as router_module
-from roost.supervise.eventwriter import EventLog
 from roost.supervise.handlers import jobs as job_ops
 from roost.supervise.handlers import worker as worker_ops
 from roost.supervise.router import AgentRouter, ForegroundPeer
@@ -461,8 +461,8 @@ def test_a_report_kept_after_a_failure_goes_once_when_its_parent_comes_back(
 def test_the_op_table_and_the_handlers_are_checked_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """protocol.DAEMON_OPS is the one list of ops: every op has a handler, every handler
     an op, or roostd does not start."""
-    from roost.protocol import DAEMON_OPS
     from roost.supervise.handlers import worktrees
+    from roost.wire.protocol import DAEMON_OPS
 
     assert set(daemon_module.Daemon().handlers) == set(DAEMON_OPS)
     full = worktrees.handlers
@@ -483,7 +483,7 @@ def test_rows_of_a_job_json_written_by_main_c0781a3_are_what_main_showed(harness
     are what main c0781a3's `roost show --json` printed for the same two jobs (but for
     `environment`, the names of the variables of the machine that ran them: null here, as
     for a job without env.json)."""
-    from roost.jobs import load_record
+    from roost.job.record import load_record
     from roost.supervise.handlers.jobs import show
 
     records = [load_record(FIXTURES / f"main-c0781a3-{name}.json") for name in ("parent", "child")]
@@ -519,9 +519,9 @@ def test_list_text_is_the_rows_as_the_cli_prints_them(
     with `tree`, children under their parents, as `roost ls --tree --json` orders them."""
     import orjson
 
-    from roost import protocol
-    from roost.escapes import json_text
-    from roost.jobtree import tree_order
+    from roost.job.tree import tree_order
+    from roost.text.escapes import json_text
+    from roost.wire import protocol
 
     monkeypatch.setattr(protocol, "_fast", orjson)  # as in roostd: orjson makes the text
     root = job("00000001", summary="plain \x9b[2J \u202eevil\u202c\nnext")
@@ -549,7 +549,7 @@ def test_list_text_past_the_frame_limit_gives_the_rows(
 ) -> None:
     """The indented document is ~1.6x the rows' frame: where it would not fit in a frame,
     the rows come instead (the CLI prints them itself), never an error."""
-    from roost import protocol
+    from roost.wire import protocol
 
     for n in range(1, 4):
         harness.add(job(f"0000000{n}", summary="x" * 2000))

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from roost import protocol
-from roost.jobs import JobRecord
-from roost.states import JobKind
+from roost.job.record import JobRecord
+from roost.job.states import JobKind
+from roost.wire import protocol
 from roost.worker.daemon_link import DaemonLink
 
 

@@ -14,7 +14,7 @@ from roost.agents.depends import (
     outcome_of,
     task_with,
 )
-from roost.states import JobState as J
+from roost.job.states import JobState as J
 
 NAMES = {"a1": "build", "b2": "test"}
 
@@ -85,7 +85,7 @@ def test_the_framed_task_neutralises_what_the_dependencies_wrote() -> None:
 
 
 def test_the_view_shows_a_waiting_job_and_what_it_waits_on() -> None:
-    from roost.cli.live import GROUP_PREFIX, table_rows
+    from roost.view.app import GROUP_PREFIX, table_rows
 
     def row(job_id: str, state: str, status: str) -> dict:
         return {

@@ -38,8 +38,8 @@ def test_the_generated_reference_pages_are_up_to_date() -> None:
 def test_the_generated_pages_cover_every_command_setting_and_op() -> None:
     import click
 
-    from roost import protocol
     from roost.cli.main import cli
+    from roost.wire import protocol
 
     pages = generator().generate()
     cli_page = pages[DOCS / "reference" / "cli.md"]

@@ -18,8 +18,8 @@ from pathlib import Path
 import portalocker
 import pytest
 
-from roost import client
 from roost.supervise import admission
+from roost.wire import client
 
 
 @pytest.fixture

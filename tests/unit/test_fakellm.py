@@ -20,8 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kit.procs import wait_until
 
-from roost.testkit.fakellm import (
+from roost.fakellm import (
     FakeLLM,
     Request,
     any_message_contains,
@@ -38,9 +39,8 @@ from roost.testkit.fakellm import (
     tool_call,
     tool_calls,
 )
-from roost.testkit.fakellm.script import ScriptError
-from roost.testkit.fakellm.server import _Handler
-from roost.testkit.procs import wait_until
+from roost.fakellm.script import ScriptError
+from roost.fakellm.server import _Handler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -389,7 +389,7 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "roost.testkit.fakellm",
+            "roost.fakellm",
             "--port",
             "0",
             "--script",
@@ -445,7 +445,7 @@ def test_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text(json.dumps({"rules": [{"match": {"wat": "x"}, "reply": "y"}]}))
     proc = subprocess.run(
-        [sys.executable, "-m", "roost.testkit.fakellm", "--script", str(script)],
+        [sys.executable, "-m", "roost.fakellm", "--script", str(script)],
         capture_output=True,
         text=True,
         cwd=REPO,

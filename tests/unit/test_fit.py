@@ -1,5 +1,5 @@
-"""The job table's fitting (roost.cli.fit), and the table with costs drawn in an 80- and a
-200-column terminal and in a pipe (roost.cli.views.print_table in a subprocess)."""
+"""The job table's fitting (roost.display.fit), and the table with costs drawn in an 80- and a
+200-column terminal and in a pipe (roost.display.views.print_table in a subprocess)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 from kit.term import in_pty
 
-from roost.cli.fit import FLEX, MIN_FLEX, fit, hidden, shortened
+from roost.display.fit import FLEX, MIN_FLEX, fit, hidden, shortened
 from roost.usage.show import format_cost
 
 NATURAL = {"ID": 8, "NAME": 22, "STATE": 11, "STATUS": 19, "COST": 7, "TREE": 11, FLEX: 120, "META": 26}
@@ -76,7 +76,7 @@ ROWS = [
         (2, "kid", "done", 12.5, "/s/1"),
     )
 ]
-DRAW = "import json, sys; from roost.cli import views; views.print_table(json.load(sys.stdin), tree=True)"
+DRAW = "import json, sys; from roost.display import views; views.print_table(json.load(sys.stdin), tree=True)"
 
 
 @pytest.mark.parametrize("columns", [80, 200, None])

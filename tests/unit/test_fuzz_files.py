@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from roost.config import Settings
 from roost.mailbox import Mailbox
-from roost.transcript import delivered, interrupted, read_entries, render
+from roost.pi.transcript import delivered, interrupted, read_entries, render
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),

@@ -1,4 +1,4 @@
-"""roost.homes (the homes as strings, for the CLI's quick path) names what roost.paths
+"""roost.host.homes (the homes as strings, for the CLI's quick path) names what roost.host.paths
 named with pathlib before: the client and roostd meet at the same socket."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roost import homes, paths
+from roost.host import homes, paths
 
 
 @pytest.mark.parametrize("value", ["~/state//x/", "rel/./dir", "/abs/../up", "~", "/"])

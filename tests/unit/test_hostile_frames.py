@@ -1,9 +1,9 @@
 """Frames that are not what they claim (docs/security.md, door 3), on the shared JSON-lines server
-(roost/jsonlines.py, which roostd and the worker's extension channel both run): a string
+(roost/wire/connection.py, which roostd and the worker's extension channel both run): a string
 that is not valid Unicode anywhere in a request is refused with `bad_request` before any
 handler sees it; an answer that cannot be encoded becomes an `internal` error for its own
 request, and the connection and the other requests go on; a push that cannot be encoded
-is dropped, not the connection. And the rule for names (roost.unitext.clean_name)."""
+is dropped, not the connection. And the rule for names (roost.text.unicode.clean_name)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from roost import protocol, unitext
-from roost.jsonlines import Connection, serve_connection
-from roost.protocol import MAX_FRAME, Op
+from roost.text import unicode as unitext
+from roost.wire import protocol
+from roost.wire.connection import Connection, serve_connection
+from roost.wire.protocol import MAX_FRAME, Op
 
 LONE = "\ud800"
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from roost import paths
 from roost.config import Settings
-from roost.jobs import JobRecord
+from roost.host import paths
+from roost.job.record import JobRecord
+from roost.job.states import JobKind, JobState, ProcState
 from roost.mailbox import Mailbox
-from roost.states import JobKind, JobState, ProcState
 from roost.supervise.idle import LIVE_JOB_BYTES, MIN_LIVE_PI, IdleKeeper, default_live_pi_cap
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import (
+from roost.job.record import (
     SCHEMA_VERSION,
     BadRecord,
     Facts,
@@ -22,7 +22,7 @@ from roost.jobs import (
     Reports,
     load_record,
 )
-from roost.states import Attach, JobKind, JobState
+from roost.job.states import Attach, JobKind, JobState
 from roost.supervise.handlers.worker import WORKER_FIELDS
 from roost.supervise.jobstore import stand_in
 

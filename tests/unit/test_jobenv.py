@@ -1,4 +1,4 @@
-"""roost.jobenv: what a caller's environment becomes for a job (names roost keeps to itself,
+"""roost.job.env: what a caller's environment becomes for a job (names roost keeps to itself,
 bad input, the file and its mode, the composition with roost's own variables)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roost import jobenv
+from roost.job import env as jobenv
 
 
 def test_caller_env_leaves_roosts_own_and_non_utf8_variables_behind() -> None:

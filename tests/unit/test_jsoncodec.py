@@ -1,4 +1,4 @@
-"""roost.jsoncodec: the frames' JSON without the json package's import, the same to the
+"""roost.wire.codec: the frames' JSON without the json package's import, the same to the
 byte as json's, its errors json's own."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost import jsoncodec
+from roost.wire import codec as jsoncodec
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -100,7 +100,7 @@ def test_deep_nesting_is_a_recursion_error_as_in_json() -> None:
 
 def test_importing_it_loads_neither_json_nor_re() -> None:
     code = (
-        "import sys; before = set(sys.modules); import roost.jsoncodec as c; "
+        "import sys; before = set(sys.modules); import roost.wire.codec as c; "
         "c.loads(c.dumps({'a': [1, 2.5, None]})); "
         "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
         "('json', 're', 'enum')))"

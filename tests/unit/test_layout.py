@@ -1,8 +1,8 @@
 """The layout rules of docs/architecture.md, checked on the source (ast, nothing imported):
 no cycles between roost's packages, every import allowed by the table's "may import"
 column, the worker never imports the daemon, `agents/` holds pure rules, the constants the
-TypeScript extension keeps equal Python's, names that say one thing (no two modules share
-one) and comments that name only what exists."""
+TypeScript extension keeps equal Python's, roost/ never imports the test harness, no
+package has a module cycle, and comments name only what exists."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from roost import PROTOCOL_VERSION
-from roost.protocol import CUSTOM_TYPE, NOTE_TYPE
-from roost.states import EXIT_FATAL
+from roost.job.states import EXIT_FATAL
+from roost.wire.protocol import CUSTOM_TYPE, NOTE_TYPE
 
 ROOT = Path(__file__).resolve().parents[2] / "roost"
 
@@ -38,7 +38,7 @@ def imports_of(path: Path) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            if base == "roost":  # `from roost import paths`: the module is roost.paths
+            if base == "roost":  # `from roost.host import paths`: the module is roost.host.paths
                 found.update(f"roost.{a.name}" for a in node.names)
             elif base.split(".")[0] == "roost":
                 found.add(base)
@@ -46,7 +46,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def package_of(module: str) -> str:
-    """roost.supervise.handlers.jobs -> roost.supervise; roost.paths -> roost.paths."""
+    """roost.supervise.handlers.jobs -> roost.supervise; roost.host.paths -> roost.host.paths."""
     return ".".join(module.split(".")[:2])
 
 
@@ -107,19 +107,20 @@ def test_the_worker_never_imports_the_daemon() -> None:
 
 def test_agents_holds_pure_rules() -> None:
     """agents/ imports no roost I/O layer (and no I/O module of the standard library)."""
-    # roost.unitext reads only its own package data (the confusables table), never state.
+    # roost.text.unicode reads only its own package data (the confusables table), never state.
     allowed = {
-        "roost.states",
-        "roost.protocol",
+        "roost.job.states",
+        "roost.wire.protocol",
         "roost.config",
         "roost.errors",
         "roost.usage",
-        "roost.unitext",
+        "roost.text.unicode",
     }
     io_modules = {"os", "socket", "subprocess", "asyncio", "shutil", "pathlib"}
+    known = all_modules()
     for path in (ROOT / "agents").glob("*.py"):
-        imported = imports_of(path)
-        assert {package_of(m) for m in imported if not m.startswith("roost.agents")} <= allowed, path
+        imported = resolved_imports(path, known)
+        assert all(_within(m, allowed) for m in imported if not m.startswith("roost.agents")), path
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {
@@ -144,7 +145,7 @@ def test_the_extension_keeps_the_same_constants() -> None:
     assert const("EXIT_FATAL") == str(EXIT_FATAL)
 
 
-# -- the wire between Python and the extension: roost/protocol.py is the one table ----------------
+# -- the wire between Python and the extension: roost/wire/protocol.py is the one table ----------------
 EXTENSION_TS = ROOT / "extension" / "roost.ts"
 
 
@@ -208,13 +209,13 @@ def ts_handled_events(source: str) -> set[str]:
 
 
 def test_the_extension_requests_only_declared_ops() -> None:
-    from roost.protocol import DAEMON_OPS, EXTENSION_OPS
+    from roost.wire.protocol import DAEMON_OPS, EXTENSION_OPS
 
     requests = ts_requests(EXTENSION_TS.read_text(encoding="utf-8"))
     assert {"ext_hello", "peer_register", "send", "spawn"} <= {op for op, _, _ in requests}
     for op, via_call, keys in requests:
         known = [table[op] for table in (DAEMON_OPS, EXTENSION_OPS) if op in table]
-        assert known, f"roost.ts requests {op!r}, which roost/protocol.py does not declare"
+        assert known, f"roost.ts requests {op!r}, which roost/wire/protocol.py does not declare"
         if via_call:  # the same tool call goes to the worker in a job, to roostd in the fg
             assert op in DAEMON_OPS and op in EXTENSION_OPS, op
         for declared in known:
@@ -224,7 +225,7 @@ def test_the_extension_requests_only_declared_ops() -> None:
 
 
 def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
-    from roost.protocol import EXTENSION, events_to
+    from roost.wire.protocol import EXTENSION, events_to
 
     handled = ts_handled_events(EXTENSION_TS.read_text(encoding="utf-8"))
     assert handled - events_to(EXTENSION) == set(), "roost.ts handles undeclared events"
@@ -232,7 +233,7 @@ def test_the_extension_handles_exactly_the_events_pushed_to_it() -> None:
 
 
 def test_the_worker_handles_exactly_the_events_roostd_pushes_to_it() -> None:
-    from roost.protocol import WORKER, events_to
+    from roost.wire.protocol import WORKER, events_to
 
     tables = [
         node.value
@@ -247,7 +248,7 @@ def test_the_worker_handles_exactly_the_events_roostd_pushes_to_it() -> None:
 
 
 def test_the_extensions_forwarded_ops_are_roostds() -> None:
-    from roost.protocol import DAEMON_OPS, EXTENSION_OPS
+    from roost.wire.protocol import DAEMON_OPS, EXTENSION_OPS
 
     for op in EXTENSION_OPS.values():
         if op.caller == "peer":  # the worker forwards them to roostd as they are
@@ -261,7 +262,7 @@ def _python_sources() -> list[Path]:
 def test_python_pushes_and_reads_only_declared_events() -> None:
     """Every `protocol.event("…", field=…)` names a declared event and its fields, and every
     `x.get("event") == "…"` (or `in (…)`) test a declared event."""
-    from roost.protocol import PUSHED_EVENTS
+    from roost.wire.protocol import PUSHED_EVENTS
 
     pushed, read = set(), set()
     for path in _python_sources():
@@ -302,7 +303,7 @@ def test_python_pushes_and_reads_only_declared_events() -> None:
 def test_python_requests_only_declared_ops_and_arguments() -> None:
     """Every `x.request("op", arg=…)`, `x.call("op", {…})`, `send_reliably("op", …)` and
     `_call(conn, "op", …)` in roost/ names a declared op and only its declared arguments."""
-    from roost.protocol import DAEMON_OPS
+    from roost.wire.protocol import DAEMON_OPS
 
     seen = set()
     for path in ROOT.rglob("*.py"):
@@ -319,7 +320,7 @@ def test_python_requests_only_declared_ops_and_arguments() -> None:
             ):
                 continue
             if method == "call" and not (len(args) > 1 and isinstance(args[1], ast.Dict)):
-                continue  # not a roost client's call (pi's RPC in the testkit)
+                continue  # not a roost client's call (pi's RPC in the tests' kit)
             name = args[0].value
             assert name in DAEMON_OPS, f"{path}:{node.lineno}: undeclared op {name!r}"
             passed = {k.arg for k in node.keywords if k.arg is not None}
@@ -335,8 +336,8 @@ def test_python_requests_only_declared_ops_and_arguments() -> None:
 
 
 def imported_modules(path: Path, known: set[str]) -> set[str]:
-    """Like imports_of, but `from roost.supervise import budgets` names the module
-    roost.supervise.budgets (when it is one of `known`), not only its package."""
+    """Like imports_of, but `from roost.supervise import budget as budgets` names the module
+    roost.supervise.budget (when it is one of `known`), not only its package."""
     found = set(imports_of(path))
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roost"):
@@ -407,20 +408,21 @@ def test_the_cli_never_imports_the_daemon() -> None:
     offenders = {
         m: sorted(t for t in imported if t.startswith("roost.supervise"))
         for m, imported in module_graph().items()
-        if m.startswith("roost.cli")
+        if m.startswith(("roost.cli", "roost.view", "roost.display"))
     }
-    assert "roost.cli.main" in offenders  # the walk found the CLI
+    assert "roost.cli.main" in offenders and "roost.view.app" in offenders  # the walk found the CLI
     assert not {m: t for m, t in offenders.items() if t}
 
 
 def test_the_cli_modules_have_no_cycle() -> None:
-    """Inside roost/cli too (a late import inside a function counts): `main` imports the
-    command modules, they import `common` and the modules that draw, never back."""
-    paths = {module_name(p): p for p in (ROOT / "cli").rglob("*.py")}
+    """Inside the CLI's packages too (cli, view, display; a late import inside a function
+    counts): `main` imports the command modules, they import `common` and the modules that
+    draw, never back."""
+    paths = {module_name(p): p for d in ("cli", "view", "display") for p in (ROOT / d).rglob("*.py")}
     graph = {
         m: {t for t in imported_modules(p, set(paths)) if t in paths and t != m} for m, p in paths.items()
     }
-    assert "roost.cli.fit" in graph["roost.cli.views"]  # `from roost.cli import fit` resolved
+    assert "roost.display.fit" in graph["roost.display.views"]  # `from roost.display import fit` resolved
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph) or [])}"
 
 
@@ -432,10 +434,9 @@ AWAITING_SPLIT = {
     "web/app.py",
     "supervise/daemon.py",
     "worker/lifecycle.py",
-    "testkit/lab.py",
     "cli/demo.py",
-    "cli/doctor.py",
-    "cli/views.py",
+    "cli/doctor/report.py",
+    "display/views.py",
     "cli/demomodel.py",
 }
 
@@ -460,7 +461,7 @@ def all_modules() -> set[str]:
 
 def resolved_imports(path: Path, known: set[str]) -> set[str]:
     """Every roost module `path` imports, as precisely as the source says: `from
-    roost.supervise import budgets` is roost.supervise.budgets, `from roost.usage import
+    roost.supervise import budgets` is roost.supervise.budget, `from roost.usage import
     GROUPS` is roost.usage."""
     found: set[str] = set()
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
@@ -482,7 +483,7 @@ def _ticked(text: str) -> list[str]:
 
 
 def _module_of(name: str, known: set[str]) -> str | None:
-    """`roost/mailbox/`, `jsonlines.py`, `worker.launch`, `usage` -> the roost module."""
+    """`roost/mailbox/`, `wire/connection.py`, `worker.launch`, `usage` -> the roost module."""
     dotted = "roost." + name.removeprefix("roost/").removesuffix("/").removesuffix(".py").replace("/", ".")
     return dotted if dotted in known else None
 
@@ -546,48 +547,56 @@ def test_every_module_imports_only_what_architecture_md_allows() -> None:
     assert not unowned, f"modules without a row in architecture.md: {unowned}"
     forbidden = disallowed_imports(rows)
     assert not forbidden, f"imports architecture.md's table does not allow: {forbidden}"
-    # One way: a cell names only rows above its own (roostd's two worker modules aside).
+    # One way: a cell names only rows above its own.
     downward = [
         (owners[0], m)
         for index, (owners, allowed, _) in enumerate(rows)
         for m in allowed
         if not any(_within(m, above) for above, _, _ in rows[:index])
     ]
-    assert sorted(downward) == [
-        ("roost.supervise", "roost.worker.faults"),
-        ("roost.supervise", "roost.worker.joblock"),
-    ], downward
+    assert downward == [], downward
 
 
 def test_the_table_check_finds_an_import_the_table_does_not_allow() -> None:
     rows = architecture_rows()
     usage = next(r for r in rows if r[0] == ["roost.usage"])
-    narrowed = [(o, a - {"roost.fsutil"} if r is usage else a, above) for r in rows for o, a, above in [r]]
-    assert disallowed_imports(narrowed)["roost.usage.log"] == ["roost.fsutil"]
+    narrowed = [(o, a - {"roost.host"} if r is usage else a, above) for r in rows for o, a, above in [r]]
+    assert "roost.host.fsutil" in disallowed_imports(narrowed)["roost.usage.log"]
     supervise = next(r for r in rows if r[0] == ["roost.supervise"])
-    assert supervise[2] and "roost.worker.joblock" in supervise[1]  # "every row above it, and ..."
+    assert supervise[2]  # "every row above it"
 
 
-AREA_DIRS = ("supervise/handlers", "cli/commands")  # one module per area, named for it
+def top_level_imports(path: Path) -> set[str]:
+    """The first name of every module `path` imports (`kit` for `from kit.lab import Lab`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
 
 
-def test_no_two_modules_share_a_name() -> None:
-    """A module's name says one thing: no two modules or packages of roost/ share a basename
-    (`__init__`, `__main__` aside). An area module (roost's ops or commands of one area, in
-    supervise/handlers/ or cli/commands/) is named for its area, `usage` or `worktrees`, and
-    so is the only kind that may share its name with the module of that area."""
-    names: dict[str, list[str]] = defaultdict(list)
-    for path in ROOT.rglob("*"):
-        if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py")):
-            names[path.name].append(str(path.relative_to(ROOT)) + "/")
-        elif (
-            path.suffix == ".py"
-            and path.stem not in ("__init__", "__main__")
-            and str(path.parent.relative_to(ROOT)) not in AREA_DIRS
-        ):
-            names[path.stem].append(str(path.relative_to(ROOT)))
-    assert len(names) > 50 and "handlers" in names  # the walk found the code
-    assert {n: p for n, p in names.items() if len(p) > 1} == {}
+def test_roost_never_imports_the_test_harness() -> None:
+    """The wheel holds the product: nothing of roost/ imports tests/ (`kit`, the fake pi);
+    the scripted model and its sandbox (roost.fakellm) are the product's own."""
+    harness = {"kit", "tests", "fakepi"}
+    offenders = {str(p.relative_to(ROOT)): top_level_imports(p) & harness for p in ROOT.rglob("*.py")}
+    assert {p: names for p, names in offenders.items() if names} == {}
+    assert not (ROOT / "testkit").exists()
+
+
+def test_no_package_has_a_module_cycle() -> None:
+    """Inside every package (a late import inside a function counts): a module never imports
+    one that imports it back, so each package reads from its leaves up."""
+    packages = [ROOT, *(p for p in ROOT.rglob("*") if p.is_dir() and (p / "__init__.py").exists())]
+    assert len(packages) > 20  # the walk found the packages
+    for package in packages:
+        paths = {module_name(p): p for p in package.glob("*.py")}
+        graph = {
+            m: {t for t in imported_modules(p, set(paths)) if t in paths and t != m} for m, p in paths.items()
+        }
+        assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph) or [])}"
 
 
 # Files the comments name that live outside this repository, with whose they are.
@@ -633,7 +642,7 @@ def _names_something(mention: str, modules: dict[str, Path]) -> bool:
 
 
 def test_comments_name_only_what_exists() -> None:
-    """Every file (`worker/faults.py`) and module (`roost.usage.log`) a comment or a
+    """Every file (`faults.py`) and module (`roost.usage.log`) a comment or a
     docstring of roost/ names exists; and none points to what a reader cannot look up
     (a plan's milestone, an issue number: say the rule instead)."""
     repo = ROOT.parent

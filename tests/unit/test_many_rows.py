@@ -1,4 +1,4 @@
-"""Many rows at once (`list`, `subscribe`): `budgets.many_rows` sums each tree once, and
+"""Many rows at once (`list`, `subscribe`): `budget.many_rows` sums each tree once, and
 every row's usage is what it is row by row: trees, subtrees, removed jobs."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from roost.jobs import JobRecord, Links
-from roost.supervise import budgets
+from roost.job.record import JobRecord, Links
+from roost.supervise import budget
 from roost.supervise.usagebook import UsageBook
 from roost.usage.account import Usage
 
@@ -52,13 +52,13 @@ def table() -> Any:
 
 def test_rows_in_a_batch_are_the_rows_one_by_one() -> None:
     daemon = table()
-    alone = [budgets.row_usage(daemon, r) for r in daemon.jobs.values()]
-    with budgets.many_rows(daemon):
-        batched = [budgets.row_usage(daemon, r) for r in daemon.jobs.values()]
+    alone = [budget.row_usage(daemon, r) for r in daemon.jobs.values()]
+    with budget.many_rows(daemon):
+        batched = [budget.row_usage(daemon, r) for r in daemon.jobs.values()]
     assert batched == alone
     assert alone[0]["treeCost"] == 1.75 and alone[1]["treeCost"] == 0.75
     assert alone[3]["treeCost"] == 6.0 and alone[4]["treeTokens"] == 7
-    assert budgets._sums is None  # only inside the block
+    assert budget._sums is None  # only inside the block
 
 
 def test_a_thousand_rows_sum_each_tree_once() -> None:
@@ -68,20 +68,20 @@ def test_a_thousand_rows_sum_each_tree_once() -> None:
         record = job(n, session=f"/s/{n}", cost=0.1)
         daemon.jobs[record.id] = record
     calls = 0
-    real = budgets.tree_key
+    real = budget.tree_key
 
     def counted(record: JobRecord) -> str:
         nonlocal calls
         calls += 1
         return real(record)
 
-    budgets.tree_key = counted  # type: ignore[assignment]
+    budget.tree_key = counted  # type: ignore[assignment]
     try:
         started = time.monotonic()
-        with budgets.many_rows(daemon):
-            rows = [budgets.row_usage(daemon, r) for r in daemon.jobs.values()]
+        with budget.many_rows(daemon):
+            rows = [budget.row_usage(daemon, r) for r in daemon.jobs.values()]
         elapsed = time.monotonic() - started
     finally:
-        budgets.tree_key = real  # type: ignore[assignment]
+        budget.tree_key = real  # type: ignore[assignment]
     assert len(rows) == 1000 and calls == 1000, calls  # not 1,000 x 1,000
     assert elapsed < 5.0

@@ -1,4 +1,4 @@
-"""roost/cli/output.py: the one rule for what may reach a terminal."""
+"""roost/display/output.py: the one rule for what may reach a terminal."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.cli import output
+from roost.display import output
 
 HIDDEN = [
     chr(c) for c in (*range(0x20), *range(0x7F, 0xA0), *output.BIDI, *output.SEPARATORS) if c not in (9, 10)

@@ -1,8 +1,8 @@
-"""roost.cli.plaintable: `roost ls`'s table drawn without rich (cells, cuts, wraps, styles)."""
+"""roost.display.plaintable: `roost ls`'s table drawn without rich (cells, cuts, wraps, styles)."""
 
 from __future__ import annotations
 
-from roost.cli import plaintable as pt
+from roost.display import plaintable as pt
 
 
 def test_cells_count_wide_and_combining_characters() -> None:

@@ -1,4 +1,4 @@
-"""roost.protocol: a too-large frame is its own error, and a pushed event is checked against
+"""roost.wire.protocol: a too-large frame is its own error, and a pushed event is checked against
 its declaration in PUSHED_EVENTS."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from roost import protocol
-from roost.jsonlines import Connection, serve_connection
-from roost.protocol import MAX_FRAME, FrameTooLarge, ProtocolError
+from roost.wire import protocol
+from roost.wire.connection import Connection, serve_connection
+from roost.wire.protocol import MAX_FRAME, FrameTooLarge, ProtocolError
 
 
 def test_a_frame_over_the_limit_raises_frame_too_large() -> None:

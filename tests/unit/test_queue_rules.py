@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from roost.agents.tooltext import spawn_text
-from roost.protocol import RequestError
-from roost.states import ItemKind, JobState, Outcome, ProcState, item_outcome
+from roost.job.states import ItemKind, JobState, Outcome, ProcState, item_outcome
 from roost.supervise.jobqueue import JOB_MB, checked_priority, derive_limit
+from roost.wire.protocol import RequestError
 
 GIB = 2**30
 

@@ -1,4 +1,4 @@
-"""The remote wire (roost.remotewire) and the hub's checks (roost.supervise.remotehub,
+"""The remote wire (roost.wire.remote) and the hub's checks (roost.supervise.remotehub,
 roost.supervise.attempts), without Ray: in the clear only on loopback, TLS with roostd's
 certificate pinned (another certificate is refused), an opening with a wrong secret or an
 older attempt closed unanswered, roostd's copy of a stream appended only at its own size."""
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from roost import remotewire
 from roost.supervise import attempts
 from roost.supervise.remotehub import RemoteHub, SyncSession
+from roost.wire import remote as remotewire
 
 
 def make_cert(where: Path, name: str) -> tuple[str, str]:

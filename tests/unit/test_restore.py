@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from roost import config
-from roost.states import JobState, RunCause
+from roost.job.states import JobState, RunCause
 from roost.worker.restore import restore
 from roost.worker.runnote import RunNote
 from roost.worker.runs import RunTracker

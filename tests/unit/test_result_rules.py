@@ -1,5 +1,5 @@
 """Structured results without processes: the schema check, finding the answer's JSON, the
-errors and roost's words (roost/results.py), an agent definition's `output_schema`, and the
+errors and roost's words (roost/job/results.py), an agent definition's `output_schema`, and the
 worker's `Answers` (roost/worker/answers.py) with a hand-fed RunTracker and fake ports."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from roost import results
 from roost.definitions import rules, store
-from roost.jobs import JobRecord, Links, load_record
-from roost.protocol import RESULT_MAX
-from roost.states import JobKind, JobState, RunCause
+from roost.job import results
+from roost.job.record import JobRecord, Links, load_record
+from roost.job.states import JobKind, JobState, RunCause
+from roost.wire.protocol import RESULT_MAX
 from roost.worker.answers import Answers, structured_text
 from roost.worker.runnote import Keeper
 from roost.worker.runs import RunTracker
@@ -288,7 +288,7 @@ def test_a_result_too_large_for_a_report_says_where_it_is() -> None:
 
 
 def test_a_row_with_a_result_says_so_in_meta_and_show() -> None:
-    from roost.cli import views
+    from roost.display import views
 
     row = {"id": "a1b2c3d4", "result": {"n": 1}, "pending": {}}
     assert "{…}" in views.meta_text(row, {}, "dir")

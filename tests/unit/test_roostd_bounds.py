@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from roost import protocol
 from roost.agents.limits import RateLimiter
-from roost.jsonlines import Bounds, Connection, InputPool, serve_connection
-from roost.protocol import Op
 from roost.supervise.admission import connection_cap
 from roost.supervise.hooks import OutputTail
 from roost.supervise.logsetup import RepeatFilter
+from roost.wire import protocol
+from roost.wire.connection import Bounds, Connection, InputPool, serve_connection
+from roost.wire.protocol import Op
 
 
 async def pair(bounds: Bounds) -> tuple[Connection, socket.socket]:
@@ -224,7 +224,7 @@ def test_the_rate_limiter_forgets_quiet_senders() -> None:
 
 
 def test_an_event_follower_that_falls_behind_is_dropped_at_once() -> None:
-    from roost.supervise import eventwriter
+    from roost.events import writer as eventwriter
 
     async def go() -> None:
         sub = eventwriter.Subscription(lambda event: True)

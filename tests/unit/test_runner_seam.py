@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from roost import paths, procid
 from roost.config import Settings
-from roost.jobs import JobRecord, load_record
-from roost.states import JobKind, ProcState, WorkerExit
+from roost.host import paths, procid
+from roost.job.record import JobRecord, load_record
+from roost.job.states import JobKind, ProcState, WorkerExit
 from roost.supervise.runner import LocalRunner, WorkerSpec
 from roost.supervise.workers import WorkerProcess
 

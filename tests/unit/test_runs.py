@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roost.states import Dialog, IllegalTransition, JobState, RunCause
+from roost.job.states import Dialog, IllegalTransition, JobState, RunCause
 from roost.worker.runs import (
     RunTracker,
     dialog_answer,

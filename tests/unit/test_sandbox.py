@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from roost import sandbox
-from roost.cli.doctor import Report, check_sandbox
+from roost.cli.doctor.report import Report, check_sandbox
 from roost.config import Settings
 from roost.definitions.rules import parse
 

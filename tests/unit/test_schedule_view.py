@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from roost.cli.eventviews import describe
-from roost.cli.views import meta_text
+from roost.display.events import describe
+from roost.display.views import meta_text
 
 
 def test_a_scheduled_jobs_meta_names_its_schedule_and_cause() -> None:

@@ -14,10 +14,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from roost.job.states import JobKind, JobState, ProcState
 from roost.schedules import book
 from roost.schedules.book import Schedule
 from roost.schedules.timing import When
-from roost.states import JobKind, JobState, ProcState
 from roost.supervise import scheduler as scheduler_module
 from roost.supervise.scheduler import Scheduler
 

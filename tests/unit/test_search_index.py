@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from roost.protocol import CUSTOM_TYPE
 from roost.search import entryscan, indexdb
 from roost.search.ftsquery import BadQuery, fts_query, parse_since, spans
+from roost.wire.protocol import CUSTOM_TYPE
 
 
 def line(entry: dict[str, Any]) -> bytes:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from roost import paths
-from roost.jobs import JobRecord
-from roost.states import JobKind, JobState
+from roost.host import paths
+from roost.job.record import JobRecord
+from roost.job.states import JobKind, JobState
 from roost.supervise import daemon as daemon_module
 from roost.supervise import spare as spare_mod
 from roost.supervise.runner import LocalLaunch, LocalRunner, WorkerSpec

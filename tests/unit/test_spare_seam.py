@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from roost import paths
 from roost.config import Settings
-from roost.jobs import JobRecord
-from roost.states import JobKind
+from roost.host import paths
+from roost.job.record import JobRecord
+from roost.job.states import JobKind
 from roost.supervise import spare as spare_mod
 from roost.supervise.runner import LocalLaunch, LocalRunner, WorkerSpec
 from roost.supervise.spare import SpareLaunch

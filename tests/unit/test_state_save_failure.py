@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from roost import jobs as jobs_module
-from roost import paths
-from roost.jobs import JobRecord
-from roost.states import JobKind, JobState, ProcState, WorkerExit
+from roost.host import paths
+from roost.job import record as jobs_module
+from roost.job.record import JobRecord
+from roost.job.states import JobKind, JobState, ProcState, WorkerExit
 from roost.supervise import daemon as daemon_module
 from roost.supervise import jobstore
 

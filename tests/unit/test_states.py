@@ -1,4 +1,4 @@
-"""The state machines of roost/states.py: every table in full, the item outcome matrix and
+"""The state machines of roost/job/states.py: every table in full, the item outcome matrix and
 `is_settled` (seed M9's delivery rules, issue 10)."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import JobRecord
-from roost.mailbox.item import AGENT_KINDS, KINDS
-from roost.states import (
+from roost.job.record import JobRecord
+from roost.job.states import (
     ATTACHES,
     CLIENT_CAUSES,
     DIALOGS,
@@ -32,6 +31,7 @@ from roost.states import (
     item_outcome,
     run_cause,
 )
+from roost.mailbox.item import AGENT_KINDS, KINDS
 from roost.supervise.jobstore import is_settled
 
 J, P, A, D = JobState, ProcState, Attach, Dialog
@@ -136,7 +136,7 @@ def test_every_move_of_every_machine(name: str) -> None:
 
 
 def test_a_move_is_logged_once_and_staying_put_is_not(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="roost.states"):
+    with caplog.at_level(logging.INFO, logger="roost.job.states"):
         JOBS.move(J.RUNNING, J.DONE, "job ab12", "the run ended")
         JOBS.move(J.DONE, J.DONE, "job ab12")
     assert [r.getMessage() for r in caplog.records] == ["job ab12: job running -> done (the run ended)"]

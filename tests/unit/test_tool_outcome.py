@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.transcript import render, tool_outcome
+from roost.pi.transcript import render, tool_outcome
 from roost.web.entries import items
 
 

@@ -1,4 +1,4 @@
-"""roost.trustedfiles: the one reader of files another local user could have planted, the
+"""roost.host.trusted: the one reader of files another local user could have planted, the
 folders roost may climb through, ROOST_HOME and its socket; and the branch-name check
 that no `.git` in the temp folder can break."""
 
@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from kit import intruder
 
-from roost import trustedfiles as trust
 from roost.definitions import store
-from roost.testkit import intruder
+from roost.host import trusted as trust
 
 
 def test_a_regular_file_of_the_users_is_read(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from roost.config import Settings
-from roost.testkit.fakellm import text
-from roost.testkit.fakellm.replies import from_json as reply_from_obj
-from roost.testkit.fakellm.wire import usage_for
+from roost.fakellm import text
+from roost.fakellm.replies import from_json as reply_from_obj
+from roost.fakellm.wire import usage_for
 from roost.usage import budget, summary
 from roost.usage import log as usage_log
 from roost.usage.account import Usage, breakdown, from_entries
@@ -297,8 +297,8 @@ def test_removed_job_is_counted_once_in_its_tree(tmp_path: Path, monkeypatch: An
     whether or not that cache was read before (no double count)."""
     from types import SimpleNamespace
 
-    from roost.jobs import JobRecord, Links
-    from roost.supervise import budgets
+    from roost.job.record import JobRecord, Links
+    from roost.supervise import budget as budgets
     from roost.supervise.usagebook import UsageBook
 
     monkeypatch.setenv("ROOST_HOME", str(tmp_path / "rh"))

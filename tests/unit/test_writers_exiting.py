@@ -1,4 +1,4 @@
-"""roost.writers' second part (a pi outside roost, when the session changed outside roost)
+"""roost.locks.writers' second part (a pi outside roost, when the session changed outside roost)
 does not count a pi whose environment reads empty: an exiting process's does. Counted,
 with its missing HOME read as roostd's, the exit of any pi of the user refused a job."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roost import writers
+from roost.locks import writers
 
 
 def fake_pi(proc: Path, pid: str, environ: bytes) -> None:

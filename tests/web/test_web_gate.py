@@ -492,7 +492,7 @@ def test_agent_written_text_stays_inert(home: Path, tmp_path: Path, monkeypatch:
 
 
 def test_live_fragments_are_escaped_too(tmp_path: Path) -> None:
-    from roost.transcript import read_entries
+    from roost.pi.transcript import read_entries
     from roost.web.app import fragment
     from roost.web.entries import items
     from roost.web.pageparts import job_list
@@ -527,7 +527,7 @@ def test_the_names_a_server_answers() -> None:
 
 
 def test_roostd_away_is_one_line_503(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from roost.client import DaemonUnavailable
+    from roost.wire.client import DaemonUnavailable
 
     async def request(op: str, **args: Any) -> dict[str, Any]:
         raise DaemonUnavailable("roostd is not running")

@@ -5,9 +5,8 @@ leaves it once the job is started again. A real roostd with the fake pi."""
 from __future__ import annotations
 
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from kit.lab import Lab
+from kit.procs import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

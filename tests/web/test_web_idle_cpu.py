@@ -3,7 +3,7 @@ the live streams of job pages (done, waiting, failed), the list and the inbox he
 nothing happening; and such a page still wakes when its session file really grows.
 
 A page that woke on any event of its session file woke on its own read of it (inotify
-reports an open and a close without a write too) and spun a core (roost.contentwatch)."""
+reports an open and a close without a write too) and spun a core (roost.host.contentwatch)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from pathlib import Path
 import httpx2
 import psutil
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
-from roost.testkit.webserver import WebServer
+from kit.lab import Lab
+from kit.procs import wait_until
+from kit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(180)
 

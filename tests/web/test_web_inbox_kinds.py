@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from roost.jobs import JobRecord
-from roost.states import JobKind, JobState, ProcState
+from roost.job.record import JobRecord
+from roost.job.states import JobKind, JobState, ProcState
 from roost.supervise.handlers import inbox
 
 

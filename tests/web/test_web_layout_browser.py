@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.browser import CHROMIUM, DRIVER, MISSING, chromium, load
 
-from roost.testkit.browser import CHROMIUM, DRIVER, MISSING, chromium, load
 from roost.web.showcase import Showcase
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=MISSING)]
@@ -162,7 +162,7 @@ def test_rendered_markdown_loads_nothing_and_runs_nothing(show: Showcase) -> Non
 
 
 def test_the_inbox_count_in_the_nav_is_live(show: Showcase) -> None:
-    from roost.testkit.browser import wait_text
+    from kit.browser import wait_text
 
     with chromium(1280, 900) as driver:
         load(driver, show.pair_url())

@@ -78,7 +78,7 @@ def test_the_code_stylesheet_is_pygments_own() -> None:
 
 def _agent_entry(kind: str, body: str, with_details_body: bool = True) -> dict[str, Any]:
     from roost.agents.envelope import agent_frame
-    from roost.protocol import CUSTOM_TYPE
+    from roost.wire.protocol import CUSTOM_TYPE
 
     frame = agent_frame(
         {

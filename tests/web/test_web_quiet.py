@@ -13,10 +13,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
-from roost.testkit.webserver import WebServer
+from kit.lab import Lab
+from kit.procs import wait_until
+from kit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from test_web_gate import JOB, calls, home, make, paired, row  # noqa: F401 (fixtures)
 
-from roost.protocol import BAD_REQUEST, RequestError
 from roost.web import bridge
+from roost.wire.protocol import BAD_REQUEST, RequestError
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> "payment" & retry'
 

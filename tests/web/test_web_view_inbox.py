@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kit.lab import Lab
 from kit.pilot import until
+from kit.procs import wait_until
 from textual.widgets import DataTable
 
-from roost.cli.inboxpane import InboxScreen
-from roost.cli.live import ViewApp
-from roost.cli.replybox import ReplyScreen
-from roost.testkit.lab import Lab
-from roost.testkit.procs import wait_until
+from roost.view.app import ViewApp
+from roost.view.inbox import InboxScreen
+from roost.view.replybox import ReplyScreen
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,9 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from roost.testkit.lab import Lab
-from roost.testkit.webserver import WebServer
+from kit.lab import Lab
+from kit.webserver import WebServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -31,7 +31,7 @@ def acp() -> None:
         )
     import sys
 
-    from roost.cli.output import terminal
+    from roost.display.output import terminal
 
     sys.stdout = terminal()  # the JSON-RPC wire: the package writes it as it is
     agent: Any = RoostAgent()  # acp.Agent is a Protocol of every method, optional ones too

@@ -32,7 +32,7 @@ def agents_ls(as_json: bool, cwd: str | None) -> None:
     if as_json:
         print_json(rows)
         return
-    from roost.cli.output import field  # a project file's text: controls shown, not run
+    from roost.display.output import field  # a project file's text: controls shown, not run
 
     width = max(len(r["name"]) for r in rows) if rows else 4
     click.echo(f"{'NAME':<{width}}  SOURCE   DESCRIPTION")
@@ -57,7 +57,7 @@ def agents_show(name: str, as_json: bool, cwd: str | None) -> None:
     if as_json:
         print_json(defn.to_json())
         return
-    from roost.cli.output import escaped, field
+    from roost.display.output import escaped, field
 
     click.echo(field(f"# {defn.name} ({defn.source}{': ' + defn.path if defn.path else ''})"))
     click.echo(
@@ -112,10 +112,10 @@ def agents_check(cwd: str | None) -> None:
     # Project files are checked even when projectAgents is off: a repository's author
     # wants to know, and nothing is used by checking.
     merged = store.load(directory, allow_project=True)
-    from roost.cli.modelcheck import definition_problems
+    from roost.cli.doctor.model import definition_problems
 
     errors = merged.errors + definition_problems(merged.agents)  # a model pi does not know
-    from roost.cli.output import field
+    from roost.display.output import field
 
     for problem in errors:
         click.echo(field(problem), err=True)

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from roost.cli import views
 from roost.cli.common import daemon, fail
+from roost.display import views
 
 
 @click.command()
@@ -18,8 +18,8 @@ def attach(job: str) -> None:
     import signal
     import subprocess
 
-    from roost import paths
-    from roost.cli.answerpaths import job_dir, session_file
+    from roost.display.answerpaths import job_dir, session_file
+    from roost.host import paths
 
     with daemon() as client:
         row = client.request("show", job=job)["job"]
@@ -59,9 +59,9 @@ def attach(job: str) -> None:
     try:
         code = subprocess.call(argv, env=env, cwd=cwd)
     finally:
-        from roost import writers
+        from roost.locks import writers
 
-        # What this pi wrote is roost's: not a sign of another writer (roost.writers).
+        # What this pi wrote is roost's: not a sign of another writer (roost.locks.writers).
         writers.remember(attached["session"], str(directory))
         outcome = _detach(row["id"])
     click.echo(f"{row['id']} is back in the background ({outcome})", err=True)

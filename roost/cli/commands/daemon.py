@@ -47,8 +47,8 @@ def daemon_start() -> None:
 )
 def daemon_stop(jobs: bool) -> None:
     """Stop roostd. Workers keep running (the next roostd adopts them) unless --jobs."""
-    from roost.client import DaemonUnavailable, ForeignDaemon, connect
-    from roost.procid import alive as pid_alive
+    from roost.host.procid import alive as pid_alive
+    from roost.wire.client import DaemonUnavailable, ForeignDaemon, connect
 
     try:
         client = connect(autostart=False)
@@ -92,9 +92,9 @@ def live_workers() -> list[tuple[Any, int, float]]:
     """The jobs whose recorded worker is alive: (record, pid, start time), the pid checked
     against its recorded start time as roostd does before adopting it (a reused pid is
     some other process)."""
-    from roost import paths
-    from roost.jobs import load_record
-    from roost.procid import same_process
+    from roost.host import paths
+    from roost.host.procid import same_process
+    from roost.job.record import load_record
 
     found = []
     for path in sorted(paths.jobs_dir().glob("*/job.json")):
@@ -113,8 +113,8 @@ def stop_workers(found: list[tuple[Any, int, float]]) -> list[str]:
     `shutdown --jobs` does, with no roostd: each job's record says `stopped` after, so the
     next roostd neither adopts nor restarts it. The ids of the jobs stopped."""
     from roost.config import load_settings
-    from roost.procid import stop_exact
-    from roost.states import JobState
+    from roost.host.procid import stop_exact
+    from roost.job.states import JobState
 
     grace = load_settings().stopTimeoutSeconds
     stopped = []
@@ -135,9 +135,9 @@ def stop_workers(found: list[tuple[Any, int, float]]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def daemon_status(as_json: bool) -> None:
     """Is roostd running? Exit 0 when it answers, 1 when not."""
-    from roost import paths
-    from roost.client import DaemonUnavailable, ForeignDaemon, connect
-    from roost.protocol import ProtocolError
+    from roost.host import paths
+    from roost.wire.client import DaemonUnavailable, ForeignDaemon, connect
+    from roost.wire.protocol import ProtocolError
 
     try:
         with connect(autostart=False) as client:

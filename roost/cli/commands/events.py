@@ -23,7 +23,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="The log's JSON lines as they are.")
 def events(follow: bool, since: str | None, types: tuple[str, ...], job: str | None, as_json: bool) -> None:
     """roostd's event log ($ROOST_HOME/events.jsonl); --follow streams new events."""
-    from roost.cli.eventviews import print_events
+    from roost.display.events import print_events
 
     try:
         print_events(follow, since, types, job, as_json)

@@ -22,7 +22,7 @@ def inbox(as_json: bool) -> None:
     if as_json:
         print_json(found)
         return
-    from roost.cli.views import printable
+    from roost.display.views import printable
 
     if not found:
         click.echo("nothing waits for you")
@@ -35,7 +35,7 @@ def inbox(as_json: bool) -> None:
         for number, option in enumerate(entry.get("options") or (), 1):
             click.echo(f"    {number}. {printable(option)}")
         if entry["kind"] == "approval":  # the call's whole input, escaped; then how to answer
-            from roost.escapes import json_text
+            from roost.text.escapes import json_text
 
             click.echo(f"    in {printable(entry['cwd'])}")
             for line in json_text(entry["input"]).splitlines():
@@ -68,7 +68,7 @@ def answer(entry: str, text: tuple[str, ...], choice: int | None, dismiss: bool)
     with daemon() as client:
         result = client.call("answer", args)
     if result["status"] == "already answered":
-        from roost.cli.views import printable
+        from roost.display.views import printable
 
         click.echo(f"already answered by {printable(result.get('by'))} at {result.get('at')}")
         return
@@ -99,7 +99,7 @@ def deny(entry: str, reason: str | None) -> None:
 def _decide(entry: str, decision: str, **args: object) -> None:
     """Exit 0 when answered now, 1 when it already was (who and when), 2 when unknown."""
     from roost.cli.common import fail
-    from roost.cli.views import printable
+    from roost.display.views import printable
 
     with daemon() as client:
         result = client.call("approval_answer", {"entry": entry, "decision": decision, "by": "cli", **args})

@@ -9,13 +9,14 @@ from typing import Any
 
 import click
 
-from roost.cli import jobcalls, views  # light: rich and the mailbox package where used
+from roost.cli import jobcalls  # light: rich and the mailbox package where used
 from roost.cli.afteropts import after_args, after_options
 from roost.cli.approvalopts import approval_args, approval_options
 from roost.cli.commands import results as results_cli  # run --output-schema
 from roost.cli.commands import usage as usage_cli  # run --budget and friends
 from roost.cli.common import daemon, exit_code, fail, print_json, usage_error
 from roost.cli.sandboxopts import sandbox_args, sandbox_options
+from roost.display import views  # light: rich and the mailbox package where used
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -105,7 +106,7 @@ def run(
     args.update(boxed)
     if runner and (shell or each_file is not None):
         usage_error("--runner is for one pi job (a shell job runs here; not with --each)")
-    if output_schema is not None:  # checked by roostd, for each job (roost.results)
+    if output_schema is not None:  # checked by roostd, for each job (roost.job.results)
         if shell:
             usage_error("--output-schema is for pi jobs, not --shell")
         args["output_schema"] = results_cli.read_schema(output_schema)
@@ -169,7 +170,7 @@ def _run_each(source: str, args: dict[str, Any]) -> None:
     tasks = _each_tasks(source)
     if not tasks:
         usage_error(f"no tasks in {source}")
-    from roost.jobenv import caller_env
+    from roost.job.env import caller_env
 
     args.pop("name", None)
     with daemon() as client:
@@ -353,7 +354,7 @@ def logs(job: str, follow: bool, verbose: bool, raw: bool) -> None:
     """The job's transcript (agent messages framed as such); shell jobs: their output.
 
     Control characters (a model's escape sequences) are shown as escapes such as \\x1b."""
-    from roost.cli import output
+    from roost.display import output
 
     if raw and not output.raw_allowed():
         fail(output.RAW_REFUSED)
@@ -375,7 +376,7 @@ def stop(job: str) -> None:
 @click.argument("job")
 def start(job: str) -> None:
     """Start a stopped or ended job again, with this command's environment."""
-    from roost.jobenv import caller_env
+    from roost.job.env import caller_env
 
     with daemon() as client:
         result = client.request("start", job=job, env=caller_env())
@@ -401,7 +402,7 @@ def rm(jobs: tuple[str, ...], force: bool, delete_branch: bool) -> None:
 
     Each job is removed or refused on its own (`ID removed`, or one line on stderr); the
     exit code is the worst of them: 2 when one is unknown, else 1 when one was refused."""
-    from roost.protocol import RequestError
+    from roost.wire.protocol import RequestError
 
     worst = 0
     with daemon() as client:

@@ -73,7 +73,7 @@ def mcp(
     if not http:
         import sys
 
-        from roost.cli.output import terminal
+        from roost.display.output import terminal
 
         sys.stdout = terminal()  # the JSON-RPC wire: the SDK writes it as it is
         server.run("stdio")

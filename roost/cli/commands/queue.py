@@ -11,7 +11,7 @@ from roost.cli.groups import Group
 
 
 def _line(*cells: Any) -> str:
-    from roost.cli.output import visible
+    from roost.display.output import visible
 
     return "  ".join(visible(str(cell)) for cell in cells)
 

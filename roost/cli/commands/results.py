@@ -28,7 +28,7 @@ def schema_option(func: F) -> F:
 
 def read_schema(path: str) -> dict[str, Any]:
     """The schema in `path` as JSON; one line and a usage error when it cannot be read.
-    roostd checks that it is a usable JSON Schema (roost.results)."""
+    roostd checks that it is a usable JSON Schema (roost.job.results)."""
     import json
 
     try:
@@ -61,7 +61,7 @@ def result(job: str, as_json: bool) -> None:
                 REFUSED,
             )
         fail(f"job {row['id']} has no valid result yet (state: {row.get('state')})", REFUSED)
-    from roost.cli import output
+    from roost.display import output
 
     if as_json:  # one line, for a pipe (jq, a script)
         click.echo(output.json_text(value, indent=None, compact=True))

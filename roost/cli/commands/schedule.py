@@ -16,7 +16,7 @@ from roost.cli.groups import Group
 
 
 def _line(*cells: Any) -> str:
-    from roost.cli.output import visible
+    from roost.display.output import visible
 
     return "  ".join(visible(str(cell)) for cell in cells)
 
@@ -104,7 +104,7 @@ def add(
     """Add the schedule NAME that runs TASK at each time (--cron, --every, --at) or when
     files change (--on-change); prints when it fires next."""
     from roost.cli.commands.jobs import _task_text
-    from roost.jobenv import caller_env
+    from roost.job.env import caller_env
 
     if sum(x is not None for x in (cron, every, at, on_change)) != 1:
         usage_error("give one of --cron, --every, --at, --on-change")

@@ -73,13 +73,13 @@ def doctor(as_json: bool, model: str | None, agent: str | None) -> None:
     (known, with credentials: no network call), roostd and ROOST_HOME.
 
     Exit 0 when all is well (warnings included), 1 when something is wrong."""
-    from roost.cli.doctor import render, run_checks
+    from roost.cli.doctor.report import render, run_checks
 
     report = run_checks(model, agent)
     if as_json:
         print_json(report.as_json())
     else:
-        from roost.cli.output import echo_styled
+        from roost.display.output import echo_styled
 
         # render() made each check's text visible; its marks' colours are roost's own.
         for line in render(report, sys.stdout.isatty()):

@@ -178,7 +178,7 @@ def budget_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     """Tokens and cost of every job, removed ones included."""
-    from roost.transcript import read_entries
+    from roost.pi.transcript import read_entries
     from roost.usage import log as usage_log
     from roost.usage import summary
     from roost.usage.show import format_cost, format_tokens
@@ -197,7 +197,7 @@ def usage_cmd(since: str | None, by: str, as_json: bool) -> None:
     if not result["rows"]:
         click.echo("no usage recorded" + (f" since {day}" if day else ""))
         return
-    from roost.cli.output import field
+    from roost.display.output import field
 
     labels = []
     for row in result["rows"]:

@@ -1,4 +1,4 @@
-"""`roost view`: the live agent view (roost.cli.live)."""
+"""`roost view`: the live agent view (roost.view.app)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ def view() -> None:
     META: ✉N pending items, @AGENT agent definition, ⎇ BRANCH git worktree,
     ↳ NAME (grouped by state) a child of NAME; a ↳ before a name: a child."""
     from roost.cli.common import fail
-    from roost.client import ForeignDaemon, check_home
+    from roost.wire.client import ForeignDaemon, check_home
 
     try:  # refused in one line before the screen opens (the view's connects check too)
         check_home()
     except ForeignDaemon as exc:
         fail(str(exc))
-    from roost.cli.live import run_view
+    from roost.view.app import run_view
 
     run_view()
 

@@ -72,7 +72,7 @@ def web(
         fail(str(exc))
     import os
 
-    from roost.client import daemon_running, start_daemon_background
+    from roost.wire.client import daemon_running, start_daemon_background
 
     if not daemon_running() and not os.environ.get("ROOST_NO_AUTOSTART"):
         start_daemon_background()  # as every command does; the web follows it when it is up

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from roost.cli.common import daemon, fail
-from roost.cli.output import field
+from roost.display.output import field
 
 
 @click.command()
@@ -22,8 +22,8 @@ def diff(job: str, stat: bool, raw: bool) -> None:
 
     Control characters in the files (an escape sequence that moves the cursor up and
     erases a line, say) are shown as escapes such as \\x1b, never run by the terminal."""
-    from roost.cli import output
-    from roost.cli.answerpaths import owned
+    from roost.display import output
+    from roost.display.answerpaths import owned
     from roost.worktrees import git
 
     if raw and not output.raw_allowed():

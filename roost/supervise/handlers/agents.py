@@ -15,21 +15,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roost import jobenv, procid, unitext
 from roost.agents import tooltext
 from roost.agents.limits import RateLimiter, SpawnCounts, spawn_refusal
 from roost.agents.peers import PEER_ID, Peer, ResolveError, reachable, resolve
-from roost.jobs import JobRecord, Links
-from roost.jsonlines import Connection, Handler
+from roost.host import procid
+from roost.job import env as jobenv
+from roost.job.record import JobRecord, Links
+from roost.job.states import SETTLED_JOB_STATES, Attach, ItemKind, JobState, PeerKind
 from roost.locks import holder_is_alive, read_holder
-from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
-from roost.states import SETTLED_JOB_STATES, Attach, ItemKind, JobState, PeerKind
-from roost.supervise import budgets, worktree_jobs
+from roost.supervise import budget as budgets
+from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.core import Core
 from roost.supervise.jobqueue import group_of, priority_of
-from roost.supervise.jobs_service import create_job, launch, request_env, strip_controls
+from roost.supervise.jobs import create_job, launch, request_env, strip_controls
 from roost.supervise.jobstore import accept_item
 from roost.supervise.router import ForegroundPeer
+from roost.text import unicode
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RESULT_MAX, UNAUTHORIZED, RequestError
 from roost.worktrees.report import with_section
 
 log = logging.getLogger(__name__)
@@ -129,7 +132,7 @@ class AgentOps:
 
     def _peer_name(self, request: dict[str, Any], peer_id: str) -> str:
         """The name a foreground pi goes by: its session's name, under the rule of a job's
-        name (unitext.clean_name: NFKC, no bidi or invisible character, one script; no
+        name (unicode.clean_name: NFKC, no bidi or invisible character, one script; no
         look-alike of a job's or another peer's name), refused when it breaks it. Without
         one, its folder's name, under the same rule, or else its peer id: a folder the user
         named long ago never costs a pi its tools."""
@@ -144,8 +147,8 @@ class AgentOps:
         given = request.get("name")
         raw = str(given or os.path.basename(str(request.get("cwd") or "")) or peer_id)
         try:
-            name = unitext.clean_name(" ".join(strip_controls(raw).split()), "peer name")[:80]
-            imitated = unitext.imitates(name, others)
+            name = unicode.clean_name(" ".join(strip_controls(raw).split()), "peer name")[:80]
+            imitated = unicode.imitates(name, others)
             if imitated:
                 raise ValueError(f"peer name {ascii(name)} looks like {imitated}")
         except ValueError as exc:
@@ -247,12 +250,12 @@ class AgentOps:
         if not isinstance(given, str) or not given.strip():
             raise RequestError(BAD_REQUEST, "from: name the external agent")
         try:
-            name = unitext.clean_name(" ".join(given.split()), "from")[:80]
+            name = unicode.clean_name(" ".join(given.split()), "from")[:80]
         except ValueError as exc:
             raise RequestError(BAD_REQUEST, str(exc)) from None
         others = {r.name: f"job {r.id}" for r in self.core.jobs.values()}
         others.update({fg.name: f"peer {fg.id}" for fg in self.router.foreground.values()})
-        if name in others or (imitated := unitext.imitates(name, others)):
+        if name in others or (imitated := unicode.imitates(name, others)):
             raise refuse(
                 f"from: {ascii(name)} is (or looks like) the name of "
                 f"{others.get(name) or imitated}: choose another name"

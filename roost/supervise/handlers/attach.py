@@ -14,13 +14,15 @@ import logging
 import os
 from typing import Any
 
-from roost import jobenv, paths, procid, protocol
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, RunCause
-from roost.supervise import budgets, jobstore
+from roost.host import paths, procid
+from roost.job import env as jobenv
+from roost.job.states import ATTACH_REASON, ENDED_JOB_STATES, Attach, ItemKind, JobKind, JobState, RunCause
+from roost.supervise import budget, jobstore
 from roost.supervise.core import Core, bind
-from roost.supervise.jobs_service import create_job, request_env
+from roost.supervise.jobs import create_job, request_env
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ async def handoff(core: Core, conn: Connection, request: dict[str, Any]) -> dict
             },
         )
         record.session = fg.session
-        budgets.apply_budget(core, record, {})  # the user's default budgets
+        budget.apply_budget(core, record, {})  # the user's default budgets
         core.add_job(record)
     record.task = task or record.task
     record.set_attach(Attach.HANDING_OFF, "/roost-bg")

@@ -11,11 +11,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from roost import eventlog, protocol
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
+from roost.events import log as eventlog
+from roost.events.writer import Subscription
 from roost.supervise.core import Core, bind
-from roost.supervise.eventwriter import Subscription
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 MAX_FOLLOWS = 4
 """Event-log follows open on one connection (`roost events -f` uses one): each is a queue."""

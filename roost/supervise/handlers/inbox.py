@@ -23,13 +23,13 @@ import time
 from typing import Any
 
 from roost.approvals import callrules as policy
-from roost.fsutil import utc_now
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
+from roost.host.fsutil import utc_now
 from roost.supervise import approvalbook, attention
 from roost.supervise.approvalbook import load, save
 from roost.supervise.attention import waiting
 from roost.supervise.core import Core, bind
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 
 SURFACES = ("cli", "view", "web", "acp")
 """Where a person answers an approval from (`approval_answer`'s `by`; roostd's own answers

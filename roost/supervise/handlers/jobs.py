@@ -13,19 +13,22 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from roost import __version__, jobenv, paths, protocol
-from roost.escapes import json_text
-from roost.jobs import JobRecord
-from roost.jobtree import tree_order
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
-from roost.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
-from roost.supervise import attention, budgets, placement, worktree_jobs
+from roost import __version__
+from roost.host import paths
+from roost.job import env as jobenv
+from roost.job.record import JobRecord
+from roost.job.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
+from roost.job.tree import tree_order
+from roost.supervise import attention, budget, placement, worktrees
 from roost.supervise.core import Core, bind
 from roost.supervise.jobqueue import checked_priority
-from roost.supervise.jobs_service import create_job, launch, request_env
+from roost.supervise.jobs import create_job, launch, request_env
 from roost.supervise.jobstore import accept_item, held_by_other, is_settled
 from roost.supervise.workers import stop_leftovers
+from roost.text.escapes import json_text
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 
 
 def _nothing_to_start(record: JobRecord) -> str:
@@ -109,12 +112,12 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
     if runner is not None:
         placement.choose(record.dir, runner)  # where its worker runs, every start (supervise/placement.py)
     core.queue.place(record, request.get("group"), checked_priority(request.get("priority")))
-    budgets.apply_budget(core, record, request)
-    await worktree_jobs.prepare(core, record, request, spawned=False)
+    budget.apply_budget(core, record, request)
+    await worktrees.prepare(core, record, request, spawned=False)
     try:
         launch(core, record, env=env)
     except BaseException:
-        await worktree_jobs.discard(record)
+        await worktrees.discard(record)
         raise
     # pi's agent dir is roostd's, whatever the caller's says: the CLI warns on a mismatch.
     return {
@@ -129,7 +132,7 @@ async def run(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str
 
 def all_rows(core: Core) -> list[dict[str, Any]]:
     """Every job's row, oldest first."""
-    with budgets.many_rows(core):  # each tree's sum once, not once per row
+    with budget.many_rows(core):  # each tree's sum once, not once per row
         return [core.row(r) for r in sorted(core.jobs.values(), key=lambda r: r.created)]
 
 
@@ -337,7 +340,7 @@ async def start(core: Core, conn: Connection, request: dict[str, Any]) -> dict[s
 async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
     record = core.find_job(str(request["job"]))
     force, delete_branch = bool(request.get("force")), bool(request.get("deleteBranch"))
-    await worktree_jobs.check_removable(record, force, delete_branch)
+    await worktrees.check_removable(record, force, delete_branch)
     proc = core.procs.get(record.id)
     # Decided before the worker stops: its exit moves the record to `stopped`.
     was_stopped = record.state == JobState.STOPPED
@@ -349,16 +352,16 @@ async def rm(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str,
     # stranger) goes too: nothing runs on in a deleted folder.
     await asyncio.to_thread(stop_leftovers, record)
     # Its agent may have written until it stopped: asked again, now that it cannot.
-    await worktree_jobs.check_removable(record, force, delete_branch)
+    await worktrees.check_removable(record, force, delete_branch)
     if not was_stopped:
         core.agents.job_ended(record, "removed")
-    budgets.on_removed(core, record)  # `roost usage` keeps its figures
-    unfinished = worktree_jobs.checkout_pending(record)
+    budget.on_removed(core, record)  # `roost usage` keeps its figures
+    unfinished = worktrees.checkout_pending(record)
     core.search.removed(record)  # its last lines read and its entries kept (search --all)
     core.forget_job(record)
     shutil.rmtree(record.dir, ignore_errors=True)
     core.job_changed(record, persist=False)
-    notes = await worktree_jobs.remove(record, force, delete_branch, unfinished)
+    notes = await worktrees.remove(record, force, delete_branch, unfinished)
     return {"id": record.id, "removed": True, "worktree": notes}
 
 

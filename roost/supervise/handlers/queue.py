@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.fsutil import one_sync
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import JobState
-from roost.supervise import budgets
+from roost.host.fsutil import one_sync
+from roost.job.states import JobState
+from roost.supervise import budget
 from roost.supervise.core import Core, bind
 from roost.supervise.jobqueue import checked_priority
-from roost.supervise.jobs_service import create_job, launch, request_env
+from roost.supervise.jobs import create_job, launch, request_env
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 EACH_MAX = 10_000
 """The most tasks one `run_each` takes."""
@@ -59,7 +59,7 @@ async def run_each(core: Core, conn: Connection, request: dict[str, Any]) -> dic
                     raise RequestError(REFUSED, f"the name {record.name!r} is given twice")
                 names.add(record.name)
             core.queue.place(record, each.get("group"), checked_priority(each.get("priority")))
-            budgets.apply_budget(core, record, each)
+            budget.apply_budget(core, record, each)
         except RequestError as exc:
             raise RequestError(exc.code, f"task {n}: {exc.message} (no job was started)") from None
         made.append(record)

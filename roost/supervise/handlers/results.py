@@ -1,17 +1,17 @@
 """roostd's structured-result operation: result (a worker's checked answer).
 
 The worker checks each answer against the job's output schema (roost.worker.answers, by
-roost.results); roostd keeps the valid one as the job's result (its record, rows, `roost
+roost.job.results); roostd keeps the valid one as the job's result (its record, rows, `roost
 result`) and announces it (`job.result`: the value, or only its size when it is large)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from roost import results
-from roost.jsonlines import Connection, Handler
-from roost.protocol import NOT_FOUND, REFUSED, RequestError
+from roost.job import results
 from roost.supervise.core import Core, bind
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import NOT_FOUND, REFUSED, RequestError
 
 
 async def result(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

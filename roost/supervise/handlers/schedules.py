@@ -11,14 +11,14 @@ import re
 from datetime import datetime
 from typing import Any
 
-from roost import jobenv
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
+from roost.job import env as jobenv
 from roost.schedules import timing
 from roost.schedules.book import Schedule, iso
 from roost.schedules.timing import When
 from roost.supervise.core import Core, bind
-from roost.supervise.jobs_service import create_job
+from roost.supervise.jobs import create_job
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, REFUSED, RequestError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 RUN_KEYS = (

@@ -8,12 +8,12 @@ import asyncio
 import os
 from typing import Any
 
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 from roost.search.entryscan import KINDS
 from roost.search.ftsquery import BadQuery, fts_query, parse_since
 from roost.supervise import searchkeeper
 from roost.supervise.core import Core, bind
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, NOT_FOUND, RequestError
 
 LIMIT, LIMIT_MAX = 20, 1000
 

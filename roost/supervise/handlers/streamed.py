@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost import protocol
-from roost.jsonlines import Connection, Handler
-from roost.protocol import REFUSED, RequestError
 from roost.supervise.core import Core, bind
+from roost.wire import protocol
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import REFUSED, RequestError
 
 
 class Partials:

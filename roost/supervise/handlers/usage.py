@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from roost.jobs import JobRecord
-from roost.jsonlines import Connection, Handler
-from roost.protocol import BAD_REQUEST, REFUSED, RequestError
-from roost.states import ItemKind, JobKind
-from roost.supervise import budgets
+from roost.job.record import JobRecord
+from roost.job.states import ItemKind, JobKind
+from roost.supervise import budget as budgets
 from roost.supervise.core import Core, bind
 from roost.usage import budget
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ import hmac
 import os
 from typing import Any, cast
 
-from roost import procid
-from roost.jobs import Facts, JobRecord
-from roost.jsonlines import Connection, Handler
-from roost.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
-from roost.states import WORKER_STATES, JobState
-from roost.supervise import budgets, remotehub
+from roost.host import procid
+from roost.job.record import Facts, JobRecord
+from roost.job.states import WORKER_STATES, JobState
+from roost.supervise import budget, remotehub
 from roost.supervise.core import Core, bind
+from roost.wire.connection import Connection, Handler
+from roost.wire.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
 
 # What a worker may report, and the job states it may move its job to.
 WORKER_FIELDS = ("status", "summary", "question", "dialog", "options", "busy", "usage", "error")
@@ -67,7 +67,7 @@ def _bind(core: Core, conn: Connection, record: JobRecord) -> dict[str, Any]:
     core.job_changed(record)
     core.queue.hello(record, conn)
     core.agents.retry_undelivered(record.session)
-    budgets.worker_connected(core, record)
+    budget.worker_connected(core, record)
     return {"job": record.id}
 
 
@@ -102,7 +102,7 @@ async def worker_update(core: Core, conn: Connection, request: dict[str, Any]) -
     changed = {key for key, value in fields.items() if getattr(record, key) != value}
     record.apply(fields)
     if "usage" in changed:
-        budgets.after_usage(core, record)
+        budget.after_usage(core, record)
     if changed:
         # What the agent is doing right now is not worth an fsync on the core's loop
         # (it would delay every message behind it); the rest of the record is.

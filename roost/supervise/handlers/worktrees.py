@@ -1,13 +1,14 @@
 """roostd's worktree operations: `merge` and `gc` (`rm` is the job's own op, which asks
-`roost.supervise.worktree_jobs` before and after removing a job with a worktree)."""
+`roost.supervise.worktrees` before and after removing a job with a worktree)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from roost.jsonlines import Connection, Handler
-from roost.supervise import attention, worktree_jobs
+from roost.supervise import attention
+from roost.supervise import worktrees as worktree_jobs
 from roost.supervise.core import Core, bind
+from roost.wire.connection import Connection, Handler
 
 
 async def merge(core: Core, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""`roost doctor`: the checks of roost, pi, its model and the disk."""

@@ -1,0 +1,1 @@
+"""`roost view`: the textual agent view, its table, panes and keys."""

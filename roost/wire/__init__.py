@@ -1,0 +1,1 @@
+"""The wire: roostd's socket protocol, its connection and codec, the client."""
