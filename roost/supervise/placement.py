@@ -66,7 +66,9 @@ class Placement:
         self.local = local
         self._table = table
         self._settings = table.settings
-        self.hub = RemoteHub(self._find, table.mailbox, serve_link)
+        self.hub = RemoteHub(
+            self._find, table.mailbox, serve_link, lambda record: table.job_changed(record, persist=False)
+        )
         self._ray: RayRunner | None = None
 
     def _find(self, job_id: str) -> JobRecord | None:

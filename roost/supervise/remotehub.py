@@ -59,10 +59,12 @@ class RemoteHub:
         find: Callable[[str], JobRecord | None],
         mailbox: Callable[[JobRecord], Mailbox],
         serve_link: Handler,
+        acked: Callable[[JobRecord], None] = lambda record: None,
     ) -> None:
         self._find = find
         self._mailbox = mailbox
         self._serve_link = serve_link
+        self._acked = acked  # items moved to cur/: the job changed (its row's counts, `wait`)
         self._server: asyncio.AbstractServer | None = None
         self._sock: socket.socket | None = None
         self._server_task: asyncio.Task[None] | None = None
@@ -123,7 +125,7 @@ class RemoteHub:
             finally:
                 _links.pop(id(writer), None)
             return
-        session = SyncSession(record, self._mailbox(record), reader, writer)
+        session = SyncSession(record, self._mailbox(record), reader, writer, self._acked)
         self._sessions.add(session)
         try:
             await session.run()
@@ -172,10 +174,16 @@ class SyncSession:
     """One remote end's files and mailbox, over its `sync` connection."""
 
     def __init__(
-        self, record: JobRecord, box: Mailbox, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        record: JobRecord,
+        box: Mailbox,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        acked: Callable[[JobRecord], None] = lambda record: None,
     ) -> None:
         self.record = record
         self.box = box
+        self._acked = acked
         self.reader = reader
         self.writer = writer
         self._pushed: set[int] = set()
@@ -264,7 +272,12 @@ class SyncSession:
             if self._dirty_session:  # the entries the ack stands on are durable before it is
                 _fsync(self._path("session"))
                 self._dirty_session = False
-            return {"moved": self.box.ack(int(request["upto"]))}
+            moved = self.box.ack(int(request["upto"]))
+            if moved:
+                # The link's `done` may have come first: a waiter (`roost wait`) weighs the job
+                # again now that its items are acked, as after a local worker's ack and update.
+                self._acked(self.record)
+            return {"moved": moved}
         raise ValueError(f"unknown op {op!r}")
 
     def _kit(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kit.certs import make_cert
 
+from roost.mailbox import Mailbox
 from roost.supervise import attempts
 from roost.supervise.remotehub import RemoteHub, SyncSession
 from roost.wire import remote as remotewire
@@ -98,3 +99,17 @@ def test_a_stream_is_appended_only_at_roostds_size(tmp_path: Path) -> None:
     assert Path(record.session).read_bytes() == b"one\ntwo\n"
     with pytest.raises(ValueError):
         session._append("job.json", 0, enc(b"{}"))
+
+
+def test_an_ack_that_moves_items_tells_roostd_the_job_changed(tmp_path: Path) -> None:
+    """The link's `done` may reach roostd before the sync connection's ack: the ack itself
+    must wake what weighs the job (`roost wait`, the rows' counts)."""
+    record = FakeRecord(tmp_path)
+    box = Mailbox(tmp_path / "mailbox")
+    changed: list[object] = []
+    session = SyncSession(record, box, None, None, changed.append)  # type: ignore[arg-type]
+    item = box.post(kind="reply", text="hi", sender=None)
+    assert session._handle({"op": "ack", "upto": item.seq}) == {"moved": 1}
+    assert changed == [record] and not box.pending()
+    assert session._handle({"op": "ack", "upto": item.seq}) == {"moved": 0}  # again: no change
+    assert changed == [record]
