@@ -1,7 +1,7 @@
 """Where a job's worker runs (roost.supervise.placement), without Ray: `roost run --runner`
 pins a job, a shell job and `--each` refuse it, roostd refuses an unknown runner, and a job
 pinned here runs as a local worker (nothing of Ray imported). Fake pi. The Ray runner's own
-tests are in tests/ray (they need roost[ray] and a head)."""
+tests are in tests/rayrunner (they need roost[ray] and a head)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The Ray runner end to end: the real pi and the scripted model, roostd, and a Ray head on
 127.0.0.1 (kit.rayhead) started once for the file and stopped by its own temp dir.
 
-Run with an interpreter that has roost[ray] (scripts/test-ray). Each test bounds its waits;
-the whole file is bounded by pytest-timeout per test. The model runs in this process: the
-tests see every request the job's pi made from the Ray job.
+Run by scripts/test-ray (an interpreter with roost[ray], ROOST_RAY_TESTS set: tests/conftest.py
+collects tests/rayrunner only then; without Ray this file fails to import, it is never skipped).
+Each test bounds its waits; the whole file is bounded by pytest-timeout per test. The model
+runs in this process: the tests see every request the job's pi made from the Ray job.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import ray  # noqa: F401  (roost[ray]: scripts/test-ray's interpreter has it; a failure without it)
 from kit.certs import make_cert
 from kit.lab import Lab
 from kit.matchers import after_tool, fresh, task, user_texts
@@ -28,8 +30,6 @@ from kit.rayhead import RayHead, free_port
 from kit.wait import pid_alive, wait_until
 
 from roost.fakellm import FakeLLM, last_user_contains, text, tool_call
-
-ray = pytest.importorskip("ray", reason="the ray runner's tests need roost[ray] (scripts/test-ray)")
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_pi")]
 
