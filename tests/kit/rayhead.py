@@ -53,6 +53,7 @@ class RayHead:
 
     def start(self) -> RayHead:
         if not only_loopback():
+            os.rmdir(self.temp_dir)
             raise RuntimeError(
                 "a Ray head binds every interface: start it where loopback is the only one "
                 "(scripts/test-ray runs under `unshare -n`)"
