@@ -33,6 +33,6 @@ def test_runner_is_refused_where_it_means_nothing(fake_pi_env: Lab) -> None:
     try:
         client.call("run", {"task": "x", "cwd": str(env.work), "runner": "slurm"})
     except Exception as exc:
-        assert "runner: expected one of local, ray" in str(exc)
+        assert "run: runner must be one of 'local', 'ray', got a string" in str(exc)  # Op.check
     else:
         raise AssertionError("roostd took an unknown runner")
