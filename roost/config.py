@@ -141,7 +141,9 @@ class Settings:
     "resources": {NAME: AMOUNT} (custom resources pin jobs to nodes), "env": {VAR: VALUE}
     for the node, "listen": host:port of roostd's hub (default 127.0.0.1, a kept port),
     "advertise": host:port the nodes reach it at, "tls": {"cert", "key"} (needed off
-    loopback)}."""
+    loopback), "worktrees": "shared" (the default: a worktree job's worktree is on a
+    filesystem the nodes share) or "node" (made on the node from the repository's remote,
+    "gitRemote" (default origin), and its branch pushed back)}."""
     webDeviceIdleDays: float = 14.0
     """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
@@ -242,6 +244,8 @@ RUNNER_KEYS: dict[str, type | tuple[type, ...]] = {
     "listen": str,
     "advertise": str,
     "tls": dict,
+    "worktrees": str,
+    "gitRemote": str,
 }
 
 
@@ -257,6 +261,9 @@ def _runner(value: Any) -> dict[str, Any] | None:
             log.warning("roost.json: ignoring runner.%s=%r", key, item)
             continue
         runner[key] = item
+    if runner.get("worktrees") not in (None, "shared", "node"):
+        log.warning('roost.json: ignoring runner.worktrees=%r ("shared" or "node")', runner["worktrees"])
+        del runner["worktrees"]
     tls = runner.get("tls")
     if tls is not None and not (isinstance(tls.get("cert"), str) and isinstance(tls.get("key"), str)):
         log.warning('roost.json: ignoring runner.tls (expected {"cert": PATH, "key": PATH})')

@@ -67,7 +67,11 @@ class Placement:
         self._table = table
         self._settings = table.settings
         self.hub = RemoteHub(
-            self._find, table.mailbox, serve_link, lambda record: table.job_changed(record, persist=False)
+            self._find,
+            table.mailbox,
+            serve_link,
+            lambda record: table.job_changed(record, persist=False),
+            self._git_remote,
         )
         self._ray: RayRunner | None = None
 
@@ -115,6 +119,12 @@ class Placement:
             return None
         self._start_hub()
         return self._ray_runner().adopt_job(record.id, record.dir)
+
+    def _git_remote(self) -> str | None:
+        """The git remote a worktree job's node clones from and pushes to (runner
+        `"worktrees": "node"`; supervise/nodegit.py); None: the node shares the filesystem."""
+        runner = self._settings().runner
+        return str(runner.get("gitRemote") or "origin") if runner.get("worktrees") == "node" else None
 
     # -- the remote parts, made on first use --------------------------------------------------
     def _start_hub(self) -> None:

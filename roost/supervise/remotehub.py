@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from roost.host import paths
 from roost.host.fsutil import atomic_write_json, atomic_write_text
 from roost.mailbox.item import name_for
-from roost.supervise import attempts
+from roost.supervise import attempts, nodegit
 from roost.wire import remote as remotewire
+from roost.worktrees import git
 
 if TYPE_CHECKING:
     from roost.job.record import JobRecord
@@ -60,11 +61,13 @@ class RemoteHub:
         mailbox: Callable[[JobRecord], Mailbox],
         serve_link: Handler,
         acked: Callable[[JobRecord], None] = lambda record: None,
+        git_remote: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._find = find
         self._mailbox = mailbox
         self._serve_link = serve_link
         self._acked = acked  # items moved to cur/: the job changed (its row's counts, `wait`)
+        self._git_remote = git_remote  # a worktree job's worktree is made on its node (nodegit)
         self._server: asyncio.AbstractServer | None = None
         self._sock: socket.socket | None = None
         self._server_task: asyncio.Task[None] | None = None
@@ -125,7 +128,7 @@ class RemoteHub:
             finally:
                 _links.pop(id(writer), None)
             return
-        session = SyncSession(record, self._mailbox(record), reader, writer, self._acked)
+        session = SyncSession(record, self._mailbox(record), reader, writer, self._acked, self._git_remote())
         self._sessions.add(session)
         try:
             await session.run()
@@ -180,10 +183,12 @@ class SyncSession:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         acked: Callable[[JobRecord], None] = lambda record: None,
+        git_remote: str | None = None,
     ) -> None:
         self.record = record
         self.box = box
         self._acked = acked
+        self._git_remote = git_remote
         self.reader = reader
         self.writer = writer
         self._pushed: set[int] = set()
@@ -222,9 +227,12 @@ class SyncSession:
                 if request is None:
                     return
                 try:
-                    result = self._handle(request)
+                    if request.get("op") in ("kit", "pushed"):  # git may run: in a thread
+                        result = await asyncio.to_thread(self._handle, request)
+                    else:
+                        result = self._handle(request)
                     await self._send({"id": request.get("id"), "ok": True, "result": result})
-                except (OSError, ValueError, KeyError, TypeError) as exc:
+                except (OSError, ValueError, KeyError, TypeError, git.GitError) as exc:
                     await self._send({"id": request.get("id"), "ok": False, "error": str(exc)})
         except (OSError, ValueError, ConnectionError):
             return
@@ -254,7 +262,14 @@ class SyncSession:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "kit":
-            return self._kit()
+            kit = self._kit()
+            if self._git_remote and self.record.worktree:
+                kit["git"] = nodegit.offer(self.record, self._git_remote)
+            return kit
+        if op == "pushed":  # the node pushed the job's branch (its worktree is its own)
+            if not self._git_remote:
+                raise ValueError("this job's worktree is not made on its node")
+            return {"head": nodegit.take(self.record, self._git_remote, str(request["head"]))}
         if op == "read":
             path = self._path(str(request["name"]))
             with open(path, "rb") as handle:

@@ -38,6 +38,7 @@ from typing import Any
 from roost.mailbox.item import name_for, seq_of
 from roost.tasks import first_of
 from roost.wire import remote as remotewire
+from roost.worker import remotegit
 
 log = logging.getLogger("roost.worker.remote")
 
@@ -78,6 +79,12 @@ class RemoteEnd:
         self.refused: Refused | None = None
         self._early: list[dict[str, Any]] | None = []  # items pushed before the mirror was made
         self._gave_up = asyncio.Event()
+        # A worktree made here from the repository's remote (roost.worker.remotegit): the
+        # clone, its branch, the mark of its HEAD's log and the HEAD roostd last took.
+        self._tree: Path | None = None
+        self._branch = ""
+        self._mark: tuple[int, int] | None = None
+        self._head = ""
 
     # -- the sync connection -------------------------------------------------------------
     async def _open(self) -> None:
@@ -168,6 +175,13 @@ class RemoteEnd:
             os.makedirs(self.box_dir / sub, mode=0o700, exist_ok=True)
         job = json.loads(remotewire.decode(files["job.json"]))
         job["session"] = str(self.session)  # the mirror's copy: roostd keeps the canonical one
+        if kit.get("git"):  # its worktree is made here, from the repository's remote
+            tree, cwd = await asyncio.to_thread(remotegit.clone, kit["git"], self.home.parent)
+            self._tree, self._branch = tree, str(kit["git"]["branch"])
+            self._mark = remotegit.mark(tree)
+            self._head = await asyncio.to_thread(remotegit.head, tree)
+            job["cwd"] = str(cwd)
+            job["worktree"] = {**(job.get("worktree") or {}), "path": str(tree)}
         _write(self.job_dir / "job.json", json.dumps(job).encode())
         for name in ("env.json", *PUT_NAMES):
             if files.get(name) is not None:
@@ -229,12 +243,33 @@ class RemoteEnd:
             if data is not None and data != self._put.get(name):
                 await self._call("put", name=name, data=remotewire.encode(data))
                 self._put[name] = data
+        await self._push_commits()
         await self._stream("session", self.session, 0)
         await self._stream("log", self.job_dir / "worker.log", self._log_base)
         acked = max((seq_of(n) or 0 for n in os.listdir(self.box_dir / "cur")), default=0)
         if acked > self._acked:
             await self._call("ack", upto=acked)
             self._acked = acked
+
+    async def _push_commits(self) -> None:
+        """The job committed in its worktree here: its branch goes back, roostd takes it."""
+        tree = self._tree
+        if tree is None or remotegit.mark(tree) == self._mark:
+            return
+        self._mark = remotegit.mark(tree)
+        head = await asyncio.to_thread(remotegit.head, tree)
+        if head == self._head:
+            return
+        try:
+            await asyncio.to_thread(remotegit.push, tree, self._branch)
+        except remotegit.GitError as exc:  # its branch stays here; the next commit tries again
+            log.error("%s", exc)
+            return
+        try:
+            await self._call("pushed", head=head)
+        except RuntimeError as exc:  # roostd could not take it: never held up the session's stream
+            log.error("%s", exc)
+        self._head = head
 
     async def _stream(self, name: str, path: Path, base: int) -> None:
         try:

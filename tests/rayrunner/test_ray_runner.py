@@ -344,3 +344,49 @@ def test_the_ray_runner_never_imports_ray_for_a_local_job() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def sh_git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_a_worktree_made_on_the_node_sends_its_commits_back_for_diff_and_merge(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead, tmp_path: Path
+) -> None:
+    """runner.worktrees = "node": the node clones the job's branch from the repository's
+    remote (roostd pushed it there), the job commits in that clone, its branch comes back
+    through the remote into roostd's worktree of the job: `roost diff` and `roost merge` as
+    for a local job."""
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head, worktrees="node"))
+    remote, repo = tmp_path / "remote.git", tmp_path / "proj"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    repo.mkdir()
+    sh_git(repo, "init", "-q", "-b", "main")
+    sh_git(repo, "config", "user.email", "test@example.invalid")
+    sh_git(repo, "config", "user.name", "roost test")
+    (repo / "README").write_text("base\n")
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", "base")
+    sh_git(repo, "remote", "add", "origin", str(remote))
+    sh_git(repo, "push", "-q", "origin", "main")
+    commit = (
+        "pwd > where.txt && git add where.txt && "
+        "git -c user.email=node@example.invalid -c user.name=node commit -qm 'from the node' && echo ok"
+    )
+    llm.add(fresh("NODE-WT"), tool_call("bash", {"command": commit}))
+    llm.add(after_tool("NODE-WT", "bash"), text("NODE-WT-DONE"))
+    job = lab.run_job("--worktree", "NODE-WT commit where you are", cwd=repo)
+
+    assert lab.wait(job, timeout=150) == "done"
+    local = Path(lab.record(job)["worktree"]["path"])
+    branch = str(lab.record(job)["worktree"]["branch"])
+    wait_until(lambda: (local / "where.txt").exists(), timeout=60)
+    where = (local / "where.txt").read_text().strip()
+    assert where != str(local) and where.endswith("/worktree")  # it ran in the node's clone
+    assert sh_git(local, "log", "-1", "--format=%s").strip() == "from the node"
+    assert sh_git(remote, "log", "-1", "--format=%s", branch).strip() == "from the node"
+    assert "where.txt" in lab.cli("diff", job).stdout
+    lab.cli("merge", job)
+    assert sh_git(repo, "show", "main:where.txt").strip() == where
+    lab.cli("stop", job)

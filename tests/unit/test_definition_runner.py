@@ -1,5 +1,6 @@
 """A definition's `runner` (roost.definitions.rules; supervise/placement.py): local or ray,
-anything else an error at its line, kept in the job's record, refused in a project agent."""
+anything else an error at its line, kept in the job's record, refused in a project agent; and
+roost.json's `runner` checked (roost.config)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,12 @@ def test_a_project_agent_may_not_choose_where_it_runs() -> None:
     defn, _ = parse('runner = "ray"\n', "far", "project", "/repo/.pi/roost/agents/far.toml")
     assert defn is not None
     assert any("may not set runner" in problem for problem in project_violations(defn))
+
+
+def test_roost_jsons_runner_keeps_its_known_fields_and_worktrees_shared_or_node() -> None:
+    from roost.config import _runner
+
+    kept = _runner({"kind": "ray", "worktrees": "node", "gitRemote": "up", "numCpus": 1, "color": "red"})
+    assert kept == {"kind": "ray", "worktrees": "node", "gitRemote": "up", "numCpus": 1}
+    assert "worktrees" not in (_runner({"kind": "ray", "worktrees": "nfs"}) or {})
+    assert _runner({"kind": "slurm"}) is None
