@@ -242,7 +242,9 @@ class RayRunner:
         if cert is not None:
             env[remotewire.CERT_VAR] = cert
         submission: dict[str, Any] = {
-            "entrypoint": f"{shlex.quote(options.python)} -m roost.worker.remote",
+            # exec: the remote end is the Ray job's process itself, not a child of Ray's shell
+            # (a SIGKILLed shell left it, and its worker, running beside the next attempt).
+            "entrypoint": f"exec {shlex.quote(options.python)} -m roost.worker.remote",
             "runtime_env": {"env_vars": env},
             "entrypoint_num_cpus": options.num_cpus,
             "metadata": {"roost_job": job_id, "attempt": str(attempt.attempt)},

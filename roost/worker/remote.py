@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from roost.host import procid
 from roost.mailbox.item import name_for, seq_of
 from roost.tasks import first_of
 from roost.wire import remote as remotewire
@@ -45,6 +46,8 @@ log = logging.getLogger("roost.worker.remote")
 RECONNECT_MAX_DELAY = 1.0
 FINAL_SYNC_TIMEOUT = 30.0
 PUT_NAMES = ("delivery.jsonl", "run.json")
+OWNER = "owner.json"
+"""In a mirror: the remote end that made it (pid, start time), for `sweep`."""
 
 
 class Refused(Exception):
@@ -430,6 +433,21 @@ def _watch(folder: Path, wake: asyncio.Event) -> _Watch:
     return _Watch(observer)
 
 
+def sweep(base: Path) -> None:
+    """Remove the mirrors this user's remote ends left when they were SIGKILLed (the one
+    exit that cannot clean up): each names its maker, and a mirror whose maker is gone is."""
+    for entry in base.glob("rr*"):
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            owner = json.loads((entry / OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # not a mirror, or one being made
+        if isinstance(owner, dict) and not procid.same_process(owner.get("pid"), owner.get("start")):
+            shutil.rmtree(entry, ignore_errors=True)
+            log.info("removed %s (its remote end is gone)", entry)
+
+
 def main() -> int:
     logging.basicConfig(
         level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
@@ -445,7 +463,10 @@ def main() -> int:
     if not (secret and addr and job and attempt.isdigit()):
         log.error("started without its job (the %s variables)", remotewire.ADDR_VAR)
         return 2
+    sweep(Path(base))
     mirror = Path(tempfile.mkdtemp(prefix="rr", dir=base))  # short: ext.sock lives under it
+    owner = {"pid": os.getpid(), "start": procid.start_time(os.getpid())}
+    _write(mirror / OWNER, json.dumps(owner).encode(), durable=False)
     end = RemoteEnd(addr, cert, job, int(attempt), secret, mirror)
     try:
         return asyncio.run(end.run())

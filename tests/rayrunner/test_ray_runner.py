@@ -92,6 +92,25 @@ def remote_end_pid(job: str) -> int | None:
     return None
 
 
+def mirror_of(job: str) -> Path | None:
+    """The mirror of `job`'s live remote end: its worker's ROOST_HOME is the mirror's `home`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[-3:-1] == [b"roost.worker", job.encode()]:
+            for item in environ:
+                if item.startswith(b"ROOST_HOME="):
+                    home = Path(item.split(b"=", 1)[1].decode())
+                    if (home.parent / "owner.json").exists():  # not roostd's own home
+                        return home.parent
+    return None
+
+
 def test_a_ray_job_runs_takes_a_reply_and_roostd_keeps_its_files(
     ray_lab: Lab, llm: FakeLLM, head: RayHead
 ) -> None:
@@ -148,11 +167,16 @@ def test_a_killed_ray_job_is_restarted_and_its_item_reaches_the_model_once(
     wait_until(lambda: len(llm.requests) > before, timeout=60)  # pi took it: its run is held
     pid = remote_end_pid(job)
     assert pid is not None
+    mirror = mirror_of(job)
+    assert mirror is not None and (mirror / "owner.json").exists()
     os.kill(pid, signal.SIGKILL)  # the Ray job's process, as a lost node would
     hold.set()
 
     # roostd saw the Ray job end and started the next attempt (a new submission id).
     wait_until(lambda: attempt(ray_lab, job)["attempt"] == 2, timeout=90)
+    # The next remote end on the node removed the mirror the killed one could not.
+    wait_until(lambda: not mirror.exists(), timeout=90, what=f"the killed end's mirror {mirror} removed")
+    assert not pid_alive(pid)  # the Ray job's process was the remote end itself (no shell between)
     wait_until(lambda: ray_lab.row(job)["state"] in ("done", "needs_input"), timeout=120)
     # Exactly once to the model: the reply is in roostd's session once (the next attempt
     # continued the run the kill cut short, or found it answered: never delivered twice).
