@@ -414,3 +414,22 @@ def test_a_worktree_made_on_the_node_sends_its_commits_back_for_diff_and_merge(
     lab.cli("merge", job)
     assert sh_git(repo, "show", "main:where.txt").strip() == where
     lab.cli("stop", job)
+
+
+def test_a_ray_jobs_budgets_stop_its_run_and_its_row_shows_its_usage(ray_lab: Lab, llm: FakeLLM) -> None:
+    """Budgets with a Ray job: `--budget-tokens` and `--max-turns` stop its run as a local
+    job's (the worker's budget guard runs on the node), and `roost ls` shows its figures
+    (from roostd's copy of its session)."""
+    usage = (10000, 2000, 4000)  # prompt tokens (4000 of them cached), completion tokens
+    llm.add(task("RB-"), lambda request: tool_call("bash", {"command": "echo t"}, usage=usage))
+    tokens = ray_lab.run_job("--budget-tokens", "30000", "RB-1 tokens")
+    turns = ray_lab.run_job("--max-turns", "2", "RB-2 turns")
+
+    record = ray_lab.wait_state(tokens, "failed", timeout=150)
+    assert record["error"] == "token budget exhausted: 36000 of 30000 tokens", record
+    record = ray_lab.wait_state(turns, "failed", timeout=150)
+    assert record["error"] == "turn limit reached: 2 of 2 model requests", record
+    for job in (tokens, turns):
+        assert attempt(ray_lab, job)["submission"] == f"roost-{job}-1"  # each ran on Ray
+    row = next(r for r in ray_lab.ls() if r["id"] == tokens)
+    assert row["usage"]["requests"] >= 3 and row["usage"]["input"] >= 3 * 6000, row["usage"]
