@@ -4,8 +4,13 @@ A pid alone is not an identity (pids are reused), so roost records a process's s
 beside its pid (a worker in job.json, a lock holder in its lock file) and compares both.
 Read from /proc as psutil's `create_time()` computes it (start ticks / USER_HZ + boot
 time), because the TypeScript twin in `roost/extension/session_lock.ts` has to compute
-the same number without psutil. Standard library only on Linux: the worker imports this
-before pi starts; psutil is the fallback where there is no /proc.
+the same number without psutil. That number moves with the boot time (`btime` in
+/proc/stat, the wall clock minus the time since boot), which moves whenever the wall clock
+is stepped: NTP, a virtual machine's clock set again after a pause or a snapshot's restore.
+So the start ticks (clock ticks since boot, which never move) and the boot id are recorded
+too, and compared when both sides have them (`matches`); the time is only the fallback.
+Standard library only on Linux: the worker imports this before pi starts; psutil is the
+fallback where there is no /proc.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ PROC = Path("/proc")
 # rely on Linux fixing it at 100 for userspace; psutil uses sysconf, which agrees.
 CLK_TCK = 100
 START_TOLERANCE = 0.05
-"""Seconds. Two start times of one process computed from /proc agree exactly; the tolerance
-only absorbs a float round trip through JSON."""
+"""Seconds. Two start times of one process computed from /proc with the same boot time agree
+exactly; the tolerance only absorbs a float round trip through JSON. A stepped wall clock
+moves them by whole seconds: hence the ticks (`matches`)."""
 
 
 @dataclass(frozen=True)
@@ -103,17 +109,46 @@ def live_start_time(pid: int) -> float | None:
     return None if info is None or info.zombie else info.start_time
 
 
-def same_process(pid: int | None, start: float | None) -> bool:
-    """`pid` is still the live process that started at `start`."""
+def live(pid: int) -> ProcessInfo | None:
+    """The live process `pid` (None when it is gone or a zombie): what to record of it."""
+    info = inspect(pid)
+    return None if info is None or info.zombie else info
+
+
+def identity(pid: int) -> tuple[float | None, int | None, str | None]:
+    """What roost records beside the pid of a live process to know it again: its start time,
+    its start ticks and its boot id (see `matches`); Nones when it is gone or a zombie."""
+    info = live(pid)
+    return (None, None, None) if info is None else (info.start_time, info.start_ticks, info.boot_id)
+
+
+def matches(info: ProcessInfo, start: float, ticks: int | None = None, boot: str | None = None) -> bool:
+    """`info` (a process as read now) is the one recorded as started at `start`, `ticks`
+    clock ticks after the boot `boot`. The ticks and the boot id are compared when both sides
+    have them: they never move, while `start` (like psutil's `create_time()`) holds the boot
+    time read when it was recorded, and that moves whenever the wall clock is stepped."""
+    if None not in (ticks, boot, info.start_ticks, info.boot_id):
+        return info.boot_id == boot and info.start_ticks == ticks
+    return info.start_time is not None and abs(info.start_time - start) < START_TOLERANCE
+
+
+def same_process(
+    pid: int | None, start: float | None, ticks: int | None = None, boot: str | None = None
+) -> bool:
+    """`pid` is still the live process that started at `start` (`ticks` after boot `boot`,
+    when they were recorded: see `matches`)."""
     if not pid or start is None:
         return False
-    actual = live_start_time(pid)
-    return actual is not None and abs(actual - start) < START_TOLERANCE
+    info = live(pid)
+    return info is not None and matches(info, start, ticks, boot)
 
 
-def pin(pid: int | None, start: float | None) -> int | None:
-    """A pidfd for `pid` if it is still the live process that started at `start`, else None.
-    Signals sent through it can never reach a later process that reuses the pid."""
+def pin(
+    pid: int | None, start: float | None, ticks: int | None = None, boot: str | None = None
+) -> int | None:
+    """A pidfd for `pid` if it is still the live process that started at `start` (and
+    `ticks`, `boot`: see `matches`), else None. Signals sent through it can never reach a
+    later process that reuses the pid."""
     if not pid or start is None:
         return None
     import os
@@ -122,16 +157,25 @@ def pin(pid: int | None, start: float | None) -> int | None:
         fd = os.pidfd_open(pid)
     except OSError:
         return None
-    if not same_process(pid, start):  # checked after pinning: the pid cannot change now
+    if not same_process(pid, start, ticks, boot):  # checked after pinning: the pid cannot change now
         os.close(fd)
         return None
     return fd
 
 
-def descends_from(pid: int, ancestor: int, ancestor_start: float, depth: int = 8) -> bool:
-    """`pid` is `ancestor` (the live process that started at `ancestor_start`) or one of its
-    descendants, by the parent links in /proc (at most `depth` levels up)."""
-    if not same_process(ancestor, ancestor_start):
+def descends_from(
+    pid: int,
+    ancestor: int,
+    ancestor_start: float,
+    ticks: int | None = None,
+    boot: str | None = None,
+    *,
+    depth: int = 8,
+) -> bool:
+    """`pid` is `ancestor` (the live process that started at `ancestor_start`, and `ticks`,
+    `boot`: see `matches`) or one of its descendants, by the parent links in /proc (at most
+    `depth` levels up)."""
+    if not same_process(ancestor, ancestor_start, ticks, boot):
         return False
     for _ in range(depth):
         if pid == ancestor:
@@ -147,11 +191,14 @@ def descends_from(pid: int, ancestor: int, ancestor_start: float, depth: int = 8
     return False
 
 
-def stop_exact(pid: int | None, start: float | None, grace: float) -> bool:
-    """SIGTERM the process `pid` that started at `start` (its group too when it leads one),
-    SIGKILL after `grace` seconds; never a later process that reuses the pid. False when it
-    was not running. Blocks at most `grace` + 2 s: for processes roostd does not watch."""
-    fd = pin(pid, start)
+def stop_exact(
+    pid: int | None, start: float | None, grace: float, ticks: int | None = None, boot: str | None = None
+) -> bool:
+    """SIGTERM the process `pid` that started at `start` (and `ticks`, `boot`: see
+    `matches`; its group too when it leads one), SIGKILL after `grace` seconds; never a later
+    process that reuses the pid. False when it was not running. Blocks at most `grace` + 2 s:
+    for processes roostd does not watch."""
+    fd = pin(pid, start, ticks, boot)
     if fd is None or pid is None:
         return False
     try:

@@ -80,6 +80,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     # process
     "worker_pid": _OPT_INT,
     "worker_start": _OPT_NUM,
+    "worker_ticks": _OPT_INT,
+    "worker_boot": _OPT_STR,
     "exit_code": _OPT_INT,
     "crashes": (list,),
     # limits
@@ -129,6 +131,10 @@ class Process:
 
     worker_pid: int | None = None
     worker_start: float | None = None  # its start time (roost.host.procid): a reused pid is not it
+    # Its start in clock ticks since the boot `worker_boot`: unlike worker_start, they do not
+    # move when the wall clock is stepped (procid.matches); None in a record of an older roostd.
+    worker_ticks: int | None = None
+    worker_boot: str | None = None
     exit_code: int | None = None  # a shell job's command's
     crashes: list[float] = field(default_factory=list)  # when it crashed, in the window
 

@@ -90,11 +90,7 @@ def holder_is_alive(holder: LockHolder) -> bool:
         return False
     if proc.start_time is None:
         return True
-    exact = (holder.start_ticks, holder.boot_id, proc.start_ticks, proc.boot_id)
-    if None not in exact:
-        # Ticks since boot do not move when the wall clock is stepped; btime does.
-        return holder.boot_id == proc.boot_id and holder.start_ticks == proc.start_ticks
-    return abs(holder.start_time - proc.start_time) < procid.START_TOLERANCE
+    return procid.matches(proc, holder.start_time, holder.start_ticks, holder.boot_id)
 
 
 # --- lock files --------------------------------------------------------------------------

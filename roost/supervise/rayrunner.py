@@ -83,8 +83,10 @@ def warm_up(address: str) -> None:
 class RayLaunch:
     """One attempt on the cluster (a runner.RemoteLaunch)."""
 
-    pid = 0
+    pid = 0  # no process of this machine: its identity is its attempt (remote.json)
     start_time: float | None = None
+    start_ticks: int | None = None
+    boot_id: str | None = None
 
     def __init__(
         self,

@@ -51,9 +51,10 @@ class AgentRouter:
         # Connections of foreground pis holding the session of an attached job: when one
         # closes (the person quit pi, or a hand-off finished) the job goes to the background.
         self.holders: dict[Connection, str] = {}
-        # job id -> (pid, start time) of the `roost attach` that asked for it: the pi that
-        # registers for the attached job's session must be that process or its descendant.
-        self.attach_callers: dict[str, tuple[int, float]] = {}
+        # job id -> (pid, start time, ticks, boot id: procid.identity) of the `roost attach`
+        # that asked for it: the pi that registers for the attached job's session must be
+        # that process or its descendant.
+        self.attach_callers: dict[str, tuple[int, float, int | None, str | None]] = {}
         self._tasks = Tasks(log)  # reports being routed (`report_for`)
 
     async def close(self) -> None:

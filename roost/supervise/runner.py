@@ -41,6 +41,10 @@ class Launched(Protocol):
 
     pid: int
     start_time: float | None
+    start_ticks: int | None
+    """Its start in clock ticks since boot, and that boot's id (None where unknown): its
+    identity when the wall clock is stepped (roost.host.procid.matches)."""
+    boot_id: str | None
 
     def go(self) -> None:
         """Let it act: its identity is saved (OSError when it cannot be told)."""
@@ -82,7 +86,7 @@ class LocalLaunch:
         self._popen = popen
         self._go_write: int | None = go_write
         self.pid = popen.pid
-        self.start_time = procid.live_start_time(popen.pid)
+        self.start_time, self.start_ticks, self.boot_id = procid.identity(popen.pid)
 
     def go(self) -> None:
         try:

@@ -55,7 +55,7 @@ class SpareLaunch:
         self._log_fd: int | None = log_fd
         self._job = job
         self.pid = popen.pid
-        self.start_time = procid.live_start_time(popen.pid)
+        self.start_time, self.start_ticks, self.boot_id = procid.identity(popen.pid)
 
     def go(self) -> None:
         try:

@@ -119,8 +119,9 @@ class WorkerProcess:
             )
         )
         self._launched = launched
-        self.record.process.worker_pid = launched.pid or None  # 0: not a process of this machine
-        self.record.process.worker_start = launched.start_time
+        process = self.record.process
+        process.worker_pid, process.worker_start = launched.pid or None, launched.start_time  # 0: remote
+        process.worker_ticks, process.worker_boot = launched.start_ticks, launched.boot_id
         try:
             self._watch_launched(launched)
         except BaseException:
@@ -146,10 +147,11 @@ class WorkerProcess:
         """Take over the live worker the job's record names (its pid and start time, saved
         before the worker ran): False when it is gone. A process that merely holds the
         job's worker lock is never adopted: any process of the user can take a lock."""
-        pid, start = self.record.process.worker_pid, self.record.process.worker_start
+        process = self.record.process
+        pid = process.worker_pid
         if pid is None:
             return self._adopt_remote()
-        if not procid.same_process(pid, start):
+        if not procid.same_process(pid, process.worker_start, process.worker_ticks, process.worker_boot):
             return False
         self._launched = None
         self._exited = asyncio.Event()
@@ -185,6 +187,24 @@ class WorkerProcess:
         else:
             self._watch(launched.pid)
 
+    def not_the_worker(self, pid: int) -> str | None:
+        """Why the live process `pid` is not the job's worker, or None when it is: the pid
+        roostd saved when it started (or adopted) it, and still the process that started
+        then (its start ticks since boot, or its start time in a record of an older roostd:
+        procid.matches). Says which of the two failed, and with what."""
+        process = self.record.process
+        if process.worker_pid != pid:
+            return f"job {self.record.id}: its worker is pid {process.worker_pid}, not pid {pid}"
+        if procid.same_process(pid, process.worker_start, process.worker_ticks, process.worker_boot):
+            return None
+        start, ticks, boot = procid.identity(pid)
+        now = "gone" if start is None else f"started at {_when(start, ticks, boot)}"
+        saved = _when(process.worker_start, process.worker_ticks, process.worker_boot)
+        return (
+            f"job {self.record.id}: pid {pid} is not the worker roostd started: it {now}, "
+            f"the worker started at {saved}"
+        )
+
     def _watch(self, pid: int) -> None:
         self._pidfd = os.pidfd_open(pid)
         asyncio.get_running_loop().add_reader(self._pidfd, self._handle_exit)
@@ -214,6 +234,7 @@ class WorkerProcess:
     def _exited_with(self, code: int | None) -> None:
         self.record.process.worker_pid = None
         self.record.process.worker_start = None
+        self.record.process.worker_ticks = self.record.process.worker_boot = None
         self.conn = None
         self._exited.set()
         self.reported.set()  # its end is roostd's to say now
@@ -345,6 +366,12 @@ class WorkerProcess:
             self._remote = None
 
 
+def _when(start: float | None, ticks: int | None, boot: str | None) -> str:
+    """A process start as `not_the_worker` names it: the time, then its ticks and boot."""
+    since_boot = f" (tick {ticks} of boot {boot[:8]})" if ticks is not None and boot else ""
+    return f"{start!r}{since_boot}"
+
+
 EVICT_GRACE_SECONDS = 2.0
 
 
@@ -357,7 +384,8 @@ def evict_strangers(job_dir: Path, keep: int | None = None) -> list[int]:
     for pid in joblock.kernel_holders(job_dir):
         if pid in (keep, os.getpid()):
             continue
-        if procid.stop_exact(pid, procid.live_start_time(pid), EVICT_GRACE_SECONDS):
+        start, ticks, boot = procid.identity(pid)
+        if procid.stop_exact(pid, start, EVICT_GRACE_SECONDS, ticks, boot):
             log.warning("%s: stopped pid %s, which held its worker lock", job_dir.name, pid)
             stopped.append(pid)
     return stopped
@@ -377,7 +405,9 @@ def stop_leftovers(record: JobRecord) -> list[int]:
             holder is not None
             and holder.pid != os.getpid()
             and holder_is_alive(holder)
-            and procid.stop_exact(holder.pid, holder.start_time, EVICT_GRACE_SECONDS)
+            and procid.stop_exact(
+                holder.pid, holder.start_time, EVICT_GRACE_SECONDS, holder.start_ticks, holder.boot_id
+            )
         ):
             log.warning("job %s: stopped pid %s, which held its session", record.id, holder.pid)
             stopped.append(holder.pid)

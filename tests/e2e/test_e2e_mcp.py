@@ -72,6 +72,10 @@ def call(lab: Lab, inspector: list[str], *args: str) -> Any:
     ]
     argv = [
         *inspector,
+        # 15 s by default: a loaded 2-core machine (a whole suite beside) can take longer
+        # to start the server and answer; the test is about what it answers.
+        "--connect-timeout",
+        "120000",
         *(x for n in names for x in ("-e", n)),
         "--cwd",
         str(lab.work),

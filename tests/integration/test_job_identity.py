@@ -142,6 +142,35 @@ def test_a_killed_roostd_readopts_the_worker_it_recorded(fake_pi_env: Lab) -> No
     assert settle(env, job) == "done"
 
 
+def test_a_worker_is_readopted_after_the_wall_clock_was_stepped() -> None:
+    """btime moves when the wall clock is stepped (a loaded CI machine's did, between a
+    worker's start and its hello): the worker roostd recorded before the step is still the
+    one it adopts after a SIGKILL, and whose hello it takes (tests/kit/clockstep)."""
+    step = Path(__file__).parent.parent / "kit" / "clockstep"
+    with Lab(pi="fake") as env:
+        flag = env.root / "clock-stepped"
+        path = os.pathsep.join(p for p in (str(step), env.env.get("PYTHONPATH", "")) if p)
+        env.env.update(PYTHONPATH=path, ROOST_TEST_CLOCK_STEP=str(flag))
+        job = env.run_job("[[hold gate]] working")
+        wait_until(lambda: status_is(env, job, "running hold"), 20, what="the hold tool to run")
+        worker = env.show(job)["worker"]["pid"]
+        daemon = env.daemon_pid()
+        assert daemon is not None
+        os.kill(daemon, signal.SIGKILL)
+        wait_until(lambda: not procid.alive(daemon), 10, what="roostd to die")
+        flag.touch()  # the wall clock jumps 13 s: so does every start time computed from now
+        env.roost_ok("ls")
+        wait_until(
+            lambda: env.show(job)["worker"]["state"] == "running",
+            30,
+            what="the worker to be adopted and say hello again",
+        )
+        assert env.show(job)["worker"]["pid"] == worker
+        assert f"adopting live worker pid {worker}" in (env.roost_home / "roostd.log").read_text()
+        (env.work / "gate").touch()
+        assert settle(env, job) == "done"
+
+
 def test_a_worker_whose_roostd_died_before_recording_it_never_runs(fake_pi_env: Lab) -> None:
     env = fake_pi_env
     job = env.run_job("soon idle")

@@ -76,6 +76,10 @@ async def roost_acp(lab: Lab, editor: Editor) -> AsyncIterator[Any]:
         "acp",
         env=lab.env,
         cwd=str(lab.work),
+        # The library waits 2 s for the exit after closing stdin, then terminates a process
+        # that may have exited meanwhile (ProcessLookupError): on a loaded machine roost acp's
+        # exit can take longer than that, so wait as an editor would.
+        transport_kwargs={"shutdown_timeout": 30.0},
         use_unstable_protocol=True,
     ) as (conn, _process):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)

@@ -86,6 +86,8 @@ def test_job_json_is_written_grouped() -> None:
     assert saved["process"] == {
         "workerPid": 11553,
         "workerStart": 1796138049.87,
+        "workerTicks": None,  # an older roostd saved no ticks: its start time is the fallback
+        "workerBoot": None,
         "exitCode": None,
         "crashes": [],
     }

@@ -31,12 +31,13 @@ class FakeLaunch:
     def __init__(self, log: list[str], record: JobRecord) -> None:
         self._popen = subprocess.Popen(["sleep", "30"])
         self.pid = self._popen.pid
-        self.start_time = procid.live_start_time(self.pid)
+        self.start_time, self.start_ticks, self.boot_id = procid.identity(self.pid)
         self._log, self._record = log, record
 
     def go(self) -> None:
-        saved = load_record(self._record.file).process
-        same = (saved.worker_pid, saved.worker_start) == (self.pid, self.start_time)
+        p = load_record(self._record.file).process
+        saved = (p.worker_pid, p.worker_start, p.worker_ticks, p.worker_boot)
+        same = saved == (self.pid, self.start_time, self.start_ticks, self.boot_id)
         self._log.append(f"go saved={same}")
         self._popen.kill()
 
@@ -116,7 +117,8 @@ def test_the_local_runner_holds_its_worker_until_go(tmp_path: Path) -> None:
         launched = LocalRunner().launch(
             WorkerSpec("0000abcd", [sys.executable, "-c", script], str(tmp_path), log_path)
         )
-        assert launched.start_time == procid.live_start_time(launched.pid)
+        assert (launched.start_time, launched.start_ticks, launched.boot_id) == procid.identity(launched.pid)
+        assert launched.start_ticks is not None and launched.boot_id is not None
         launched.go() if release else launched.cancel()
         assert launched.wait() == 0
         assert log_path.read_text() == ("go" if release else "eof")

@@ -96,7 +96,7 @@ def test_a_spare_is_never_started_when_turned_off() -> None:
 
 class Launch:
     pid = os.getpid()
-    start_time = None
+    start_time = start_ticks = boot_id = None
 
     def go(self) -> None: ...
 

@@ -102,8 +102,10 @@ def live_workers() -> list[tuple[Any, int, float]]:
             record = load_record(path)
         except (OSError, ValueError):
             continue
-        pid, start = record.process.worker_pid, record.process.worker_start
-        if pid is not None and start is not None and same_process(pid, start):
+        process = record.process
+        pid, start = process.worker_pid, process.worker_start
+        ticks, boot = process.worker_ticks, process.worker_boot
+        if pid is not None and start is not None and same_process(pid, start, ticks, boot):
             found.append((record, pid, start))
     return found
 
@@ -119,10 +121,11 @@ def stop_workers(found: list[tuple[Any, int, float]]) -> list[str]:
     grace = load_settings().stopTimeoutSeconds
     stopped = []
     for record, pid, start in found:
-        if not stop_exact(pid, start, grace):
+        if not stop_exact(pid, start, grace, record.process.worker_ticks, record.process.worker_boot):
             continue  # gone meanwhile, or no longer that process
         record.process.worker_pid = None
         record.process.worker_start = None
+        record.process.worker_ticks = record.process.worker_boot = None
         if record.state not in (JobState.FAILED, JobState.STOPPED):
             record.state = JobState.STOPPED
             record.apply({"status": "", "busy": False, "dialog": False})

@@ -46,7 +46,7 @@ def keep_sandbox(box: Sandbox) -> bool:
         )
     from roost.host import procid
 
-    start = procid.live_start_time(model.pid)
+    start, ticks, boot = procid.identity(model.pid)
     try:
         _connectable(port, model)
     except OSError as exc:
@@ -59,7 +59,7 @@ def keep_sandbox(box: Sandbox) -> bool:
             {
                 "roostHome": str(box.roost_home),
                 "agentDir": str(box.agent_dir),
-                "model": {"pid": model.pid, "start": start, "port": port},
+                "model": {"pid": model.pid, "start": start, "ticks": ticks, "boot": boot, "port": port},
             }
         )
         + "\n"
@@ -155,8 +155,10 @@ def end_sandbox(directory: str | None) -> int:
         while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
     stop_workers(live_workers())  # a worker roostd did not know of, or no roostd
-    if same_process(model.get("pid"), model.get("start")):
-        stop_exact(model["pid"], model["start"], 5.0)
+    ticks, boot = model.get("ticks"), model.get("boot")  # None in a sandbox of an older roost
+    ticks, boot = (ticks if type(ticks) is int else None), (boot if isinstance(boot, str) else None)
+    if same_process(model.get("pid"), model.get("start"), ticks, boot):
+        stop_exact(model["pid"], model["start"], 5.0, ticks, boot)
     shutil.rmtree(root, ignore_errors=True)
     if root.exists():
         say(f"roost demo --end: could not delete all of {root}")

@@ -39,9 +39,9 @@ async def attach(core: Core, conn: Connection, request: JobRef) -> dict[str, Any
     if (held := jobstore.held_by_other(record)) is not None:  # the TUI would be a second writer
         raise RequestError(REFUSED, f"job {record.id}: {held.who()}: quit it first")
     record.set_attach(Attach.ATTACHING, "roost attach")
-    start = procid.live_start_time(conn.peer.pid) if conn.peer is not None else None
+    start, ticks, boot = procid.identity(conn.peer.pid) if conn.peer is not None else (None, None, None)
     if conn.peer is not None and start is not None:  # whose pi may register for it
-        core.agents.attach_callers[record.id] = (conn.peer.pid, start)
+        core.agents.attach_callers[record.id] = (conn.peer.pid, start, ticks, boot)
     core.job_changed(record)
     proc = core.procs.get(record.id)
     try:

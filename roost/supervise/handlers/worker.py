@@ -6,7 +6,6 @@ import hmac
 import os
 from typing import Any, cast
 
-from roost.host import procid
 from roost.job.record import Facts, JobRecord
 from roost.job.states import WORKER_STATES, JobState
 from roost.supervise import budget, remotehub
@@ -33,8 +32,9 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
     # The token alone is no proof: job.json is readable by any process of the user
     # (an agent's tools included), and so is its worker lock. The caller must be the very
     # process roostd spawned (or adopted) as the job's worker: the pid the kernel gives
-    # for the socket (SO_PEERCRED) and that process's start time are the ones roostd saved
-    # when it spawned it, and roostd still watches it.
+    # for the socket (SO_PEERCRED) and that process's start (its ticks since boot:
+    # WorkerProcess.not_the_worker) are the ones roostd saved when it spawned it, and roostd
+    # still watches it.
     peer = conn.peer
     if peer is None or peer.uid != os.getuid():
         raise RequestError(UNAUTHORIZED, "worker_hello: the caller's credentials are unknown")
@@ -44,10 +44,9 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
     proc = core.proc(record)
     if not proc.alive and not proc.adopt():
         raise RequestError(UNAUTHORIZED, f"job {record.id} has no worker that roostd started")
-    if record.process.worker_pid != pid or not procid.same_process(pid, record.process.worker_start):
-        raise RequestError(
-            UNAUTHORIZED, f"job {record.id} has worker pid {record.process.worker_pid}, not {pid}"
-        )
+    refusal = proc.not_the_worker(pid)
+    if refusal is not None:
+        raise RequestError(UNAUTHORIZED, refusal)
     return _bind(core, conn, record)
 
 
