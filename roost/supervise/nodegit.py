@@ -1,9 +1,9 @@
 """A remote job's worktree made on its node from the repository's remote (runner
 `"worktrees": "node"`; docs/scale-out.md), roostd's half. Blocking: the hub runs it in a thread.
 
-`offer`, as the remote end asks for the job's kit: roostd's own worktree of the job
-(roost.supervise.worktrees made it, at its base) gets its files if its checkout is still
-pending, and its branch is pushed to the remote (`runner.gitRemote`, default `origin`), so
+`offer`, as the remote end asks for the job's kit (the hub has written the files of
+roostd's own worktree of the job by then, roost.supervise.worktrees made it at its base):
+its branch is pushed to the remote (`runner.gitRemote`, default `origin`), so
 that the node clones that branch; the kit says where (`url`, `branch`, and `rel`: the job's
 directory within the worktree). `take`, when the node says it pushed the branch again:
 roostd's worktree fetches it and moves to it (fast-forward only), so `roost diff` and `roost
@@ -17,7 +17,6 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from roost.worktrees import checkout as fill
 from roost.worktrees import git
 
 if TYPE_CHECKING:
@@ -32,7 +31,6 @@ def offer(record: JobRecord, remote: str) -> dict[str, Any] | None:
     if not wt:
         return None
     path, branch = str(wt["path"]), str(wt["branch"])
-    fill.finish_pending(record.dir, path)  # its files: roost diff compares them with the node's
     url = git.git(["remote", "get-url", remote], path, doing=f"reading the remote {remote!r}").stdout.strip()
     git.git(
         ["push", "--quiet", remote, f"HEAD:refs/heads/{branch}"],

@@ -28,6 +28,7 @@ from roost.host.fsutil import atomic_write_json, atomic_write_text
 from roost.mailbox.item import name_for
 from roost.supervise import attempts, nodegit
 from roost.wire import remote as remotewire
+from roost.worktrees import checkout as fill
 from roost.worktrees import git
 
 if TYPE_CHECKING:
@@ -262,6 +263,8 @@ class SyncSession:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "kit":
+            if self.record.worktree:  # its files, here: the node's worker never sees the marker
+                fill.finish_pending(self.record.dir, str(self.record.worktree["path"]))
             kit = self._kit()
             if self._git_remote and self.record.worktree:
                 kit["git"] = nodegit.offer(self.record, self._git_remote)

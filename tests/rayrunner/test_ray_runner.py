@@ -374,15 +374,8 @@ def sh_git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def test_a_worktree_made_on_the_node_sends_its_commits_back_for_diff_and_merge(
-    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead, tmp_path: Path
-) -> None:
-    """runner.worktrees = "node": the node clones the job's branch from the repository's
-    remote (roostd pushed it there), the job commits in that clone, its branch comes back
-    through the remote into roostd's worktree of the job: `roost diff` and `roost merge` as
-    for a local job."""
-    lab = make_lab(llm=llm)
-    lab.configure(runner=runner_settings(lab, head, worktrees="node"))
+def repo_with_remote(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository on main with one commit, and its `origin`: a bare repository."""
     remote, repo = tmp_path / "remote.git", tmp_path / "proj"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     repo.mkdir()
@@ -394,22 +387,43 @@ def test_a_worktree_made_on_the_node_sends_its_commits_back_for_diff_and_merge(
     sh_git(repo, "commit", "-q", "-m", "base")
     sh_git(repo, "remote", "add", "origin", str(remote))
     sh_git(repo, "push", "-q", "origin", "main")
-    commit = (
-        "pwd > where.txt && git add where.txt && "
-        "git -c user.email=node@example.invalid -c user.name=node commit -qm 'from the node' && echo ok"
-    )
-    llm.add(fresh("NODE-WT"), tool_call("bash", {"command": commit}))
-    llm.add(after_tool("NODE-WT", "bash"), text("NODE-WT-DONE"))
-    job = lab.run_job("--worktree", "NODE-WT commit where you are", cwd=repo)
+    return repo, remote
+
+
+COMMIT_WHERE = (
+    "pwd > where.txt && git add where.txt && "
+    "git -c user.email=node@example.invalid -c user.name=node commit -qm 'from the node' && echo ok"
+)
+
+
+@pytest.mark.parametrize("worktrees", ["shared", "node"])
+def test_a_ray_jobs_worktree_commits_reach_diff_and_merge(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead, tmp_path: Path, worktrees: str
+) -> None:
+    """`roost run --worktree` on Ray. "shared" (the default): the node has roostd's worktree
+    at the same path (here, the same machine). "node": the node clones the job's branch from
+    the repository's remote (roostd pushed it there), the job commits in that clone, and its
+    branch comes back through the remote into roostd's worktree. Either way `roost diff` and
+    `roost merge` work as for a local job."""
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head, worktrees=worktrees))
+    repo, remote = repo_with_remote(tmp_path)
+    llm.add(fresh("WT-RAY"), tool_call("bash", {"command": COMMIT_WHERE}))
+    llm.add(after_tool("WT-RAY", "bash"), text("WT-RAY-DONE"))
+    job = lab.run_job("--worktree", "WT-RAY commit where you are", cwd=repo)
 
     assert lab.wait(job, timeout=150) == "done"
+    assert attempt(lab, job)["submission"] == f"roost-{job}-1"
     local = Path(lab.record(job)["worktree"]["path"])
     branch = str(lab.record(job)["worktree"]["branch"])
     wait_until(lambda: (local / "where.txt").exists(), timeout=60)
     where = (local / "where.txt").read_text().strip()
-    assert where != str(local) and where.endswith("/worktree")  # it ran in the node's clone
+    if worktrees == "node":
+        assert where != str(local) and where.endswith("/worktree")  # it ran in the node's clone
+        assert sh_git(remote, "log", "-1", "--format=%s", branch).strip() == "from the node"
+    else:
+        assert where == str(local)  # it ran in roostd's worktree, through the shared filesystem
     assert sh_git(local, "log", "-1", "--format=%s").strip() == "from the node"
-    assert sh_git(remote, "log", "-1", "--format=%s", branch).strip() == "from the node"
     assert "where.txt" in lab.cli("diff", job).stdout
     lab.cli("merge", job)
     assert sh_git(repo, "show", "main:where.txt").strip() == where
