@@ -164,6 +164,16 @@ class DaemonLink:
             self._last_sent = None
         return go
 
+    async def wait_bound(self, timeout: float) -> bool:
+        """True once the link is bound to a roostd (at once when it is), False when it was
+        not within `timeout` seconds."""
+        if not self.connected:
+            try:
+                await asyncio.wait_for(self._bound.wait(), timeout)
+            except TimeoutError:
+                return False
+        return self.connected
+
     async def after_hello(self, then: Callable[[], None]) -> None:
         """Call `then` once the link is bound to a roostd (at once when it is)."""
         await self._bound.wait()

@@ -19,6 +19,12 @@ from roost.wire.ops import EXTENSION_OPS, Op
 from roost.wire.protocol import REFUSED, UNAUTHORIZED, RequestError
 from roost.worker.daemon_link import DaemonLink
 
+LINK_WAIT_SECONDS = 30.0
+"""How long an agent's `roost_agents`/`roost_send`/`roost_spawn` call waits for the worker's
+link to roostd (roostd starting or restarting, the worker's hello not answered yet) before it
+is refused. Nothing was sent yet, so waiting is safe, and it spares the model a refusal that
+it could only retry (seen right after a job's start on a loaded machine)."""
+
 
 class ExtensionChannel:
     def __init__(
@@ -80,8 +86,10 @@ class ExtensionChannel:
 
         async def forward(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
             args = {k: v for k, v in request.items() if k not in ("id", "op")}
-            if not self.link.connected:
-                raise RequestError(REFUSED, "roostd is not reachable right now; try again")
+            if not await self.link.wait_bound(LINK_WAIT_SECONDS):
+                raise RequestError(
+                    REFUSED, f"roostd is not reachable (waited {LINK_WAIT_SECONDS:g} s); try again"
+                )
             return await self.link.request(str(request["op"]), **args)
 
         async def gate(conn: Connection, request: dict[str, Any]) -> dict[str, Any]:

@@ -185,15 +185,13 @@ class FakePi:
         self.run_messages: list[dict[str, Any]] = []
         self.aborting = False
         self.ext_writer: asyncio.StreamWriter | None = None  # the extension's channel
-        self.spawn_frame: bytes | None = None  # the last roost_spawn, until roostd took it
-        self.spawn_tries = 0
         self.answers: list[str] = []  # [[answers ...]]: the next model calls' answers
 
     def send_spawn(self, frame: dict[str, Any]) -> None:
-        """roost_spawn through the extension's channel (kept until answered: send_spawn_again)."""
+        """roost_spawn through the extension's channel (once: a worker whose link to roostd
+        is not up yet holds the call until it is, roost.worker.extchannel)."""
         assert self.ext_writer is not None
-        self.spawn_frame, self.spawn_tries = json.dumps(frame).encode() + b"\n", 0
-        self.ext_writer.write(self.spawn_frame)
+        self.ext_writer.write(json.dumps(frame).encode() + b"\n")
 
     @property
     def streaming(self) -> bool:
@@ -494,19 +492,6 @@ async def wait_for_gate(name: str) -> None:
         await asyncio.sleep(0.02)  # test scaffolding: a file the test creates when it wants
 
 
-def send_spawn_again(pi: FakePi, frame: dict[str, Any]) -> None:
-    """A spawn the worker refused because its own link to roostd was not up yet ('roostd is
-    not reachable right now; try again': a worker under load, its pi faster than its
-    hello) is sent again 0.1 s later, as a model told to try again would, for 30 s at most;
-    any other refusal stands."""
-    error = frame.get("error") or {}
-    transient = str(error.get("message", "")).startswith("roostd is not reachable right now")
-    if frame.get("id") == 2 and transient and pi.spawn_frame is not None and pi.ext_writer is not None:
-        pi.spawn_tries += 1
-        if pi.spawn_tries <= 300:
-            asyncio.get_running_loop().call_later(0.1, pi.ext_writer.write, pi.spawn_frame)
-
-
 async def extension_link(pi: FakePi, sock_path: str) -> None:
     """The roost extension's job channel: hello, then pushed `inject` events."""
     reader, writer = await asyncio.open_unix_connection(sock_path, limit=8 * 1024 * 1024)
@@ -521,9 +506,6 @@ async def extension_link(pi: FakePi, sock_path: str) -> None:
         frame = json.loads(line)
         if frame.get("type") == "response" and not frame.get("ok"):
             print(f"fakepi: extension channel refused: {frame.get('error')}", file=sys.stderr, flush=True)
-            send_spawn_again(pi, frame)
-        elif frame.get("type") == "response" and frame.get("id") == 2:
-            pi.spawn_frame = None
         elif frame.get("type") == "event" and frame.get("event") in ("inject", "deliver", "note"):
             pi.inject(frame)
 

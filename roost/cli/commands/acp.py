@@ -33,6 +33,16 @@ def acp() -> None:
 
     from roost.display.output import terminal
 
+    # The wire is stdin and stdout as an editor gives them (pipes): asyncio cannot wait on
+    # a file or /dev/null (a traceback, or a wait that never ends), so say so instead.
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if not _waitable(stream):
+            fail(
+                f"roost acp speaks the Agent Client Protocol over stdin and stdout, and its "
+                f"{name} is a file or /dev/null: an editor starts it with pipes "
+                "(docs: Editors)"
+            )
+
     sys.stdout = terminal()  # the JSON-RPC wire: the package writes it as it is
     agent: Any = RoostAgent()  # acp.Agent is a Protocol of every method, optional ones too
     try:
@@ -41,6 +51,19 @@ def acp() -> None:
         pass
     finally:
         agent.feed.stop()
+
+
+def _waitable(stream: Any) -> bool:
+    """A pipe, a socket or a terminal: what asyncio's pipe transports can wait on."""
+    import os
+    import stat
+
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 def register(group: click.Group) -> None:
