@@ -435,7 +435,9 @@ def _watch(folder: Path, wake: asyncio.Event) -> _Watch:
 
 def sweep(base: Path) -> None:
     """Remove the mirrors this user's remote ends left when they were SIGKILLed (the one
-    exit that cannot clean up): each names its maker, and a mirror whose maker is gone is."""
+    exit that cannot clean up): each names its maker (pid, start time, pid namespace), and a
+    mirror whose maker is gone is; one made in another pid namespace (another container
+    sharing the folder) is left alone, its maker's pid meaning nothing here."""
     for entry in base.glob("rr*"):
         try:
             if entry.stat().st_uid != os.getuid():
@@ -443,9 +445,18 @@ def sweep(base: Path) -> None:
             owner = json.loads((entry / OWNER).read_text())
         except (OSError, ValueError):
             continue  # not a mirror, or one being made
-        if isinstance(owner, dict) and not procid.same_process(owner.get("pid"), owner.get("start")):
+        if not isinstance(owner, dict) or owner.get("pidns") != _pid_namespace():
+            continue  # made where its maker's pid means another process (or none): not ours to say
+        if not procid.same_process(owner.get("pid"), owner.get("start")):
             shutil.rmtree(entry, ignore_errors=True)
             log.info("removed %s (its remote end is gone)", entry)
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def main() -> int:
@@ -465,7 +476,7 @@ def main() -> int:
         return 2
     sweep(Path(base))
     mirror = Path(tempfile.mkdtemp(prefix="rr", dir=base))  # short: ext.sock lives under it
-    owner = {"pid": os.getpid(), "start": procid.start_time(os.getpid())}
+    owner = {"pid": os.getpid(), "start": procid.start_time(os.getpid()), "pidns": _pid_namespace()}
     _write(mirror / OWNER, json.dumps(owner).encode(), durable=False)
     end = RemoteEnd(addr, cert, job, int(attempt), secret, mirror)
     try:

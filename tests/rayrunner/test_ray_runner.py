@@ -50,6 +50,7 @@ def ray_lab(make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead) -> Lab:
 
 def runner_settings(lab: Lab, head: RayHead, **more: object) -> dict[str, object]:
     node_env = {k: v for k, v in lab.env.items() if k != "ROOST_HOME"}
+    node_env["ROOST_REMOTE_DIR"] = str(lab.root)  # the node's mirrors: gone with the lab
     return {
         "kind": "ray",
         "address": head.address,
