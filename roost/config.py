@@ -134,6 +134,16 @@ class Settings:
     approvalTimeout: float = 1800.0
     """Seconds an approval waits for an answer before the call is denied (`roost run
     --approval-timeout`)."""
+    runner: dict[str, Any] = field(default_factory=dict)
+    """Where pi jobs' workers run (`roost run --runner` chooses per job; docs: Scale-out):
+    {"kind": "local"} (the default) or {"kind": "ray", "address": URL of the Ray Jobs API
+    (default http://127.0.0.1:8265), "python": the nodes' interpreter with roost, "numCpus",
+    "resources": {NAME: AMOUNT} (custom resources pin jobs to nodes), "env": {VAR: VALUE}
+    for the node, "listen": host:port of roostd's hub (default 127.0.0.1, a kept port),
+    "advertise": host:port the nodes reach it at, "tls": {"cert", "key"} (needed off
+    loopback), "worktrees": "shared" (the default: a worktree job's worktree is on a
+    filesystem the nodes share) or "node" (made on the node from the repository's remote,
+    "gitRemote" (default origin), and its branch pushed back)}."""
     webDeviceIdleDays: float = 14.0
     """A device paired with `roost web` and not used for this long must pair again (0: never)."""
 
@@ -162,6 +172,11 @@ class Settings:
                 rules = _approval_rules(value)
                 if rules is not None:
                     values[key] = rules
+                continue
+            if key == "runner":
+                runner = _runner(value)
+                if runner is not None:
+                    values[key] = runner
                 continue
             if key == "hooks":
                 hooks = _hooks(value)
@@ -217,6 +232,43 @@ def _sandbox(value: Any) -> dict[str, Any]:
     else:
         log.warning("roost.json: ignoring sandbox.network=%r (expected none or host)", network)
     return out
+
+
+RUNNER_KEYS: dict[str, type | tuple[type, ...]] = {
+    "kind": str,
+    "address": str,
+    "python": str,
+    "numCpus": (int, float),
+    "resources": dict,
+    "env": dict,
+    "listen": str,
+    "advertise": str,
+    "tls": dict,
+    "worktrees": str,
+    "gitRemote": str,
+}
+
+
+def _runner(value: Any) -> dict[str, Any] | None:
+    """`runner` checked: an object whose kind is local or ray; a wrong field is dropped."""
+    if not isinstance(value, dict) or value.get("kind", "local") not in ("local", "ray"):
+        log.warning('roost.json: ignoring runner=%r (expected {"kind": "local" or "ray", ...})', value)
+        return None
+    runner: dict[str, Any] = {}
+    for key, item in value.items():
+        expected = RUNNER_KEYS.get(key)
+        if expected is None or not isinstance(item, expected) or isinstance(item, bool):
+            log.warning("roost.json: ignoring runner.%s=%r", key, item)
+            continue
+        runner[key] = item
+    if runner.get("worktrees") not in (None, "shared", "node"):
+        log.warning('roost.json: ignoring runner.worktrees=%r ("shared" or "node")', runner["worktrees"])
+        del runner["worktrees"]
+    tls = runner.get("tls")
+    if tls is not None and not (isinstance(tls.get("cert"), str) and isinstance(tls.get("key"), str)):
+        log.warning('roost.json: ignoring runner.tls (expected {"cert": PATH, "key": PATH})')
+        del runner["tls"]
+    return runner
 
 
 def _hooks(value: Any) -> dict[str, tuple[str, ...]] | None:

@@ -8,7 +8,8 @@
 
 Every lab prints its diagnostics (roostd's and the workers' logs; shown when the test
 failed) and is closed: roostd and every process it left behind are gone after the test.
-Everything under tests/e2e/ (the real pi) is marked `e2e`. In parallel workers (pytest-xdist,
+Everything under tests/e2e/ (the real pi) is marked `e2e`; tests/rayrunner is collected only under
+scripts/test-ray. In parallel workers (pytest-xdist,
 scripts/test) the tests marked `slow` are handed out first, so that no long test starts last
 and holds the run's end alone.
 """
@@ -28,6 +29,10 @@ from roost.fakellm import FakeLLM
 from roost.wire import protocol
 
 E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+# tests/rayrunner runs only under scripts/test-ray (a Ray head in a network namespace of its own,
+# roost[ray] in .venv-ray), which sets ROOST_RAY_TESTS; anywhere else it is not collected.
+collect_ignore = [] if os.environ.get("ROOST_RAY_TESTS") else ["rayrunner"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -26,7 +26,10 @@ KEYS = (
     "output_schema",
     "approvals",
     "sandbox",
+    "runner",
 )
+RUNNERS = ("local", "ray")
+"""Where a definition's jobs run (roost.json's `runner` kinds; supervise/placement.py)."""
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 ROOST_TOOLS = ("roost_agents", "roost_send", "roost_spawn")
@@ -77,6 +80,8 @@ class Definition:
     approvals: dict[str, Any] | str | None = None
     # Its jobs' bash runs under bubblewrap (roost.sandbox); false or left out: as run says.
     sandbox: bool | None = None
+    # Where its jobs' workers run: "local" or "ray"; left out: roost.json's runner.
+    runner: str | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def body(self) -> dict[str, Any]:
@@ -118,6 +123,7 @@ class Definition:
             output_schema=data.get("output_schema"),
             approvals=data.get("approvals"),
             sandbox=data.get("sandbox"),
+            runner=data.get("runner"),
         )
 
     def effective_tools(self) -> tuple[str, ...]:
@@ -232,6 +238,8 @@ def _check_value(key: str, value: Any) -> str | None:
         return None
     if key == "sandbox":
         return None if isinstance(value, bool) else "expected true or false"
+    if key == "runner":
+        return None if value in RUNNERS else f"expected one of {', '.join(RUNNERS)}"
     if key == "output_schema":
         return _check_schema_value(value)
     if key == "tools":
@@ -298,6 +306,8 @@ def project_violations(defn: Definition, max_thinking: str = "off") -> list[str]
     problems = []
     if defn.model is not None:
         problems.append("a project agent may not set model (the user chooses providers)")
+    if defn.runner is not None:
+        problems.append("a project agent may not set runner (the user chooses where jobs run)")
     if defn.thinking is not None and thinking_rank(defn.thinking) > thinking_rank(max_thinking):
         problems.append(
             f"a project agent may not set thinking above {max_thinking!r} "
@@ -442,6 +452,7 @@ HEADER = """\
 #   approvals    "auto" | "ask", or a table {{mode, allow, ask, deny, timeout}} of rules
 #                like bash:git push* or write:outside (roost run --approvals, --allow)
 #   sandbox      true: its bash runs under bubblewrap (roost run --sandbox)
+#   runner       "local" | "ray": where its jobs run (roost run --runner)
 """
 
 

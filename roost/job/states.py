@@ -114,6 +114,9 @@ JOB_MOVES: dict[tuple[JobState, JobState], str] = {
         for source in (_J.DONE, _J.NEEDS_INPUT, _J.FAILED, _J.STOPPED, _J.REAPED)
     },
     (_J.QUEUED, _J.STARTING): "a slot freed: its worker starts and delivers its mailbox",
+    # A remote runner (supervise/placement.py): its cluster cannot be reached; the job
+    # waits queued, its items in its mailbox, and starts once the cluster answers.
+    (_J.STARTING, _J.QUEUED): "its remote runner's cluster cannot be reached",
     (_J.QUEUED, _J.RUNNING): "a slot freed: its idle worker starts the next run",
     (_J.QUEUED, _J.STOPPED): "the user stopped it",
     # Dependencies (supervise/dependencies.py): a job made with `--after` is born `waiting`

@@ -41,6 +41,7 @@ from roost.supervise.hooks import HookRunner
 from roost.supervise.idle import IdleKeeper
 from roost.supervise.jobqueue import JobQueue
 from roost.supervise.jobs import agent_catalog
+from roost.supervise.placement import Placement
 from roost.supervise.router import AgentRouter
 from roost.supervise.runner import LocalRunner
 from roost.supervise.scheduler import Scheduler
@@ -83,7 +84,10 @@ class Daemon:
         self.usage_book = UsageBook()
         self.queue = JobQueue(self)  # maxRunning, groups, the order of queued jobs
         self.idle = IdleKeeper(self)  # warm windows and the live-pi cap
-        self.runner = LocalRunner(spare=lambda: self.settings().spareWorker)
+        # Local workers (with a spare), or a remote runner's per job (supervise/placement.py).
+        self.runner = Placement(
+            self, LocalRunner(spare=lambda: self.settings().spareWorker), self._on_connection
+        )
         self.deps = Dependencies(self)  # jobs waiting on others (`--after`)
         self.exits = WorkerExits(self, self._saver.save)  # what a worker's end means to its job
         # Every event goes through self.events.emit: appended to events.jsonl, pushed to

@@ -228,6 +228,8 @@ class JobQueue:
                 break
             if record.attached:
                 continue  # a foreground pi holds its session: it goes when it is back
+            if _info(record).get("runner"):
+                continue  # its remote runner's cluster is away: its runner starts it (supervise/placement.py)
             group = group_of(record)
             if group in self.groups and by_group[group] >= self.groups[group]:
                 continue  # its group is full: the next one may be of another group
@@ -371,7 +373,8 @@ class JobQueue:
             "queue": {"position": position, "group": group_of(record), "priority": priority_of(record)}
         }
         if position is not None:
-            fields["status"] = f"queued (position {position})"
+            waits = _info(record).get("runner")  # its cluster is away (supervise/placement.py)
+            fields["status"] = f"waiting: {waits}" if waits else f"queued (position {position})"
         return fields
 
     def queued(self) -> list[JobRecord]:

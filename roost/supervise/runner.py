@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from roost.host import procid
 from roost.locks import joblock
@@ -58,6 +58,25 @@ class Launched(Protocol):
 
 class Runner(Protocol):
     def launch(self, spec: WorkerSpec) -> Launched: ...
+
+
+class RemoteLaunch(Launched, Protocol):
+    """A worker started on another machine (supervise/rayrunner.py): no local process
+    (`pid` 0), so its runner watches it and says when it ends."""
+
+    def on_exit(self, callback: Callable[[int | None], None]) -> None:
+        """Call `callback(exit status)` on roostd's loop once it has ended."""
+
+    def kill(self) -> None:
+        """Stop it (it did not stop when asked): its end comes through `on_exit`."""
+
+    def forget(self) -> None:
+        """Stop watching it (roostd's shutdown): it runs on for the next roostd."""
+
+
+def is_remote(launched: Launched) -> TypeGuard[RemoteLaunch]:
+    """A worker on another machine: no pid here, its runner says when it ends."""
+    return launched.pid == 0 and hasattr(launched, "on_exit")
 
 
 class LocalLaunch:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from roost.host import procid
 from roost.job.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.locks import holder_is_alive, joblock, read_holder
-from roost.supervise.runner import Launched, LocalRunner, Runner, WorkerSpec
+from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, Runner, WorkerSpec, is_remote
 
 if TYPE_CHECKING:
     from roost.config import Settings
@@ -54,6 +54,7 @@ class WorkerProcess:
         self._runner: Runner = runner or LocalRunner()
         self._launched: Launched | None = None  # the process this roostd started
         self._pidfd: int | None = None
+        self._remote: RemoteLaunch | None = None  # a worker on another machine, its runner watching
         self._restart: asyncio.TimerHandle | None = None
         self._exited = asyncio.Event()
         self.expected_exit: str | None = None  # why we asked it to go (stop, reap, rm)
@@ -69,7 +70,7 @@ class WorkerProcess:
 
     @property
     def alive(self) -> bool:
-        return self._pidfd is not None
+        return self._pidfd is not None or self._remote is not None
 
     @property
     def exited(self) -> asyncio.Event:
@@ -119,10 +120,10 @@ class WorkerProcess:
         )
         self._launched = launched
         process = self.record.process
-        process.worker_pid, process.worker_start = launched.pid, launched.start_time
+        process.worker_pid, process.worker_start = launched.pid or None, launched.start_time  # 0: remote
         process.worker_ticks, process.worker_boot = launched.start_ticks, launched.boot_id
         try:
-            self._watch(launched.pid)
+            self._watch_launched(launched)
         except BaseException:
             launched.cancel()
             raise
@@ -148,9 +149,9 @@ class WorkerProcess:
         job's worker lock is never adopted: any process of the user can take a lock."""
         process = self.record.process
         pid = process.worker_pid
-        if pid is None or not procid.same_process(
-            pid, process.worker_start, process.worker_ticks, process.worker_boot
-        ):
+        if pid is None:
+            return self._adopt_remote()
+        if not procid.same_process(pid, process.worker_start, process.worker_ticks, process.worker_boot):
             return False
         self._launched = None
         self._exited = asyncio.Event()
@@ -164,6 +165,27 @@ class WorkerProcess:
         else:
             self.reported.clear()  # its run may have ended while no roostd listened
         return True
+
+    def _adopt_remote(self) -> bool:
+        """Take over the remote attempt a previous roostd started (its runner knows it)."""
+        adopt = getattr(self._runner, "adopt", None)
+        launched = adopt(self.record) if adopt is not None else None
+        if launched is None:
+            return False
+        self._launched = launched
+        self._exited = asyncio.Event()
+        self._watch_launched(launched)
+        launched.go()
+        self._set_state(ProcState.STARTING)  # RUNNING once it reconnects with its token
+        self.reported.clear()
+        return True
+
+    def _watch_launched(self, launched: Launched) -> None:
+        if is_remote(launched):
+            self._remote = launched
+            launched.on_exit(self._remote_exit)
+        else:
+            self._watch(launched.pid)
 
     def not_the_worker(self, pid: int) -> str | None:
         """Why the live process `pid` is not the job's worker, or None when it is: the pid
@@ -202,6 +224,14 @@ class WorkerProcess:
         if self._launched is not None:
             code = self._launched.wait()
             self._launched = None
+        self._exited_with(code)
+
+    def _remote_exit(self, code: int | None) -> None:
+        self._remote = None
+        self._launched = None
+        self._exited_with(code)
+
+    def _exited_with(self, code: int | None) -> None:
         self.record.process.worker_pid = None
         self.record.process.worker_start = None
         self.record.process.worker_ticks = self.record.process.worker_boot = None
@@ -279,22 +309,38 @@ class WorkerProcess:
             self._restart = None
             if self.state == ProcState.BACKOFF:
                 self._set_state(ProcState.EXITED)
+        if self._remote is not None:
+            await self._stop_remote(self._remote, reason, timeout)
+            return
         pid = self.record.process.worker_pid
         if self._pidfd is None or pid is None:
             return
-        sent = False
-        if self.connected:
-            from roost.wire import protocol
-
-            assert self.conn is not None
-            sent = await self.conn.send(protocol.event("stop", reason=reason))
-        if not sent:
+        if not await self._ask_to_stop(reason):
             self._signal(pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(self._exited.wait(), timeout)
         except TimeoutError:
             log.warning("job %s worker did not stop in %.0fs: killing it", self.record.id, timeout)
             self._signal(pid, signal.SIGKILL)
+            await self._exited.wait()
+
+    async def _ask_to_stop(self, reason: str) -> bool:
+        """Tell a connected worker to stop (False: it could not be told)."""
+        if not self.connected:
+            return False
+        from roost.wire import protocol
+
+        assert self.conn is not None
+        return await self.conn.send(protocol.event("stop", reason=reason))
+
+    async def _stop_remote(self, remote: RemoteLaunch, reason: str, timeout: float) -> None:
+        if not await self._ask_to_stop(reason):
+            remote.kill()
+        try:
+            await asyncio.wait_for(self._exited.wait(), timeout)
+        except TimeoutError:
+            log.warning("job %s remote worker did not stop in %.0fs: stopping it", self.record.id, timeout)
+            remote.kill()
             await self._exited.wait()
 
     @staticmethod
@@ -315,6 +361,9 @@ class WorkerProcess:
             asyncio.get_running_loop().remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
+        if self._remote is not None:
+            self._remote.forget()
+            self._remote = None
 
 
 def _when(start: float | None, ticks: int | None, boot: str | None) -> str:

@@ -166,7 +166,8 @@ DAEMON_OPS: dict[str, Op] = {
             "any",
             RunRequest,
             "start a pi job (`task`), or a shell job (`shell`, `command`); "
-            "`env`: the caller's environment, which the job runs with",
+            "`env`: the caller's environment, which the job runs with; "
+            "`runner`: local or ray, where its worker runs (default: roost.json's)",
         ),
         Op(
             "run_each",

@@ -10,7 +10,7 @@ No `from __future__ import annotations` here: `NotRequired` must be seen when ea
 made, for its `__required_keys__`.
 """
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 # -- what a new pi job may be given (`run`, and a tool's `spawn`): roostd fills in the rest --
@@ -63,10 +63,15 @@ class NewJob(JobArgs):
     command: NotRequired[list[str]]
 
 
+RunnerKind = Literal["local", "ray"]
+"""Where a pi job's worker runs (roost.supervise.placement)."""
+
+
 class RunRequest(NewJob):
     treeBudget: NotRequired[float]
     group: NotRequired[str]
     priority: NotRequired[int]
+    runner: NotRequired[RunnerKind]
 
 
 class RunEachRequest(JobArgs):

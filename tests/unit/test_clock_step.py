@@ -118,7 +118,8 @@ def test_a_worker_started_before_a_clock_step_may_say_hello_after_it(
 async def hello_refusal(record: JobRecord, proc: WorkerProcess, pid: int) -> str:
     """worker_hello's refusal for a caller with pid `pid`, as the kernel gives it."""
     core = SimpleNamespace(jobs={record.id: record}, proc=lambda r: proc)
-    conn = SimpleNamespace(peer=SimpleNamespace(uid=os.getuid(), pid=pid))
+    # A unix connection (`writer`: no remote hub's proved link, roost.supervise.remotehub).
+    conn = SimpleNamespace(peer=SimpleNamespace(uid=os.getuid(), pid=pid), writer=None)
     request = {"job": record.id, "token": record.token, "pid": pid}
     with pytest.raises(RequestError) as refused:
         await worker_hello(cast(Any, core), cast(Any, conn), cast(Any, request))

@@ -41,6 +41,7 @@ J, P, A, D = JobState, ProcState, Attach, Dialog
 EXPECTED: dict[str, set[tuple[Any, Any]]] = {
     "job": {
         (J.STARTING, J.RUNNING),
+        (J.STARTING, J.QUEUED),
         (J.STARTING, J.DONE),
         (J.STARTING, J.NEEDS_INPUT),
         (J.STARTING, J.FAILED),

@@ -42,6 +42,12 @@ from roost.display import jobdetail, views  # light: rich and the mailbox packag
 @click.option("--group", help="Run in this named group (roost group add NAME --parallel N).")
 @click.option("--priority", type=int, help="Its place in the queue: higher starts first (default 0).")
 @click.option(
+    "--runner",
+    type=click.Choice(["local", "ray"]),
+    help="Where its worker and pi run: here, or as a job of roost.json's Ray cluster "
+    "(default: roost.json's runner; docs: Scale-out).",
+)
+@click.option(
     "--each",
     "each_file",
     type=click.Path(dir_okay=False, allow_dash=True),
@@ -72,6 +78,7 @@ def run(
     base: str | None = None,
     group: str | None = None,
     priority: int | None = None,
+    runner: str | None = None,
     each_file: str | None = None,
     output_schema: str | None = None,
     **after_opts: Any,
@@ -88,6 +95,7 @@ def run(
         "cwd": directory,
         "group": group,
         "priority": priority,
+        **({"runner": runner} if runner else {}),
         **after_args(**after_opts),
         **approval,
     }
@@ -96,6 +104,8 @@ def run(
     if boxed.get("sandbox") and shell:
         usage_error("--sandbox is for pi jobs, not --shell")
     args.update(boxed)
+    if runner and (shell or each_file is not None):
+        usage_error("--runner is for one pi job (a shell job runs here; not with --each)")
     if output_schema is not None:  # checked by roostd, for each job (roost.job.results)
         if shell:
             usage_error("--output-schema is for pi jobs, not --shell")

@@ -19,7 +19,7 @@ from roost.job import env as jobenv
 from roost.job.record import JobRecord
 from roost.job.states import CLIENT_CAUSES, ItemKind, JobKind, JobState, Outcome, run_cause
 from roost.job.tree import tree_order
-from roost.supervise import attention, budget, worktrees
+from roost.supervise import attention, budget, placement, worktrees
 from roost.supervise.core import Core, bind
 from roost.supervise.jobqueue import checked_priority
 from roost.supervise.jobs import create_job, launch, request_env
@@ -115,7 +115,10 @@ async def shutdown(core: Core, conn: Connection, request: ShutdownRequest) -> di
 async def run(core: Core, conn: Connection, request: RunRequest) -> dict[str, Any]:
     _check_chosen_name(core, request.get("name"))
     env = request_env(request)
+    runner = request.get("runner")  # local or ray (Op.check)
     record = create_job(core, request)
+    if runner is not None:
+        placement.choose(record.dir, runner)  # where its worker runs, every start (supervise/placement.py)
     core.queue.place(record, request.get("group"), checked_priority(request.get("priority")))
     budget.apply_budget(core, record, request)
     await worktrees.prepare(core, record, request, spawned=False)

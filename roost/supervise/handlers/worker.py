@@ -6,9 +6,9 @@ import hmac
 import os
 from typing import Any, cast
 
-from roost.job.record import Facts
+from roost.job.record import Facts, JobRecord
 from roost.job.states import WORKER_STATES, JobState
-from roost.supervise import budget
+from roost.supervise import budget, remotehub
 from roost.supervise.core import Core, bind
 from roost.wire.connection import Connection, Handler
 from roost.wire.protocol import NOT_FOUND, REFUSED, UNAUTHORIZED, RequestError
@@ -27,6 +27,8 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
         raise RequestError(NOT_FOUND, f"no job {request['job']!r}")
     if not hmac.compare_digest(request["token"], record.token):
         raise RequestError(UNAUTHORIZED, f"wrong token for job {record.id}")
+    if remotehub.linked_job(conn.writer) == record.id:
+        return _remote_hello(core, conn, record)
     # The token alone is no proof: job.json is readable by any process of the user
     # (an agent's tools included), and so is its worker lock. The caller must be the very
     # process roostd spawned (or adopted) as the job's worker: the pid the kernel gives
@@ -45,6 +47,20 @@ async def worker_hello(core: Core, conn: Connection, request: WorkerHello) -> di
     refusal = proc.not_the_worker(pid)
     if refusal is not None:
         raise RequestError(UNAUTHORIZED, refusal)
+    return _bind(core, conn, record)
+
+
+def _remote_hello(core: Core, conn: Connection, record: JobRecord) -> dict[str, Any]:
+    """A worker on another machine (supervise/remotehub.py): its connection proved the
+    job's current attempt with the attempt's secret; no pid of this machine is its."""
+    proc = core.proc(record)
+    if not proc.alive and not proc.adopt():
+        raise RequestError(UNAUTHORIZED, f"job {record.id} has no remote attempt that roostd started")
+    return _bind(core, conn, record)
+
+
+def _bind(core: Core, conn: Connection, record: JobRecord) -> dict[str, Any]:
+    proc = core.proc(record)
     conn.job_id = record.id
     conn.peer_id = record.id
     proc.connected_as_worker(conn)
