@@ -33,8 +33,9 @@ sys.path.insert(0, str(REPO))
 
 from kit.lab import Lab  # noqa: E402
 from kit.rayhead import RayHead  # noqa: E402
+from restart_bench import settle, timed_reply  # noqa: E402  (the same measures as a local restart's)
 
-from roost.fakellm.matchers import first_user_contains, last_user_contains  # noqa: E402
+from roost.fakellm.matchers import first_user_contains  # noqa: E402
 from roost.host import paths  # noqa: E402
 
 TIMEOUT = 180.0
@@ -42,12 +43,6 @@ TIMEOUT = 180.0
 
 def ms(seconds: float) -> float:
     return round(seconds * 1000.0, 1)
-
-
-def settle(client: Any, job: str) -> str:
-    result = client.call("wait", {"job": job, "timeout": TIMEOUT}, TIMEOUT + 30)
-    assert result["settled"], result
-    return str(result["row"]["state"])
 
 
 def timed_start(lab: Lab, client: Any, runner: str, marker: str) -> tuple[str, float]:
@@ -59,16 +54,6 @@ def timed_start(lab: Lab, client: Any, runner: str, marker: str) -> tuple[str, f
     elapsed = first.t - t0
     settle(client, job)
     return job, elapsed
-
-
-def timed_reply(lab: Lab, client: Any, job: str, text: str) -> float:
-    since = len(lab.llm.requests)
-    t0 = time.monotonic()
-    client.call("reply", {"job": job, "text": text})
-    request = lab.llm.wait_for_request(last_user_contains(text), TIMEOUT, since=since)
-    elapsed = request.t - t0
-    settle(client, job)
-    return elapsed
 
 
 def main() -> None:
