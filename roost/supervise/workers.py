@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from roost.host import procid
 from roost.job.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
-from roost.locks import holder_is_alive, joblock, read_holder
+from roost.locks import LockError, SessionLock, holder_is_alive, joblock, read_holder
 from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, Runner, WorkerSpec, is_remote
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class WorkerProcess:
         self._launched: Launched | None = None  # the process this roostd started
         self._pidfd: int | None = None
         self._remote: RemoteLaunch | None = None  # a worker on another machine, its runner watching
+        self._session_lock: SessionLock | None = None  # held by roostd for a remote worker's pi
         self._restart: asyncio.TimerHandle | None = None
         self._exited = asyncio.Event()
         self.expected_exit: str | None = None  # why we asked it to go (stop, reap, rm)
@@ -183,6 +184,7 @@ class WorkerProcess:
     def _watch_launched(self, launched: Launched) -> None:
         if is_remote(launched):
             self._remote = launched
+            self._hold_session()
             launched.on_exit(self._remote_exit)
         else:
             self._watch(launched.pid)
@@ -226,7 +228,35 @@ class WorkerProcess:
             self._launched = None
         self._exited_with(code)
 
+    def _hold_session(self) -> None:
+        """A remote worker's pi locks its node's copy of the session only: roostd holds this
+        machine's writer lock for it (peer: the job) until its attempt ends, so a foreground
+        pi on the session is refused and `roost attach` takes it over as with a local job's pi
+        (docs/locks.md)."""
+        if self.record.kind != JobKind.PI or not self.record.session or self._session_lock is not None:
+            return
+        lock = SessionLock(self.record.session, peer=self.record.id)
+        try:
+            if lock.acquire():
+                self._session_lock = lock
+                return
+            holder = lock.holder()
+        except LockError as exc:
+            log.warning("job %s: the session's writer lock could not be taken: %s", self.record.id, exc)
+            return
+        who = f"pid {holder.pid}" if holder is not None else "another process"
+        log.warning("job %s: its session's writer lock is held by %s", self.record.id, who)
+
+    def _let_go_of_session(self) -> None:
+        if self._session_lock is not None:
+            lock, self._session_lock = self._session_lock, None
+            try:
+                lock.release()
+            except LockError as exc:
+                log.warning("job %s: the session's writer lock: %s", self.record.id, exc)
+
     def _remote_exit(self, code: int | None) -> None:
+        self._let_go_of_session()  # before its exit is told: an attach waiting on it takes it next
         self._remote = None
         self._launched = None
         self._exited_with(code)
@@ -364,6 +394,7 @@ class WorkerProcess:
         if self._remote is not None:
             self._remote.forget()
             self._remote = None
+        self._let_go_of_session()
 
 
 def _when(start: float | None, ticks: int | None, boot: str | None) -> str:

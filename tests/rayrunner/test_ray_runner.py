@@ -21,15 +21,19 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import ray  # noqa: F401  (roost[ray]: scripts/test-ray's interpreter has it; a failure without it)
+from kit.attach import Tmux, attach_wrapper
 from kit.certs import make_cert
 from kit.lab import Lab
-from kit.matchers import after_tool, fresh, task, user_texts
+from kit.matchers import after_tool, fresh, new_user_has, task, user_texts
 from kit.rayhead import RayHead, free_port
 from kit.wait import pid_alive, wait_until
+from kit.webserver import WebServer
 
 from roost.fakellm import FakeLLM, last_user_contains, text, tool_call
+from roost.locks import holder_is_alive, read_holder
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_pi")]
 
@@ -321,6 +325,99 @@ def test_a_local_parent_spawns_a_ray_child_whose_report_reaches_it(ray_lab: Lab,
     assert ray_lab.show(parent, cli=True)["worker"]["pid"]
     for job in (kid, parent):
         ray_lab.cli("stop", job)
+
+
+def test_a_local_job_and_a_ray_job_message_each_other_and_the_web_shows_the_ray_job(
+    ray_lab: Lab, llm: FakeLLM
+) -> None:
+    """roost_send both ways between a local parent and its Ray child (each envelope framed as
+    between local jobs), and `roost web` lists the Ray job and shows its transcript from
+    roostd's copy of its session. (`roost view` has no snapshot mode: not tested here.)"""
+    llm.add(fresh("MK-MSGP"), tool_call("roost_spawn", {"task": "MK-MSGK wait", "name": "farkid"}))
+    llm.add(after_tool("MK-MSGP", "roost_spawn"), text("spawned"))
+    llm.add(
+        task("MK-MSGP") & new_user_has("SEND-DOWN"),
+        tool_call("roost_send", {"to": "farkid", "message": "DOWN-HELLO from here"}),
+    )
+    llm.add(after_tool("MK-MSGP", "roost_send"), text("sent down"))
+    llm.add(task("MK-MSGP") & new_user_has("UP-HELLO"), text("PARENT-GOT-UP"))
+    llm.add(task("MK-MSGP"), text("parent ok"))
+    llm.add(fresh("MK-MSGK"), text("KID-READY"))
+    llm.add(
+        task("MK-MSGK") & new_user_has("DOWN-HELLO"),
+        tool_call("roost_send", {"to": "boss", "message": "UP-HELLO from ray"}),
+    )
+    llm.add(after_tool("MK-MSGK", "roost_send"), text("KID-SENT-UP"))
+    parent = ray_lab.run_job("--runner", "local", "--name", "boss", "MK-MSGP start")
+    kid = spawned_id(ray_lab.wait_tool_results("MK-MSGP", "roost_spawn")[0]["text"])
+    assert ray_lab.wait(kid, timeout=150) == "done"
+    assert attempt(ray_lab, kid)["submission"] == f"roost-{kid}-1"  # the kid runs on Ray
+    assert not (ray_lab.job_dir(parent) / "remote.json").exists()  # the parent here
+
+    ray_lab.wait(parent, timeout=60)
+    ray_lab.reply(parent, "SEND-DOWN now")
+    wait_until(lambda: "PARENT-GOT-UP" in json.dumps(ray_lab.session(parent)), timeout=150)
+    down = [m for m in ray_lab.messages_seen("MK-MSGK") if "DOWN-HELLO from here" in m["body"]]
+    assert len(down) == 1 and down[0]["relation"] == "parent" and down[0]["id"] == parent, down
+    up = [m for m in ray_lab.messages_seen("MK-MSGP") if "UP-HELLO from ray" in m["body"]]
+    assert len(up) == 1 and up[0]["relation"] == "child" and up[0]["id"] == kid, up
+    wait_until(lambda: "KID-SENT-UP" in json.dumps(ray_lab.session(kid)), timeout=60)
+
+    with WebServer(ray_lab) as web:
+        http = web.paired()
+        listing = http.get(web.url + "/")
+        assert listing.status_code == 200 and kid in listing.text and "farkid" in listing.text
+        page = http.get(f"{web.url}/job/{kid}")
+        assert page.status_code == 200
+        for seen in ("MK-MSGK wait", "KID-READY", "DOWN-HELLO from here", "KID-SENT-UP"):
+            assert seen in page.text, seen
+    for job in (kid, parent):
+        ray_lab.cli("stop", job)
+
+
+def live_holder(session: str) -> tuple[int, str | None] | None:
+    holder = read_holder(session)
+    return (holder.pid, holder.peer) if holder is not None and holder_is_alive(holder) else None
+
+
+def test_roostd_holds_a_ray_jobs_session_lock_for_it_until_attach_takes_it(
+    ray_lab: Lab, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Ray job's pi locks its node's copy of the session only: roostd holds this
+    machine's writer lock for it (peer: the job) while its attempt runs. A foreground pi on
+    the session is refused as beside a local job's pi; `roost attach` stops the Ray job, and
+    its TUI pi takes the lock roostd let go of."""
+    monkeypatch.setenv("ROOST_HOME", str(ray_lab.roost_home))  # read_holder: the lab's locks
+    llm.add(fresh("MK-LOCK"), text("LOCK-EARLIER-ANSWER"))
+    job = ray_lab.run_job("MK-LOCK please")
+    assert ray_lab.wait(job, timeout=150) == "done"
+    session = str(ray_lab.record(job)["session"])
+    assert live_holder(session) == (ray_lab.daemon_pid(), job)
+
+    fg = ray_lab.foreground(Path(session))
+    code = fg.proc.wait(timeout=90)
+    assert code != 0 and "refusing to open it twice" in fg.stderr_text(), (code, fg.stderr_text())
+    assert live_holder(session) == (ray_lab.daemon_pid(), job)
+
+    tmux = Tmux(f"roost-raylock-{job}")
+    try:
+        tmux.start(str(attach_wrapper(ray_lab.root / "attach.sh", ray_lab.env, job, ray_lab.work)))
+        cli = tmux.pane_pid()
+        wait_until(lambda: ray_lab.record(job).get("status") == "attached", timeout=120)
+        wait_until(lambda: "LOCK-EARLIER-ANSWER" in tmux.capture(), timeout=90, what="the session in the TUI")
+        wait_until(  # the TUI pi, under roost attach, holds it
+            lambda: (
+                (h := live_holder(session)) is not None
+                and h[0] in {p.pid for p in psutil.Process(cli).children(recursive=True)}
+            ),
+            timeout=60,
+            what=lambda: f"the TUI pi to hold the lock (holder {live_holder(session)})",
+        )
+        assert attempt(ray_lab, job)["ended"]  # the Ray job let go of it first
+    finally:
+        print("--- tmux screen ---\n" + tmux.capture()[-4000:])
+        tmux.close()
+    ray_lab.cli("stop", job)
 
 
 def test_a_definition_sends_its_jobs_to_ray(
