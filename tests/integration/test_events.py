@@ -6,10 +6,13 @@ real roostd and the fake pi. The real-pi run of every event type is in test_e2e_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -212,22 +215,31 @@ def test_follow_pushes_without_polling(fake_pi_env: Lab) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
+    # Its lines, read by a thread: every wait below is bounded (a blocking readline for a
+    # line that never came held a worker to pytest's timeout).
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout or ()], daemon=True).start()
+
+    def next_line_with(text: str) -> str:
+        deadline = time.monotonic() + WAIT
+        while (line := lines.get(timeout=max(0.1, deadline - time.monotonic()))) and text not in line:
+            pass
+        return line
+
     try:
-        assert follower.stdout is not None
         first = run_job(env, "first")
-        assert first in follower.stdout.readline()  # subscribed and pushed
+        assert first in next_line_with(first)  # subscribed and pushed
         env.wait_settled(first, WAIT)
-        while of_type(env, "job.state", first)[-1]["seq"] > 0:  # drain what the run printed
-            line = follower.stdout.readline()
-            if "-> done" in line:
-                break
+        with contextlib.suppress(queue.Empty):  # drain what the run printed, until 2 s of quiet
+            while True:
+                lines.get(timeout=2.0)
         proc = psutil.Process(follower.pid)
         before = proc.cpu_times()
         time.sleep(1.0)  # measuring idleness needs a fixed interval
         after = proc.cpu_times()
         assert (after.user + after.system) - (before.user + before.system) < 0.05
         job = run_job(env, "pushed")
-        assert job in follower.stdout.readline()
+        assert job in next_line_with(job)
     finally:
         follower.kill()
         follower.wait()
