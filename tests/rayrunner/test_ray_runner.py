@@ -9,6 +9,7 @@ runs in this process: the tests see every request the job's pi made from the Ray
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -28,12 +29,15 @@ from kit.attach import Tmux, attach_wrapper
 from kit.certs import make_cert
 from kit.lab import Lab
 from kit.matchers import after_tool, fresh, new_user_has, task, user_texts
+from kit.pilot import until
 from kit.rayhead import RayHead, free_port
 from kit.wait import pid_alive, wait_until
 from kit.webserver import WebServer
+from textual.widgets import DataTable
 
 from roost.fakellm import FakeLLM, last_user_contains, text, tool_call
 from roost.locks import holder_is_alive, read_holder
+from roost.view.app import TranscriptScreen, ViewApp
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_pi")]
 
@@ -545,3 +549,45 @@ def test_a_ray_jobs_budgets_stop_its_run_and_its_row_shows_its_usage(ray_lab: La
         assert attempt(ray_lab, job)["submission"] == f"roost-{job}-1"  # each ran on Ray
     row = next(r for r in ray_lab.ls() if r["id"] == tokens)
     assert row["usage"]["requests"] >= 3 and row["usage"]["input"] >= 3 * 6000, row["usage"]
+
+
+def test_roost_view_shows_a_ray_job_and_its_transcript(
+    ray_lab: Lab, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`roost view` (its pilot, in this process, on the lab's roostd): a Ray job's row, its
+    state followed live, and enter opening its transcript from roostd's copy of the session."""
+    llm.add(last_user_contains("VIEW-TASK"), text("VIEW-ANSWER-1 from afar"))
+    llm.add(last_user_contains("VIEW-REPLY"), text("VIEW-ANSWER-2 again"))
+    job = ray_lab.run_job("VIEW-TASK go")
+    assert ray_lab.wait(job, timeout=150) == "done"
+    for key in ("ROOST_HOME", "PI_CODING_AGENT_DIR", "HOME"):
+        monkeypatch.setenv(key, ray_lab.env[key])
+    monkeypatch.chdir(ray_lab.work)
+
+    def cell(app: ViewApp, column: str) -> str | None:
+        try:
+            return str(app.query_one(DataTable).get_cell(job, column).plain)
+        except Exception:
+            return None
+
+    async def scenario() -> None:
+        app = ViewApp()
+        async with app.run_test(size=(160, 40)) as pilot:
+            await until(pilot, lambda: cell(app, "state") == "done", "the Ray job's row", timeout=30)
+            table = app.query_one(DataTable)
+            table.move_cursor(row=table.get_row_index(job))
+            await pilot.pause()
+            await pilot.press("enter")
+            screen = await until(
+                pilot, lambda: isinstance(app.screen, TranscriptScreen) and app.screen, "its transcript"
+            )
+            assert screen.row["id"] == job
+            await until(pilot, lambda: any("VIEW-ANSWER-1" in line for line in screen.lines), "its answer")
+            # A reply runs it again on the node; the open transcript and the row follow.
+            await asyncio.to_thread(ray_lab.reply, job, "VIEW-REPLY now")
+            await until(
+                pilot, lambda: any("VIEW-ANSWER-2" in line for line in screen.lines), "the new answer", 90
+            )
+            await until(pilot, lambda: screen.row["state"] == "done", "the row followed", 60)
+
+    asyncio.run(scenario())
