@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 START_TIMEOUT = 120.0
+START_ATTEMPTS = 3
 
 
 def only_loopback() -> bool:
@@ -58,6 +59,32 @@ class RayHead:
                 "a Ray head binds every interface: start it where loopback is the only one "
                 "(scripts/test-ray runs under `unshare -n`)"
             )
+        # `ray start` on a loaded 2-core machine sometimes gives up on its own processes (a
+        # clean-clone CI run: exit 1 for every test of the module): the head is the tests'
+        # scaffolding, so it is started again, afresh, before the tests are failed with what
+        # Ray said each time.
+        said: list[str] = []
+        for attempt in range(1, START_ATTEMPTS + 1):
+            began = time.monotonic()
+            try:
+                self._start_once()
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, TimeoutError) as exc:
+                output = getattr(exc, "stderr", None) or getattr(exc, "stdout", None) or b""
+                text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+                said.append(f"attempt {attempt}: {exc}\n{text[-2000:]}")
+                self.stop()
+                self.temp_dir = tempfile.mkdtemp(prefix="rh", dir="/tmp")
+                self.dashboard_port = free_port()
+                self.address = f"http://127.0.0.1:{self.dashboard_port}"
+                continue
+            except BaseException:
+                self.stop()
+                raise
+            self.started = time.monotonic() - began
+            return self
+        raise RuntimeError("the Ray head did not start:\n" + "\n".join(said))
+
+    def _start_once(self) -> None:
         ports = {
             "--port": free_port(),
             "--dashboard-port": self.dashboard_port,
@@ -84,21 +111,10 @@ class RayHead:
             argv.append(f"--resources={self.resources}")
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
         began = time.monotonic()
-        try:
-            subprocess.run(
-                argv,
-                env=env,
-                check=True,
-                timeout=START_TIMEOUT,
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-            )
-            self._wait_up(began + START_TIMEOUT)
-        except BaseException:
-            self.stop()
-            raise
-        self.started = time.monotonic() - began
-        return self
+        subprocess.run(
+            argv, env=env, check=True, timeout=START_TIMEOUT, capture_output=True, stdin=subprocess.DEVNULL
+        )
+        self._wait_up(began + START_TIMEOUT)
 
     def _wait_up(self, deadline: float) -> None:
         while True:
