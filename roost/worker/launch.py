@@ -30,6 +30,7 @@ from roost.host import paths
 from roost.job import env as jobenv
 from roost.locks import joblock, writers
 from roost.pi.locate import PiInstall, PiNotFound, find_pi
+from roost.pi.sessiontail import end_cut_line
 
 if TYPE_CHECKING:
     from typing import Any
@@ -105,6 +106,7 @@ class Early:
         self.pi: subprocess.Popen[bytes] | None = None
         self.install: PiInstall | None = None  # which pi, found once for the worker's life
         self.error: str | None = None  # why pi could not be started (a LaunchError)
+        self.ended_cut_line = False  # the session ended in part of a line (roost.pi.sessiontail)
 
 
 def pi_argv(job: dict[str, Any], install: PiInstall) -> list[str]:
@@ -258,6 +260,7 @@ def start(job_id: str) -> Early:
         # What this worker's pi leaves is roost's, not another writer's (roost.locks.writers).
         atexit.register(_remember, early, session, str(job_dir))
         if not paths.session_lock_path(session).exists() and not writers.find_writers(session, str(job_dir)):
+            early.ended_cut_line = end_cut_line(session)
             early.pi = spawn_pi(job, ext_path, early.install)
             # The file as pi starts from it (pi writes nothing for a second or more yet):
             # noted after the spawn, off the way to pi.

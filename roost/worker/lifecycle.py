@@ -374,6 +374,8 @@ def main(early: Early) -> int:
         level=os.environ.get("ROOST_LOG_LEVEL", "INFO"),
         format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s",
     )
+    if early.ended_cut_line and early.job.get("session"):
+        startup.log_cut_line(early.job["session"])
     worker = Worker(early)
     try:
         return asyncio.run(_run(worker))

@@ -48,13 +48,24 @@ def check_lock(record: JobRecord) -> None:
         held = other_writer(session, job_id)
     if held is None:
         from roost.locks import writers
+        from roost.pi.sessiontail import end_cut_line
 
+        if end_cut_line(session):
+            log_cut_line(session)
         writers.remember(session, str(record.dir))  # what our pi starts from
         return
     log.error("session %s: pid %d %s", session, held.pid, held.how)
     # Fatal: the item that woke the job stays in the mailbox (nothing was delivered);
     # `roost start` delivers it once the other writer has quit.
     raise Fatal(held.message(job_id))
+
+
+def log_cut_line(session: str) -> None:
+    log.warning(
+        "session %s ended in part of a line (a pi killed while writing it): ended that line, "
+        "so pi's next entry starts a line of its own",
+        session,
+    )
 
 
 def stop_old_pi(pid: int) -> None:

@@ -122,6 +122,39 @@ def test_reply_to_reaped_job_starts_it(make_lab: Callable[..., Lab], llm: FakeLL
     assert lab.row(job)["summary"] == "ANSWER-REAP-2"
 
 
+def test_a_session_left_in_part_of_a_line_keeps_its_history(
+    make_lab: Callable[..., Lab], llm: FakeLLM
+) -> None:
+    """A pi SIGKILLed in the middle of writing an entry leaves part of a line at the end of
+    the session. The next pi's entries must start a line of their own: pi 0.73.1 glued its
+    first one to the fragment, and that entry (here the reply) was gone for every reader,
+    pi included, when the session was next loaded (roost.pi.sessiontail)."""
+    lab = make_lab(llm=llm, reapAfterSeconds=1)
+    llm.add(last_user_contains("TASK-CUT"), text("ANSWER-CUT-1"))
+    llm.add(last_user_contains("REPLY-CUT-A"), text("ANSWER-CUT-A"))
+    llm.add(last_user_contains("REPLY-CUT-B"), text("ANSWER-CUT-B"))
+    job = lab.run_job("TASK-CUT")
+    lab.wait_state(job, "reaped", timeout=60)
+    session = Path(lab.record(job)["session"])
+    whole = session.read_bytes()
+    last_line = whole.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    with session.open("ab") as handle:  # what a pi killed mid-write leaves
+        handle.write(last_line[:30])
+
+    assert lab.cli("reply", job, "REPLY-CUT-A").stdout.strip() == "started"
+    lab.wait_state(job, "reaped", timeout=60)
+    assert "ended in part of a line" in (lab.job_dir(job) / "worker.log").read_text()
+    assert session.read_bytes().startswith(whole + last_line[:30] + b"\n")
+    assert user_texts(lab.session(job)) == ["TASK-CUT", "REPLY-CUT-A"]
+
+    # A new pi loads the session: the whole history is there.
+    assert lab.cli("reply", job, "REPLY-CUT-B").stdout.strip() == "started"
+    assert lab.wait(job) in ("done", "reaped")
+    last = llm.wait_for_request(last_user_contains("REPLY-CUT-B"), timeout=5)
+    assert user_messages(last) == ["TASK-CUT", "REPLY-CUT-A", "REPLY-CUT-B"]
+    assert "ANSWER-CUT-A" in json.dumps(last["messages"])
+
+
 def test_stop_then_reply_is_refused(lab: Lab, llm: FakeLLM) -> None:
     hold = threading.Event()
     llm.add(last_user_contains("TASK-STOP"), text("never seen", hold=hold))

@@ -300,9 +300,23 @@ class PiRpc:
 
 
 def read_session(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a pi session file (JSONL), in order."""
+    """The JSON objects of a pi session file (JSONL), in order.
+
+    A line a SIGKILLed pi cut short is skipped, as pi skips it; any other line that is not
+    JSON raises: above all, an entry glued onto such a fragment (roost.pi.sessiontail)."""
     out = []
     for line in Path(path).read_text(encoding="utf-8").split("\n"):
-        if line.strip():
+        if not line.strip():
+            continue
+        try:
             out.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if not cut_short(line, exc):
+                raise
     return out
+
+
+def cut_short(line: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the decoder ran out of `line` (a prefix of an entry), rather than finding
+    something other than JSON inside it."""
+    return exc.pos >= len(line.rstrip()) or exc.msg.startswith("Unterminated string")
