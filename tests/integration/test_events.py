@@ -208,8 +208,11 @@ def test_follow_pushes_without_polling(fake_pi_env: Lab) -> None:
     """A follower with nothing to print uses no CPU: it blocks on roostd's socket."""
     env = fake_pi_env
     env.roost_ok("daemon", "start")
+    # From the log's end as this test sees it: without --since the follower starts from its
+    # own "now", which under load can come after the first job's events.
+    since = eventlog.last_seq(env.roost_home)
     follower = subprocess.Popen(
-        [sys.executable, "-m", "roost.cli.main", "events", "-f"],
+        [sys.executable, "-m", "roost.cli.main", "events", "-f", "--since", str(since)],
         env=env.env,
         cwd=env.work,
         stdout=subprocess.PIPE,
