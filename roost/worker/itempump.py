@@ -53,6 +53,7 @@ class ItemPump:
     stopping: asyncio.Event
     releasing: bool
     queued: bool
+    turns: int
     fatal: str | None
     report: Callable[[], None]
     request_stop: Callable[[str], None]
@@ -120,14 +121,21 @@ class ItemPump:
             return True  # a run in progress, the one this worker was started for, or none
         self.report()  # roostd hears that the last run ended before it hears the ask
         await asyncio.sleep(0)
+        turns = self.turns
         try:
-            self.queued = not await self.link.turn()
+            go = await self.link.turn()
         except RequestError:  # roostd is away: ask again once a roostd has our hello
             self.tasks.spawn(self.link.after_hello(self.wake.set), "asking for a slot again")
             return False
-        return not self.queued
+        # roostd may queue the run and grant it a moment later: its `turn` push can be read
+        # (and `_on_turn` run) before this coroutine resumes with the older answer. That
+        # answer must not queue the worker again, for no second push would come: the push
+        # has set `wake`, and the pump asks once more (roostd: the job is running, go).
+        self.queued = not go and self.turns == turns
+        return go
 
     def _on_turn(self, event: dict[str, Any]) -> None:
+        self.turns += 1
         self.queued = False
         self.wake.set()
 

@@ -85,6 +85,7 @@ class Worker(ItemPump):
         self.channel.gate = Gate(self.record, self.runs, self.link, self.report)  # approvals
         self.releasing = False  # `roost attach`: exit at the next safe point
         self.queued = False  # roostd queued its next run: a `turn` push lets it go
+        self.turns = 0  # `turn` pushes received (roost.worker.itempump)
         self._session_private = False  # the session file was made 0600
         self.budget = BudgetGuard.of(  # usage and budgets (roost.usage)
             self.record,
