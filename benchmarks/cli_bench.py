@@ -15,9 +15,10 @@ load from elsewhere hits them alike:
     ls_json   roost ls --json
     reply     roost reply JOB TEXT     (the job's run is waited for afterwards, untimed)
     run       roost run TASK           (the new job is settled and removed afterwards, untimed)
+    wait      roost wait JOB --timeout 60   (the job has settled: answered at once)
 
 each through the installed console script (`.venv/bin/roost`: roost.cli.entry, whose plain
-forms of ls, ls --json, reply and run skip click) and as `python -m roost.cli.main` (`click`:
+forms of ls, ls --json, reply, run and wait skip click) and as `python -m roost.cli.main` (`click`:
 always through the click group, the way every command went before the entry), and
 (`request`) the same request to roostd from this process, which is roostd's share of the
 wall time. `targets` prints each start-up target (README: Start-up) with its figure, the
@@ -49,13 +50,14 @@ from kit.lab import Lab  # noqa: E402
 from roost.job.env import caller_env  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "roost"  # the console script of this venv
-TARGETS_MS = {"ls": 80.0, "ls_json": 60.0, "reply": 60.0, "run": 60.0}
+TARGETS_MS = {"ls": 80.0, "ls_json": 60.0, "reply": 60.0, "run": 60.0, "wait": 60.0}
 """Each command's target as a whole process with a warm roostd (the console script)."""
 LABELS = {
     "ls": "roost ls (the table)",
     "ls_json": "roost ls --json",
     "reply": "roost reply JOB TEXT",
     "run": "roost run TASK",
+    "wait": "roost wait JOB --timeout 60 (a settled job)",
 }
 HEAVY = (
     "click",
@@ -129,6 +131,7 @@ def command_args(name: str, job: str, trial: int) -> list[str]:
         "ls_json": ["ls", "--json"],
         "reply": ["reply", job, f"bench reply {trial}"],
         "run": ["run", f"bench task {trial}"],
+        "wait": ["wait", job, "--timeout", "60"],
     }[name]
 
 
@@ -151,6 +154,8 @@ def timed_request(lab: Lab, name: str, job: str, trial: int) -> tuple[float, str
             result = client.request("list")
         elif name == "reply":
             result = client.request("reply", job=job, text=f"bench reply {trial}")
+        elif name == "wait":
+            result = client.call("wait", {"job": job, "timeout": 60.0}, 90.0)["row"]
         else:
             result = client.request(
                 "run",
@@ -216,7 +221,7 @@ def main() -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args()
-    names = ("help", "version", "ls", "ls_json", "reply", "run")
+    names = ("help", "version", "ls", "ls_json", "reply", "run", "wait")
     started = time.monotonic()
     load_before = load_average()
     with make_lab(bytecode_cache=not args.no_bytecode_cache, keep=args.keep) as lab:
@@ -230,7 +235,7 @@ def main() -> int:
                 after(lab, name, job, proc.stdout)
         timed(lab, [sys.executable, "-c", "pass"])
 
-        requests = ("ls", "ls_json", "reply", "run")
+        requests = ("ls", "ls_json", "reply", "run", "wait")
         variants = (
             [("baseline", "python_pass")]
             + [(entry, name) for entry in ENTRIES for name in names]

@@ -4,13 +4,13 @@ command line is roost.cli.main's click group, unchanged.
 
 A whole `roost` process is mostly Python's start-up and imports, and click's import is
 about a third of a `roost ls --json` (README: Start-up). The plain forms are `ls`,
-`ls --json`, `reply JOB TEXT...`, `run TASK...` and `search QUERY [--json]` where no
-argument after the command (but `--json`) starts with `-` (so no option, no `--`, no `-`
-for stdin, no --help) and each one is text that encodes: they run the same code as their
-click commands (roost.cli.jobcalls, roost.cli.searchcalls), print the same and exit alike
-(click's rules for ^C and a closed pipe included), then leave without the interpreter's
-teardown (`_exit_now`). Anything else, a usage error too, goes to click, which says what
-is wrong as it always did.
+`ls --json`, `reply JOB TEXT...`, `run TASK...`, `search QUERY [--json]` and `wait JOB
+[--timeout S]` where no argument after the command (but `--json`, and `--timeout S`)
+starts with `-` (so no other option, no `--`, no `-` for stdin, no --help) and each one
+is text that encodes: they run the same code as their click commands (roost.cli.jobcalls,
+roost.cli.searchcalls), print the same and exit alike (click's rules for ^C and a closed
+pipe included), then leave without the interpreter's teardown (`_exit_now`). Anything
+else, a usage error too, goes to click, which says what is wrong as it always did.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def quick(argv: list[str]) -> Callable[[], None] | None:
     from roost.cli import jobcalls
 
     name, rest = argv[0], argv[1:]
+    if name == "wait":
+        return _wait(rest)
     if name == "ls" and rest in ([], ["--json"]):
         return lambda: jobcalls.list_jobs(as_json=bool(rest))
     if name == "search":
@@ -56,6 +58,23 @@ def quick(argv: list[str]) -> Callable[[], None] | None:
     if name == "run" and rest:
         return lambda: jobcalls.start(jobcalls.pi_task(" ".join(rest), os.getcwd()), False)
     return None
+
+
+def _wait(rest: list[str]) -> Callable[[], None] | None:
+    """`wait JOB` and `wait JOB --timeout S` (S a number as click reads it), else None."""
+    from roost.cli import jobcalls
+
+    if len(rest) not in (1, 3) or not _plain(rest[:1]):
+        return None
+    timeout = None
+    if len(rest) == 3:
+        if rest[1] != "--timeout":
+            return None
+        try:
+            timeout = float(rest[2])
+        except ValueError:  # click says what is wrong with it
+            return None
+    return lambda: jobcalls.wait_one(rest[0], timeout)
 
 
 def _search(query: str, as_json: bool) -> None:

@@ -1,8 +1,10 @@
-"""What `roost ls`, `roost reply` and `roost run` do once their arguments are known, without
-click: their click commands (roost.cli.commands.jobs) and the entry's quick path
+"""What `roost ls`, `roost reply`, `roost run` and `roost wait JOB` do once their arguments
+are known, without click: their click commands (roost.cli.commands.jobs) and the entry's quick path
 (roost.cli.entry) both call these, so the two print and exit alike."""
 
 from __future__ import annotations
+
+import sys
 
 from roost.cli.common import daemon, echo, fail, print_json
 
@@ -95,3 +97,23 @@ def start(args: dict[str, Any], shell: bool) -> None:
             "`roost daemon stop` and run again from this shell",
             err=True,
         )
+
+
+def wait_one(job: str, timeout: float | None) -> None:
+    """`roost wait JOB [--timeout S]`: the state once the job's current run has settled."""
+    with daemon() as client:
+        # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
+        result = client.call(
+            "wait", {"job": job, "timeout": timeout}, None if timeout is None else timeout + 30
+        )
+    row = result["row"]
+    if not result["settled"]:
+        echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
+        sys.exit(1)
+    echo(row["state"])
+    if row["state"] == "failed":  # why, and what to do (stdout stays one word); exit 1
+        from roost.display.views import printable
+
+        reason = row.get("error") or row.get("status") or row.get("summary")
+        echo(f"roost: job {row['id']} failed" + (f": {printable(reason)}" if reason else ""), err=True)
+        sys.exit(1)

@@ -1,5 +1,5 @@
-"""The `roost` entry (roost.cli.entry): the plain forms of `ls`, `ls --json`, `reply` and
-`run` run without click and do exactly what their click commands do (the same request,
+"""The `roost` entry (roost.cli.entry): the plain forms of `ls`, `ls --json`, `reply`,
+`run`, `search` and `wait` run without click and do exactly what their click commands do (the same request,
 output and exit code); every other command line goes to click unchanged."""
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class Recorder:
         self.requests.append((op, args))
         return {"jobs": [], "status": "delivered", "id": "0000abcd", "results": []}
 
+    def call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        self.requests.append((op, {**args, "socket timeout": timeout}))
+        return {"settled": True, "row": {"id": "0000abcd", "state": "done"}}
+
 
 @pytest.mark.parametrize(
     "argv",
@@ -41,6 +45,9 @@ class Recorder:
         ["search", "payment retr*"],
         ["search", "x", "--json"],
         ["search", "--json", "x"],
+        ["wait", "0000abcd"],
+        ["wait", "0000abcd", "--timeout", "5"],
+        ["wait", "0000abcd", "--timeout", "1e3"],
     ],
 )
 def test_a_plain_form_sends_what_its_click_command_sends(
@@ -88,6 +95,15 @@ def test_a_plain_form_sends_what_its_click_command_sends(
         ["search", "--kind", "user", "x"],
         ["search", "-x"],
         ["search", "x", "--json", "--json"],
+        ["wait"],
+        ["wait", "a", "b"],
+        ["wait", "a", "--any"],
+        ["wait", "a", "--timeout"],
+        ["wait", "a", "--timeout", "soon"],
+        ["wait", "a", "--timeout=5"],
+        ["wait", "--timeout", "5", "a"],
+        ["wait", "a", "--for", "done"],
+        ["wait", "-", "--timeout", "5"],
     ],
 )
 def test_any_other_command_line_goes_to_click(argv: list[str]) -> None:
@@ -145,7 +161,13 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
     env = fake_pi_env
     job = run_job(env, "first task")
     assert settle(env, job) == "done"
-    for args in (("ls",), ("ls", "--json"), ("reply", job, "again"), ("run", "second task")):
+    for args in (
+        ("ls",),
+        ("ls", "--json"),
+        ("reply", job, "again"),
+        ("run", "second task"),
+        ("wait", job, "--timeout", "60"),
+    ):
         modules = imported(env, *args)
         assert "roost.cli.entry" in modules and "roost.wire.client" in modules, args
         assert not modules.intersection(HEAVY), (args, modules.intersection(HEAVY))
@@ -166,16 +188,18 @@ def test_the_plain_forms_run_without_click_and_print_the_same(fake_pi_env: Lab) 
             check=True,
         ).stdout
         assert quick == slow
+    for args in (("wait", job), ("wait", job, "--timeout", "30")):
+        assert env.roost_ok(*args) == "done\n"
     # Refusals: the same line and exit code either way.
-    for args in (("reply", "nosuchjob", "hi"),):
+    for args in (("reply", "nosuchjob", "hi"), ("wait", "nosuchjob")):
         quick_proc = env.roost(*args)
         slow_proc = subprocess.run(
             [*click_way, *args], env=env.env, cwd=env.work, capture_output=True, text=True, timeout=60
         )
         assert (
-            (quick_proc.returncode, quick_proc.stderr)
-            == (slow_proc.returncode, slow_proc.stderr)
-            == (2, "roost: no job with id or name 'nosuchjob' (roost ls lists them)\n")
+            (quick_proc.returncode, quick_proc.stdout, quick_proc.stderr)
+            == (slow_proc.returncode, slow_proc.stdout, slow_proc.stderr)
+            == (2, "", "roost: no job with id or name 'nosuchjob' (roost ls lists them)\n")
         )
     env.roost_ok("stop", job)
     stopped = env.roost("reply", job, "to a stopped job")

@@ -286,7 +286,7 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None, until: 
     every one of the jobs reaches --for (prints `ID NAME STATE` per job; exit 0, 1 on
     timeout or when a job failed (unless --for failed), 2 for an unknown or removed job)."""
     if mode is None and until is None and len(jobs) == 1:
-        _wait_one(jobs[0], timeout)
+        jobcalls.wait_one(jobs[0], timeout)
         return
     if mode is None:
         if len(jobs) > 1:
@@ -313,25 +313,6 @@ def wait(jobs: tuple[str, ...], timeout: float | None, mode: str | None, until: 
                 f"roost: job {row['id']} failed" + (f": {views.printable(reason)}" if reason else ""),
                 err=True,
             )
-        sys.exit(1)
-
-
-def _wait_one(job: str, timeout: float | None) -> None:
-    with daemon() as client:
-        # The daemon answers `settled: false` at `timeout`; our socket waits a little longer.
-        result = client.call(
-            "wait", {"job": job, "timeout": timeout}, None if timeout is None else timeout + 30
-        )
-    row = result["row"]
-    if not result["settled"]:
-        click.echo(f"roost: timed out; job {row['id']} is {row['state']}", err=True)
-        sys.exit(1)
-    click.echo(row["state"])
-    if row["state"] == "failed":  # why, and what to do (stdout stays one word); exit 1
-        reason = row.get("error") or row.get("status") or row.get("summary")
-        click.echo(
-            f"roost: job {row['id']} failed" + (f": {views.printable(reason)}" if reason else ""), err=True
-        )
         sys.exit(1)
 
 
