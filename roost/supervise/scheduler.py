@@ -32,7 +32,8 @@ from roost.schedules.timing import CATCH_UP_MAX, ON_TIME, Debounce, firings
 from roost.supervise.base import JobTable
 from roost.supervise.jobstore import is_settled
 from roost.tasks import Tasks
-from roost.wire.protocol import REFUSED, RequestError
+from roost.wire.ops import DAEMON_OPS
+from roost.wire.protocol import BAD_REQUEST, REFUSED, RequestError
 
 if TYPE_CHECKING:
     from roost.job.record import JobRecord
@@ -400,7 +401,12 @@ class Scheduler:
         return self._by_job.get(job_id)
 
     async def _op(self, op: str, /, **request: Any) -> dict[str, Any]:
-        """roostd asks itself, as a client would (no connection: these ops use none)."""
+        """roostd asks itself, as a client would (no connection: these ops use none), its
+        request checked as a frame's is (roost.wire.ops): what schedules.json holds was
+        checked when the schedule was added, by the roost of that day."""
+        wrong = DAEMON_OPS[op].check(request)
+        if wrong:
+            raise RequestError(BAD_REQUEST, f"{op}: {wrong}")
         answer = await self.host.handlers[op](None, {"op": op, **request})  # type: ignore[arg-type]
         assert answer is not None
         return answer

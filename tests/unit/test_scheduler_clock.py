@@ -131,6 +131,19 @@ def test_a_restart_before_the_due_time_fires_nothing(home: Path) -> None:
     assert host.runs == []
 
 
+def test_a_firing_whose_request_is_not_a_run_fails_by_name_and_runs_nothing(home: Path) -> None:
+    # What schedules.json holds was checked when the schedule was added, by the roost of
+    # that day: a firing checks it again, as roostd checks every frame.
+    schedule = nightly(at(2026, 3, 28, 2, 30), "one")
+    schedule.run = {**schedule.run, "priority": "high"}
+    host = restart(schedule, at(2026, 3, 30, 12, 0))
+    assert host.runs == []
+    (event,) = host.events.emitted
+    assert event["outcome"] == "failed"
+    assert event["detail"] == "run: priority must be a whole number, got a string"
+    assert book.load()["nightly"].last_outcome == "failed"
+
+
 # -- a restart decides the overlap on the truth, one firing at a time ---------------------
 
 
