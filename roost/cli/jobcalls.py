@@ -1,6 +1,6 @@
 """What `roost ls`, `roost reply`, `roost run` and `roost wait JOB` do once their arguments
-are known, without click: their click commands (roost.cli.commands.jobs) and the entry's quick path
-(roost.cli.entry) both call these, so the two print and exit alike."""
+are known, without click: their click commands (roost.cli.commands.jobs) and the entry's
+quick path (roost.cli.entry) both call these, so the two print and exit alike."""
 
 from __future__ import annotations
 
