@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from roost.host import procid
 from roost.job.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
-from roost.locks import LockError, SessionLock, holder_is_alive, joblock, read_holder
+from roost.locks import LockError, SessionLock, holder_is_alive, joblock, read_holder, writers
+from roost.supervise.jobstore import held_by_other
 from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, Runner, WorkerSpec, is_remote
 
 if TYPE_CHECKING:
@@ -105,6 +106,14 @@ class WorkerProcess:
                 self.record.process.worker_pid,
             )
             return False
+        refusal = self._remote_refusal()
+        if refusal is not None:  # as a local worker refuses before its pi starts: FATAL
+            log.error("job %s: not started on its runner: %s", self.record.id, refusal)
+            if self.state != ProcState.STARTING:
+                self._set_state(ProcState.STARTING)
+            self._set_state(ProcState.FATAL)
+            self._report(self, WorkerExit.FATAL, refusal)
+            return False
         evict_strangers(self.record.dir)
         cwd = self.record.cwd if os.path.isdir(self.record.cwd) else str(self.record.dir)
         # The worker waits on `go` before it takes the job's lock or reads anything: it
@@ -143,6 +152,17 @@ class WorkerProcess:
         except OSError as exc:  # it is gone already: its exit is on its way
             log.error("job %s: the new worker could not be released: %s", self.record.id, exc)
         return True
+
+    def _remote_refusal(self) -> str | None:
+        """Why a pi job's worker must not start on a remote runner: another process writes
+        its session on this machine (roost.locks.holding's one rule). A remote worker's pi
+        cannot see this machine's writers, so roostd looks for it, on every start, a
+        restart after a crash included; a local worker looks itself (Worker.check_lock)."""
+        kind_of = getattr(self._runner, "kind_of", None)  # a Placement; a bare runner is local
+        if self.record.kind != JobKind.PI or kind_of is None or kind_of(self.record) == "local":
+            return None
+        held = held_by_other(self.record)
+        return held.message(self.record.id) if held is not None else None
 
     def adopt(self) -> bool:
         """Take over the live worker the job's record names (its pid and start time, saved
@@ -250,6 +270,9 @@ class WorkerProcess:
     def _let_go_of_session(self) -> None:
         if self._session_lock is not None:
             lock, self._session_lock = self._session_lock, None
+            # The session as roost leaves it, as a local worker notes it when its pi exits:
+            # a pi outside roost (retitled, no lock) that writes it next is found by that.
+            writers.remember(str(self.record.session), str(self.record.dir))
             try:
                 lock.release()
             except LockError as exc:
@@ -328,7 +351,11 @@ class WorkerProcess:
         self._restart = None
         if self.state == ProcState.BACKOFF:
             self.spawn()
-            self._report(self, WorkerExit.RESTARTED, "")
+            if not self._refused():  # else spawn reported why
+                self._report(self, WorkerExit.RESTARTED, "")
+
+    def _refused(self) -> bool:
+        return self.state == ProcState.FATAL
 
     # -- stopping ------------------------------------------------------------------------
     async def stop(self, reason: str, timeout: float) -> None:

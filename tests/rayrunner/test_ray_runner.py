@@ -217,6 +217,44 @@ def test_a_ray_job_stopped_through_ray_is_restarted(ray_lab: Lab, llm: FakeLLM, 
     ray_lab.wait_state(job, "stopped", timeout=60)
 
 
+def test_a_ray_job_is_not_restarted_after_a_pi_outside_roost_wrote_its_session(
+    make_lab: Callable[..., Lab], llm: FakeLLM, head: RayHead
+) -> None:
+    """A remote worker's pi cannot see this machine's other writers of the session: roostd
+    notes the session as it lets go of it (the attempt's end) and, before each start (a
+    restart after a crash included), refuses while a pi outside roost that started since
+    has written it (pi's resume hint: no roost extension, no lock, its title "pi"), as a
+    local worker refuses before its pi starts. The job fails saying who; once that pi has
+    quit, `roost start` runs it, the other pi's entries kept."""
+    lab = make_lab(llm=llm)
+    lab.configure(runner=runner_settings(lab, head), restartBackoffSeconds=10)
+    llm.add(last_user_contains("HELD-TASK"), text("HELD-ANSWER-1"))
+    llm.add(last_user_contains("HELD-OUTSIDE"), text("HELD-OUTSIDE-ANSWER"))
+    llm.add(last_user_contains("HELD-AFTER"), text("HELD-ANSWER-2"))
+    job = lab.run_job("HELD-TASK please")
+    assert lab.wait(job, timeout=150) == "done"
+    session = Path(str(lab.record(job)["session"]))
+
+    job_client(head).stop_job(f"roost-{job}-1")  # type: ignore[attr-defined]
+    wait_until(lambda: attempt(lab, job).get("ended"), timeout=60, what="the attempt's end")
+    other = lab.spawn_pi(session=session)  # within the 10 s before roostd starts it again
+    other.prompt("HELD-OUTSIDE write")
+    wait_until(lambda: "HELD-OUTSIDE" in session.read_text(), timeout=30, what="the other pi's write")
+    lab.wait_state(job, "failed", timeout=90)
+    error = str(lab.row(job)["summary"])  # what `roost ls` shows of a failed job
+    assert re.search(rf"held by pid {other.proc.pid} \(pi, not under roost\)", error), error
+    assert attempt(lab, job)["attempt"] == 1  # no second writer was started
+
+    other.close()
+    lab.cli("start", job)
+    wait_until(lambda: attempt(lab, job)["attempt"] == 2, timeout=90)
+    lab.reply(job, "HELD-AFTER now")
+    wait_until(lambda: "HELD-ANSWER-2" in json.dumps(lab.session(job)), timeout=90)
+    assert user_texts(lab.session(job)) == ["HELD-TASK please", "HELD-OUTSIDE write", "HELD-AFTER now"]
+    lab.cli("stop", job)
+    lab.wait_state(job, "stopped", timeout=60)
+
+
 def test_roostd_killed_while_a_ray_job_runs_the_job_reconnects(ray_lab: Lab, llm: FakeLLM) -> None:
     llm.add(last_user_contains("RECONNECT-TASK"), text("RECONNECT-ANSWER-1"))
     llm.add(last_user_contains("RECONNECT-REPLY"), text("RECONNECT-ANSWER-2"))
