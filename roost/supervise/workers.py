@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from roost.host import procid
 from roost.job.states import ATTACH_REASON, EXIT_FATAL, PROCS, REAP_REASON, JobKind, ProcState, WorkerExit
 from roost.locks import LockError, SessionLock, holder_is_alive, joblock, read_holder, writers
-from roost.supervise.jobstore import held_by_other
+from roost.locks.holding import other_writer
 from roost.supervise.runner import Launched, LocalRunner, RemoteLaunch, Runner, WorkerSpec, is_remote
 
 if TYPE_CHECKING:
@@ -159,9 +159,12 @@ class WorkerProcess:
         cannot see this machine's writers, so roostd looks for it, on every start, a
         restart after a crash included; a local worker looks itself (Worker.check_lock)."""
         kind_of = getattr(self._runner, "kind_of", None)  # a Placement; a bare runner is local
-        if self.record.kind != JobKind.PI or kind_of is None or kind_of(self.record) == "local":
+        session = self.record.session
+        if self.record.kind != JobKind.PI or not session:
             return None
-        held = held_by_other(self.record)
+        if kind_of is None or kind_of(self.record) == "local":
+            return None
+        held = other_writer(session, self.record.id)
         return held.message(self.record.id) if held is not None else None
 
     def adopt(self) -> bool:
