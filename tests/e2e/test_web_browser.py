@@ -60,7 +60,7 @@ def test_pair_see_a_question_live_and_answer_it(
         assert "pair" not in browser.current_url
         job = lab.run_job("--name", "<script>banner</script>", "TASK-WEB")
         wait_text(browser, "#tree", "needs_input")  # pushed live, no reload
-        assert "<script>banner</script>" in browser.find_element(By.CSS_SELECTOR, "#tree").text
+        wait_text(browser, "#tree", "<script>banner</script>")  # a live part: found again if swapped
         assert browser.execute_script("return window.__pwned === undefined")
         shots(browser, "tree")
 
@@ -138,7 +138,8 @@ def test_raise_a_budget_from_the_browser(
         assert record["error"] == "turn limit reached: 2 of 2 model requests", record
         browser.get(web.url + "/inbox")
         wait_text(browser, "#inbox", "turn limit reached: 2 of 2 model requests")
-        assert "budget" in browser.find_element(By.CSS_SELECTOR, "#inbox .state").text
+        # The inbox is a live part: read again if it was swapped meanwhile (a stale element).
+        wait_text(browser, "#inbox .state", "budget")
         browser.get(f"{web.url}/job/{job}")
         turns = browser.find_element(By.CSS_SELECTOR, 'input[name="maxTurns"]')
         turns.send_keys("10")
