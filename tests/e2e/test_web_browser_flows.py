@@ -137,7 +137,7 @@ def test_merge_a_worktree_job_and_name_a_conflict(
         wait_text(browser, "#inbox", "conflicts in f.txt")
         [entry] = [e for e in lab.cli_json("inbox", "--json") if e["kind"] == "conflict"]
         assert entry["job"] == {"id": second, "name": "wt-b"}
-        card = browser.find_element(By.CSS_SELECTOR, f"#entry-{entry['id']}")
-        assert "conflict" in card.find_element(By.CSS_SELECTOR, ".state").text
-        assert "wt-b" in card.text
+        # The inbox is a live part: each read finds the card again if an update swapped it.
+        wait_text(browser, f"#entry-{entry['id']} .state", "conflict")
+        wait_text(browser, f"#entry-{entry['id']}", "wt-b")
         shots(browser, "conflict")
