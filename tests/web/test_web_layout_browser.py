@@ -173,3 +173,13 @@ def test_the_inbox_count_in_the_nav_is_live(show: Showcase) -> None:
         show.rows["1a2b3c02"]["question"] = "and this?"
         show.touch()
         wait_text(driver, "#navcount", str(len(show.inbox())))
+
+
+def test_chromium_keeps_its_temp_files_to_itself() -> None:
+    """chromium's singleton socket directory and chromedriver's profile go to a temp dir of
+    the browser's own, removed when it quits: quit chromiums left one in /tmp per run."""
+    with chromium() as driver:
+        temp = Path(driver.service.env["TMPDIR"])
+        driver.get("about:blank")
+        assert list(temp.glob("org.chromium.Chromium.*")), sorted(temp.iterdir())
+    assert not temp.exists()
