@@ -46,7 +46,7 @@ def _v1() -> bool:
 
 
 def cpu_seconds(cgroup: Path) -> float:
-    """CPU used by every process that was ever in `cgroup` or its children."""
+    """CPU used by processes while they were in `cgroup` or one of its children."""
     if (cgroup / "cpuacct.usage").exists():
         return int((cgroup / "cpuacct.usage").read_text()) / 1e9
     for line in (cgroup / "cpu.stat").read_text().splitlines():
