@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,9 +59,12 @@ def spawn(
 
 @pytest.fixture
 def session(tmp_path: Path) -> Path:
+    """A session file with an id of its own, as pi makes them: the rule names any process
+    whose `--session`/`--session-id` gives the id, wherever it runs, so two tests side by side
+    that shared one id saw each other's processes as writers."""
     path = tmp_path / "job" / "session.jsonl"
     path.parent.mkdir()
-    path.write_text(json.dumps({"type": "session", "id": "0b1e2c3d-aaaa", "cwd": "/"}) + "\n")
+    path.write_text(json.dumps({"type": "session", "id": str(uuid.uuid4()), "cwd": "/"}) + "\n")
     return path
 
 
@@ -70,10 +74,12 @@ def pids(session: Path, job_dir: Path | None = None) -> set[int]:
 
 def test_command_lines_that_name_the_session(procs: list, session: Path, tmp_path: Path) -> None:
     folder = session.parent
+    sid = writers.session_id(str(session))
+    assert sid is not None
     by_path = spawn(procs, SLEEPER, "--session", str(session))
     relative = spawn(procs, SLEEPER, "--session=session.jsonl", cwd=folder)
-    hint = spawn(procs, SLEEPER, "--session-dir", str(folder), "--session", "0b1e2c3d")
-    by_id = spawn(procs, SLEEPER, "--session-dir", str(folder), "--session-id", "0b1e2c3d-aaaa")
+    hint = spawn(procs, SLEEPER, "--session-dir", str(folder), "--session", sid[:8])
+    by_id = spawn(procs, SLEEPER, "--session-dir", str(folder), "--session-id", sid)
     resume = spawn(procs, SLEEPER, "--session-dir", str(folder), "--resume")
     named = pids(session)
     assert {by_path.pid, relative.pid, hint.pid, by_id.pid, resume.pid} <= named
@@ -82,7 +88,7 @@ def test_command_lines_that_name_the_session(procs: list, session: Path, tmp_pat
     other = tmp_path / "other.jsonl"
     others = [
         spawn(procs, SLEEPER, "--session", str(other)),
-        spawn(procs, SLEEPER, "--session", "ffff"),
+        spawn(procs, SLEEPER, "--session", "not-this-id"),  # no uuid starts so
         spawn(procs, SLEEPER, "--session-dir", str(tmp_path), "-c"),
         spawn(procs, SLEEPER, str(session)),
     ]
