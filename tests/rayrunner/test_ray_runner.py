@@ -237,9 +237,20 @@ def test_a_ray_job_is_not_restarted_after_a_pi_outside_roost_wrote_its_session(
 
     job_client(head).stop_job(f"roost-{job}-1")  # type: ignore[attr-defined]
     wait_until(lambda: attempt(lab, job).get("ended"), timeout=60, what="the attempt's end")
-    other = lab.spawn_pi(session=session)  # within the 10 s before roostd starts it again
-    other.prompt("HELD-OUTSIDE write")
-    wait_until(lambda: "HELD-OUTSIDE" in session.read_text(), timeout=30, what="the other pi's write")
+    wait_until(lambda: lab.record(job).get("process", {}).get("crashes"), timeout=60, what="roostd's backoff")
+    # The other pi writes during the backoff. Under load its start and answer can take longer
+    # than the backoff, so roostd is held still meanwhile: its restart timer (monotonic) falls
+    # due while it is stopped and runs once it continues, after the write, as it would have
+    # run on a quiet machine.
+    daemon = lab.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        other = lab.spawn_pi(session=session)
+        other.prompt("HELD-OUTSIDE write")
+        wait_until(lambda: "HELD-OUTSIDE" in session.read_text(), timeout=60, what="the other pi's write")
+    finally:
+        os.kill(daemon, signal.SIGCONT)
     lab.wait_state(job, "failed", timeout=90)
     error = str(lab.row(job)["summary"])  # what `roost ls` shows of a failed job
     assert re.search(rf"held by pid {other.proc.pid} \(pi, not under roost\)", error), error
