@@ -286,6 +286,10 @@ def is_settled(daemon: JobTable, record: JobRecord) -> bool:
         return True  # blocked on the user (its run is still busy): nothing happens until a reply
     if record.state == JobState.STARTING or record.busy:
         return False
+    if record.id in daemon.queue.granted:
+        # A run roostd granted (`turn`) that its worker has not reported yet: the worker can
+        # take the item out of new/ before roostd reads the update saying the run is busy.
+        return False
     if proc is None or proc.state != ProcState.RUNNING:
         return False
     return not daemon.mailbox(record).pending()

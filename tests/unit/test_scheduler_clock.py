@@ -169,6 +169,8 @@ class SlowHost(Host):
         running(self.jobs[answer["id"]])
         return answer
 
+    queue = SimpleNamespace(granted=set())  # no run granted by `turn` is pending a report
+
     def mailbox(self, record: Job) -> Any:
         return SimpleNamespace(pending=list)  # nothing waits in any
 

@@ -225,11 +225,13 @@ def settled(
     proc: ProcState | None = P.RUNNING,
     alive: bool = True,
     pending: int = 0,
+    granted: bool = False,
 ) -> bool:
     record = JobRecord(id="ab12cd34", name="j", kind=kind, cwd="/", state=state, busy=busy, dialog=dialog)
     procs = {} if proc is None else {record.id: SimpleNamespace(state=proc, alive=alive)}
     mailbox = SimpleNamespace(pending=lambda: [object()] * pending)
-    daemon = SimpleNamespace(procs=procs, mailbox=lambda _record: mailbox)
+    queue = SimpleNamespace(granted={record.id} if granted else set())
+    daemon = SimpleNamespace(procs=procs, mailbox=lambda _record: mailbox, queue=queue)
     return is_settled(daemon, record)  # type: ignore[arg-type]
 
 
@@ -246,6 +248,16 @@ def test_is_settled() -> None:
     assert not settled(J.DONE, proc=P.STARTING)
     assert not settled(J.DONE, pending=1)
     assert settled(J.DONE) and settled(J.NEEDS_INPUT)
+
+
+def test_a_run_granted_to_an_idle_worker_is_not_settled_before_the_worker_says_so() -> None:
+    """`turn` makes an idle job `running` (roost.supervise.jobqueue.JobQueue.turn). Its worker
+    may take the item out of new/ (pi's message_end) before roostd has read the update that
+    says the run is busy: the worker handles several of pi's lines in one step, and sends
+    its update after them. A `roost wait` right after a reply then answered "running",
+    settled, in a clean-clone CI run. Until the worker's update, the grant keeps it waiting."""
+    assert not settled(J.RUNNING, granted=True)
+    assert settled(J.RUNNING)  # the worker reported: busy or not is its word now
 
 
 def test_an_attached_job_stays_attached_whatever_its_worker_last_said() -> None:
