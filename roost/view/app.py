@@ -152,11 +152,13 @@ class TranscriptScreen(Screen[None]):
         if row is None:
             row = {**self.row, "removed": True}
         changed = row.get("updated") != self.row.get("updated") or row.get("removed")
-        if row.get("session") != self.row.get("session"):
-            self.source = TranscriptSource(row)
-            self.query_one(RichLog).clear()
-            self.lines.clear()
+        moved = row.get("session") != self.row.get("session")
         self.row = row
+        if not self.is_mounted:  # pushed, not composed yet (rows came first): compose shows it
+            self.source = TranscriptSource(row) if moved else self.source
+            return
+        if moved:
+            self.action_reload()  # the new session's transcript, from its start
         self.query_one("#transcript-title", Static).update(self._title())
         if changed:
             self.refresh_log()

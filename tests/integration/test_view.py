@@ -194,6 +194,27 @@ async def select(pilot: Pilot[None], app: ViewApp, job: str) -> None:
     assert app.selected_key() == job
 
 
+def test_a_row_that_arrives_before_the_transcript_is_composed_is_shown() -> None:
+    """Enter pushes the transcript screen; the next rows can reach it before textual has
+    composed it (seen in CI: NoMatches for its title, and the view crashed). The row is
+    kept and the screen shows it once composed."""
+    from textual.app import App
+
+    row = job_row("0000000a", "early", state="running", updated="1")
+
+    async def scenario() -> None:
+        app: App[None] = App()
+        async with app.run_test(size=SIZE) as pilot:
+            screen = TranscriptScreen(row)
+            app.push_screen(screen)
+            screen.update_row({**row, "state": "done", "updated": "2"})  # before compose
+            await until(pilot, lambda: screen.is_mounted, "the screen mounted")
+            title = str(screen.query_one("#transcript-title", Static).render())
+            assert "done" in title and screen.row["state"] == "done", title
+
+    asyncio.run(scenario())
+
+
 def test_view_starts_roostd_and_shows_no_jobs_then_a_new_one(view_env: Lab) -> None:
     assert not daemon_running()
 
