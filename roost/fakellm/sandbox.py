@@ -13,7 +13,8 @@ job's `ext.sock` lives in ROOST_HOME/jobs/<id>/) holding
 
 and the environment its roostd, workers and pi get (`pi_env`): nothing of the caller's roost
 or pi (no `ROOST_*`, `PI_*`, `*_API_KEY`, `XDG_STATE_HOME`) but the choice of pi
-(`ROOST_PI`, `ROOST_PI_PREFIX`, `ROOST_NODE`), offline.
+(`ROOST_PI`, `ROOST_PI_PREFIX`, `ROOST_NODE`), offline; node's compile cache stays the
+caller's (`XDG_CACHE_HOME`), so a sandbox's pi does not start cold.
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ def make_agent_dir(
     return root
 
 
+def _cache_home(env: Mapping[str, str]) -> str:
+    """The caller's XDG cache folder: `XDG_CACHE_HOME` when absolute, else ~/.cache."""
+    explicit = env.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(explicit):
+        return explicit
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+
+
 def pi_env(
     agent_dir: Path,
     home: Path,
@@ -133,6 +142,9 @@ def pi_env(
             "NO_COLOR": "1",
         }
     )
+    # node's compile cache (roost/pi/compile_cache.mjs: ${XDG_CACHE_HOME:-~/.cache}/roost) is
+    # the caller's, not the temp HOME's: a folder of its own would start every pi cold.
+    env["XDG_CACHE_HOME"] = _cache_home(src)
     if extra:
         env.update(extra)
     return env

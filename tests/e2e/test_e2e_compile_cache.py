@@ -1,0 +1,48 @@
+"""End-to-end: a job's real pi keeps node's compile cache in the user's cache folder, never
+in the temp folder every user shares (roost/pi/compile_cache.mjs; docs/security.md, door 1).
+
+pi 1.x turns the cache on itself and, left alone, writes it to $TMPDIR/node-compile-cache.
+Here TMPDIR is a shared, sticky folder of the lab's, as /tmp is. On a node without a
+compile cache (the old line on node 20) neither folder is made.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+
+from kit.lab import Lab
+from kit.matchers import fresh
+
+from roost.fakellm import FakeLLM, text
+from roost.pi.locate import find_pi
+
+
+def node_has_compile_cache(node: str) -> bool:
+    probe = [node, "-p", "typeof require('node:module').enableCompileCache"]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "function"
+
+
+def test_a_jobs_pi_caches_its_code_in_the_users_folder(make_lab: Callable[..., Lab], llm: FakeLLM) -> None:
+    install = find_pi()
+    assert install.node is not None, f"pi is not started through a known package here: {install!r}"
+    lab = make_lab(llm=llm)
+    shared_tmp = lab.root / "tmp"
+    shared_tmp.mkdir(mode=0o1777)
+    shared_tmp.chmod(0o1777)
+    cache_home = lab.root / "cache"
+    lab.env.update(TMPDIR=str(shared_tmp), XDG_CACHE_HOME=str(cache_home))
+    llm.add(fresh("CC-TASK"), text("CC-ANSWER"))
+    job = lab.run_job("CC-TASK please")
+    assert lab.wait(job, timeout=120) == "done"
+    lab.cli("stop", job)  # node writes the cache as pi exits
+    lab.wait_state(job, "stopped", timeout=60)
+
+    assert not (shared_tmp / "node-compile-cache").exists()
+    cache = cache_home / "roost" / "node-compile-cache"
+    if node_has_compile_cache(install.node):
+        assert (cache_home / "roost").stat().st_mode & 0o777 == 0o700
+        cached = [f for f in cache.rglob("*") if f.is_file()]
+        assert cached, f"nothing cached in {cache}"
+    else:
+        assert not cache_home.exists()
