@@ -142,7 +142,7 @@ def pi_env(
             "NO_COLOR": "1",
         }
     )
-    # node's compile cache (roost/pi/compile_cache.mjs: ${XDG_CACHE_HOME:-~/.cache}/roost) is
+    # node's compile cache (roost/pi/preload.mjs: ${XDG_CACHE_HOME:-~/.cache}/roost) is
     # the caller's, not the temp HOME's: a folder of its own would start every pi cold.
     env["XDG_CACHE_HOME"] = _cache_home(src)
     if extra:

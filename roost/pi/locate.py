@@ -9,9 +9,9 @@ Order for node, when pi is a node package's script: `ROOST_NODE`, then the node 
 installed into the same prefix (it does so only when the system node is older than pi's
 `engines.node`), then `node` on PATH. pi is then started as `NODE --import PRELOAD CLI.js`
 rather than through its `#!/usr/bin/env node` script, so the right node runs it whatever
-PATH says, and PATH is left alone for the agent's own tools. PRELOAD (compile_cache.mjs)
-keeps node's compile cache in a folder of this user's instead of the temp folder every user
-shares; `--import` is in every node that either pi line's `engines.node` admits (>= 20.6).
+PATH says, and PATH is left alone for the agent's own tools. PRELOAD (preload.mjs) keeps
+pi's code caches (node's compile cache, jiti's) out of the temp folder every user shares;
+`--import` is in every node that either pi line's `engines.node` admits (>= 20.6).
 
 This runs on a worker's way to starting pi: no subprocess, only a few small file reads.
 """
@@ -31,7 +31,7 @@ LEGACY_PI_PACKAGE = "@mariozechner/pi-coding-agent"  # ended at 0.73.1
 LEGACY_PI_VERSION = "0.73.1"
 PI_PACKAGES = (PI_PACKAGE, LEGACY_PI_PACKAGE)
 NODE_VERSION = "22.23.3"  # npm's `node` package, installed beside pi when the system node is too old
-COMPILE_CACHE_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_cache.mjs")
+PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preload.mjs")
 
 
 class PiNotFound(FileNotFoundError):
@@ -123,7 +123,7 @@ def _from_package(
     node = node_binary()
     engines = (manifest.get("engines") or {}).get("node")
     return PiInstall(
-        [node, "--import", COMPILE_CACHE_PRELOAD, str(script), *(extra or [])],
+        [node, "--import", PRELOAD, str(script), *(extra or [])],
         source,
         str(manifest["name"]),
         str(manifest.get("version") or "") or None,

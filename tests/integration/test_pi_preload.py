@@ -1,5 +1,7 @@
-"""node's compile cache for the pis roost starts: a folder of the user's, never the temp
-folder every user shares (roost/pi/compile_cache.mjs, preloaded by roost.pi.locate).
+"""pi's code caches for the pis roost starts (roost/pi/preload.mjs, preloaded by
+roost.pi.locate): node's compile cache in a folder of the user's, never the temp folder
+every user shares, and jiti's cache (through which pi loads extensions) turned off when its
+folder there is not the user's alone.
 
 Each test runs node as roost runs pi, `NODE --import PRELOAD SCRIPT`, where SCRIPT does what
 pi 1.x's cli.js does first (`enableCompileCache()`) and then loads a module, and says where
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +30,9 @@ await import("./loaded.mjs");
 console.log(JSON.stringify({
   status: pis.status,
   directory: getCompileCacheDir() ?? null,
-  childEnv: execFileSync("env", { encoding: "utf8" }).split("\\n").filter((l) => /COMPILE_CACHE/.test(l)),
+  childEnv: execFileSync("env", { encoding: "utf8" })
+    .split("\\n")
+    .filter((l) => /COMPILE_CACHE|JITI/.test(l)),
 }));
 """
 
@@ -52,6 +57,7 @@ def _nodes() -> tuple[str | None, str | None]:
 
 
 NODE, OLD_NODE = _nodes()
+CACHE_VARS = re.compile(r"COMPILE_CACHE|JITI|XDG_CACHE_HOME")
 needs_cache = pytest.mark.skipif(NODE is None, reason="no node here has a compile cache (22.1 and later)")
 
 
@@ -61,10 +67,10 @@ def run_pi_like(tmp_path: Path, **env: str) -> dict[str, object]:
     script.write_text(PI_LIKE)
     (tmp_path / "loaded.mjs").write_text("export const answer = 42;\n")
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if "COMPILE_CACHE" not in k and k != "XDG_CACHE_HOME"}
+    base = {k: v for k, v in os.environ.items() if not CACHE_VARS.search(k)}
     assert NODE is not None
     proc = subprocess.run(
-        [NODE, "--import", locate.COMPILE_CACHE_PRELOAD, str(script)],
+        [NODE, "--import", locate.PRELOAD, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -78,8 +84,8 @@ def run_pi_like(tmp_path: Path, **env: str) -> dict[str, object]:
 def test_pi_is_started_with_the_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ROOST_PI", raising=False)  # the project's pinned pi, a known package
     install = locate.find_pi()
-    assert install.argv[1:3] == ["--import", locate.COMPILE_CACHE_PRELOAD]
-    assert Path(locate.COMPILE_CACHE_PRELOAD).is_file()
+    assert install.argv[1:3] == ["--import", locate.PRELOAD]
+    assert Path(locate.PRELOAD).is_file()
 
 
 @needs_cache
@@ -90,7 +96,7 @@ def test_the_cache_is_in_the_users_cache_folder_and_nowhere_else(tmp_path: Path)
     assert str(seen["directory"]).startswith(str(folder / "node-compile-cache") + os.sep)
     assert list(Path(str(seen["directory"])).iterdir())  # the module's code, cached
     assert os.stat(folder).st_mode & 0o777 == 0o700
-    assert list((tmp_path / "tmp").iterdir()) == []  # nothing in the shared temp folder
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == ["jiti"]  # jiti's: below
     assert seen["childEnv"] == []  # the agent's tools run as without roost
 
 
@@ -150,7 +156,7 @@ def test_a_node_without_a_compile_cache_runs_pi_as_before(tmp_path: Path) -> Non
     script = tmp_path / "plain.mjs"
     script.write_text('console.log("ran");\n')
     proc = subprocess.run(
-        [OLD_NODE, "--import", locate.COMPILE_CACHE_PRELOAD, str(script)],
+        [OLD_NODE, "--import", locate.PRELOAD, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,3 +164,64 @@ def test_a_node_without_a_compile_cache_runs_pi_as_before(tmp_path: Path) -> Non
     )
     assert proc.stdout == "ran\n", proc.stderr
     assert not (tmp_path / "home").exists()
+
+
+# -- jiti's cache folder ----------------------------------------------------------------------
+ENV_OF_A_TOOL = """
+import { execFileSync } from "node:child_process";
+const env = execFileSync("env", { encoding: "utf8" }).split("\\n");
+console.log(JSON.stringify(env.filter((l) => /^JITI/.test(l))));
+"""
+
+
+def jiti_vars_of_a_tool(tmp_path: Path, **env: str) -> list[str]:
+    """What an agent's tool started by this pi sees of jiti's switches (any node)."""
+    node = NODE or OLD_NODE
+    assert node is not None
+    script = tmp_path / "tool.mjs"
+    script.write_text(ENV_OF_A_TOOL)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not CACHE_VARS.search(k)}
+    proc = subprocess.run(
+        [node, "--import", locate.PRELOAD, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "tmp"), **env},
+    )
+    assert proc.returncode == 0, proc.stderr
+    found: list[str] = json.loads(proc.stdout)
+    return found
+
+
+def test_jitis_folder_is_made_the_users_when_nobody_has(tmp_path: Path) -> None:
+    assert jiti_vars_of_a_tool(tmp_path) == []  # jiti caches as it would without roost
+    folder = os.stat(tmp_path / "tmp" / "jiti")
+    assert folder.st_uid == os.getuid() and folder.st_mode & 0o777 == 0o755
+
+
+def test_a_jiti_folder_others_may_write_turns_jitis_cache_off(tmp_path: Path) -> None:
+    (tmp_path / "tmp" / "jiti").mkdir(parents=True)
+    (tmp_path / "tmp" / "jiti").chmod(0o777)
+    assert jiti_vars_of_a_tool(tmp_path) == ["JITI_FS_CACHE=false"]
+
+
+def test_a_jiti_symlink_turns_jitis_cache_off(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / "jiti").symlink_to(tmp_path / "mine")
+    assert jiti_vars_of_a_tool(tmp_path) == ["JITI_FS_CACHE=false"]
+
+
+@pytest.mark.skipif(intruder.skip_reason() is not None, reason=str(intruder.skip_reason()))
+def test_another_users_jiti_folder_turns_jitis_cache_off(tmp_path: Path) -> None:
+    uid, gid = intruder.ids()
+    (tmp_path / "tmp" / "jiti").mkdir(parents=True, mode=0o755)
+    os.chown(tmp_path / "tmp" / "jiti", uid, gid)
+    assert jiti_vars_of_a_tool(tmp_path) == ["JITI_FS_CACHE=false"]
+
+
+def test_the_persons_jiti_switch_stands(tmp_path: Path) -> None:
+    (tmp_path / "tmp" / "jiti").mkdir(parents=True)
+    (tmp_path / "tmp" / "jiti").chmod(0o777)
+    assert jiti_vars_of_a_tool(tmp_path, JITI_FS_CACHE="true") == ["JITI_FS_CACHE=true"]
