@@ -61,16 +61,17 @@ CACHE_VARS = re.compile(r"COMPILE_CACHE|JITI|XDG_CACHE_HOME")
 needs_cache = pytest.mark.skipif(NODE is None, reason="no node here has a compile cache (22.1 and later)")
 
 
-def run_pi_like(tmp_path: Path, **env: str) -> dict[str, object]:
-    """Run the pi-like script as roost starts pi; TMPDIR is `tmp_path/tmp` (the shared one)."""
-    script = tmp_path / "pi-like.mjs"
-    script.write_text(PI_LIKE)
+def run_as_pi(node: str | None, tmp_path: Path, source: str, **env: str) -> object:
+    """Run `source` (an ES module) as roost starts pi, with HOME and TMPDIR (the shared one)
+    in `tmp_path` and none of the caller's cache settings; what it printed, as JSON."""
+    assert node is not None
+    script = tmp_path / "script.mjs"
+    script.write_text(source)
     (tmp_path / "loaded.mjs").write_text("export const answer = 42;\n")
     (tmp_path / "tmp").mkdir(exist_ok=True)
     base = {k: v for k, v in os.environ.items() if not CACHE_VARS.search(k)}
-    assert NODE is not None
     proc = subprocess.run(
-        [NODE, "--import", locate.PRELOAD, str(script)],
+        [node, "--import", locate.PRELOAD, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -79,6 +80,13 @@ def run_pi_like(tmp_path: Path, **env: str) -> dict[str, object]:
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def run_pi_like(tmp_path: Path, **env: str) -> dict[str, object]:
+    """What pi 1.x does first, run as roost starts pi on a node with a compile cache."""
+    seen = run_as_pi(NODE, tmp_path, PI_LIKE, **env)
+    assert isinstance(seen, dict)
+    return seen
 
 
 def test_pi_is_started_with_the_preload(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,21 +184,8 @@ console.log(JSON.stringify(env.filter((l) => /^JITI/.test(l))));
 
 def jiti_vars_of_a_tool(tmp_path: Path, **env: str) -> list[str]:
     """What an agent's tool started by this pi sees of jiti's switches (any node)."""
-    node = NODE or OLD_NODE
-    assert node is not None
-    script = tmp_path / "tool.mjs"
-    script.write_text(ENV_OF_A_TOOL)
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if not CACHE_VARS.search(k)}
-    proc = subprocess.run(
-        [node, "--import", locate.PRELOAD, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**base, "HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "tmp"), **env},
-    )
-    assert proc.returncode == 0, proc.stderr
-    found: list[str] = json.loads(proc.stdout)
+    found = run_as_pi(NODE or OLD_NODE, tmp_path, ENV_OF_A_TOOL, **env)
+    assert isinstance(found, list)
     return found
 
 
