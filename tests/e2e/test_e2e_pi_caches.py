@@ -10,19 +10,14 @@ node without a compile cache (the old line on node 20) no cache folder is made.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 
 from kit.lab import Lab
 from kit.matchers import fresh
+from kit.testpi import node_has_compile_cache
 
 from roost.fakellm import FakeLLM, text
 from roost.pi.locate import find_pi
-
-
-def node_has_compile_cache(node: str) -> bool:
-    probe = [node, "-p", "typeof require('node:module').enableCompileCache"]
-    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "function"
 
 
 def test_a_jobs_pi_keeps_its_code_caches_out_of_the_shared_temp_folder(

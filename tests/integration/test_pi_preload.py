@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from kit import intruder
+from kit.testpi import node_has_compile_cache
 
 from roost.pi import locate
 
@@ -37,11 +38,6 @@ console.log(JSON.stringify({
 """
 
 
-def _has_compile_cache(node: str) -> bool:
-    probe = [node, "-p", "typeof require('node:module').enableCompileCache"]
-    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "function"
-
-
 def _nodes() -> tuple[str | None, str | None]:
     """A node with a compile cache (22.1 and later) and one without, of the two here: the
     one that runs pi and the one on PATH (CI: 22 from the pi prefix, and Debian's 20)."""
@@ -49,7 +45,7 @@ def _nodes() -> tuple[str | None, str | None]:
     for node in (locate.node_binary(), shutil.which("node")):
         if node is None:
             continue
-        if _has_compile_cache(node):
+        if node_has_compile_cache(node):
             with_cache = with_cache or node
         else:
             without = without or node

@@ -3,7 +3,8 @@
 - `make_agent_dir(root, llm_base_url)`, `pi_env(agent_dir, home)`: an isolated pi agent
   dir whose only model is the FakeLLM, and the environment for such a pi (from
   roost.fakellm.sandbox, re-exported);
-- `PiRpc`: a small synchronous driver for `pi --mode rpc`.
+- `PiRpc`: a small synchronous driver for `pi --mode rpc`;
+- `node_has_compile_cache(node)`: whether that node has node's compile cache (22.1 on).
 
 All of it in one temp dir, with roost around it, is kit.lab.Lab.
 """
@@ -26,6 +27,12 @@ from roost.fakellm.sandbox import pi_env as pi_env
 from roost.pi.locate import find_pi
 
 SETUP_HINT = "run scripts/setup (it installs the pinned pi into .runtime/pi)"
+
+
+def node_has_compile_cache(node: str) -> bool:
+    """Whether `node` has node's compile cache (`module.enableCompileCache`, 22.1 and on)."""
+    probe = [node, "-p", "typeof require('node:module').enableCompileCache"]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip() == "function"
 
 
 class PiRpcError(RuntimeError):
